@@ -1,0 +1,93 @@
+/* ldt-bench: one program for every benchmark. `ldt-bench <name> [--json] [--quick]` runs one,
+ * `ldt-bench all` runs them all; each prints a table, or with --json one JSON object a line. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench_util.h"
+
+/* The benchmarks: X(name, description). Adding one is a line here and a bench/<name>.c
+ * defining `int bench_<name>(const bench_opts *, bench_results *)` (0 on success). */
+#define LDT_BENCHES(X)                                                                     \
+    X(comm_threads, "all_reduce and all_gather bus bandwidth on 2, 4, 8 rank threads, "     \
+                    "beside single-thread memcpy bandwidth")
+
+#define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
+LDT_BENCHES(BENCH_DECL)
+#undef BENCH_DECL
+
+typedef struct bench_entry {
+    const char *name;
+    const char *desc;
+    int (*fn)(const bench_opts *o, bench_results *out);
+} bench_entry;
+
+static const bench_entry k_benches[] = {
+#define BENCH_ROW(name, desc) {#name, desc, bench_##name},
+    LDT_BENCHES(BENCH_ROW)
+#undef BENCH_ROW
+};
+static const int k_nbenches = (int)(sizeof k_benches / sizeof k_benches[0]);
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ldt-bench <name>|all [--json] [--quick]\n"
+            "  --json   print one JSON object per benchmark, one per line\n"
+            "  --quick  smaller sizes, fewer repetitions\n"
+            "benchmarks:\n");
+    for (int i = 0; i < k_nbenches; i++)
+        fprintf(f, "  %-14s %s\n", k_benches[i].name, k_benches[i].desc);
+}
+
+static int run_one(const bench_entry *b, const bench_opts *o) {
+    bench_results *r = bench_results_create(b->name);
+    if (!r) {
+        fprintf(stderr, "ldt-bench: out of memory\n");
+        return 1;
+    }
+    int rc = b->fn(o, r);
+    if (rc != 0) {
+        fprintf(stderr, "ldt-bench: %s failed\n", b->name);
+    } else if (o->json) {
+        if (bench_print_json(r, stdout) != 0) rc = 1;
+    } else {
+        bench_print_table(r, stdout);
+    }
+    fflush(stdout);
+    bench_results_destroy(r);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    bench_opts o = {0, 0};
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            o.json = 1;
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            o.quick = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-' || name) {
+            fprintf(stderr, "ldt-bench: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            name = argv[i];
+        }
+    }
+    if (!name) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(name, "all") == 0) {
+        int rc = 0;
+        for (int i = 0; i < k_nbenches; i++) rc |= run_one(&k_benches[i], &o);
+        return rc;
+    }
+    for (int i = 0; i < k_nbenches; i++)
+        if (strcmp(name, k_benches[i].name) == 0) return run_one(&k_benches[i], &o);
+    fprintf(stderr, "ldt-bench: no benchmark called '%s'\n", name);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,1016 @@
+/* Threaded communicator backend: N ranks as threads of one process sharing memory. Every
+ * collective is zero-copy: ranks publish their op descriptor (buffers included) in their slot
+ * of the group's state, meet at a barrier, check that all slots agree, then read and write
+ * each other's buffers directly, and meet again so nobody leaves while a peer still reads
+ * its buffers. Reductions run in rank order, so results are bitwise reproducible. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "core/error.h"
+#include "core/half.h"
+#include "exec/comm.h"
+#include "exec/reduce.h"
+
+#ifdef LDT_HAVE_OPENBLAS
+/* Rank threads already use every core; OpenBLAS threads inside each would oversubscribe. */
+void openblas_set_num_threads(int);
+#endif
+
+/* Elements per reduction block: the accumulator lives on the stack (at most 8 KiB) and in
+ * L1 while the peers' blocks stream through it. */
+#define BLK 1024
+/* Bytes per copy block in all_gather: a rank reads its block once, then writes it into
+ * every peer's buffer from cache. */
+#define COPY_BLK (64 * 1024)
+/* From this tensor size on, results are written with non-temporal stores: the destination
+ * is far larger than the caches, so reading it in before overwriting (write-allocate) only
+ * costs bandwidth. */
+#define STREAM_MIN_BYTES ((int64_t)8 << 20)
+
+typedef struct tgroup tgroup;
+typedef struct tcomm tcomm;
+
+/* Shared state of one group of ranks (the world is one too). Barrier fields, poison and
+ * the slots' publication are under mu; registry fields are under the world's mu. */
+struct tgroup {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;
+    int *ranks;           /* world ranks, group order */
+    int arrived;          /* members in the current barrier generation */
+    _Atomic uint64_t gen; /* written under mu; also read without it by spinning waiters */
+    uint64_t *arrived_at; /* member i is in generation arrived_at[i] - 1 (0: not arrived) */
+    int poisoned;         /* a barrier timed out: members are out of step for good */
+    char poison[512];
+    ldt__op *slots;       /* each member's current op, read by all between barriers */
+    /* registry */
+    tgroup *next;
+    int handles;          /* live communicators on it */
+    int joined;           /* members that asked for it so far */
+    unsigned char *has_joined;
+};
+
+/* A posted send, waiting in the receiver's mailbox. */
+typedef enum { SEND_POSTED, SEND_CLAIMED, SEND_DONE, SEND_FAILED } send_state;
+
+struct ldt__send_req {
+    struct ldt_threads *w;
+    tgroup *g;
+    int src, dst;         /* group ranks */
+    const void *buf;
+    int64_t count;
+    ldt_dtype dtype;
+    send_state state;     /* under the world's mu */
+    char err[512];        /* SEND_FAILED: the receiver's message */
+    ldt__send_req *next;  /* in the destination's mailbox */
+};
+
+struct tcomm {
+    struct ldt_comm base;
+    struct ldt_threads *w;
+    tgroup *g;
+    const void **srcs; /* g->n entries: the members' send buffers, for exec/reduce.c */
+};
+
+/* The world: the ranks' shared state, reusable across runs. */
+struct ldt_threads {
+    int n;
+    int64_t timeout_ms;
+    pthread_mutex_t mu;      /* registry, mailboxes, failure info, running */
+    pthread_cond_t mail_cv;  /* a mailbox or a send's state changed, or the world aborted */
+    atomic_int aborted;      /* a rank failed: failed_* are set before it and never after */
+    atomic_int broken;       /* a barrier timed out: the world cannot be run again */
+    int failed_rank;
+    char failed_msg[1024];
+    int running;
+    tgroup *groups;          /* registry, the world group first */
+    tgroup *world_group;
+    ldt__send_req **mail;    /* per destination world rank: FIFO of posted sends */
+    tcomm *world_comms;      /* one per rank */
+};
+
+static const ldt__comm_vtable k_threads_vt;
+
+/* ---------------------------------------------------------------------------------------
+ * Time and condition variables on the monotonic clock (wall-clock jumps must not fire or
+ * stretch timeouts).
+ */
+static struct timespec deadline_after(int64_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+static int cond_init_monotonic(pthread_cond_t *cv) {
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0) return -1;
+    int rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (rc == 0) rc = pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc == 0 ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Failure: the world aborts when a rank's function fails; everyone waiting wakes up.
+ */
+static ldt_status remote_error(struct ldt_threads *w, const char *op) {
+    if (w->failed_rank < 0)
+        return ldt__error(LDT_ERR_REMOTE, "%s: the world was aborted: %s", op, w->failed_msg);
+    return ldt__error(LDT_ERR_REMOTE, "%s: rank %d failed: %s", op, w->failed_rank,
+                      w->failed_msg);
+}
+
+static int is_aborted(struct ldt_threads *w) {
+    return atomic_load_explicit(&w->aborted, memory_order_acquire);
+}
+
+static void world_abort(struct ldt_threads *w, int rank, const char *msg) {
+    pthread_mutex_lock(&w->mu);
+    if (!atomic_load_explicit(&w->aborted, memory_order_relaxed)) {
+        w->failed_rank = rank;
+        snprintf(w->failed_msg, sizeof w->failed_msg, "%s", msg);
+        atomic_store_explicit(&w->aborted, 1, memory_order_release);
+    }
+    pthread_cond_broadcast(&w->mail_cv);
+    /* Lock order is world then group; barrier waiters hold only their group's mu, and
+     * check `aborted` under it before waiting, so no wake-up is lost. */
+    for (tgroup *g = w->groups; g; g = g->next) {
+        pthread_mutex_lock(&g->mu);
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Groups and their registry
+ */
+static void group_free(tgroup *g) {
+    if (!g) return;
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g->ranks);
+    free(g->arrived_at);
+    free(g->slots);
+    free(g->has_joined);
+    free(g);
+}
+
+static tgroup *group_new(int n, const int *ranks) {
+    tgroup *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->n = n;
+    g->ranks = malloc((size_t)n * sizeof *g->ranks);
+    g->arrived_at = calloc((size_t)n, sizeof *g->arrived_at);
+    g->slots = calloc((size_t)n, sizeof *g->slots);
+    g->has_joined = calloc((size_t)n, 1);
+    int ok_mu = pthread_mutex_init(&g->mu, NULL) == 0;
+    int ok_cv = cond_init_monotonic(&g->cv) == 0;
+    if (!g->ranks || !g->arrived_at || !g->slots || !g->has_joined || !ok_mu || !ok_cv) {
+        free(g->ranks);
+        free(g->arrived_at);
+        free(g->slots);
+        free(g->has_joined);
+        if (ok_mu) pthread_mutex_destroy(&g->mu);
+        if (ok_cv) pthread_cond_destroy(&g->cv);
+        free(g);
+        return NULL;
+    }
+    memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
+    return g;
+}
+
+/* Group rank and world rank list, for messages: "rank 2" or "rank 2 (world 5)". */
+static void fmt_member(char *buf, size_t cap, const tgroup *g, int i, int is_world) {
+    if (is_world || g->ranks[i] == i)
+        snprintf(buf, cap, "%d", i);
+    else
+        snprintf(buf, cap, "%d (world %d)", i, g->ranks[i]);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Barriers. A waiter first yields for a while watching the generation: sleeping on the
+ * condition variable and being woken costs tens of microseconds, more than a whole barrier
+ * among ranks that arrive close together; yielding rather than spinning hands the core to
+ * the ranks still working when there are more ranks than cores.
+ */
+#define SPIN_YIELDS 64
+
+static uint64_t gen_now(tgroup *g) { return atomic_load_explicit(&g->gen, memory_order_acquire); }
+
+static void gen_advance(tgroup *g) { /* under g->mu: the release pairs with gen_now */
+    atomic_store_explicit(&g->gen, atomic_load_explicit(&g->gen, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+
+/* Called with g->mu held after arriving; returns with it held. 1 if the generation is done. */
+static int spin_for(tgroup *g, uint64_t my_gen) {
+    pthread_mutex_unlock(&g->mu);
+    int done = 0;
+    for (int i = 0; i < SPIN_YIELDS && !done; i++) {
+        done = gen_now(g) != my_gen;
+        if (!done) sched_yield();
+    }
+    pthread_mutex_lock(&g->mu);
+    return done || gen_now(g) != my_gen;
+}
+
+/* An entry barrier starts every call: it gives up on abort or timeout, taking its arrival
+ * back so the generation cannot complete without it (a late peer would otherwise run on
+ * alone and read buffers of ranks that left). Once an entry barrier has passed, every member
+ * is inside the same checked op and only copies, so the later barriers of that op (data
+ * barriers) wait unconditionally: leaving early would free buffers peers still read. */
+static ldt_status barrier_entry(tcomm *c, const char *op) {
+    tgroup *g = c->g;
+    struct ldt_threads *w = c->w;
+    int me = c->base.rank;
+    pthread_mutex_lock(&g->mu);
+    if (g->poisoned) {
+        char msg[sizeof g->poison];
+        memcpy(msg, g->poison, sizeof msg);
+        pthread_mutex_unlock(&g->mu);
+        return ldt__error(LDT_ERR_TIMEOUT,
+                          "%s: the group is unusable since an earlier call timed out (%s)", op,
+                          msg);
+    }
+    if (is_aborted(w)) {
+        pthread_mutex_unlock(&g->mu);
+        return remote_error(w, op);
+    }
+    uint64_t my_gen = gen_now(g);
+    g->arrived_at[me] = my_gen + 1;
+    if (++g->arrived == g->n) {
+        g->arrived = 0;
+        gen_advance(g);
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        return LDT_OK;
+    }
+    if (spin_for(g, my_gen)) {
+        pthread_mutex_unlock(&g->mu);
+        return LDT_OK;
+    }
+    struct timespec dl = deadline_after(w->timeout_ms);
+    int timed_out = 0;
+    while (gen_now(g) == my_gen) {
+        if (g->poisoned || is_aborted(w) || timed_out) break;
+        timed_out = pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT;
+    }
+    if (gen_now(g) != my_gen) { /* completed, whatever else happened meanwhile */
+        pthread_mutex_unlock(&g->mu);
+        return LDT_OK;
+    }
+    g->arrived--;
+    g->arrived_at[me] = 0;
+    if (g->poisoned) {
+        char msg[sizeof g->poison];
+        memcpy(msg, g->poison, sizeof msg);
+        pthread_mutex_unlock(&g->mu);
+        return ldt__error(LDT_ERR_TIMEOUT, "%s: %s", op, msg);
+    }
+    if (is_aborted(w)) {
+        pthread_mutex_unlock(&g->mu);
+        return remote_error(w, op);
+    }
+    /* Timed out: name the members that never came, and poison the group so the members
+     * still waiting fail now with the same message instead of each waiting out its own. */
+    size_t pos = (size_t)snprintf(g->poison, sizeof g->poison,
+                                  "timed out after %lld ms waiting for rank",
+                                  (long long)w->timeout_ms);
+    int missing = 0;
+    for (int i = 0; i < g->n && pos < sizeof g->poison; i++) {
+        if (g->arrived_at[i] == my_gen + 1 || i == me) continue;
+        char who[48];
+        fmt_member(who, sizeof who, g, i, c->base.is_world);
+        pos += (size_t)snprintf(g->poison + pos, sizeof g->poison - pos, "%s %s",
+                                missing ? "," : "", who);
+        missing++;
+    }
+    if (pos < sizeof g->poison)
+        snprintf(g->poison + pos, sizeof g->poison - pos,
+                 " of %d: it did not call, or called something else (failed, returned, or "
+                 "waits in another call)",
+                 g->n);
+    g->poisoned = 1;
+    atomic_store_explicit(&w->broken, 1, memory_order_relaxed);
+    pthread_cond_broadcast(&g->cv);
+    char msg[sizeof g->poison];
+    memcpy(msg, g->poison, sizeof msg);
+    pthread_mutex_unlock(&g->mu);
+    return ldt__error(LDT_ERR_TIMEOUT, "%s: %s", op, msg);
+}
+
+static void barrier_data(tcomm *c) {
+    tgroup *g = c->g;
+    pthread_mutex_lock(&g->mu);
+    uint64_t my_gen = gen_now(g);
+    g->arrived_at[c->base.rank] = my_gen + 1;
+    if (++g->arrived == g->n) {
+        g->arrived = 0;
+        gen_advance(g);
+        pthread_cond_broadcast(&g->cv);
+    } else if (!spin_for(g, my_gen)) {
+        while (gen_now(g) == my_gen) pthread_cond_wait(&g->cv, &g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+
+/* ---------------------------------------------------------------------------------------
+ * Copies. Large results go out with non-temporal stores where the ISA has them.
+ */
+static void copy_stream(void *dst, const void *src, size_t bytes) {
+#if defined(__SSE2__)
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > bytes) head = bytes;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    size_t i = 0;
+    for (; i + 64 <= bytes; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
+        __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
+        __m128i f = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
+        _mm_stream_si128((__m128i *)(void *)(d + i), a);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 32), e);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 48), f);
+    }
+    for (; i + 16 <= bytes; i += 16)
+        _mm_stream_si128((__m128i *)(void *)(d + i),
+                         _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+    memcpy(d + i, s + i, bytes - i);
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
+/* Streamed stores are weakly ordered: fence them before the barrier publishes them. */
+static void stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+static void copy_out(void *dst, const void *src, size_t bytes, int stream) {
+    if (dst == src || bytes == 0) return;
+    if (stream)
+        copy_stream(dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
+
+static char *at(const void *base, int64_t elems, size_t es) {
+    return (char *)base + (size_t)elems * es;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Checking that every member called the same thing. Every member runs this on the same
+ * slots and so reaches the same verdict and message.
+ */
+static int uses_count(ldt__op_kind k) {
+    return k == LDT__OP_ALL_REDUCE || k == LDT__OP_REDUCE_SCATTER || k == LDT__OP_ALL_GATHER ||
+           k == LDT__OP_ALL_TO_ALL || k == LDT__OP_BROADCAST;
+}
+
+static int is_reduction(ldt__op_kind k) {
+    return k == LDT__OP_ALL_REDUCE || k == LDT__OP_REDUCE_SCATTER ||
+           k == LDT__OP_REDUCE_SCATTER_V;
+}
+
+static int validate(const tcomm *c, char *msg, size_t cap) {
+    const tgroup *g = c->g;
+    const ldt__op *s = g->slots;
+    int n = g->n;
+    char a[48], b[48];
+    for (int q = 1; q < n; q++) {
+        const ldt__op *x = &s[0], *y = &s[q];
+        fmt_member(a, sizeof a, g, 0, c->base.is_world);
+        fmt_member(b, sizeof b, g, q, c->base.is_world);
+        if (x->kind != y->kind) {
+            snprintf(msg, cap, "ranks disagree: rank %s called %s but rank %s called %s", a,
+                     ldt__op_name(x->kind), b, ldt__op_name(y->kind));
+            return 1;
+        }
+        if (x->kind == LDT__OP_BARRIER) continue;
+        if (x->dtype != y->dtype) {
+            snprintf(msg, cap, "ranks disagree: rank %s passed dtype %s but rank %s passed %s", a,
+                     ldt_dtype_name(x->dtype), b, ldt_dtype_name(y->dtype));
+            return 1;
+        }
+        if (is_reduction(x->kind) && x->reduce != y->reduce) {
+            snprintf(msg, cap, "ranks disagree: rank %s passed op %s but rank %s passed %s", a,
+                     ldt_reduce_op_name(x->reduce), b, ldt_reduce_op_name(y->reduce));
+            return 1;
+        }
+        if (uses_count(x->kind) && x->count != y->count) {
+            snprintf(msg, cap, "ranks disagree: rank %s passed count %lld but rank %s passed %lld",
+                     a, (long long)x->count, b, (long long)y->count);
+            return 1;
+        }
+        if (x->kind == LDT__OP_BROADCAST && x->root != y->root) {
+            snprintf(msg, cap, "ranks disagree: rank %s passed root %d but rank %s passed %d", a,
+                     x->root, b, y->root);
+            return 1;
+        }
+        if (x->counts)
+            for (int i = 0; i < n; i++)
+                if (x->counts[i] != y->counts[i]) {
+                    snprintf(msg, cap,
+                             "ranks disagree: rank %s passed counts[%d] = %lld but rank %s "
+                             "passed %lld",
+                             a, i, (long long)x->counts[i], b, (long long)y->counts[i]);
+                    return 1;
+                }
+    }
+    if (s[0].kind == LDT__OP_ALL_TO_ALL_V)
+        for (int p = 0; p < n; p++)
+            for (int q = 0; q < n; q++)
+                if (s[p].sendcounts[q] != s[q].recvcounts[p]) {
+                    fmt_member(a, sizeof a, g, p, c->base.is_world);
+                    fmt_member(b, sizeof b, g, q, c->base.is_world);
+                    snprintf(msg, cap,
+                             "ranks disagree: rank %s sends %lld elements to rank %s, which "
+                             "expects %lld from it (sendcounts[%d] vs recvcounts[%d])",
+                             a, (long long)s[p].sendcounts[q], b, (long long)s[q].recvcounts[p],
+                             q, p);
+                    return 1;
+                }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The collectives' data phase. Between the entry barrier and the final one, member r:
+ */
+
+/* all_reduce: reduces chunk r (a 64-byte-aligned share) of every member's send and writes
+ * the result into chunk r of every member's recv. Only member r touches chunk r of any
+ * buffer, and it reads a whole block before writing it, so send == recv is safe. */
+static void run_all_reduce(tcomm *c) {
+    const ldt__op *s = c->g->slots;
+    int n = c->g->n, r = c->base.rank;
+    size_t es = ldt_dtype_size(s[r].dtype);
+    int64_t count = s[r].count, align = 64 / (int64_t)es;
+    int64_t per = (count + n - 1) / n;
+    per = (per + align - 1) / align * align;
+    int64_t lo = per * r < count ? per * r : count;
+    int64_t hi = lo + per < count ? lo + per : count;
+    int stream = count * (int64_t)es >= STREAM_MIN_BYTES;
+    for (int q = 0; q < n; q++) c->srcs[q] = s[q].send;
+    union { /* typed, so the kernels' stores through T* are to an object of that type */
+        float f[BLK];
+        double d[BLK];
+        int64_t i64[BLK];
+        int32_t i32[BLK];
+        uint16_t h[BLK];
+        uint8_t u8[BLK];
+    } tmp;
+    for (int64_t b = lo; b < hi; b += BLK) {
+        int64_t len = hi - b < BLK ? hi - b : BLK;
+        ldt__reduce_at(&tmp, c->srcs, n, b, len, s[r].dtype, s[r].reduce, n);
+        for (int q = 0; q < n; q++)
+            copy_out(at(s[q].recv, b, es), &tmp, (size_t)len * es, stream);
+    }
+    if (stream) stream_fence();
+}
+
+/* reduce_scatter(_v): reduces segment r of every member's send into its own recv. recv may
+ * be exactly segment r of its own send: only member r reads that segment. */
+static void run_reduce_scatter(tcomm *c) {
+    const ldt__op *s = c->g->slots;
+    int n = c->g->n, r = c->base.rank;
+    const ldt__op *me = &s[r];
+    int64_t off, len;
+    if (me->counts) {
+        off = 0;
+        for (int i = 0; i < r; i++) off += me->counts[i];
+        len = me->counts[r];
+    } else {
+        off = me->count * r;
+        len = me->count;
+    }
+    for (int q = 0; q < n; q++) c->srcs[q] = s[q].send;
+    ldt__reduce_at(me->recv, c->srcs, n, off, len, me->dtype, me->reduce, n);
+}
+
+/* all_gather(_v): member r writes its send into segment r of every member's recv, a block
+ * at a time so it reads its send once. In place (send is segment r of its own recv) the
+ * self-copy is skipped and no other member writes that segment. */
+static void run_all_gather(tcomm *c) {
+    const ldt__op *s = c->g->slots;
+    int n = c->g->n, r = c->base.rank;
+    const ldt__op *me = &s[r];
+    size_t es = ldt_dtype_size(me->dtype);
+    int64_t off = 0, len, total;
+    if (me->counts) {
+        total = 0;
+        for (int i = 0; i < n; i++) {
+            if (i < r) off += me->counts[i];
+            total += me->counts[i];
+        }
+        len = me->counts[r];
+    } else {
+        off = me->count * r;
+        len = me->count;
+        total = me->count * n;
+    }
+    size_t bytes = (size_t)len * es;
+    int stream = total * (int64_t)es >= STREAM_MIN_BYTES;
+    for (size_t b = 0; b < bytes; b += COPY_BLK) {
+        size_t m = bytes - b < COPY_BLK ? bytes - b : COPY_BLK;
+        for (int q = 0; q < n; q++)
+            copy_out(at(s[q].recv, off, es) + b, (const char *)me->send + b, m, stream);
+    }
+    if (stream) stream_fence();
+}
+
+/* all_to_all(_v): member r pulls segment r of every member's send into its own recv. */
+static void run_all_to_all(tcomm *c) {
+    const ldt__op *s = c->g->slots;
+    int n = c->g->n, r = c->base.rank;
+    const ldt__op *me = &s[r];
+    size_t es = ldt_dtype_size(me->dtype);
+    for (int p = 0; p < n; p++) {
+        if (me->sendcounts)
+            copy_out(at(me->recv, me->rdispls[p], es), at(s[p].send, s[p].sdispls[r], es),
+                     (size_t)me->recvcounts[p] * es, 0);
+        else
+            copy_out(at(me->recv, me->count * p, es), at(s[p].send, me->count * r, es),
+                     (size_t)me->count * es, 0);
+    }
+}
+
+static void run_broadcast(tcomm *c) {
+    const ldt__op *s = c->g->slots;
+    int r = c->base.rank;
+    const ldt__op *me = &s[r];
+    if (r != me->root)
+        copy_out(me->recv, s[me->root].recv, (size_t)me->count * ldt_dtype_size(me->dtype), 0);
+}
+
+static ldt_status t_collective(ldt_comm *base, const ldt__op *op) {
+    tcomm *c = (tcomm *)base;
+    const char *name = ldt__op_name(op->kind);
+    /* The slot is ours alone: peers finished reading it before the last call's final
+     * barrier, which we have passed. */
+    c->g->slots[base->rank] = *op;
+    LDT_CHECK(barrier_entry(c, name));
+    char msg[768];
+    if (validate(c, msg, sizeof msg)) {
+        barrier_data(c); /* every member found the same mismatch and comes here too */
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "%s: %s", name, msg);
+    }
+    switch (op->kind) {
+    case LDT__OP_ALL_REDUCE: run_all_reduce(c); break;
+    case LDT__OP_REDUCE_SCATTER:
+    case LDT__OP_REDUCE_SCATTER_V: run_reduce_scatter(c); break;
+    case LDT__OP_ALL_GATHER:
+    case LDT__OP_ALL_GATHER_V: run_all_gather(c); break;
+    case LDT__OP_ALL_TO_ALL:
+    case LDT__OP_ALL_TO_ALL_V: run_all_to_all(c); break;
+    case LDT__OP_BROADCAST: run_broadcast(c); break;
+    case LDT__OP_BARRIER: break;
+    default:
+        barrier_data(c);
+        LDT_FAIL(LDT_ERR_INTERNAL, "%s: not a collective", name);
+    }
+    barrier_data(c);
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Point to point: a send waits in the receiver's mailbox (FIFO, matched by group and
+ * source) until the receiver copies it straight from the sender's buffer.
+ */
+static int world_of(const tcomm *c, int member) { return c->g->ranks[member]; }
+
+static void mail_remove(struct ldt_threads *w, ldt__send_req *req) {
+    ldt__send_req **pp = &w->mail[req->g->ranks[req->dst]];
+    while (*pp && *pp != req) pp = &(*pp)->next;
+    if (*pp) *pp = req->next;
+    req->next = NULL;
+}
+
+static ldt_status t_send_post(ldt_comm *base, const ldt__op *op, ldt__send_req **out) {
+    tcomm *c = (tcomm *)base;
+    struct ldt_threads *w = c->w;
+    *out = NULL;
+    ldt__send_req *req = calloc(1, sizeof *req);
+    if (!req) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "send: out of memory");
+    req->w = w;
+    req->g = c->g;
+    req->src = base->rank;
+    req->dst = op->root;
+    req->buf = op->send;
+    req->count = op->count;
+    req->dtype = op->dtype;
+    req->state = SEND_POSTED;
+    pthread_mutex_lock(&w->mu);
+    if (is_aborted(w)) {
+        pthread_mutex_unlock(&w->mu);
+        free(req);
+        return ldt__trace(remote_error(w, "send"), __FILE__, __LINE__);
+    }
+    ldt__send_req **pp = &w->mail[world_of(c, req->dst)];
+    while (*pp) pp = &(*pp)->next;
+    *pp = req;
+    pthread_cond_broadcast(&w->mail_cv);
+    pthread_mutex_unlock(&w->mu);
+    *out = req;
+    return LDT_OK;
+}
+
+/* Waits for a claimed send's copy to finish: it is bounded, and leaving earlier would let
+ * the caller free a buffer the receiver is reading. Called with w->mu held. */
+static void wait_claimed(ldt__send_req *req) {
+    while (req->state == SEND_CLAIMED) pthread_cond_wait(&req->w->mail_cv, &req->w->mu);
+}
+
+static ldt_status t_send_wait(ldt__send_req *req) {
+    struct ldt_threads *w = req->w;
+    struct timespec dl = deadline_after(w->timeout_ms);
+    ldt_status st = LDT_OK;
+    int timed_out = 0;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        wait_claimed(req);
+        if (req->state == SEND_DONE) break;
+        if (req->state == SEND_FAILED) {
+            st = ldt__error(LDT_ERR_INVALID_USAGE, "send: %s", req->err);
+            break;
+        }
+        if (is_aborted(w)) {
+            mail_remove(w, req);
+            st = remote_error(w, "send");
+            break;
+        }
+        if (timed_out) {
+            mail_remove(w, req);
+            st = ldt__error(LDT_ERR_TIMEOUT,
+                            "send: timed out after %lld ms: rank %d did not receive %lld %s "
+                            "from rank %d",
+                            (long long)w->timeout_ms, req->dst, (long long)req->count,
+                            ldt_dtype_name(req->dtype), req->src);
+            break;
+        }
+        timed_out = pthread_cond_timedwait(&w->mail_cv, &w->mu, &dl) == ETIMEDOUT;
+    }
+    pthread_mutex_unlock(&w->mu);
+    free(req);
+    if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
+    return LDT_OK;
+}
+
+static void t_send_cancel(ldt__send_req *req) {
+    struct ldt_threads *w = req->w;
+    pthread_mutex_lock(&w->mu);
+    wait_claimed(req);
+    if (req->state == SEND_POSTED) mail_remove(w, req);
+    pthread_mutex_unlock(&w->mu);
+    free(req);
+}
+
+static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
+    tcomm *c = (tcomm *)base;
+    struct ldt_threads *w = c->w;
+    int me = base->rank, peer = op->root;
+    struct timespec dl = deadline_after(w->timeout_ms);
+    int timed_out = 0;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        ldt__send_req *req = w->mail[world_of(c, me)];
+        while (req && !(req->g == c->g && req->src == peer)) req = req->next;
+        if (req) {
+            mail_remove(w, req);
+            if (req->count != op->count || req->dtype != op->dtype) {
+                char msg[sizeof req->err];
+                snprintf(msg, sizeof msg, "rank %d sent %lld %s to rank %d, which expected %lld %s",
+                         peer, (long long)req->count, ldt_dtype_name(req->dtype), me,
+                         (long long)op->count, ldt_dtype_name(op->dtype));
+                memcpy(req->err, msg, sizeof msg);
+                req->state = SEND_FAILED; /* the sender frees req once it sees this */
+                pthread_cond_broadcast(&w->mail_cv);
+                pthread_mutex_unlock(&w->mu);
+                LDT_FAIL(LDT_ERR_INVALID_USAGE, "recv: %s", msg);
+            }
+            req->state = SEND_CLAIMED;
+            pthread_mutex_unlock(&w->mu);
+            /* memmove: a send to oneself may pass the very buffer it receives into */
+            if (op->count)
+                memmove(op->recv, req->buf, (size_t)op->count * ldt_dtype_size(op->dtype));
+            pthread_mutex_lock(&w->mu);
+            req->state = SEND_DONE; /* the sender frees req once it sees this */
+            pthread_cond_broadcast(&w->mail_cv);
+            pthread_mutex_unlock(&w->mu);
+            return LDT_OK;
+        }
+        if (is_aborted(w)) {
+            pthread_mutex_unlock(&w->mu);
+            return ldt__trace(remote_error(w, "recv"), __FILE__, __LINE__);
+        }
+        if (timed_out) {
+            pthread_mutex_unlock(&w->mu);
+            LDT_FAIL(LDT_ERR_TIMEOUT,
+                     "recv: timed out after %lld ms: rank %d sent nothing (%lld %s expected) to "
+                     "rank %d",
+                     (long long)w->timeout_ms, peer, (long long)op->count,
+                     ldt_dtype_name(op->dtype), me);
+        }
+        timed_out = pthread_cond_timedwait(&w->mail_cv, &w->mu, &dl) == ETIMEDOUT;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Group communicators: the first member to ask creates the shared state; each member's
+ * k-th request for a rank list joins the k-th state made for that list.
+ */
+static ldt_status t_group(ldt_comm *base, int n, const int *ranks, ldt_comm **out) {
+    tcomm *c = (tcomm *)base;
+    struct ldt_threads *w = c->w;
+    int me_world = base->world_ranks[base->rank], me = 0;
+    while (ranks[me] != me_world) me++; /* comm.c checked it is there */
+    tcomm *h = calloc(1, sizeof *h);
+    if (h) h->srcs = malloc((size_t)n * sizeof *h->srcs);
+    if (!h || !h->srcs) {
+        free(h);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "comm_group: out of memory");
+    }
+    pthread_mutex_lock(&w->mu);
+    tgroup *g = w->groups;
+    for (; g; g = g->next)
+        if (g->n == n && !g->has_joined[me] &&
+            memcmp(g->ranks, ranks, (size_t)n * sizeof *ranks) == 0)
+            break;
+    if (!g) {
+        g = group_new(n, ranks);
+        if (!g) {
+            pthread_mutex_unlock(&w->mu);
+            free(h->srcs);
+            free(h);
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "comm_group: out of memory for a group of %d", n);
+        }
+        /* Appended, so the registry is in creation order and each member's k-th request
+         * finds the k-th state before any later one. */
+        tgroup **pp = &w->groups;
+        while (*pp) pp = &(*pp)->next;
+        *pp = g;
+    }
+    g->has_joined[me] = 1;
+    g->joined++;
+    g->handles++;
+    pthread_mutex_unlock(&w->mu);
+    h->base.vt = &k_threads_vt;
+    h->base.rank = me;
+    h->base.size = n;
+    h->base.world_size = w->n;
+    h->base.world_ranks = g->ranks;
+    h->base.is_world = 0;
+    h->w = w;
+    h->g = g;
+    *out = &h->base;
+    return LDT_OK;
+}
+
+static void t_destroy(ldt_comm *base) {
+    tcomm *c = (tcomm *)base;
+    struct ldt_threads *w = c->w;
+    tgroup *g = c->g;
+    pthread_mutex_lock(&w->mu);
+    if (--g->handles == 0 && g->joined == g->n) {
+        tgroup **pp = &w->groups;
+        while (*pp != g) pp = &(*pp)->next;
+        *pp = g->next;
+        group_free(g);
+    }
+    pthread_mutex_unlock(&w->mu);
+    free(c->srcs);
+    free(c);
+}
+
+static const ldt__comm_vtable k_threads_vt = {
+    .name = "threads",
+    .group = t_group,
+    .destroy = t_destroy,
+    .collective = t_collective,
+    .send_post = t_send_post,
+    .send_wait = t_send_wait,
+    .send_cancel = t_send_cancel,
+    .recv = t_recv,
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Worlds and runs
+ */
+ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_threads **out) {
+    if (!out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "threads_create: out is NULL");
+    *out = NULL;
+    if (nranks < 1 || nranks > LDT__COMM_MAX_RANKS)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "threads_create: nranks is %d, expected 1..%d", nranks,
+                 LDT__COMM_MAX_RANKS);
+    int64_t timeout = opts ? opts->timeout_ms : 0;
+    if (timeout < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "threads_create: timeout_ms is %lld, expected > 0 (or 0 for the default %d)",
+                 (long long)timeout, LDT__COMM_DEFAULT_TIMEOUT_MS);
+    if (timeout > INT64_MAX / 2) timeout = INT64_MAX / 2; /* "forever"; keeps timespecs sane */
+    struct ldt_threads *w = calloc(1, sizeof *w);
+    if (!w) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "threads_create: out of memory");
+    w->n = nranks;
+    w->timeout_ms = timeout ? timeout : LDT__COMM_DEFAULT_TIMEOUT_MS;
+    atomic_init(&w->aborted, 0);
+    atomic_init(&w->broken, 0);
+    w->failed_rank = -1;
+    int ok_mu = pthread_mutex_init(&w->mu, NULL) == 0;
+    int ok_cv = cond_init_monotonic(&w->mail_cv) == 0;
+    w->mail = calloc((size_t)nranks, sizeof *w->mail);
+    w->world_comms = calloc((size_t)nranks, sizeof *w->world_comms);
+    int *ranks = malloc((size_t)nranks * sizeof *ranks);
+    if (ranks)
+        for (int i = 0; i < nranks; i++) ranks[i] = i;
+    w->world_group = ranks ? group_new(nranks, ranks) : NULL;
+    free(ranks);
+    if (!ok_mu || !ok_cv || !w->mail || !w->world_comms || !w->world_group) {
+        if (ok_mu) pthread_mutex_destroy(&w->mu);
+        if (ok_cv) pthread_cond_destroy(&w->mail_cv);
+        free(w->mail);
+        free(w->world_comms);
+        group_free(w->world_group);
+        free(w);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "threads_create: out of memory for %d ranks", nranks);
+    }
+    tgroup *g = w->world_group;
+    memset(g->has_joined, 1, (size_t)nranks); /* never matched by comm_group */
+    g->joined = nranks;
+    g->handles = nranks;
+    w->groups = g;
+    for (int r = 0; r < nranks; r++) {
+        tcomm *c = &w->world_comms[r];
+        c->srcs = malloc((size_t)nranks * sizeof *c->srcs);
+        if (!c->srcs) {
+            ldt_threads_destroy(w);
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "threads_create: out of memory for %d ranks", nranks);
+        }
+        c->base.vt = &k_threads_vt;
+        c->base.rank = r;
+        c->base.size = nranks;
+        c->base.world_size = nranks;
+        c->base.world_ranks = g->ranks;
+        c->base.is_world = 1;
+        c->w = w;
+        c->g = g;
+    }
+#ifdef LDT_HAVE_OPENBLAS
+    openblas_set_num_threads(1);
+#endif
+    *out = w;
+    return LDT_OK;
+}
+
+void ldt_threads_destroy(ldt_threads *w) {
+    if (!w) return;
+    /* Groups whose handles were never destroyed go too (the handles then dangle). */
+    tgroup *g = w->groups;
+    while (g) {
+        tgroup *next = g->next;
+        group_free(g);
+        g = next;
+    }
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->mail_cv);
+    free(w->mail);
+    for (int r = 0; r < w->n; r++) free(w->world_comms[r].srcs);
+    free(w->world_comms);
+    free(w);
+}
+
+typedef struct rank_run {
+    struct ldt_threads *w;
+    int rank;
+    ldt_rank_fn fn;
+    void *arg;
+    ldt_status st;
+    char msg[1024];
+    char trace[512];
+} rank_run;
+
+static void *rank_main(void *p) {
+    rank_run *rr = p;
+    ldt_clear_error();
+    ldt_status st = rr->fn(&rr->w->world_comms[rr->rank].base, rr->arg);
+    if (ldt__group_discard() && st == LDT_OK)
+        st = ldt__error(LDT_ERR_INVALID_USAGE,
+                        "the rank function returned between group_start and group_end; the "
+                        "queued calls were dropped");
+    rr->st = st;
+    if (st != LDT_OK) {
+        /* The thread-local message dies with this thread: keep a copy for the caller. */
+        snprintf(rr->msg, sizeof rr->msg, "%s", ldt_last_error());
+        snprintf(rr->trace, sizeof rr->trace, "%s", ldt_last_error_trace());
+        if (!rr->msg[0])
+            snprintf(rr->msg, sizeof rr->msg, "returned %s (%d) without a message",
+                     ldt_status_name(st), (int)st);
+        world_abort(rr->w, rr->rank, rr->msg);
+    }
+    return NULL;
+}
+
+ldt_status ldt_threads_run(ldt_threads *w, ldt_rank_fn fn, void *arg) {
+    if (!w) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "threads_run: threads is NULL");
+    if (!fn) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "threads_run: fn is NULL");
+    pthread_mutex_lock(&w->mu);
+    int busy = w->running;
+    int aborted = is_aborted(w), broken = atomic_load(&w->broken);
+    if (!busy && !aborted && !broken) w->running = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (busy)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                 "threads_run: this world is already running on another thread");
+    if (aborted)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                 "threads_run: the world was aborted by an earlier failure (rank %d: %s); "
+                 "create a new one",
+                 w->failed_rank, w->failed_msg);
+    if (broken)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                 "threads_run: a collective timed out in an earlier run, so the ranks are out "
+                 "of step; create a new one");
+    int n = w->n;
+    rank_run *runs = calloc((size_t)n, sizeof *runs);
+    pthread_t *tids = calloc((size_t)n, sizeof *tids);
+    if (!runs || !tids) {
+        free(runs);
+        free(tids);
+        pthread_mutex_lock(&w->mu);
+        w->running = 0;
+        pthread_mutex_unlock(&w->mu);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "threads_run: out of memory for %d ranks", n);
+    }
+    int started = 0, err = 0;
+    for (; started < n; started++) {
+        runs[started] = (rank_run){.w = w, .rank = started, .fn = fn, .arg = arg};
+        err = pthread_create(&tids[started], NULL, rank_main, &runs[started]);
+        if (err) break;
+    }
+    if (started < n) {
+        /* Ranks already started would wait for the missing ones: abort to wake them. */
+        char msg[160];
+        snprintf(msg, sizeof msg, "could not start the thread of rank %d of %d (%s)", started,
+                 n, strerror(err));
+        world_abort(w, -1, msg);
+    }
+    for (int r = 0; r < started; r++) pthread_join(tids[r], NULL);
+    pthread_mutex_lock(&w->mu);
+    w->running = 0;
+    pthread_mutex_unlock(&w->mu);
+    free(tids);
+    if (started < n) {
+        free(runs);
+        LDT_FAIL(LDT_ERR_SYSTEM, "threads_run: %s", w->failed_msg);
+    }
+    /* Report the cause, not the echoes: the lowest rank that failed on its own, else the
+     * lowest rank that failed because another did (LDT_ERR_REMOTE). */
+    int pick = -1;
+    for (int r = 0; r < n && pick < 0; r++)
+        if (runs[r].st != LDT_OK && runs[r].st != LDT_ERR_REMOTE) pick = r;
+    for (int r = 0; r < n && pick < 0; r++)
+        if (runs[r].st != LDT_OK) pick = r;
+    ldt_status st = LDT_OK;
+    if (pick >= 0) {
+        char msg[1100];
+        snprintf(msg, sizeof msg, "rank %d: %s", pick, runs[pick].msg);
+        ldt__error_set_raw(msg, runs[pick].trace);
+        st = runs[pick].st;
+    }
+    free(runs);
+    return st;
+}
+
+ldt_status ldt_threads_launch(int nranks, const ldt_comm_options *opts, ldt_rank_fn fn,
+                              void *arg) {
+    ldt_threads *w;
+    LDT_CHECK(ldt_threads_create(nranks, opts, &w));
+    ldt_status st = ldt_threads_run(w, fn, arg);
+    ldt_threads_destroy(w);
+    return st;
+}

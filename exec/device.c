@@ -1,0 +1,44 @@
+/* What the build holds (CUDA, NCCL, MPI) and how many CUDA devices the runtime sees. */
+#include "ldt/exec.h"
+
+#ifdef LDT_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+int ldt_cuda_device_count(void) {
+#ifdef LDT_HAVE_CUDA
+    int n = 0;
+    /* No driver or no GPU ("insufficient driver" here): any error means no device. */
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+#else
+    return 0;
+#endif
+}
+
+int ldt_built_with_cuda(void) {
+#ifdef LDT_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int ldt_built_with_nccl(void) {
+#ifdef LDT_HAVE_NCCL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int ldt_built_with_mpi(void) {
+#ifdef LDT_HAVE_MPI
+    return 1;
+#else
+    return 0;
+#endif
+}

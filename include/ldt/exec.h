@@ -1,0 +1,142 @@
+/* lazydt execution layer: communicators (ranks as threads now; MPI and NCCL later) and
+ * sharded tensor data (ldt_shards) with the helpers that move it to and from full tensors.
+ *
+ *   static ldt_status step(ldt_comm *world, void *arg) {
+ *       float x[4] = {1, 2, 3, (float)ldt_comm_rank(world)};
+ *       return ldt_all_reduce(world, x, x, 4, LDT_F32, LDT_REDUCE_SUM); // x[3] = 0+1+2+3
+ *   }
+ *   ldt_status st = ldt_threads_run(4, NULL, step, NULL);  // 4 ranks, one thread each
+ *   if (st != LDT_OK) fprintf(stderr, "%s\n", ldt_last_error());
+ */
+#ifndef LDT_EXEC_H
+#define LDT_EXEC_H
+
+#include "ldt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Communicators. A communicator is one rank's handle to a group of ranks; every member
+ * calls the same collectives in the same order. Collectives block until the group is done.
+ * Counts are in elements. send and recv may be the same buffer (in place) for all_reduce,
+ * and for broadcast there is only one buffer.
+ */
+typedef struct ldt_comm ldt_comm;
+
+typedef struct ldt_comm_options {
+    /* A peer that does not arrive within this many milliseconds makes the call fail with
+     * LDT_ERR_TIMEOUT. 0 means the default (60000). */
+    int64_t timeout_ms;
+} ldt_comm_options;
+
+/* The function each rank thread runs, with its world communicator. */
+typedef ldt_status (*ldt_rank_fn)(ldt_comm *world, void *arg);
+
+/* A set of rank threads sharing memory, reusable across runs (the threaded backend). */
+typedef struct ldt_threads ldt_threads;
+
+ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_threads **out);
+void ldt_threads_destroy(ldt_threads *t);
+/* Runs fn on every rank in its own thread and waits for all. Returns LDT_OK, or the status
+ * of the lowest failing rank with its message ("rank 2: ...") as this thread's last error.
+ * A rank that fails aborts the world: its peers' pending and later calls return
+ * LDT_ERR_REMOTE, and the world must be recreated. */
+ldt_status ldt_threads_run(ldt_threads *t, ldt_rank_fn fn, void *arg);
+/* Create, run once, destroy. */
+ldt_status ldt_threads_launch(int nranks, const ldt_comm_options *opts, ldt_rank_fn fn,
+                              void *arg);
+
+int ldt_comm_rank(const ldt_comm *c); /* rank within the group */
+int ldt_comm_size(const ldt_comm *c);
+/* The global (world) rank of group member r; -1 if out of range. */
+int ldt_comm_world_rank(const ldt_comm *c, int r);
+/* "threads" (later "mpi", "nccl"). */
+const char *ldt_comm_backend(const ldt_comm *c);
+
+/* A communicator over world ranks `ranks` (group order), which must include the caller's.
+ * Every member calls it with the same list. Destroy with ldt_comm_destroy. */
+ldt_status ldt_comm_group(ldt_comm *world, int n, const int *ranks, ldt_comm **out);
+/* The group along mesh dim `dim` containing the caller (ranks are world ranks). */
+ldt_status ldt_comm_mesh_dim(ldt_comm *world, const ldt_mesh *mesh, int dim, ldt_comm **out);
+/* Destroys a group communicator; the world communicator from a run is not destroyed. */
+void ldt_comm_destroy(ldt_comm *c);
+
+/* recv[i] = op over ranks (in rank order) of send[i]. avg divides the sum by the size
+ * (integer division for integer dtypes); bool sum/max are OR, min is AND, avg refused.
+ * Integer sums wrap. f16/bf16 accumulate in f32 and round once. */
+ldt_status ldt_all_reduce(ldt_comm *c, const void *send, void *recv, int64_t count,
+                          ldt_dtype dt, ldt_reduce_op op);
+/* send holds size*count elements; rank r receives the reduction of segment r. */
+ldt_status ldt_reduce_scatter(ldt_comm *c, const void *send, void *recv, int64_t count,
+                              ldt_dtype dt, ldt_reduce_op op);
+/* Uneven: send holds sum(counts) elements, rank r receives counts[r] (segment r). */
+ldt_status ldt_reduce_scatter_v(ldt_comm *c, const void *send, void *recv,
+                                const int64_t *counts, ldt_dtype dt, ldt_reduce_op op);
+/* recv holds size*count elements: rank r's send at r*count. */
+ldt_status ldt_all_gather(ldt_comm *c, const void *send, void *recv, int64_t count,
+                          ldt_dtype dt);
+/* Uneven: rank r sends counts[r]; recv is their concatenation in rank order. */
+ldt_status ldt_all_gather_v(ldt_comm *c, const void *send, void *recv, const int64_t *counts,
+                            ldt_dtype dt);
+/* send segment p (count elements) goes to rank p; recv segment p came from rank p. */
+ldt_status ldt_all_to_all(ldt_comm *c, const void *send, void *recv, int64_t count,
+                          ldt_dtype dt);
+/* Uneven: sendcounts[p] elements at sdispls[p] go to rank p; recvcounts[p] elements from
+ * rank p land at rdispls[p]. Each pair's counts must agree. */
+ldt_status ldt_all_to_all_v(ldt_comm *c, const void *send, const int64_t *sendcounts,
+                            const int64_t *sdispls, void *recv, const int64_t *recvcounts,
+                            const int64_t *rdispls, ldt_dtype dt);
+ldt_status ldt_broadcast(ldt_comm *c, void *buf, int64_t count, ldt_dtype dt, int root);
+/* Point to point within the group; a send completes when the receiver has the data. */
+ldt_status ldt_send(ldt_comm *c, const void *buf, int64_t count, ldt_dtype dt, int peer);
+ldt_status ldt_recv(ldt_comm *c, void *buf, int64_t count, ldt_dtype dt, int peer);
+ldt_status ldt_barrier(ldt_comm *c);
+
+/* Calls between group_start and group_end (on this thread) are queued and issued as one at
+ * group_end, so matching sends and recvs between two ranks cannot deadlock. Errors from
+ * queued calls are reported by group_end. Groups do not nest. */
+ldt_status ldt_group_start(void);
+ldt_status ldt_group_end(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Sharded tensor data: a spec and every local rank's buffer (its region, row-major).
+ */
+typedef struct ldt_shards ldt_shards;
+
+/* Zero-filled local buffers for every rank of the spec's mesh (copied spec; the mesh is
+ * borrowed and must outlive the shards). A meta mesh holds no data: refused. */
+ldt_status ldt_shards_create(const ldt_spec *spec, ldt_shards **out);
+void ldt_shards_destroy(ldt_shards *s);
+const ldt_spec *ldt_shards_spec(const ldt_shards *s);
+/* Rank's local buffer and its size in bytes (NULL and 0 for a rank outside the mesh). */
+void *ldt_shards_local(const ldt_shards *s, int rank, int64_t *nbytes);
+
+/* Full host tensor (row-major, spec dtype) -> each rank's shard. Partial(sum) puts the value
+ * on coordinate 0 of that mesh dim and zeros elsewhere; avg, max, min put it everywhere. */
+ldt_status ldt_distribute(const void *full, const ldt_spec *spec, ldt_shards **out);
+/* Shards -> full host tensor: Replicate dims read coordinate 0, Partial dims are reduced in
+ * coordinate order. */
+ldt_status ldt_full_tensor(const ldt_shards *s, void *full);
+/* Builds shards from every rank's local data (locals[i] is the i-th rank of the mesh in
+ * row-major order, ldt_layout's local shape), copying it. */
+ldt_status ldt_from_local(const ldt_spec *spec, const void *const *locals, ldt_shards **out);
+/* Copies rank's local shard out (nbytes must be its size). */
+ldt_status ldt_to_local(const ldt_shards *s, int rank, void *dst, int64_t nbytes);
+
+/* ---------------------------------------------------------------------------------------
+ * Devices.
+ */
+/* Number of CUDA devices: 0 when the build has no CUDA or the runtime reports any error
+ * (no driver, no device). */
+int ldt_cuda_device_count(void);
+/* 1 when the library was built with CUDA, NCCL, MPI. */
+int ldt_built_with_cuda(void);
+int ldt_built_with_nccl(void);
+int ldt_built_with_mpi(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,8 @@
+/* lazydt: the whole public API. Include this, or the header of one layer (core.h, exec.h). */
+#ifndef LDT_LDT_H
+#define LDT_LDT_H
+
+#include "ldt/core.h"
+#include "ldt/exec.h"
+
+#endif

@@ -1,0 +1,114 @@
+/* The ldt CLI: `ldt layout` JSON against hand-derived regions, help, and bad input. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+
+/* Runs the CLI with args; returns its exit status, stdout in out (and stderr if merge). */
+static int run(const char *args, char *out, size_t cap, int merge_stderr) {
+    char cmd[1024];
+    FILE *f;
+    size_t n;
+    int st;
+    snprintf(cmd, sizeof cmd, "%s %s %s", LDT_CLI_PATH, args, merge_stderr ? "2>&1" : "2>/dev/null");
+    f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int64_t num(const cJSON *arr, int i) {
+    return (int64_t)cJSON_GetArrayItem(arr, i)->valuedouble;
+}
+
+Test(cli, layout_json_2x3) {
+    static char out[1 << 16];
+    cJSON *root, *ranks;
+    /* rows 7 over 2: 4,3 at 0,4; cols 5 over 3: 2,2,1 at 0,2,4 */
+    static const int64_t rows_len[2] = {4, 3}, rows_off[2] = {0, 4};
+    static const int64_t cols_len[3] = {2, 2, 1}, cols_off[3] = {0, 2, 4};
+    cr_assert_eq(run("layout --mesh 2x3 --shape 7,5 --placements S0,S1 --json", out, sizeof out, 0), 0);
+    root = cJSON_Parse(out);
+    cr_assert_not_null(root, "not JSON: %s", out);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "mesh")), 2);
+    cr_expect_eq(num(cJSON_GetObjectItem(root, "mesh"), 1), 3);
+    cr_expect_eq(num(cJSON_GetObjectItem(root, "shape"), 0), 7);
+    cr_expect_str_eq(cJSON_GetObjectItem(root, "placements")->valuestring, "S0,S1");
+    ranks = cJSON_GetObjectItem(root, "ranks");
+    cr_assert_eq(cJSON_GetArraySize(ranks), 6);
+    for (int r = 0; r < 6; r++) {
+        cJSON *e = cJSON_GetArrayItem(ranks, r);
+        int i = r / 3, j = r % 3;
+        cr_expect_eq(cJSON_GetObjectItem(e, "rank")->valueint, r);
+        cr_expect_eq(num(cJSON_GetObjectItem(e, "coord"), 0), i);
+        cr_expect_eq(num(cJSON_GetObjectItem(e, "coord"), 1), j);
+        cr_expect_eq(num(cJSON_GetObjectItem(e, "local_shape"), 0), rows_len[i], "rank %d", r);
+        cr_expect_eq(num(cJSON_GetObjectItem(e, "local_shape"), 1), cols_len[j], "rank %d", r);
+        cr_expect_eq(num(cJSON_GetObjectItem(e, "offset"), 0), rows_off[i], "rank %d", r);
+        cr_expect_eq(num(cJSON_GetObjectItem(e, "offset"), 1), cols_off[j], "rank %d", r);
+        cr_expect_null(cJSON_GetObjectItem(e, "slices"));
+    }
+    cJSON_Delete(root);
+}
+
+Test(cli, layout_json_interleaved_slices) {
+    static char out[1 << 16];
+    cJSON *root, *slices;
+    /* 6 rows as 3 blocks of 2 over 2 ranks: rank 1 holds rows 1, 3, 5 */
+    cr_assert_eq(run("layout --mesh 2 --shape 6,4 --placements IS0:3 --json", out, sizeof out, 0), 0);
+    root = cJSON_Parse(out);
+    cr_assert_not_null(root, "not JSON: %s", out);
+    slices = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "ranks"), 1), "slices");
+    cr_assert_eq(cJSON_GetArraySize(slices), 3);
+    for (int k = 0; k < 3; k++) {
+        cJSON *s = cJSON_GetArrayItem(slices, k);
+        cr_expect_eq(num(cJSON_GetObjectItem(s, "offset"), 0), 1 + 2 * k);
+        cr_expect_eq(num(cJSON_GetObjectItem(s, "offset"), 1), 0);
+        cr_expect_eq(num(cJSON_GetObjectItem(s, "shape"), 0), 1);
+        cr_expect_eq(num(cJSON_GetObjectItem(s, "shape"), 1), 4);
+    }
+    cJSON_Delete(root);
+}
+
+Test(cli, layout_table_and_help) {
+    static char out[1 << 16];
+    cr_assert_eq(run("layout --mesh 2x2 --shape 7,5 --placements S0,S1", out, sizeof out, 0), 0);
+    cr_expect(strstr(out, "[7,5] f32 (S0,S1) on 2x2") != NULL, "%s", out);
+    cr_expect(strstr(out, "[4,3]") != NULL, "rank 3's local shape missing: %s", out);
+    cr_assert_eq(run("--help", out, sizeof out, 0), 0);
+    cr_expect(strstr(out, "layout") != NULL, "%s", out);
+    cr_assert_eq(run("layout --help", out, sizeof out, 0), 0);
+    for (const char *flag = "--mesh\0--shape\0--placements\0--dtype\0--json\0"; *flag;
+         flag += strlen(flag) + 1)
+        cr_expect(strstr(out, flag) != NULL, "help lacks %s", flag);
+    cr_assert_eq(run("info", out, sizeof out, 0), 0);
+    cr_expect(strstr(out, "cuda_devices:") != NULL, "%s", out);
+}
+
+Test(cli, bad_input_exits_nonzero_with_message) {
+    static const struct {
+        const char *args, *needle;
+    } rows[] = {
+        {"layout --mesh 2x2 --shape 7,5 --placements S0", "1 placements for mesh 2x2"},
+        {"layout --mesh 2x2 --shape 7,5 --placements S0,S7", "dim 7 is out of range"},
+        {"layout --mesh 2x0 --shape 7,5 --placements S0,R", "mesh"},
+        {"layout --mesh 2 --shape 7 --placements IS0:2", "2 equal blocks"},
+        {"layout --mesh 2 --shape 7,x --placements R", "shape"},
+        {"layout --mesh 2 --shape 7 --placements R --dtype f7", "unknown dtype 'f7'"},
+        {"layout --mesh 2 --shape 7", "--placements is required"},
+        {"layout --bogus 1", "unknown flag"},
+        {"frobnicate", "unknown command"},
+    };
+    static char out[1 << 16];
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int rc = run(rows[i].args, out, sizeof out, 1);
+        cr_expect_neq(rc, 0, "'%s' exited 0", rows[i].args);
+        cr_expect(strstr(out, rows[i].needle) != NULL, "'%s': %s", rows[i].args, out);
+    }
+}

@@ -1,0 +1,41 @@
+/* The ldt command line: dispatches to one subcommand per file (cmd_<name>.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/ldt/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command k_commands[] = {
+    {"layout", cmd_layout, "each rank's local shape and region for a mesh, shape and placements"},
+    {"info", cmd_info, "what this build holds (CUDA, NCCL, MPI) and the devices it sees"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ldt <command> [flags]   (ldt <command> --help for its flags)\n\n"
+               "lazydt: distributed tensors traced lazily, planned as a whole, replayed.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "ldt: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
