@@ -9,7 +9,8 @@
  * defining `int bench_<name>(const bench_opts *, bench_results *)` (0 on success). */
 #define LDT_BENCHES(X)                                                                     \
     X(comm_threads, "all_reduce and all_gather bus bandwidth on 2, 4, 8 rank threads, "     \
-                    "beside single-thread memcpy bandwidth")
+                    "beside single-thread memcpy bandwidth")                                \
+    X(trace, "ns per recorded op for 1k to 1M-node graphs, and hash ns per node")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)

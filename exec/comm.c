@@ -16,7 +16,7 @@ static const char *const k_op_names[] = {
 _Static_assert(sizeof k_op_names / sizeof k_op_names[0] == LDT__OP_COUNT,
                "one name per ldt__op_kind");
 
-const char *ldt__op_name(ldt__op_kind k) {
+const char *ldt__comm_op_name(ldt__op_kind k) {
     return (int)k >= 0 && k < LDT__OP_COUNT ? k_op_names[k] : "invalid op";
 }
 
@@ -175,7 +175,7 @@ static ldt_status enqueue(ldt_comm *c, const ldt__op *op) {
         queued *items = realloc(tl_group.items, (size_t)cap * sizeof *items);
         if (!items)
             return group_note(ldt__error(LDT_ERR_OUT_OF_MEMORY, "group: out of memory queueing %s",
-                                         ldt__op_name(op->kind)));
+                                         ldt__comm_op_name(op->kind)));
         tl_group.items = items;
         tl_group.cap = cap;
     }
@@ -185,7 +185,7 @@ static ldt_status enqueue(ldt_comm *c, const ldt__op *op) {
         q.owned = malloc((size_t)arrays * (size_t)c->size * sizeof *q.owned);
         if (!q.owned)
             return group_note(ldt__error(LDT_ERR_OUT_OF_MEMORY, "group: out of memory queueing %s",
-                                         ldt__op_name(op->kind)));
+                                         ldt__comm_op_name(op->kind)));
         int64_t *p = q.owned;
         if (op->counts) {
             q.op.counts = dup_counts(op->counts, c->size, p);
@@ -574,7 +574,7 @@ ldt_status ldt_broadcast(ldt_comm *c, void *buf, int64_t count, ldt_dtype dt, in
 
 static ldt_status p2p(ldt_comm *c, const void *sbuf, void *rbuf, int64_t count, ldt_dtype dt,
                       int peer, ldt__op_kind kind) {
-    const char *op = ldt__op_name(kind);
+    const char *op = ldt__comm_op_name(kind);
     LDT_CHECK(check_comm(c, op));
     LDT_CHECK(check_dtype(dt, op));
     LDT_CHECK(check_count(count, 1, dt, op, "count"));

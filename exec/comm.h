@@ -37,7 +37,7 @@ typedef enum ldt__op_kind {
     LDT__OP_COUNT
 } ldt__op_kind;
 
-const char *ldt__op_name(ldt__op_kind k);
+const char *ldt__comm_op_name(ldt__op_kind k);
 
 /* One call, already checked by comm.c. Fields a kind does not use are zero / NULL.
  * counts: size entries (the _v reductions and gathers); the all_to_all_v arrays likewise.

@@ -410,7 +410,7 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
         fmt_member(b, sizeof b, g, q, c->base.is_world);
         if (x->kind != y->kind) {
             snprintf(msg, cap, "ranks disagree: rank %s called %s but rank %s called %s", a,
-                     ldt__op_name(x->kind), b, ldt__op_name(y->kind));
+                     ldt__comm_op_name(x->kind), b, ldt__comm_op_name(y->kind));
             return 1;
         }
         if (x->kind == LDT__OP_BARRIER) continue;
@@ -571,7 +571,7 @@ static void run_broadcast(tcomm *c) {
 
 static ldt_status t_collective(ldt_comm *base, const ldt__op *op) {
     tcomm *c = (tcomm *)base;
-    const char *name = ldt__op_name(op->kind);
+    const char *name = ldt__comm_op_name(op->kind);
     /* The slot is ours alone: peers finished reading it before the last call's final
      * barrier, which we have passed. */
     c->g->slots[base->rank] = *op;

@@ -2,8 +2,11 @@
 #ifndef LDT_TESTS_TEST_UTIL_H
 #define LDT_TESTS_TEST_UTIL_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#include "ldt/core.h"
 
 /* LDT_TEST_SCALE (default 1) scales random-case counts: the sanitizer builds lower it. */
 static inline double ldt_test_scale(void) {
@@ -28,6 +31,25 @@ static inline uint64_t ldt_test_rand(uint64_t *state) {
 /* Uniform integer in [lo, hi]. */
 static inline int64_t ldt_test_range(uint64_t *state, int64_t lo, int64_t hi) {
     return lo + (int64_t)(ldt_test_rand(state) % (uint64_t)(hi - lo + 1));
+}
+
+/* A shape from its sizes: ldt_test_shape(2, 7, 5) is [7,5]. */
+static inline ldt_shape ldt_test_shape(int nd, ...) {
+    ldt_shape s = {nd, {0}};
+    va_list ap;
+    va_start(ap, nd);
+    for (int d = 0; d < nd; d++) s.dims[d] = va_arg(ap, int);
+    va_end(ap);
+    return s;
+}
+
+/* "[7,5]" in one of four rotating buffers, so a message can format several shapes. */
+static inline const char *ldt_test_fmt_shape(const ldt_shape *s) {
+    static char buf[4][96];
+    static int k;
+    k = (k + 1) % 4;
+    ldt_shape_format(s, buf[k], sizeof buf[k]);
+    return buf[k];
 }
 
 #endif

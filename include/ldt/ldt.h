@@ -4,5 +4,6 @@
 
 #include "ldt/core.h"
 #include "ldt/exec.h"
+#include "ldt/trace.h"
 
 #endif

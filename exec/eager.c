@@ -1,0 +1,152 @@
+/* The eager runner: executes a trace node by node on one rank with the CPU kernels; it is what
+ * materialization (ldt_sync, ldt_read) runs, and stays the reference path. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/cpu/kernel.h"
+#include "trace/trace.h"
+
+#define MAX_IN 64
+
+static ldt_status run_custom(ldt_ctx *ctx, ldt_tensor *t) {
+    const ldt__custom_op *op = &ctx->custom[t->op - LDT_OP_COUNT];
+    const void *in[MAX_IN];
+    ldt_shape shapes[MAX_IN];
+    ldt_dtype dts[MAX_IN];
+    ldt_status st;
+    for (int k = 0; k < t->nin; k++) {
+        in[k] = t->in[k]->data;
+        shapes[k] = t->in[k]->shape;
+        dts[k] = (ldt_dtype)t->in[k]->dtype;
+    }
+    ldt_clear_error();
+    st = op->cpu_fn(t->nin, in, shapes, dts, t->data, &t->shape, (ldt_dtype)t->dtype, op->user);
+    if (st != LDT_OK && !ldt_last_error()[0])
+        ldt__error(st, "custom op kernel returned %s", ldt_status_name(st));
+    return st;
+}
+
+static ldt_status run_node(ldt_ctx *ctx, ldt_tensor *t) {
+    ldt__operand in[MAX_IN];
+    ldt__kcall call;
+    ldt__kernel_fn fn;
+    if (t->nin > MAX_IN)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%d inputs; the eager runner takes up to %d", t->nin, MAX_IN);
+    t->data = malloc((size_t)(t->nbytes ? t->nbytes : 1));
+    if (!t->data) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "out of memory for %lld bytes", (long long)t->nbytes);
+    if (t->op >= LDT_OP_COUNT) return run_custom(ctx, t);
+    fn = ldt__cpu_kernel(t->op);
+    if (!fn) LDT_FAIL(LDT_ERR_INTERNAL, "no CPU kernel for op %d", t->op);
+    for (int k = 0; k < t->nin; k++) {
+        in[k].data = t->in[k]->data;
+        in[k].shape = t->in[k]->shape;
+        in[k].dtype = (ldt_dtype)t->in[k]->dtype;
+    }
+    memset(&call, 0, sizeof call);
+    call.op = t->op;
+    call.attrs = t->attrs;
+    call.nin = t->nin;
+    call.in = in;
+    call.out.data = t->data;
+    call.out.shape = t->shape;
+    call.out.dtype = (ldt_dtype)t->dtype;
+    return fn(&call);
+}
+
+/* Runs every node of the current trace; `keep_alive` (may be NULL) is not freed early. On
+ * return the op results still hold data until ldt__trace_end. */
+static ldt_status run_trace(ldt_ctx *ctx, const ldt_tensor *keep_alive) {
+    int64_t n = ctx->nnodes, *last = NULL;
+    ldt_status st = LDT_OK;
+    if (ctx->status != LDT_OK) {
+        /* the error stuck at recording is reported again now, as at compile */
+        ldt__error(ctx->status, "%s", ctx->errmsg);
+        return ctx->status;
+    }
+    last = malloc((size_t)(n ? n : 1) * sizeof *last);
+    if (!last) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "eager: out of memory");
+    /* last use of each node, so intermediates are freed as soon as they are dead */
+    for (int64_t i = 0; i < n; i++) last[i] = -1;
+    for (int64_t i = 0; i < n; i++)
+        for (int k = 0; k < ctx->nodes[i]->nin; k++) last[ctx->nodes[i]->in[k]->id] = i;
+    for (int64_t i = 0; i < ctx->nkeeps; i++) last[LDT__P(ctx->keeps[i])->source->id] = n;
+    if (keep_alive && keep_alive->kind == LDT__NODE) last[keep_alive->id] = n;
+    for (int64_t i = 0; i < n; i++) {
+        ldt_tensor *t = ctx->nodes[i];
+        if (t->kind == LDT__PERSISTENT) {
+            if (t->op == LDT_OP_INPUT && !LDT__P(t)->bound)
+                LDT_FAIL_GOTO(LDT_ERR_INVALID_USAGE,
+                              "eager: input '%s' (node %%%lld) has no data; bind it with "
+                              "ldt_input_bind before the run",
+                              LDT__NAME(t) ? LDT__NAME(t) : "", (long long)i);
+            continue;
+        }
+        st = run_node(ctx, t);
+        if (st != LDT_OK) {
+            char d[256];
+            ldt__describe(t, d, sizeof d);
+            ldt__error_prefix(st, "eager: node %%%lld %s %s", (long long)i,
+                              ldt__op_name(ctx, t->op), d);
+            goto fail;
+        }
+        for (int k = 0; k < t->nin; k++) {
+            ldt_tensor *u = t->in[k];
+            if (u->kind == LDT__NODE && last[u->id] == i && u->data) {
+                free(u->data);
+                u->data = NULL;
+            }
+        }
+        if (last[i] < 0 && t != keep_alive) { /* a result nobody reads */
+            free(t->data);
+            t->data = NULL;
+        }
+    }
+    for (int64_t i = 0; i < ctx->nkeeps; i++) {
+        ldt_tensor *k = ctx->keeps[i];
+        if (k->nbytes) memcpy(k->data, LDT__P(k)->source->data, (size_t)k->nbytes);
+    }
+fail:
+    free(last);
+    return st;
+}
+
+ldt_status ldt_sync(ldt_ctx *ctx) {
+    ldt_status st;
+    if (!ctx) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "sync: ctx must not be NULL");
+    st = run_trace(ctx, NULL);
+    if (st != LDT_OK) snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", ldt_last_error());
+    ldt__trace_end(ctx);
+    return st;
+}
+
+ldt_status ldt_read(ldt_tensor *t, void *dst, int64_t nbytes) {
+    ldt_ctx *ctx;
+    ldt_status st = LDT_OK;
+    if (!t || (!dst && nbytes > 0))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "read: tensor and dst must not be NULL");
+    ctx = t->ctx;
+    if (t->kind == LDT__NODE && t->gen != ctx->gen)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                 "read: the tensor (%s) is from a trace that has ended; keep it with ldt_keep",
+                 ldt__op_name(ctx, t->op));
+    if (nbytes != t->nbytes) {
+        char d[256];
+        ldt__describe(t, d, sizeof d);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "read: %lld bytes given, the tensor %s %s holds %lld",
+                 (long long)nbytes, d, ldt_dtype_name((ldt_dtype)t->dtype), (long long)t->nbytes);
+    }
+    if (t->kind == LDT__NODE) {
+        st = run_trace(ctx, t);
+        if (st == LDT_OK && nbytes) memcpy(dst, t->data, (size_t)nbytes);
+        if (st != LDT_OK) snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", ldt_last_error());
+        ldt__trace_end(ctx);
+        return st;
+    }
+    if (t->op == LDT_OP_DATA && LDT__P(t)->source) LDT_CHECK(ldt_sync(ctx)); /* its value is pending */
+    if (t->op == LDT_OP_INPUT && !LDT__P(t)->bound)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "read: input '%s' has no data bound",
+                 LDT__NAME(t) ? LDT__NAME(t) : "");
+    if (nbytes) memcpy(dst, t->data, (size_t)nbytes);
+    return LDT_OK;
+}

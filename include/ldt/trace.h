@@ -1,0 +1,189 @@
+/* lazydt tracing: ops on lazydt tensors are recorded into a graph and run when a value is
+ * needed (reading it, or ldt_sync). A context owns the current trace, the persistent tensors
+ * (inputs, parameters, constants, kept results) and the last error.
+ *
+ *   ldt_ctx *ctx;
+ *   ldt_ctx_create(NULL, &ctx);                        // a 1-rank mesh, seed 0
+ *   ldt_shape s = {2, {4, 8}};
+ *   ldt_tensor *x = ldt_input(ctx, "x", &s, LDT_F32);  // data bound before a run
+ *   ldt_tensor *w = ldt_param(ctx, "w", &s, LDT_F32);  // persistent across runs
+ *   ldt_input_bind(x, xdata, sizeof xdata);
+ *   ldt_param_set(w, wdata, sizeof wdata);
+ *   ldt_tensor *y = ldt_sum(ldt_mul(x, w), NULL, 0, 0); // recorded, not run
+ *   float out;
+ *   if (ldt_read(y, &out, sizeof out) != LDT_OK)       // runs the trace, ends it
+ *       puts(ldt_ctx_errmsg(ctx));                     // an op's error sticks until here
+ *   ldt_ctx_destroy(ctx);
+ *
+ * Op results are valid until their trace ends (ldt_read, ldt_sync); ldt_keep gives a
+ * persistent tensor that holds a result's value into later traces. Op constructors return
+ * NULL on error; the error sticks on the context and is returned again by the next run, so a
+ * chain of ops needs one check. */
+#ifndef LDT_TRACE_H
+#define LDT_TRACE_H
+
+#include <stdio.h>
+
+#include "ldt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ldt_ctx ldt_ctx;
+typedef struct ldt_tensor ldt_tensor;
+
+typedef struct ldt_ctx_options {
+    const ldt_mesh *mesh; /* borrowed; NULL: a 1-D mesh of one rank */
+    uint64_t seed;        /* the random stream's seed (offset starts at 0) */
+} ldt_ctx_options;
+
+ldt_status ldt_ctx_create(const ldt_ctx_options *opts, ldt_ctx **out);
+void ldt_ctx_destroy(ldt_ctx *ctx);
+/* The context's last error message ("" if none). */
+const char *ldt_ctx_errmsg(const ldt_ctx *ctx);
+/* The error stuck on the current trace (LDT_OK if none); ldt_ctx_clear_error forgets it. */
+ldt_status ldt_ctx_status(const ldt_ctx *ctx);
+void ldt_ctx_clear_error(ldt_ctx *ctx);
+const ldt_mesh *ldt_ctx_mesh(const ldt_ctx *ctx);
+/* The random stream's seed and current offset (advanced by each random op, by ceil(n/4)). */
+ldt_status ldt_ctx_set_seed(ldt_ctx *ctx, uint64_t seed, uint64_t offset);
+uint64_t ldt_ctx_seed(const ldt_ctx *ctx);
+uint64_t ldt_ctx_rng_offset(const ldt_ctx *ctx);
+
+/* ---- persistent tensors ------------------------------------------------------------ */
+/* An input: data bound (copied) with ldt_input_bind before each run. */
+ldt_tensor *ldt_input(ldt_ctx *ctx, const char *name, const ldt_shape *shape, ldt_dtype dt);
+/* A parameter: zero-filled storage that persists across runs. */
+ldt_tensor *ldt_param(ldt_ctx *ctx, const char *name, const ldt_shape *shape, ldt_dtype dt);
+/* A constant: data copied now. */
+ldt_tensor *ldt_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, const void *data);
+ldt_status ldt_input_bind(ldt_tensor *input, const void *data, int64_t nbytes);
+ldt_status ldt_param_set(ldt_tensor *param, const void *data, int64_t nbytes);
+/* A persistent tensor that receives t's value when t's trace runs; usable in later traces
+ * (as a data node). NULL on error. */
+ldt_tensor *ldt_keep(ldt_tensor *t);
+
+/* ---- materialization --------------------------------------------------------------- */
+/* Runs the pending trace (eagerly, node by node) and ends it: op results of that trace
+ * expire; persistent tensors stay. Returns the trace's stuck error, if any. */
+ldt_status ldt_sync(ldt_ctx *ctx);
+/* Drops the current trace without running it (its random ops give their offsets back). */
+void ldt_trace_discard(ldt_ctx *ctx);
+/* Copies t's value (row-major, t's dtype) into dst, running the trace first if t is
+ * pending; nbytes must be t's size. */
+ldt_status ldt_read(ldt_tensor *t, void *dst, int64_t nbytes);
+
+/* ---- introspection ----------------------------------------------------------------- */
+ldt_status ldt_tensor_shape(const ldt_tensor *t, ldt_shape *out);
+ldt_dtype ldt_tensor_dtype(const ldt_tensor *t);
+ldt_ctx *ldt_tensor_ctx(const ldt_tensor *t);
+/* Nodes recorded in the current trace (leaves count once they are used). */
+int64_t ldt_trace_nodes(const ldt_ctx *ctx);
+/* Structural hash (XXH3) of the current trace: ops, shapes, dtypes, attributes, pins and
+ * structure, never data or names. The same step traced twice gives the same hash. */
+uint64_t ldt_trace_hash(const ldt_ctx *ctx);
+/* One line per node: "%3 = add(%1, %2) [7,5] f32 pin=S0". */
+ldt_status ldt_trace_dump(const ldt_ctx *ctx, FILE *f);
+/* Graphviz DOT of the current trace. */
+ldt_status ldt_trace_dot(const ldt_ctx *ctx, FILE *f);
+
+/* ---- sharding annotations ---------------------------------------------------------- */
+/* Fixes t's placements on the context's mesh (like mark_sharding); one per mesh dim. */
+ldt_status ldt_pin(ldt_tensor *t, const ldt_placement *placements, int n);
+/* Records an explicit redistribution of t to the given placements. */
+ldt_tensor *ldt_redistribute_to(ldt_tensor *t, const ldt_placement *placements, int n);
+
+/* ---- ops: elementwise (numpy broadcasting) ----------------------------------------- */
+ldt_tensor *ldt_add(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_sub(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_mul(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_div(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_eq(ldt_tensor *a, ldt_tensor *b); /* comparisons give bool */
+ldt_tensor *ldt_ne(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_lt(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_le(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_gt(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_ge(ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_where(ldt_tensor *cond, ldt_tensor *a, ldt_tensor *b);
+ldt_tensor *ldt_add_scalar(ldt_tensor *x, double s);
+ldt_tensor *ldt_sub_scalar(ldt_tensor *x, double s);  /* x - s */
+ldt_tensor *ldt_rsub_scalar(ldt_tensor *x, double s); /* s - x */
+ldt_tensor *ldt_mul_scalar(ldt_tensor *x, double s);
+ldt_tensor *ldt_div_scalar(ldt_tensor *x, double s);  /* x / s */
+ldt_tensor *ldt_rdiv_scalar(ldt_tensor *x, double s); /* s / x */
+ldt_tensor *ldt_pow_scalar(ldt_tensor *x, double s);
+ldt_tensor *ldt_neg(ldt_tensor *x);
+ldt_tensor *ldt_exp(ldt_tensor *x);
+ldt_tensor *ldt_log(ldt_tensor *x);
+ldt_tensor *ldt_sqrt(ldt_tensor *x);
+ldt_tensor *ldt_rsqrt(ldt_tensor *x);
+ldt_tensor *ldt_tanh(ldt_tensor *x);
+ldt_tensor *ldt_relu(ldt_tensor *x);
+ldt_tensor *ldt_gelu(ldt_tensor *x, int tanh_form); /* 0: erf form, 1: tanh form */
+ldt_tensor *ldt_silu(ldt_tensor *x);
+ldt_tensor *ldt_cast(ldt_tensor *x, ldt_dtype dt);
+
+/* ---- linear algebra ------------------------------------------------------------------ */
+ldt_tensor *ldt_matmul(ldt_tensor *a, ldt_tensor *b); /* torch.matmul */
+ldt_tensor *ldt_linear(ldt_tensor *x, ldt_tensor *w, ldt_tensor *b); /* x w^T + b; b may be NULL */
+
+/* ---- views and data movement (negative dims count from the end) ---------------------- */
+ldt_tensor *ldt_reshape(ldt_tensor *x, const ldt_shape *shape); /* one dim may be -1 */
+ldt_tensor *ldt_view(ldt_tensor *x, const ldt_shape *shape);    /* = reshape */
+ldt_tensor *ldt_transpose(ldt_tensor *x, int d0, int d1);
+ldt_tensor *ldt_permute(ldt_tensor *x, const int *dims, int n);
+/* Python slice semantics for start/end (negative from the end, clamped); step >= 1. */
+ldt_tensor *ldt_slice(ldt_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+ldt_tensor *ldt_select(ldt_tensor *x, int dim, int64_t index);
+ldt_tensor *ldt_cat(ldt_tensor *const *xs, int n, int dim);
+/* Splits dim into pieces of `size` (the last may be shorter): fills out[0..*n). */
+ldt_status ldt_split(ldt_tensor *x, int64_t size, int dim, ldt_tensor **out, int cap, int *n);
+ldt_tensor *ldt_expand(ldt_tensor *x, const ldt_shape *shape); /* -1 keeps a dim */
+ldt_tensor *ldt_expand_as(ldt_tensor *x, ldt_tensor *other);
+ldt_tensor *ldt_alias(ldt_tensor *x);
+
+/* ---- reductions (dims: NULL or n == 0 reduces every dim) ----------------------------- */
+ldt_tensor *ldt_sum(ldt_tensor *x, const int *dims, int n, int keepdim);
+ldt_tensor *ldt_mean(ldt_tensor *x, const int *dims, int n, int keepdim);
+ldt_tensor *ldt_amax(ldt_tensor *x, const int *dims, int n, int keepdim);
+ldt_tensor *ldt_amin(ldt_tensor *x, const int *dims, int n, int keepdim);
+ldt_tensor *ldt_max(ldt_tensor *x, int dim, int keepdim); /* = amax over one dim */
+ldt_tensor *ldt_min(ldt_tensor *x, int dim, int keepdim);
+ldt_tensor *ldt_argmax(ldt_tensor *x, int dim, int keepdim); /* i64 */
+ldt_tensor *ldt_argmin(ldt_tensor *x, int dim, int keepdim);
+/* The k largest (or smallest) along dim, sorted; indices are i64. Either out may be NULL. */
+ldt_status ldt_topk(ldt_tensor *x, int64_t k, int dim, int largest, ldt_tensor **values,
+                    ldt_tensor **indices);
+
+/* ---- random (single-device identical under any sharding) ---------------------------- */
+ldt_tensor *ldt_rand(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt);   /* U[0,1) */
+ldt_tensor *ldt_uniform(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, double lo,
+                        double hi);
+ldt_tensor *ldt_randn(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt);  /* N(0,1) */
+ldt_tensor *ldt_normal(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, double mean,
+                       double std);
+ldt_tensor *ldt_bernoulli(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, double p);
+
+/* ---- custom ops ---------------------------------------------------------------------- */
+/* A custom op's shape rule: the output shape and dtype from the inputs'. Returns LDT_OK, or
+ * an error status with a message written into msg (it becomes the op's error). */
+typedef ldt_status (*ldt_custom_shape_fn)(int nin, const ldt_shape *in_shapes,
+                                          const ldt_dtype *in_dtypes, void *user,
+                                          ldt_shape *out_shape, ldt_dtype *out_dtype,
+                                          char *msg, size_t msg_cap);
+/* Its CPU kernel on contiguous row-major buffers. */
+typedef ldt_status (*ldt_custom_cpu_fn)(int nin, const void *const *in,
+                                        const ldt_shape *in_shapes, const ldt_dtype *in_dtypes,
+                                        void *out, const ldt_shape *out_shape,
+                                        ldt_dtype out_dtype, void *user);
+/* Registers a custom op on ctx; *id is above the built-in op count. nin >= 0. */
+ldt_status ldt_custom_op_register(ldt_ctx *ctx, const char *name, int nin,
+                                  ldt_custom_shape_fn shape_fn, ldt_custom_cpu_fn cpu_fn,
+                                  void *user, int *id);
+ldt_tensor *ldt_custom(ldt_ctx *ctx, int id, ldt_tensor *const *inputs, int nin);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

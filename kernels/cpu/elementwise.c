@@ -1,0 +1,780 @@
+/* Elementwise CPU kernels: broadcasting binary ops and where, scalar ops, unary math, casts. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/common/math.h"
+#include "kernels/cpu/kernel.h"
+
+/* The tables below are indexed by op ranges: keep the enum order they rely on. */
+_Static_assert(LDT_OP_WHERE - LDT_OP_ADD == 10, "binary ops: add..ge, where");
+_Static_assert(LDT_OP_POW_SCALAR - LDT_OP_ADD_SCALAR == 6, "scalar ops: add_scalar..pow_scalar");
+_Static_assert(LDT_OP_SILU - LDT_OP_NEG == 8 && LDT_OP_CAST == LDT_OP_SILU + 1,
+               "unary ops: neg..silu, then cast");
+
+/* ---------------------------------------------------------------------------------------
+ * Loops. GCC at -O2 (the default build) vectorises only loops whose trip count is a known
+ * multiple of the vector width, and only without possible aliasing; so rows are cut into
+ * blocks of 16 with an ivdep inner loop (out may equal an input, which is a same-index
+ * dependency, not a loop-carried one), then a scalar tail.
+ */
+#if defined(__GNUC__) && !defined(__clang__) /* clang -O2 vectorises with runtime checks */
+#define LDT__IVDEP _Pragma("GCC ivdep")
+#else
+#define LDT__IVDEP
+#endif
+
+/* Runs the statements (which use `i`) for i in [0, n). */
+#define LDT__VLOOP(n, ...)                                                                 \
+    do {                                                                                   \
+        int64_t i_ = 0;                                                                    \
+        for (; i_ + 16 <= (n); i_ += 16) {                                                 \
+            LDT__IVDEP for (int64_t j_ = 0; j_ < 16; j_++) {                               \
+                int64_t i = i_ + j_;                                                       \
+                __VA_ARGS__                                                                \
+            }                                                                              \
+        }                                                                                  \
+        for (int64_t i = i_; i < (n); i++) {                                               \
+            __VA_ARGS__                                                                    \
+        }                                                                                  \
+    } while (0)
+
+/* Halves are computed in f32 chunks that fit in L1: convert in, run the f32 row, round once
+ * on the way out. */
+#define LDT__CHUNK 256
+
+static void half_load(float *d, const void *src, int64_t n, ldt_dtype t) {
+    const uint16_t *h = (const uint16_t *)src;
+    if (t == LDT_F16)
+        LDT__VLOOP(n, d[i] = ldt__f16_to_f32(h[i]););
+    else
+        LDT__VLOOP(n, d[i] = ldt__bf16_to_f32(h[i]););
+}
+
+static void half_store(void *dst, const float *s, int64_t n, ldt_dtype t) {
+    uint16_t *h = (uint16_t *)dst;
+    if (t == LDT_F16)
+        LDT__VLOOP(n, h[i] = ldt__f32_to_f16(s[i]););
+    else
+        LDT__VLOOP(n, h[i] = ldt__f32_to_bf16(s[i]););
+}
+
+static int is_half(ldt_dtype t) { return t == LDT_F16 || t == LDT_BF16; }
+
+/* ---------------------------------------------------------------------------------------
+ * Binary rows: o[i] = a[i*sa] op b[i*sb] for i < n, where sa and sb are 0 (a broadcast
+ * scalar) or 1 (contiguous); the broadcast iterator below only makes such rows.
+ */
+typedef void (*bin_fn)(void *o, const void *a, int64_t sa, const void *b, int64_t sb, int64_t n);
+
+#define BIN_ROW(NAME, TI, TO, EXPR)                                                        \
+    static void NAME(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb,     \
+                     int64_t n) {                                                          \
+        TO *o = (TO *)o_;                                                                  \
+        const TI *a = (const TI *)a_, *b = (const TI *)b_;                                 \
+        if (sa && sb) {                                                                    \
+            LDT__VLOOP(n, TI x = a[i]; TI y = b[i]; o[i] = (TO)(EXPR););                   \
+        } else if (sb) {                                                                   \
+            const TI x = a[0];                                                             \
+            LDT__VLOOP(n, TI y = b[i]; o[i] = (TO)(EXPR););                                \
+        } else if (sa) {                                                                   \
+            const TI y = b[0];                                                             \
+            LDT__VLOOP(n, TI x = a[i]; o[i] = (TO)(EXPR););                                \
+        } else {                                                                           \
+            const TI x = a[0], y = b[0];                                                   \
+            const TO v = (TO)(EXPR);                                                       \
+            LDT__VLOOP(n, o[i] = v;);                                                      \
+        }                                                                                  \
+    }
+
+/* Floats: IEEE arithmetic in the type itself (halves come here as f32). */
+#define FLOAT_ARITH_ROWS(SFX, T)                                                           \
+    BIN_ROW(add_##SFX, T, T, x + y)                                                        \
+    BIN_ROW(sub_##SFX, T, T, x - y)                                                        \
+    BIN_ROW(mul_##SFX, T, T, x * y)                                                        \
+    BIN_ROW(div_##SFX, T, T, x / y)
+FLOAT_ARITH_ROWS(f32, float)
+FLOAT_ARITH_ROWS(f64, double)
+
+/* Integers wrap: computed in the unsigned type UT (modular, no signed-overflow UB), then
+ * converted back (two's complement on every compiler we build with). */
+#define INT_ARITH_ROWS(SFX, T, UT)                                                         \
+    BIN_ROW(add_##SFX, T, T, (UT)x + (UT)y)                                                \
+    BIN_ROW(sub_##SFX, T, T, (UT)x - (UT)y)                                                \
+    BIN_ROW(mul_##SFX, T, T, (UT)x * (UT)y)
+INT_ARITH_ROWS(i32, int32_t, uint32_t)
+INT_ARITH_ROWS(i64, int64_t, uint64_t)
+INT_ARITH_ROWS(u8, uint8_t, unsigned)
+
+/* Integer division truncates toward zero; the caller has checked b for zeros. x / -1 is
+ * computed as a wrapping negation so that INT_MIN / -1 gives INT_MIN instead of trapping. */
+#define SIGNED_DIV_ROW(NAME, T, UT)                                                        \
+    static void NAME(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb,     \
+                     int64_t n) {                                                          \
+        T *o = (T *)o_;                                                                    \
+        const T *a = (const T *)a_, *b = (const T *)b_;                                    \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            T x = a[i * sa], y = b[i * sb];                                                \
+            o[i] = y == -1 ? (T)(0 - (UT)x) : (T)(x / y);                                  \
+        }                                                                                  \
+    }
+SIGNED_DIV_ROW(div_i32, int32_t, uint32_t)
+SIGNED_DIV_ROW(div_i64, int64_t, uint64_t)
+BIN_ROW(div_u8, uint8_t, uint8_t, x / y)
+
+/* Comparisons write bool (one byte, 0 or 1); bool inputs compare as 0/1 whatever byte they
+ * hold. */
+#define CMP_SAME(v) (v)
+#define CMP_BOOL(v) ((v) != 0)
+#define CMP_ROWS(SFX, T, N)                                                                \
+    BIN_ROW(eq_##SFX, T, uint8_t, N(x) == N(y))                                            \
+    BIN_ROW(ne_##SFX, T, uint8_t, N(x) != N(y))                                            \
+    BIN_ROW(lt_##SFX, T, uint8_t, N(x) < N(y))                                             \
+    BIN_ROW(le_##SFX, T, uint8_t, N(x) <= N(y))                                            \
+    BIN_ROW(gt_##SFX, T, uint8_t, N(x) > N(y))                                             \
+    BIN_ROW(ge_##SFX, T, uint8_t, N(x) >= N(y))
+CMP_ROWS(f32, float, CMP_SAME)
+CMP_ROWS(f64, double, CMP_SAME)
+CMP_ROWS(i32, int32_t, CMP_SAME)
+CMP_ROWS(i64, int64_t, CMP_SAME)
+CMP_ROWS(u8, uint8_t, CMP_SAME)
+CMP_ROWS(bool, uint8_t, CMP_BOOL)
+
+/* [op - ADD][dtype]; halves use the f32 row through f32 chunks, NULL is unsupported. */
+#define ROWS_OF(OP)                                                                        \
+    {[LDT_F32] = OP##_f32, [LDT_F64] = OP##_f64, [LDT_F16] = OP##_f32, [LDT_BF16] = OP##_f32, \
+     [LDT_I32] = OP##_i32, [LDT_I64] = OP##_i64, [LDT_U8] = OP##_u8}
+#define CMP_ROWS_OF(OP)                                                                    \
+    {[LDT_F32] = OP##_f32, [LDT_F64] = OP##_f64, [LDT_F16] = OP##_f32, [LDT_BF16] = OP##_f32, \
+     [LDT_I32] = OP##_i32, [LDT_I64] = OP##_i64, [LDT_U8] = OP##_u8, [LDT_BOOL] = OP##_bool}
+static const bin_fn k_binary[LDT_OP_WHERE - LDT_OP_ADD][LDT_DTYPE_COUNT] = {
+    ROWS_OF(add),    ROWS_OF(sub),    ROWS_OF(mul),    ROWS_OF(div),    CMP_ROWS_OF(eq),
+    CMP_ROWS_OF(ne), CMP_ROWS_OF(lt), CMP_ROWS_OF(le), CMP_ROWS_OF(gt), CMP_ROWS_OF(ge),
+};
+
+/* where(cond, a, b) moves elements, so one row per element size serves every dtype. */
+typedef void (*where_fn)(void *o, const uint8_t *cd, int64_t sc, const void *a, int64_t sa,
+                         const void *b, int64_t sb, int64_t n);
+#define WHERE_ROW(NAME, T)                                                                 \
+    static void NAME(void *o_, const uint8_t *cd, int64_t sc, const void *a_, int64_t sa,  \
+                     const void *b_, int64_t sb, int64_t n) {                              \
+        T *o = (T *)o_;                                                                    \
+        const T *a = (const T *)a_, *b = (const T *)b_;                                    \
+        if (sc && sa && sb)                                                                \
+            LDT__VLOOP(n, o[i] = cd[i] ? a[i] : b[i];);                                    \
+        else                                                                               \
+            for (int64_t i = 0; i < n; i++) o[i] = cd[i * sc] ? a[i * sa] : b[i * sb];     \
+    }
+WHERE_ROW(where_1, uint8_t)
+WHERE_ROW(where_2, uint16_t)
+WHERE_ROW(where_4, uint32_t)
+WHERE_ROW(where_8, uint64_t)
+
+/* ---------------------------------------------------------------------------------------
+ * Scalar rows: o[i] = x[i] op s on same-shape contiguous buffers. Floats convert s to the
+ * compute type first (f32 for f32 and halves), as torch does with a wrapped scalar.
+ */
+typedef void (*scalar_fn)(void *o, const void *x, int64_t n, double s);
+
+#define SCALAR_ROW(NAME, T, CT, CONV, EXPR)                                                \
+    static void NAME(void *o_, const void *x_, int64_t n, double s_) {                     \
+        T *o = (T *)o_;                                                                    \
+        const T *xp = (const T *)x_;                                                       \
+        const CT s = (CT)(CONV);                                                           \
+        LDT__VLOOP(n, T x = xp[i]; o[i] = (T)(EXPR););                                     \
+    }
+#define FLOAT_SCALAR_ROWS(SFX, T)                                                          \
+    SCALAR_ROW(adds_##SFX, T, T, s_, x + s)                                                \
+    SCALAR_ROW(subs_##SFX, T, T, s_, x - s)                                                \
+    SCALAR_ROW(rsubs_##SFX, T, T, s_, s - x)                                               \
+    SCALAR_ROW(muls_##SFX, T, T, s_, x * s)                                                \
+    SCALAR_ROW(divs_##SFX, T, T, s_, x / s)                                                \
+    SCALAR_ROW(rdivs_##SFX, T, T, s_, s / x)                                               \
+    SCALAR_ROW(pows_##SFX, T, T, s_, ldt__pow_##SFX(x, s))
+FLOAT_SCALAR_ROWS(f32, float)
+FLOAT_SCALAR_ROWS(f64, double)
+
+/* Integers: s has been checked to be an integer in int64 range (a fractional scalar on an
+ * integer tensor is an error: cast first); arithmetic wraps modulo the type (unsigned). */
+#define INT_SCALAR_ROWS(SFX, T, UT)                                                        \
+    SCALAR_ROW(adds_##SFX, T, UT, (uint64_t)(int64_t)s_, (UT)x + s)                        \
+    SCALAR_ROW(subs_##SFX, T, UT, (uint64_t)(int64_t)s_, (UT)x - s)                        \
+    SCALAR_ROW(rsubs_##SFX, T, UT, (uint64_t)(int64_t)s_, s - (UT)x)                       \
+    SCALAR_ROW(muls_##SFX, T, UT, (uint64_t)(int64_t)s_, (UT)x * s)
+INT_SCALAR_ROWS(i32, int32_t, uint32_t)
+INT_SCALAR_ROWS(i64, int64_t, uint64_t)
+INT_SCALAR_ROWS(u8, uint8_t, unsigned)
+
+/* Integer -> i32 wraps modulo 2^32 (as torch's .to(int32) does), without relying on the
+ * implementation-defined conversion of out-of-range values. */
+static int32_t wrap_i32(int64_t v) {
+    uint32_t u = (uint32_t)(uint64_t)v;
+    return u <= (uint32_t)INT32_MAX ? (int32_t)u : (int32_t)(u - 2147483648u) + INT32_MIN;
+}
+
+/* Truncating int64 division where / -1 is a wrapping negation (no INT64_MIN / -1 trap). */
+static int64_t idiv64(int64_t a, int64_t b) { return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b; }
+
+/* Integer division with a scalar is done in int64 on the scalar as given (x / 2^40 is 0, not
+ * a division by 2^40 wrapped to 0), then wrapped to the type. The caller has checked for
+ * zero divisors. */
+#define INT_DIV_SCALAR_ROWS(SFX, T, WRAP)                                                  \
+    static void divs_##SFX(void *o_, const void *x_, int64_t n, double s_) {               \
+        T *o = (T *)o_;                                                                    \
+        const T *x = (const T *)x_;                                                        \
+        const int64_t s = (int64_t)s_;                                                     \
+        for (int64_t i = 0; i < n; i++) o[i] = (T)WRAP(idiv64(x[i], s));                   \
+    }                                                                                      \
+    static void rdivs_##SFX(void *o_, const void *x_, int64_t n, double s_) {              \
+        T *o = (T *)o_;                                                                    \
+        const T *x = (const T *)x_;                                                        \
+        const int64_t s = (int64_t)s_;                                                     \
+        for (int64_t i = 0; i < n; i++) o[i] = (T)WRAP(idiv64(s, x[i]));                   \
+    }
+#define WRAP_SAME(v) (v)
+INT_DIV_SCALAR_ROWS(i32, int32_t, wrap_i32)
+INT_DIV_SCALAR_ROWS(i64, int64_t, WRAP_SAME)
+INT_DIV_SCALAR_ROWS(u8, uint8_t, (uint8_t))
+
+#define FLOAT_ROWS_OF(OP)                                                                  \
+    {[LDT_F32] = OP##_f32, [LDT_F64] = OP##_f64, [LDT_F16] = OP##_f32, [LDT_BF16] = OP##_f32}
+static const scalar_fn k_scalar[LDT_OP_POW_SCALAR - LDT_OP_ADD_SCALAR + 1][LDT_DTYPE_COUNT] = {
+    ROWS_OF(adds), ROWS_OF(subs), ROWS_OF(rsubs),      ROWS_OF(muls),
+    ROWS_OF(divs), ROWS_OF(rdivs), FLOAT_ROWS_OF(pows),
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Unary rows on same-shape contiguous buffers.
+ */
+typedef void (*unary_fn)(void *o, const void *x, int64_t n);
+
+#define UNARY_ROW(NAME, T, EXPR)                                                           \
+    static void NAME(void *o_, const void *x_, int64_t n) {                                \
+        T *o = (T *)o_;                                                                    \
+        const T *xp = (const T *)x_;                                                       \
+        LDT__VLOOP(n, T x = xp[i]; o[i] = (T)(EXPR););                                     \
+    }
+#define FLOAT_UNARY_ROWS(SFX, T)                                                           \
+    UNARY_ROW(neg_##SFX, T, -x)                                                            \
+    UNARY_ROW(exp_##SFX, T, ldt__exp_##SFX(x))                                             \
+    UNARY_ROW(log_##SFX, T, ldt__log_##SFX(x))                                             \
+    UNARY_ROW(sqrt_##SFX, T, ldt__sqrt_##SFX(x))                                           \
+    UNARY_ROW(rsqrt_##SFX, T, ldt__rsqrt_##SFX(x))                                         \
+    UNARY_ROW(tanh_##SFX, T, ldt__tanh_##SFX(x))                                           \
+    UNARY_ROW(relu_##SFX, T, ldt__relu_##SFX(x))                                           \
+    UNARY_ROW(gelu_##SFX, T, ldt__gelu_erf_##SFX(x))                                       \
+    UNARY_ROW(silu_##SFX, T, ldt__silu_##SFX(x))                                           \
+    UNARY_ROW(gelut_##SFX, T, ldt__gelu_tanh_##SFX(x))
+FLOAT_UNARY_ROWS(f32, float)
+FLOAT_UNARY_ROWS(f64, double)
+
+/* Integer neg wraps (-INT_MIN = INT_MIN, -u8 is 256 - x); relu of u8 is the identity. */
+UNARY_ROW(neg_i32, int32_t, 0 - (uint32_t)x)
+UNARY_ROW(neg_i64, int64_t, 0 - (uint64_t)x)
+UNARY_ROW(neg_u8, uint8_t, 0u - (unsigned)x)
+UNARY_ROW(relu_i32, int32_t, x < 0 ? 0 : x)
+UNARY_ROW(relu_i64, int64_t, x < 0 ? 0 : x)
+UNARY_ROW(relu_u8, uint8_t, x)
+
+#define U_(OP) (LDT_OP_##OP - LDT_OP_NEG)
+static const unary_fn k_unary[LDT_OP_SILU - LDT_OP_NEG + 1][LDT_DTYPE_COUNT] = {
+    [U_(NEG)] = {[LDT_F32] = neg_f32, [LDT_F64] = neg_f64, [LDT_F16] = neg_f32,
+                 [LDT_BF16] = neg_f32, [LDT_I32] = neg_i32, [LDT_I64] = neg_i64,
+                 [LDT_U8] = neg_u8},
+    [U_(EXP)] = FLOAT_ROWS_OF(exp),
+    [U_(LOG)] = FLOAT_ROWS_OF(log),
+    [U_(SQRT)] = FLOAT_ROWS_OF(sqrt),
+    [U_(RSQRT)] = FLOAT_ROWS_OF(rsqrt),
+    [U_(TANH)] = FLOAT_ROWS_OF(tanh),
+    [U_(RELU)] = {[LDT_F32] = relu_f32, [LDT_F64] = relu_f64, [LDT_F16] = relu_f32,
+                  [LDT_BF16] = relu_f32, [LDT_I32] = relu_i32, [LDT_I64] = relu_i64,
+                  [LDT_U8] = relu_u8},
+    [U_(GELU)] = FLOAT_ROWS_OF(gelu),
+    [U_(SILU)] = FLOAT_ROWS_OF(silu),
+};
+static const unary_fn k_gelu_tanh[LDT_DTYPE_COUNT] = FLOAT_ROWS_OF(gelut);
+#undef U_
+
+/* ---------------------------------------------------------------------------------------
+ * Casts, through one of two wide forms: floats load exactly into double, integers and bool
+ * into int64; then one store per destination type. Chunked so each loop is a plain one.
+ */
+
+/* Round to f32 with round-to-odd: when inexact, pick the neighbour with an odd last bit.
+ * Rounding that result to nearest even at <= 22 bits (f16: 11, bf16: 8) gives exactly the
+ * once-rounded value, which f64 -> f32 -> f16 with two nearest-even steps does not. */
+static float f64_to_f32_odd(double d) {
+    float f = (float)d; /* +-inf beyond the f32 range (IEEE, Annex F) */
+    if ((double)f == d || d != d) return f;
+    uint32_t u = ldt__f32_bits(f);
+    if (u & 1u) return f;
+    return ldt__bits_f32(fabs((double)f) > fabs(d) ? u - 1u : u + 1u);
+}
+
+static float i64_to_f32_odd(int64_t v) {
+    uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    uint64_t q = m;
+    int sh = 0;
+    while (q >= (1ull << 24)) {
+        q >>= 1;
+        sh++;
+    }
+    if (sh && (m & ((1ull << sh) - 1))) q |= 1; /* sticky: inexact -> odd */
+    float f = ldexpf((float)q, sh);              /* q < 2^24: both steps exact */
+    return v < 0 ? -f : f;
+}
+
+/* Float -> integer: truncate toward zero, saturate at the type's range, NaN -> 0; written
+ * with comparisons first so the C conversion only ever sees in-range values (no UB). */
+static int32_t sat_i32(double d) {
+    if (d != d) return 0;
+    if (d >= 2147483647.0) return INT32_MAX;
+    if (d <= -2147483648.0) return INT32_MIN;
+    return (int32_t)d;
+}
+
+static int64_t sat_i64(double d) {
+    if (d != d) return 0;
+    if (d >= 9223372036854775808.0) return INT64_MAX;
+    if (d <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)d;
+}
+
+static uint8_t sat_u8(double d) {
+    if (d != d || d <= 0.0) return 0;
+    if (d >= 255.0) return 255;
+    return (uint8_t)d;
+}
+
+static void cast_load_float(double *d, const void *src, int64_t n, ldt_dtype t) {
+    switch (t) {
+    case LDT_F32: LDT__VLOOP(n, d[i] = ((const float *)src)[i];); break;
+    case LDT_F64: memcpy(d, src, (size_t)n * sizeof *d); break;
+    case LDT_F16:
+        for (int64_t i = 0; i < n; i++) d[i] = ldt__f16_to_f32(((const uint16_t *)src)[i]);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++) d[i] = ldt__bf16_to_f32(((const uint16_t *)src)[i]);
+        break;
+    }
+}
+
+static void cast_load_int(int64_t *d, const void *src, int64_t n, ldt_dtype t) {
+    switch (t) {
+    case LDT_I32: LDT__VLOOP(n, d[i] = ((const int32_t *)src)[i];); break;
+    case LDT_I64: memcpy(d, src, (size_t)n * sizeof *d); break;
+    case LDT_U8: LDT__VLOOP(n, d[i] = ((const uint8_t *)src)[i];); break;
+    default: LDT__VLOOP(n, d[i] = ((const uint8_t *)src)[i] != 0;); break;
+    }
+}
+
+static void cast_store_float(void *dst, const double *d, int64_t n, ldt_dtype t) {
+    switch (t) {
+    case LDT_F32: LDT__VLOOP(n, ((float *)dst)[i] = (float)d[i];); break;
+    case LDT_F64: memcpy(dst, d, (size_t)n * sizeof *d); break;
+    case LDT_F16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ldt__f32_to_f16(f64_to_f32_odd(d[i]));
+        break;
+    case LDT_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ldt__f32_to_bf16(f64_to_f32_odd(d[i]));
+        break;
+    case LDT_I32:
+        for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = sat_i32(d[i]);
+        break;
+    case LDT_I64:
+        for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = sat_i64(d[i]);
+        break;
+    case LDT_U8:
+        for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = sat_u8(d[i]);
+        break;
+    default: LDT__VLOOP(n, ((uint8_t *)dst)[i] = d[i] != 0.0;); break; /* NaN -> true */
+    }
+}
+
+static void cast_store_int(void *dst, const int64_t *v, int64_t n, ldt_dtype t) {
+    switch (t) {
+    case LDT_F32: LDT__VLOOP(n, ((float *)dst)[i] = (float)v[i];); break;
+    case LDT_F64: LDT__VLOOP(n, ((double *)dst)[i] = (double)v[i];); break;
+    case LDT_F16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ldt__f32_to_f16(i64_to_f32_odd(v[i]));
+        break;
+    case LDT_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ldt__f32_to_bf16(i64_to_f32_odd(v[i]));
+        break;
+    case LDT_I32:
+        for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = wrap_i32(v[i]);
+        break;
+    case LDT_I64: memcpy(dst, v, (size_t)n * sizeof *v); break;
+    case LDT_U8: LDT__VLOOP(n, ((uint8_t *)dst)[i] = (uint8_t)v[i];); break; /* mod 256 */
+    default: LDT__VLOOP(n, ((uint8_t *)dst)[i] = v[i] != 0;); break;
+    }
+}
+
+static void cast_run(void *dst, ldt_dtype to, const void *src, ldt_dtype from, int64_t n) {
+    double fbuf[LDT__CHUNK];
+    int64_t ibuf[LDT__CHUNK];
+    size_t ies = ldt_dtype_size(from), oes = ldt_dtype_size(to);
+    if (from == to && to != LDT_BOOL) { /* bool -> bool still maps every non-zero byte to 1 */
+        if (dst != src) memmove(dst, src, (size_t)n * ies);
+        return;
+    }
+    for (int64_t i0 = 0; i0 < n; i0 += LDT__CHUNK) {
+        int64_t m = n - i0 < LDT__CHUNK ? n - i0 : LDT__CHUNK;
+        const char *s = (const char *)src + (size_t)i0 * ies;
+        char *d = (char *)dst + (size_t)i0 * oes;
+        if (ldt_dtype_is_float(from)) {
+            cast_load_float(fbuf, s, m, from);
+            cast_store_float(d, fbuf, m, to);
+        } else {
+            cast_load_int(ibuf, s, m, from);
+            cast_store_int(d, ibuf, m, to);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Broadcasting (numpy rules, right-aligned). The plan gives each input a stride of 0 on the
+ * dims it repeats, drops size-1 dims and merges dims that are contiguous for every operand,
+ * so a same-shape op becomes one row of numel elements and [N,1] + [1,M] becomes N rows of
+ * M. In the last (row) dim every input's stride is 0 or 1, which is what the rows expect.
+ */
+typedef struct bc_plan {
+    int nd;
+    int64_t dims[LDT_MAX_DIMS];
+    int64_t st[3][LDT_MAX_DIMS];
+} bc_plan;
+
+/* A row callback: inputs at in[k] with row strides st[k] (0 or 1), n outputs at o. */
+typedef void (*row_cb)(const void *ctx, void *o, const void *const *in, const int64_t *st,
+                       int64_t n);
+
+static ldt_status bc_make(const char *op, const ldt_shape *out, int nin, const ldt__operand *in,
+                          const char *const *names, bc_plan *p) {
+    int n = out->ndim;
+    int64_t st[3][LDT_MAX_DIMS];
+    char b1[192], b2[192];
+    for (int k = 0; k < nin; k++) {
+        const ldt_shape *s = &in[k].shape;
+        int64_t stride = 1;
+        if (s->ndim > n) {
+            ldt_shape_format(s, b1, sizeof b1);
+            ldt_shape_format(out, b2, sizeof b2);
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %s has more dims than the output %s", op,
+                     names[k], b1, b2);
+        }
+        for (int d = n - 1; d >= 0; d--) {
+            int sd = d - (n - s->ndim);
+            int64_t sz = sd >= 0 ? s->dims[sd] : 1;
+            if (sz != out->dims[d] && sz != 1) {
+                ldt_shape_format(s, b1, sizeof b1);
+                ldt_shape_format(out, b2, sizeof b2);
+                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                         "%s: %s %s does not broadcast to the output %s (dim %d is %lld, not 1 "
+                         "or %lld)",
+                         op, names[k], b1, b2, sd, (long long)sz, (long long)out->dims[d]);
+            }
+            st[k][d] = sz == 1 ? 0 : stride;
+            stride *= sz;
+        }
+    }
+    p->nd = 0;
+    for (int d = 0; d < n; d++) {
+        int last = p->nd - 1, merge = last >= 0;
+        if (out->dims[d] == 1) continue;
+        for (int k = 0; k < nin && merge; k++)
+            merge = p->st[k][last] == st[k][d] * out->dims[d];
+        if (merge) {
+            p->dims[last] *= out->dims[d];
+            for (int k = 0; k < nin; k++) p->st[k][last] = st[k][d];
+        } else {
+            p->dims[p->nd] = out->dims[d];
+            for (int k = 0; k < nin; k++) p->st[k][p->nd] = st[k][d];
+            p->nd++;
+        }
+    }
+    return LDT_OK;
+}
+
+/* Calls cb once per row of the plan, walking the outer dims with an odometer. */
+static void bc_run(const bc_plan *p, int nin, char *o, size_t oes, const ldt__operand *in,
+                   row_cb cb, const void *ctx) {
+    const void *ptr[3];
+    int64_t rs[3] = {0, 0, 0}, off[3] = {0, 0, 0}, idx[LDT_MAX_DIMS] = {0};
+    int64_t rows = 1, len = 1;
+    int last = p->nd - 1;
+    if (p->nd > 0) {
+        len = p->dims[last];
+        for (int k = 0; k < nin; k++) rs[k] = p->st[k][last];
+        for (int d = 0; d < last; d++) rows *= p->dims[d];
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        for (int k = 0; k < nin; k++)
+            ptr[k] = (const char *)in[k].data + off[k] * (int64_t)ldt_dtype_size(in[k].dtype);
+        cb(ctx, o + r * len * (int64_t)oes, ptr, rs, len);
+        for (int d = last - 1; d >= 0; d--) {
+            for (int k = 0; k < nin; k++) off[k] += p->st[k][d];
+            if (++idx[d] < p->dims[d]) break;
+            for (int k = 0; k < nin; k++) off[k] -= p->st[k][d] * p->dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+typedef struct ew_ctx {
+    bin_fn bin;
+    where_fn where;
+    ldt_dtype half;   /* F16 / BF16 when inputs go through f32 chunks */
+    int out_half;     /* the f32 row's output is rounded back to `half` (else it is bool) */
+} ew_ctx;
+
+static void bin_cb(const void *ctx, void *o, const void *const *in, const int64_t *st,
+                   int64_t n) {
+    ((const ew_ctx *)ctx)->bin(o, in[0], st[0], in[1], st[1], n);
+}
+
+static void bin_half_cb(const void *ctx_, void *o, const void *const *in, const int64_t *st,
+                        int64_t n) {
+    const ew_ctx *ctx = (const ew_ctx *)ctx_;
+    float a[LDT__CHUNK], b[LDT__CHUNK], r[LDT__CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += LDT__CHUNK) {
+        int64_t m = n - i0 < LDT__CHUNK ? n - i0 : LDT__CHUNK;
+        half_load(a, (const uint16_t *)in[0] + i0 * st[0], st[0] ? m : 1, ctx->half);
+        half_load(b, (const uint16_t *)in[1] + i0 * st[1], st[1] ? m : 1, ctx->half);
+        if (ctx->out_half) {
+            ctx->bin(r, a, st[0], b, st[1], m);
+            half_store((uint16_t *)o + i0, r, m, ctx->half);
+        } else {
+            ctx->bin((uint8_t *)o + i0, a, st[0], b, st[1], m);
+        }
+    }
+}
+
+static void where_cb(const void *ctx, void *o, const void *const *in, const int64_t *st,
+                     int64_t n) {
+    ((const ew_ctx *)ctx)->where(o, (const uint8_t *)in[0], st[0], in[1], st[1], in[2], st[2], n);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Dispatch: checks (arity, dtypes, shapes) with messages naming the op, then the rows.
+ */
+static const char *op_name(int op) { return ldt__builtin_op_name(op); }
+
+static int dtype_ok(ldt_dtype t) { return (unsigned)t < (unsigned)LDT_DTYPE_COUNT; }
+
+/* Arity, dtypes in range, valid shapes, data present where there are elements. */
+static ldt_status check_call(const ldt__kcall *c, const char *op, int nin) {
+    int64_t n;
+    if (c->nin != nin || (nin > 0 && !c->in))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects %d inputs, got %d", op, nin, c->nin);
+    for (int k = -1; k < nin; k++) {
+        const ldt__operand *x = k < 0 ? &c->out : &c->in[k];
+        if (!dtype_ok(x->dtype))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %d has an invalid dtype (%d)", op,
+                     k < 0 ? "output" : "input", k < 0 ? 0 : k, (int)x->dtype);
+        ldt_status st = ldt_shape_numel(&x->shape, &n);
+        if (st != LDT_OK) return ldt__trace(ldt__error_prefix(st, "%s", op), __FILE__, __LINE__);
+        if (n > 0 && !x->data)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %d has %lld elements but no data", op,
+                     k < 0 ? "output" : "input", k < 0 ? 0 : k, (long long)n);
+    }
+    return LDT_OK;
+}
+
+/* Bit d set when a row table has an entry for dtype d. */
+#define SUPPORTED_MASK(row, mask)                                                          \
+    do {                                                                                   \
+        (mask) = 0;                                                                        \
+        for (int d_ = 0; d_ < LDT_DTYPE_COUNT; d_++)                                       \
+            if ((row)[d_]) (mask) |= 1u << d_;                                             \
+    } while (0)
+
+/* "add: dtype bool is not supported (f32, f64, ...)", listing what the table has. */
+static ldt_status fail_dtype(const char *op, ldt_dtype t, unsigned mask) {
+    char list[128];
+    size_t pos = 0;
+    list[0] = '\0';
+    for (int d = 0; d < LDT_DTYPE_COUNT; d++)
+        if ((mask >> d) & 1u)
+            pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s%s", pos ? ", " : "",
+                                    ldt_dtype_name((ldt_dtype)d));
+    LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (%s)", op, ldt_dtype_name(t),
+             list);
+}
+
+static ldt_status fail_same_shape(const char *op, const ldt__kcall *c) {
+    char b1[192], b2[192];
+    ldt_shape_format(&c->in[0].shape, b1, sizeof b1);
+    ldt_shape_format(&c->out.shape, b2, sizeof b2);
+    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output shape %s differs from the input's %s", op, b2,
+             b1);
+}
+
+ldt_status ldt__k_binary(const ldt__kcall *c) {
+    const char *op = op_name(c->op);
+    static const char *const names2[] = {"a", "b"}, *const names3[] = {"cond", "a", "b"};
+    int is_where = c->op == LDT_OP_WHERE, is_cmp = c->op >= LDT_OP_EQ && c->op <= LDT_OP_GE;
+    int nin = is_where ? 3 : 2;
+    ew_ctx ctx = {NULL, NULL, LDT_F32, 0};
+    row_cb cb = bin_cb;
+    bc_plan plan = {0};
+    int64_t n;
+    if (c->op < LDT_OP_ADD || c->op > LDT_OP_WHERE)
+        LDT_FAIL(LDT_ERR_INTERNAL, "binary kernel: %s is not a binary op", op);
+    LDT_CHECK(check_call(c, op, nin));
+    const ldt__operand *a = &c->in[nin - 2], *b = &c->in[nin - 1];
+    if (a->dtype != b->dtype)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: a is %s but b is %s (cast one first)", op,
+                 ldt_dtype_name(a->dtype), ldt_dtype_name(b->dtype));
+    if (is_where) {
+        if (c->in[0].dtype != LDT_BOOL)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "where: cond must be bool, got %s",
+                     ldt_dtype_name(c->in[0].dtype));
+        if (c->out.dtype != a->dtype)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "where: output is %s but a and b are %s",
+                     ldt_dtype_name(c->out.dtype), ldt_dtype_name(a->dtype));
+        switch (ldt_dtype_size(a->dtype)) {
+        case 1: ctx.where = where_1; break;
+        case 2: ctx.where = where_2; break;
+        case 4: ctx.where = where_4; break;
+        default: ctx.where = where_8; break;
+        }
+        cb = where_cb;
+    } else {
+        const bin_fn *row = k_binary[c->op - LDT_OP_ADD];
+        ldt_dtype want = is_cmp ? LDT_BOOL : a->dtype;
+        if (c->out.dtype != want)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s, expected %s", op,
+                     ldt_dtype_name(c->out.dtype), ldt_dtype_name(want));
+        if (!row[a->dtype]) {
+            unsigned mask;
+            SUPPORTED_MASK(row, mask);
+            return fail_dtype(op, a->dtype, mask);
+        }
+        ctx.bin = row[a->dtype];
+        if (is_half(a->dtype)) {
+            ctx.half = a->dtype;
+            ctx.out_half = !is_cmp;
+            cb = bin_half_cb;
+        }
+    }
+    LDT_CHECK(bc_make(op, &c->out.shape, nin, c->in, is_where ? names3 : names2, &plan));
+    LDT_CHECK(ldt_shape_numel(&c->out.shape, &n));
+    if (n == 0) return LDT_OK;
+    if (c->op == LDT_OP_DIV && !ldt_dtype_is_float(b->dtype)) {
+        /* Checked before writing anything: a failed division leaves the output untouched. */
+        int64_t nb;
+        LDT_CHECK(ldt_shape_numel(&b->shape, &nb));
+        for (int64_t i = 0; i < nb; i++) {
+            int zero = b->dtype == LDT_I32   ? ((const int32_t *)b->data)[i] == 0
+                       : b->dtype == LDT_I64 ? ((const int64_t *)b->data)[i] == 0
+                                             : ((const uint8_t *)b->data)[i] == 0;
+            if (zero)
+                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                         "div: integer division by zero (b[%lld] is 0, dtype %s)", (long long)i,
+                         ldt_dtype_name(b->dtype));
+        }
+    }
+    bc_run(&plan, nin, (char *)c->out.data, ldt_dtype_size(c->out.dtype), c->in, cb, &ctx);
+    return LDT_OK;
+}
+
+ldt_status ldt__k_scalar(const ldt__kcall *c) {
+    const char *op = op_name(c->op);
+    int64_t n;
+    if (c->op < LDT_OP_ADD_SCALAR || c->op > LDT_OP_POW_SCALAR)
+        LDT_FAIL(LDT_ERR_INTERNAL, "scalar kernel: %s is not an op with a scalar", op);
+    LDT_CHECK(check_call(c, op, 1));
+    const ldt__operand *x = &c->in[0];
+    const scalar_fn *row = k_scalar[c->op - LDT_OP_ADD_SCALAR];
+    if (!c->attrs) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: attrs (the scalar) missing", op);
+    double s = c->attrs->f[0];
+    if (!ldt_shape_equal(&x->shape, &c->out.shape)) return fail_same_shape(op, c);
+    if (c->out.dtype != x->dtype)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s but the input is %s", op,
+                 ldt_dtype_name(c->out.dtype), ldt_dtype_name(x->dtype));
+    if (!row[x->dtype]) {
+        unsigned mask;
+        SUPPORTED_MASK(row, mask);
+        return fail_dtype(op, x->dtype, mask);
+    }
+    if (!ldt_dtype_is_float(x->dtype) &&
+        !(s == floor(s) && s >= -9223372036854775808.0 && s < 9223372036854775808.0))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "%s: scalar %g is not an int64 integer, and the input is %s (cast it to a "
+                 "float dtype first)",
+                 op, s, ldt_dtype_name(x->dtype));
+    LDT_CHECK(ldt_shape_numel(&x->shape, &n));
+    if (!ldt_dtype_is_float(x->dtype) && c->op == LDT_OP_DIV_SCALAR && s == 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "div_scalar: integer division by zero (%s)",
+                 ldt_dtype_name(x->dtype));
+    if (!ldt_dtype_is_float(x->dtype) && c->op == LDT_OP_RDIV_SCALAR)
+        for (int64_t i = 0; i < n; i++) /* before writing: a failed op leaves out untouched */
+            if ((x->dtype == LDT_I32   ? ((const int32_t *)x->data)[i]
+                 : x->dtype == LDT_I64 ? ((const int64_t *)x->data)[i]
+                                       : ((const uint8_t *)x->data)[i]) == 0)
+                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                         "rdiv_scalar: integer division by zero (x[%lld] is 0, dtype %s)",
+                         (long long)i, ldt_dtype_name(x->dtype));
+    if (!is_half(x->dtype)) {
+        row[x->dtype](c->out.data, x->data, n, s);
+        return LDT_OK;
+    }
+    float t[LDT__CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += LDT__CHUNK) {
+        int64_t m = n - i0 < LDT__CHUNK ? n - i0 : LDT__CHUNK;
+        half_load(t, (const uint16_t *)x->data + i0, m, x->dtype);
+        row[x->dtype](t, t, m, s);
+        half_store((uint16_t *)c->out.data + i0, t, m, x->dtype);
+    }
+    return LDT_OK;
+}
+
+ldt_status ldt__k_unary(const ldt__kcall *c) {
+    const char *op = op_name(c->op);
+    int64_t n;
+    if (c->op < LDT_OP_NEG || c->op > LDT_OP_CAST)
+        LDT_FAIL(LDT_ERR_INTERNAL, "unary kernel: %s is not a unary op", op);
+    LDT_CHECK(check_call(c, op, 1));
+    const ldt__operand *x = &c->in[0];
+    if (!ldt_shape_equal(&x->shape, &c->out.shape)) return fail_same_shape(op, c);
+    LDT_CHECK(ldt_shape_numel(&x->shape, &n));
+    if (c->op == LDT_OP_CAST) {
+        cast_run(c->out.data, c->out.dtype, x->data, x->dtype, n);
+        return LDT_OK;
+    }
+    if (c->out.dtype != x->dtype)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s but the input is %s (only cast "
+                 "changes dtype)", op, ldt_dtype_name(c->out.dtype), ldt_dtype_name(x->dtype));
+    const unary_fn *row = k_unary[c->op - LDT_OP_NEG];
+    if (c->op == LDT_OP_GELU && c->attrs) {
+        if (c->attrs->i[0] != 0 && c->attrs->i[0] != 1)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "gelu: attrs.i[0] must be 0 (erf form) or 1 (tanh form), got %lld",
+                     (long long)c->attrs->i[0]);
+        if (c->attrs->i[0] == 1) row = k_gelu_tanh;
+    }
+    if (!row[x->dtype]) {
+        unsigned mask;
+        SUPPORTED_MASK(row, mask);
+        return fail_dtype(op, x->dtype, mask);
+    }
+    if (!is_half(x->dtype)) {
+        row[x->dtype](c->out.data, x->data, n);
+        return LDT_OK;
+    }
+    float t[LDT__CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += LDT__CHUNK) {
+        int64_t m = n - i0 < LDT__CHUNK ? n - i0 : LDT__CHUNK;
+        half_load(t, (const uint16_t *)x->data + i0, m, x->dtype);
+        row[x->dtype](t, t, m);
+        half_store((uint16_t *)c->out.data + i0, t, m, x->dtype);
+    }
+    return LDT_OK;
+}

@@ -1,0 +1,209 @@
+/* CPU kernels for rand, randn and bernoulli, by global index on the philox stream. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/common/philox.h"
+#include "kernels/cpu/kernel.h"
+
+/* Values are made in f32 (or bytes) this many at a time, then converted to the dtype. */
+#define RN_CHUNK 256
+
+typedef struct rn_params {
+    int op;
+    ldt_dtype dtype;
+    uint64_t seed, offset;
+    float a, b; /* rand: lo, hi; randn: mean, std */
+    double p;   /* bernoulli */
+} rn_params;
+
+static const char *rn_name(int op) {
+    return op == LDT_OP_RAND ? "rand" : op == LDT_OP_RANDN ? "randn" : "bernoulli";
+}
+
+/* Stream values of global elements [start, start + n) into dst[0..n) of the output dtype. */
+static void rn_fill_run(const rn_params *p, void *dst, int64_t start, int64_t n) {
+    /* the fillers' own dtypes go straight into the output */
+    if (p->dtype == LDT_F32 && p->op == LDT_OP_RAND) {
+        ldt__rand_fill_uniform_f32(dst, p->seed, p->offset, start, n, p->a, p->b);
+        return;
+    }
+    if (p->dtype == LDT_F32 && p->op == LDT_OP_RANDN) {
+        ldt__rand_fill_normal_f32(dst, p->seed, p->offset, start, n, p->a, p->b);
+        return;
+    }
+    if (p->dtype == LDT_F32 && p->op == LDT_OP_BERNOULLI) {
+        ldt__rand_fill_bernoulli_f32(dst, p->seed, p->offset, start, n, p->p);
+        return;
+    }
+    if (p->dtype == LDT_BOOL || p->dtype == LDT_U8) {
+        ldt__rand_fill_bernoulli_u8(dst, p->seed, p->offset, start, n, p->p);
+        return;
+    }
+    /* the rest: f32 (or 0/1 bytes) in chunks, then widened or rounded; any chunk start is
+     * fine, the fillers do not care where a fill begins */
+    float f[RN_CHUNK];
+    uint8_t u[RN_CHUNK];
+    for (int64_t k0 = 0; k0 < n; k0 += RN_CHUNK) {
+        int64_t m = n - k0 < RN_CHUNK ? n - k0 : RN_CHUNK;
+        if (p->op == LDT_OP_RAND)
+            ldt__rand_fill_uniform_f32(f, p->seed, p->offset, start + k0, m, p->a, p->b);
+        else if (p->op == LDT_OP_RANDN)
+            ldt__rand_fill_normal_f32(f, p->seed, p->offset, start + k0, m, p->a, p->b);
+        else
+            ldt__rand_fill_bernoulli_u8(u, p->seed, p->offset, start + k0, m, p->p);
+        int bern = p->op == LDT_OP_BERNOULLI;
+        switch (p->dtype) {
+        case LDT_F64: {
+            double *d = (double *)dst + k0;
+            for (int64_t j = 0; j < m; j++) d[j] = bern ? (double)u[j] : (double)f[j];
+        } break;
+        case LDT_F16: {
+            uint16_t *d = (uint16_t *)dst + k0;
+            for (int64_t j = 0; j < m; j++) d[j] = ldt__f32_to_f16(bern ? (float)u[j] : f[j]);
+        } break;
+        case LDT_BF16: {
+            uint16_t *d = (uint16_t *)dst + k0;
+            for (int64_t j = 0; j < m; j++) d[j] = ldt__f32_to_bf16(bern ? (float)u[j] : f[j]);
+        } break;
+        case LDT_I32: {
+            int32_t *d = (int32_t *)dst + k0;
+            for (int64_t j = 0; j < m; j++) d[j] = u[j];
+        } break;
+        case LDT_I64: {
+            int64_t *d = (int64_t *)dst + k0;
+            for (int64_t j = 0; j < m; j++) d[j] = u[j];
+        } break;
+        default: break; /* rejected by the caller */
+        }
+    }
+}
+
+/* A shard: walk the local tensor in runs of the innermost dim. Along dim d, local index i is
+ * global (i / len) * block_stride + start + i % len (include/ldt/core.h), so each run of `len`
+ * local elements on the last dim is `len` consecutive global elements: one fill each. */
+static void rn_fill_region(const rn_params *p, void *out, const ldt_region *r,
+                           const ldt_shape *gs) {
+    int nd = r->ndim;
+    size_t esz = ldt_dtype_size(p->dtype);
+    if (nd == 0) { /* a 0-dim tensor is its one element, global index 0 */
+        rn_fill_run(p, out, 0, 1);
+        return;
+    }
+    int64_t gstride[LDT_MAX_DIMS];
+    gstride[nd - 1] = 1;
+    for (int d = nd - 2; d >= 0; d--) gstride[d] = gstride[d + 1] * gs->dims[d + 1];
+    const ldt_dim_runs *in = &r->runs[nd - 1];
+    int64_t inner = r->local_shape.dims[nd - 1];
+    int64_t rows = 1;
+    for (int d = 0; d < nd - 1; d++) rows *= r->local_shape.dims[d];
+    int64_t idx[LDT_MAX_DIMS] = {0}; /* local multi-index over dims 0..nd-2 */
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t gbase = 0;
+        for (int d = 0; d < nd - 1; d++) {
+            const ldt_dim_runs *rd = &r->runs[d];
+            int64_t g = (idx[d] / rd->len) * rd->block_stride + rd->start + idx[d] % rd->len;
+            gbase += g * gstride[d];
+        }
+        for (int64_t b = 0; b < in->blocks; b++) {
+            char *dst = (char *)out + (size_t)(row * inner + b * in->len) * esz;
+            rn_fill_run(p, dst, gbase + in->start + b * in->block_stride, in->len);
+        }
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < r->local_shape.dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* The region must describe out's shape and lie inside the global shape: a wrong one would
+ * write outside the buffer or read the stream at the wrong places. */
+static ldt_status rn_check_region(const ldt__kcall *c) {
+    const char *name = rn_name(c->op);
+    const ldt_region *r = c->region;
+    const ldt_shape *gs = c->global_shape;
+    char o[128], g[128];
+    ldt_shape_format(&c->out.shape, o, sizeof o);
+    if (!gs)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: a region without a global shape (out is %s)", name,
+                 o);
+    ldt_shape_format(gs, g, sizeof g);
+    if (r->ndim != gs->ndim || !ldt_shape_equal(&r->local_shape, &c->out.shape))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "%s: the region (%d dims) does not fit output %s of global shape %s", name,
+                 r->ndim, o, g);
+    for (int d = 0; d < r->ndim; d++) {
+        const ldt_dim_runs *rd = &r->runs[d];
+        if (rd->len < 0 || rd->blocks < 0 || rd->start < 0 ||
+            rd->len * rd->blocks != c->out.shape.dims[d] ||
+            (rd->len > 0 && rd->blocks > 0 &&
+             rd->start + (rd->blocks - 1) * rd->block_stride + rd->len > gs->dims[d]))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "%s: region dim %d (start %lld, %lld runs of %lld every %lld) does not fit "
+                     "output %s of global shape %s",
+                     name, d, (long long)rd->start, (long long)rd->blocks, (long long)rd->len,
+                     (long long)rd->block_stride, o, g);
+    }
+    return LDT_OK;
+}
+
+static ldt_status random_kernel(const ldt__kcall *c) {
+    const char *name = rn_name(c->op);
+    if (!c->attrs) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: no attributes (seed, offset)", name);
+    rn_params p;
+    memset(&p, 0, sizeof p);
+    p.op = c->op;
+    p.dtype = c->out.dtype;
+    p.seed = (uint64_t)c->attrs->i[0];
+    p.offset = (uint64_t)c->attrs->i[1];
+    int isf = ldt_dtype_is_float(p.dtype);
+    int isint =
+        p.dtype == LDT_BOOL || p.dtype == LDT_U8 || p.dtype == LDT_I32 || p.dtype == LDT_I64;
+    if (!isf && !(c->op == LDT_OP_BERNOULLI && isint))
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (f32, f64, f16, bf16%s)", name,
+                 ldt_dtype_name(p.dtype), c->op == LDT_OP_BERNOULLI ? ", bool, u8, i32, i64" : "");
+    double f0 = c->attrs->f[0], f1 = c->attrs->f[1];
+    if (c->op == LDT_OP_RAND) {
+        /* the values are made in f32: the range must be a non-empty finite f32 range */
+        p.a = (float)f0;
+        p.b = (float)f1;
+        if (!(p.a < p.b) || !isfinite(p.b - p.a))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "rand: range [%g, %g) is empty or not finite in f32; expected lo < hi", f0,
+                     f1);
+    } else if (c->op == LDT_OP_RANDN) {
+        p.a = (float)f0;
+        p.b = (float)f1;
+        if (!isfinite(p.a) || !isfinite(p.b) || p.b < 0.0f)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "randn: mean %g, std %g; expected finite f32 values and std >= 0", f0, f1);
+    } else {
+        p.p = f0;
+        if (!(f0 >= 0.0 && f0 <= 1.0))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "bernoulli: p = %g; expected 0 <= p <= 1", f0);
+    }
+    int64_t n;
+    LDT_CHECK(ldt_shape_numel(&c->out.shape, &n));
+    if (c->region) {
+        LDT_CHECK(rn_check_region(c));
+        if (n > 0) rn_fill_region(&p, c->out.data, c->region, c->global_shape);
+        return LDT_OK;
+    }
+    rn_fill_run(&p, c->out.data, 0, n); /* the whole tensor: global index = local index */
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Dispatch.
+ */
+ldt_status ldt__k_random(const ldt__kcall *c) {
+    switch (c->op) {
+    case LDT_OP_RAND:
+    case LDT_OP_RANDN:
+    case LDT_OP_BERNOULLI: return random_kernel(c);
+    default:
+        LDT_FAIL(LDT_ERR_INTERNAL, "random kernels: op %d is not rand, randn or bernoulli", c->op);
+    }
+}

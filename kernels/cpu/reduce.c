@@ -1,0 +1,595 @@
+/* CPU kernels for sum, mean, amax, amin over dims, and argmax, argmin, topk along a dim. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/cpu/kernel.h"
+
+/* Elements converted per step: big enough to amortise the dtype switch, small enough for the
+ * stack, and a whole reduction never needs a row-sized buffer. */
+#define RD_CHUNK 256
+
+static const char *rd_name(int op) { return ldt__builtin_op_name(op); }
+
+/* ---------------------------------------------------------------------------------------
+ * Loading: any dtype to double (exact for every float dtype) or to int64 (exact for every
+ * integer dtype), RD_CHUNK at a time.
+ */
+static void load_f64(ldt_dtype t, const void *src, int64_t off, int64_t n, double *dst) {
+    switch (t) {
+    case LDT_F32: {
+        const float *s = (const float *)src + off;
+        for (int64_t j = 0; j < n; j++) dst[j] = s[j];
+    } break;
+    case LDT_F64: memcpy(dst, (const double *)src + off, (size_t)n * sizeof(double)); break;
+    case LDT_F16: {
+        const uint16_t *s = (const uint16_t *)src + off;
+        for (int64_t j = 0; j < n; j++) dst[j] = ldt__f16_to_f32(s[j]);
+    } break;
+    case LDT_BF16: {
+        const uint16_t *s = (const uint16_t *)src + off;
+        for (int64_t j = 0; j < n; j++) dst[j] = ldt__bf16_to_f32(s[j]);
+    } break;
+    default: break; /* callers send integer dtypes to load_i64 */
+    }
+}
+
+static void load_i64(ldt_dtype t, const void *src, int64_t off, int64_t n, int64_t *dst) {
+    switch (t) {
+    case LDT_I32: {
+        const int32_t *s = (const int32_t *)src + off;
+        for (int64_t j = 0; j < n; j++) dst[j] = s[j];
+    } break;
+    case LDT_I64: memcpy(dst, (const int64_t *)src + off, (size_t)n * sizeof(int64_t)); break;
+    case LDT_U8: {
+        const uint8_t *s = (const uint8_t *)src + off;
+        for (int64_t j = 0; j < n; j++) dst[j] = s[j];
+    } break;
+    case LDT_BOOL: {
+        const uint8_t *s = (const uint8_t *)src + off;
+        for (int64_t j = 0; j < n; j++) dst[j] = s[j] != 0;
+    } break;
+    default: break;
+    }
+}
+
+/* double -> f16/bf16 with a single rounding: round to odd into f32 first (truncate, then set
+ * the last bit if anything was cut off). f32 keeps 13+ more bits than either half type, so the
+ * second rounding sees an exact tie only where the double was one: the result equals rounding
+ * the double directly, which plain (float) then half would not always give. */
+static float f64_to_f32_odd(double d) {
+    float f = (float)d;
+    if (isnan(d) || (double)f == d) return f;
+    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f); /* rounded away: step back */
+    return ldt__bits_f32(ldt__f32_bits(f) | 1u);
+}
+
+static void store_f64(ldt_dtype t, void *dst, int64_t i, double v) {
+    switch (t) {
+    case LDT_F32: ((float *)dst)[i] = (float)v; break;
+    case LDT_F64: ((double *)dst)[i] = v; break;
+    case LDT_F16: ((uint16_t *)dst)[i] = ldt__f32_to_f16(f64_to_f32_odd(v)); break;
+    case LDT_BF16: ((uint16_t *)dst)[i] = ldt__f32_to_bf16(f64_to_f32_odd(v)); break;
+    default: break;
+    }
+}
+
+static void store_i64(ldt_dtype t, void *dst, int64_t i, int64_t v) {
+    switch (t) {
+    case LDT_I32: ((int32_t *)dst)[i] = (int32_t)v; break;
+    case LDT_I64: ((int64_t *)dst)[i] = v; break;
+    case LDT_U8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
+    default: break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * sum, mean, amax, amin over a set of dims.
+ *
+ * The input is seen as groups of adjacent dims that are all reduced or all kept (size-1 dims
+ * dropped, neighbours of one kind merged), e.g. [A, B, C] reducing B is kept A, reduced B,
+ * kept C. It is read once, in order, in rows of the innermost group; every row adds into the
+ * accumulators of its output elements. An inner kept group adds a row into a row of
+ * accumulators (reducing a non-last dim stays sequential); an inner reduced group folds the
+ * row into one accumulator.
+ *
+ * Float sums use Neumaier's variant of Kahan summation in double (a running compensation per
+ * output element), so f64 sums are accurate beyond a plain double loop and f32/f16/bf16 sums
+ * are rounded once, from an almost exact double.
+ */
+typedef struct rd_geom {
+    int n;
+    int64_t size[LDT_MAX_DIMS];
+    int red[LDT_MAX_DIMS];
+    int64_t ostride[LDT_MAX_DIMS];      /* output stride of a kept group, 0 for a reduced one */
+    int64_t in_numel, out_numel, count; /* count: inputs per output element */
+} rd_geom;
+
+static void rd_geom_build(const ldt_shape *s, uint64_t mask, rd_geom *g) {
+    memset(g, 0, sizeof *g);
+    g->in_numel = g->out_numel = g->count = 1;
+    for (int d = 0; d < s->ndim; d++) {
+        int64_t n = s->dims[d];
+        int red = (int)((mask >> d) & 1u);
+        g->in_numel *= n;
+        if (red)
+            g->count *= n;
+        else
+            g->out_numel *= n;
+        if (n == 1) continue;
+        if (g->n > 0 && g->red[g->n - 1] == red)
+            g->size[g->n - 1] *= n;
+        else {
+            g->size[g->n] = n;
+            g->red[g->n] = red;
+            g->n++;
+        }
+    }
+    if (g->n == 0) { /* every dim is 1: one kept element */
+        g->size[0] = 1;
+        g->n = 1;
+    }
+    int64_t st = 1;
+    for (int k = g->n - 1; k >= 0; k--) {
+        g->ostride[k] = g->red[k] ? 0 : st;
+        if (!g->red[k]) st *= g->size[k];
+    }
+}
+
+/* Neumaier: the compensation catches what the sum drops, whichever of the two is larger. */
+static inline void neumaier_add(double *s, double *comp, double x) {
+    double t = *s + x;
+    if (fabs(*s) >= fabs(x))
+        *comp += (*s - t) + x;
+    else
+        *comp += (x - t) + *s;
+    *s = t;
+}
+
+/* The rows of the innermost group in input order, with each row's input offset and the
+ * output index of its first accumulator (an odometer over the outer groups). */
+typedef struct rd_iter {
+    const rd_geom *g;
+    int64_t idx[LDT_MAX_DIMS];
+    int64_t in_off, out_base, rows_left;
+} rd_iter;
+
+static void rd_iter_init(rd_iter *it, const rd_geom *g) {
+    memset(it, 0, sizeof *it);
+    it->g = g;
+    it->rows_left = g->in_numel / g->size[g->n - 1];
+}
+
+static void rd_iter_next(rd_iter *it) {
+    const rd_geom *g = it->g;
+    it->in_off += g->size[g->n - 1];
+    for (int k = g->n - 2; k >= 0; k--) {
+        it->out_base += g->ostride[k];
+        if (++it->idx[k] < g->size[k]) break;
+        it->out_base -= g->ostride[k] * g->size[k];
+        it->idx[k] = 0;
+    }
+    it->rows_left--;
+}
+
+/* Floats: sum/mean (acc, comp) or amax/amin (acc) in double. */
+static void rd_float(int op, ldt_dtype t, const void *src, const rd_geom *g, double *acc,
+                     double *comp) {
+    int is_sum = op == LDT_OP_SUM || op == LDT_OP_MEAN, is_max = op == LDT_OP_AMAX;
+    int64_t L = g->size[g->n - 1];
+    int inner_red = g->red[g->n - 1];
+    for (int64_t i = 0; i < g->out_numel; i++) {
+        acc[i] = is_sum ? 0.0 : is_max ? -INFINITY : INFINITY;
+        if (comp) comp[i] = 0.0;
+    }
+    double buf[RD_CHUNK];
+    rd_iter it;
+    for (rd_iter_init(&it, g); it.rows_left > 0; rd_iter_next(&it)) {
+        for (int64_t j0 = 0; j0 < L; j0 += RD_CHUNK) {
+            int64_t n = L - j0 < RD_CHUNK ? L - j0 : RD_CHUNK;
+            load_f64(t, src, it.in_off + j0, n, buf);
+            /* a kept inner group: element j goes to its own accumulator */
+            double *a = acc + it.out_base + (inner_red ? 0 : j0);
+            double *cp = comp ? comp + it.out_base + (inner_red ? 0 : j0) : NULL;
+            if (is_sum && inner_red) {
+                double s = a[0], cc = cp[0];
+                for (int64_t j = 0; j < n; j++) neumaier_add(&s, &cc, buf[j]);
+                a[0] = s;
+                cp[0] = cc;
+            } else if (is_sum) {
+                for (int64_t j = 0; j < n; j++) neumaier_add(&a[j], &cp[j], buf[j]);
+            } else {
+                /* NaN propagates: a NaN input replaces the accumulator, and nothing replaces a
+                 * NaN accumulator (every comparison with it is false) */
+                int64_t step = inner_red ? 0 : 1;
+                for (int64_t j = 0; j < n; j++) {
+                    double x = buf[j], *p = a + j * step;
+                    if (is_max ? (x > *p || x != x) : (x < *p || x != x)) *p = x;
+                }
+            }
+        }
+    }
+}
+
+/* Integers: sum wraps in uint64 (the i64 output is the two's complement of it); amax/amin
+ * exact in int64. */
+static void rd_int(int op, ldt_dtype t, const void *src, const rd_geom *g, int64_t *acc) {
+    int is_sum = op == LDT_OP_SUM, is_max = op == LDT_OP_AMAX;
+    int64_t L = g->size[g->n - 1];
+    int inner_red = g->red[g->n - 1];
+    for (int64_t i = 0; i < g->out_numel; i++) acc[i] = is_sum ? 0 : is_max ? INT64_MIN : INT64_MAX;
+    int64_t buf[RD_CHUNK];
+    rd_iter it;
+    for (rd_iter_init(&it, g); it.rows_left > 0; rd_iter_next(&it)) {
+        for (int64_t j0 = 0; j0 < L; j0 += RD_CHUNK) {
+            int64_t n = L - j0 < RD_CHUNK ? L - j0 : RD_CHUNK;
+            load_i64(t, src, it.in_off + j0, n, buf);
+            int64_t *a = acc + it.out_base + (inner_red ? 0 : j0);
+            int64_t step = inner_red ? 0 : 1;
+            for (int64_t j = 0; j < n; j++) {
+                int64_t *p = a + j * step, x = buf[j];
+                if (is_sum)
+                    *p = (int64_t)((uint64_t)*p + (uint64_t)x);
+                else if (is_max ? x > *p : x < *p)
+                    *p = x;
+            }
+        }
+    }
+}
+
+static ldt_status reduce_kernel(const ldt__kcall *c) {
+    const char *name = rd_name(c->op);
+    if (c->nin != 1 || !c->attrs)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: takes 1 input and attributes", name);
+    const ldt__operand *x = &c->in[0];
+    ldt_dtype t = x->dtype, ot = c->out.dtype;
+    int isf = ldt_dtype_is_float(t);
+    if ((unsigned)t >= LDT_DTYPE_COUNT)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: invalid input dtype %d", name, (int)t);
+    uint64_t mask = (uint64_t)c->attrs->i[0];
+    int keepdim = c->attrs->i[1] != 0;
+    char sh[128];
+    ldt_shape_format(&x->shape, sh, sizeof sh);
+    if (x->shape.ndim < 64 && (mask >> x->shape.ndim) != 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim mask 0x%llx names dims beyond the %d of %s",
+                 name, (unsigned long long)mask, x->shape.ndim, sh);
+    /* dtypes: integer sums give i64; mean is float only; amax/amin keep any dtype but bool */
+    if (c->op == LDT_OP_MEAN && !isf)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "mean: dtype %s is not supported (float dtypes only)",
+                 ldt_dtype_name(t));
+    if ((c->op == LDT_OP_AMAX || c->op == LDT_OP_AMIN) && t == LDT_BOOL)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype bool is not supported", name);
+    ldt_dtype want_t = (c->op == LDT_OP_SUM && !isf) ? LDT_I64 : t;
+    if (ot != want_t)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output dtype is %s, expected %s for a %s input",
+                 name, ldt_dtype_name(ot), ldt_dtype_name(want_t), ldt_dtype_name(t));
+    ldt_shape want = {0, {0}};
+    for (int d = 0; d < x->shape.ndim; d++) {
+        if (!((mask >> d) & 1u))
+            want.dims[want.ndim++] = x->shape.dims[d];
+        else if (keepdim)
+            want.dims[want.ndim++] = 1;
+    }
+    if (!ldt_shape_equal(&want, &c->out.shape)) {
+        char w[128], o[128];
+        ldt_shape_format(&want, w, sizeof w);
+        ldt_shape_format(&c->out.shape, o, sizeof o);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "%s: output shape is %s, expected %s for %s, mask 0x%llx", name, o, w, sh,
+                 (unsigned long long)mask);
+    }
+
+    rd_geom g;
+    rd_geom_build(&x->shape, mask, &g);
+    if (g.count == 0) { /* an empty reduced dim: the identity, or no value at all */
+        if (c->op == LDT_OP_AMAX || c->op == LDT_OP_AMIN)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "%s: reducing an empty dim of %s (mask 0x%llx) has no value; expected every "
+                     "reduced dim to be non-empty",
+                     name, sh, (unsigned long long)mask);
+        if (c->op == LDT_OP_MEAN) { /* 0 / 0, as torch */
+            for (int64_t i = 0; i < g.out_numel; i++) store_f64(ot, c->out.data, i, NAN);
+        } else if (isf) {
+            for (int64_t i = 0; i < g.out_numel; i++) store_f64(ot, c->out.data, i, 0.0);
+        } else {
+            memset(c->out.data, 0, (size_t)g.out_numel * sizeof(int64_t));
+        }
+        return LDT_OK;
+    }
+    if (g.out_numel == 0) return LDT_OK;
+
+    int is_sum = c->op == LDT_OP_SUM || c->op == LDT_OP_MEAN;
+    size_t accn = (size_t)g.out_numel;
+    if (isf) {
+        double *acc = malloc(accn * sizeof(double));
+        double *comp = is_sum ? malloc(accn * sizeof(double)) : NULL;
+        if (!acc || (is_sum && !comp)) {
+            free(acc);
+            free(comp);
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for %lld accumulators", name,
+                     (long long)g.out_numel);
+        }
+        rd_float(c->op, t, x->data, &g, acc, comp);
+        for (int64_t i = 0; i < g.out_numel; i++) {
+            double v = acc[i];
+            /* an infinite or NaN sum has a meaningless compensation (inf - inf) */
+            if (is_sum && isfinite(v)) v += comp[i];
+            if (c->op == LDT_OP_MEAN) v /= (double)g.count;
+            store_f64(ot, c->out.data, i, v);
+        }
+        free(acc);
+        free(comp);
+        return LDT_OK;
+    }
+    /* integers: an i64 output is its own accumulator */
+    int64_t *acc = ot == LDT_I64 ? (int64_t *)c->out.data : malloc(accn * sizeof(int64_t));
+    if (!acc)
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for %lld accumulators", name,
+                 (long long)g.out_numel);
+    rd_int(c->op, t, x->data, &g, acc);
+    if (ot != LDT_I64) {
+        for (int64_t i = 0; i < g.out_numel; i++) store_i64(ot, c->out.data, i, acc[i]);
+        free(acc);
+    }
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * argmax, argmin, topk along one dim: the input is [O, R, I] with R the dim.
+ *
+ * Values become order keys, uint64 that compare like the values: floats by their bits (sign
+ * flipped, negatives inverted), every NaN one key above +inf and -0 equal to +0 (they compare
+ * equal, so a tie); integers with the sign bit flipped. One comparison then serves every
+ * dtype, NaN is the largest value (torch's topk rule) and "first NaN wins" for argmax falls
+ * out of "first maximum wins".
+ */
+#define KEY_NAN UINT64_C(0xFFF8000000000000) /* the key of the canonical +NaN */
+
+static inline uint64_t key_f64(double d) {
+    if (d != d) return KEY_NAN;
+    if (d == 0.0) d = 0.0;
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    return (b >> 63) ? ~b : b | (UINT64_C(1) << 63);
+}
+
+/* Keys of n elements from src[off], src[off + stride], ... */
+static void load_keys(ldt_dtype t, const void *src, int64_t off, int64_t stride, int64_t n,
+                      uint64_t *dst) {
+    for (int64_t j = 0; j < n; j++) {
+        int64_t i = off + j * stride;
+        switch (t) {
+        case LDT_F32: dst[j] = key_f64(((const float *)src)[i]); break;
+        case LDT_F64: dst[j] = key_f64(((const double *)src)[i]); break;
+        case LDT_F16: dst[j] = key_f64(ldt__f16_to_f32(((const uint16_t *)src)[i])); break;
+        case LDT_BF16: dst[j] = key_f64(ldt__bf16_to_f32(((const uint16_t *)src)[i])); break;
+        case LDT_I32:
+            dst[j] = (uint64_t)(int64_t)((const int32_t *)src)[i] ^ (UINT64_C(1) << 63);
+            break;
+        case LDT_I64: dst[j] = (uint64_t)((const int64_t *)src)[i] ^ (UINT64_C(1) << 63); break;
+        case LDT_U8: dst[j] = ((const uint8_t *)src)[i]; break;
+        default: dst[j] = 0; break;
+        }
+    }
+}
+
+/* argmin as "first maximum" of a reversed key in which NaN is still the largest. */
+static void keys_for_min(uint64_t *k, int64_t n, int isf) {
+    for (int64_t j = 0; j < n; j++) k[j] = (isf && k[j] == KEY_NAN) ? UINT64_MAX : ~k[j];
+}
+
+typedef struct ix_geom {
+    int64_t O, R, I;
+    int dim;
+} ix_geom;
+
+/* Checks dtype and dim, normalises the dim and builds [O, R, I]. A 0-dim input is one
+ * element along dim 0 (or -1), as in torch. */
+static ldt_status ix_geom_build(const ldt__kcall *c, int64_t dim, ix_geom *g) {
+    const char *name = rd_name(c->op);
+    const ldt_shape *s = &c->in[0].shape;
+    ldt_dtype t = c->in[0].dtype;
+    char sh[128];
+    ldt_shape_format(s, sh, sizeof sh);
+    if (t == LDT_BOOL || (unsigned)t >= LDT_DTYPE_COUNT)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (numeric dtypes only)", name,
+                 ldt_dtype_name(t));
+    int nd = s->ndim > 0 ? s->ndim : 1;
+    if (dim < -nd || dim >= nd)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "%s: dim %lld is out of range for %s (expected [%d, %d))", name, (long long)dim,
+                 sh, -nd, nd);
+    if (dim < 0) dim += nd;
+    g->dim = (int)dim;
+    g->O = g->I = 1;
+    g->R = s->ndim > 0 ? s->dims[dim] : 1;
+    for (int d = 0; d < s->ndim; d++) {
+        if (d < dim) g->O *= s->dims[d];
+        if (d > dim) g->I *= s->dims[d];
+    }
+    return LDT_OK;
+}
+
+static ldt_status ix_check_out(const ldt__kcall *c, const ldt_shape *want, ldt_dtype wt) {
+    const char *name = rd_name(c->op);
+    if (c->out.dtype != wt)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output dtype is %s, expected %s", name,
+                 ldt_dtype_name(c->out.dtype), ldt_dtype_name(wt));
+    if (!ldt_shape_equal(want, &c->out.shape)) {
+        char w[128], o[128], in[128];
+        ldt_shape_format(want, w, sizeof w);
+        ldt_shape_format(&c->out.shape, o, sizeof o);
+        ldt_shape_format(&c->in[0].shape, in, sizeof in);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output shape is %s, expected %s for input %s", name,
+                 o, w, in);
+    }
+    return LDT_OK;
+}
+
+/* First index of the largest key along R, for every (o, i): a running best row of I keys,
+ * updated by each of the R rows in input order (sequential reads for any dim). */
+static ldt_status argmax_kernel(const ldt__kcall *c) {
+    const char *name = rd_name(c->op);
+    if (c->nin != 1 || !c->attrs)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: takes 1 input and attributes", name);
+    ix_geom g;
+    LDT_CHECK(ix_geom_build(c, c->attrs->i[0], &g));
+    const ldt_shape *s = &c->in[0].shape;
+    ldt_shape want = {0, {0}};
+    for (int d = 0; d < s->ndim; d++) {
+        if (d != g.dim)
+            want.dims[want.ndim++] = s->dims[d];
+        else if (c->attrs->i[1])
+            want.dims[want.ndim++] = 1;
+    }
+    LDT_CHECK(ix_check_out(c, &want, LDT_I64));
+    if (g.R == 0) {
+        char sh[128];
+        ldt_shape_format(s, sh, sizeof sh);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "%s: reducing an empty dim %d of %s; expected it non-empty", name, g.dim, sh);
+    }
+    if (g.O * g.I == 0) return LDT_OK;
+    ldt_dtype t = c->in[0].dtype;
+    int isf = ldt_dtype_is_float(t), is_min = c->op == LDT_OP_ARGMIN;
+    int64_t *out = c->out.data;
+    uint64_t buf[RD_CHUNK];
+    if (g.I == 1) { /* one contiguous line per output */
+        for (int64_t o = 0; o < g.O; o++) {
+            uint64_t best = 0;
+            int64_t bi = 0;
+            for (int64_t r0 = 0; r0 < g.R; r0 += RD_CHUNK) {
+                int64_t n = g.R - r0 < RD_CHUNK ? g.R - r0 : RD_CHUNK;
+                load_keys(t, c->in[0].data, o * g.R + r0, 1, n, buf);
+                if (is_min) keys_for_min(buf, n, isf);
+                for (int64_t j = 0; j < n; j++)
+                    if ((r0 == 0 && j == 0) || buf[j] > best) {
+                        best = buf[j];
+                        bi = r0 + j;
+                    }
+            }
+            out[o] = bi;
+        }
+        return LDT_OK;
+    }
+    uint64_t *best = malloc((size_t)g.I * sizeof(uint64_t));
+    if (!best)
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for a row of %lld keys", name,
+                 (long long)g.I);
+    for (int64_t o = 0; o < g.O; o++) {
+        int64_t *idx = out + o * g.I;
+        for (int64_t r = 0; r < g.R; r++) {
+            for (int64_t j0 = 0; j0 < g.I; j0 += RD_CHUNK) {
+                int64_t n = g.I - j0 < RD_CHUNK ? g.I - j0 : RD_CHUNK;
+                load_keys(t, c->in[0].data, (o * g.R + r) * g.I + j0, 1, n, buf);
+                if (is_min) keys_for_min(buf, n, isf);
+                for (int64_t j = 0; j < n; j++)
+                    if (r == 0 || buf[j] > best[j0 + j]) {
+                        best[j0 + j] = buf[j];
+                        idx[j0 + j] = r;
+                    }
+            }
+        }
+    }
+    free(best);
+    return LDT_OK;
+}
+
+/* topk: sort each line by (key, index) and keep the first k. For the largest the key is
+ * inverted so both directions sort ascending, and equal values keep index order. The output
+ * is always sorted (a valid answer when sorted = 0 too). */
+typedef struct kv {
+    uint64_t key;
+    int64_t idx;
+} kv;
+
+static int kv_cmp(const void *pa, const void *pb) {
+    const kv *a = pa, *b = pb;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static ldt_status topk_kernel(const ldt__kcall *c) {
+    const char *name = rd_name(c->op);
+    if (c->nin != 1 || !c->attrs)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: takes 1 input and attributes", name);
+    ix_geom g;
+    LDT_CHECK(ix_geom_build(c, c->attrs->i[0], &g));
+    int64_t k = c->attrs->i[1];
+    int largest = c->attrs->i[2] != 0;
+    const ldt_shape *s = &c->in[0].shape;
+    if (k < 0 || k > g.R || (s->ndim == 0 && k != 1)) {
+        char sh[128];
+        ldt_shape_format(s, sh, sizeof sh);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "%s: k = %lld is out of range for dim %d of %s (expected 0..%lld)", name,
+                 (long long)k, g.dim, sh, (long long)g.R);
+    }
+    int vals = c->op == LDT_OP_TOPK_VALUES;
+    ldt_dtype t = c->in[0].dtype;
+    ldt_shape want = *s;
+    if (s->ndim > 0) want.dims[g.dim] = k;
+    LDT_CHECK(ix_check_out(c, &want, vals ? t : LDT_I64));
+    if (g.O * g.I == 0 || k == 0) return LDT_OK;
+    kv *line = malloc((size_t)g.R * sizeof(kv));
+    uint64_t *keys = malloc((size_t)g.R * sizeof(uint64_t));
+    if (!line || !keys) {
+        free(line);
+        free(keys);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for a line of %lld", name, (long long)g.R);
+    }
+    size_t esz = ldt_dtype_size(t);
+    const char *src = c->in[0].data;
+    for (int64_t o = 0; o < g.O; o++) {
+        for (int64_t i = 0; i < g.I; i++) {
+            int64_t base = o * g.R * g.I + i;
+            load_keys(t, src, base, g.I, g.R, keys);
+            for (int64_t r = 0; r < g.R; r++) {
+                line[r].key = largest ? ~keys[r] : keys[r];
+                line[r].idx = r;
+            }
+            qsort(line, (size_t)g.R, sizeof(kv), kv_cmp);
+            /* output line: [O, k, I], element (o, j, i) */
+            for (int64_t j = 0; j < k; j++) {
+                int64_t oi = (o * k + j) * g.I + i;
+                if (vals)
+                    memcpy((char *)c->out.data + (size_t)oi * esz,
+                           src + (size_t)(base + line[j].idx * g.I) * esz, esz);
+                else
+                    ((int64_t *)c->out.data)[oi] = line[j].idx;
+            }
+        }
+    }
+    free(line);
+    free(keys);
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Dispatch.
+ */
+ldt_status ldt__k_reduce(const ldt__kcall *c) {
+    switch (c->op) {
+    case LDT_OP_SUM:
+    case LDT_OP_MEAN:
+    case LDT_OP_AMAX:
+    case LDT_OP_AMIN: return reduce_kernel(c);
+    default:
+        LDT_FAIL(LDT_ERR_INTERNAL, "reduce kernels: op %d is not sum, mean, amax or amin", c->op);
+    }
+}
+
+ldt_status ldt__k_index_reduce(const ldt__kcall *c) {
+    switch (c->op) {
+    case LDT_OP_ARGMAX:
+    case LDT_OP_ARGMIN: return argmax_kernel(c);
+    case LDT_OP_TOPK_VALUES:
+    case LDT_OP_TOPK_INDICES: return topk_kernel(c);
+    default:
+        LDT_FAIL(LDT_ERR_INTERNAL, "index reduce kernels: op %d is not argmax, argmin or topk",
+                 c->op);
+    }
+}

@@ -1,0 +1,278 @@
+/* Recording: the op table (names, arities), input checks, appending nodes, the structural
+ * hash, and the text and DOT dumps of a trace. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "trace/trace.h"
+
+const char *ldt__op_name(const ldt_ctx *ctx, int op) {
+    if (op >= 0 && op < LDT_OP_COUNT) return ldt__builtin_op_name(op);
+    if (ctx && op >= LDT_OP_COUNT && op < LDT_OP_COUNT + ctx->ncustom)
+        return ctx->custom[op - LDT_OP_COUNT].name;
+    return "unknown op";
+}
+
+
+ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n) {
+    ldt_ctx *ctx = NULL;
+    for (int i = 0; i < n; i++)
+        if (in[i]) {
+            ctx = in[i]->ctx;
+            break;
+        }
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) {
+            /* an earlier op failed: its error is stuck already; keep it */
+            if (ctx && ctx->status != LDT_OK) return NULL;
+            return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: input %d is NULL", op, i),
+                   NULL;
+        }
+        if (in[i]->ctx != ctx)
+            return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                                 "%s: input %d belongs to another context", op, i),
+                   NULL;
+        if (in[i]->kind == LDT__NODE && in[i]->gen != ctx->gen) {
+            char d[256];
+            ldt__describe(in[i], d, sizeof d);
+            return ldt__op_error(ctx, LDT_ERR_INVALID_USAGE,
+                                 "%s: input %d (%s %s = %s) is from a trace that has ended; keep "
+                                 "a result across ldt_sync / ldt_read with ldt_keep",
+                                 op, i, d, ldt_dtype_name((ldt_dtype)in[i]->dtype),
+                                 ldt__op_name(ctx, in[i]->op)),
+                   NULL;
+        }
+    }
+    return ctx;
+}
+
+static int push_node(ldt_ctx *ctx, ldt_tensor *t) {
+    if (ctx->nnodes == ctx->cap_nodes) {
+        int64_t cap = ctx->cap_nodes ? ctx->cap_nodes * 2 : 1024;
+        ldt_tensor **p = realloc(ctx->nodes, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        ctx->nodes = p;
+        ctx->cap_nodes = cap;
+    }
+    t->id = ctx->nnodes;
+    ctx->nodes[ctx->nnodes++] = t;
+    return 0;
+}
+
+static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                          const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
+    ldt_tensor *t;
+    int64_t nbytes = (int64_t)ldt_dtype_size(dt);
+    int ok = 1;
+    /* fast path: shape rules give valid dims, so only overflow needs checking here; on
+     * overflow the full check decides (a later zero dim can still make it empty) */
+    for (int d = 0; d < shape->ndim; d++) ok &= !__builtin_mul_overflow(nbytes, shape->dims[d], &nbytes);
+    if (!ok && ldt_shape_nbytes(shape, dt, &nbytes) != LDT_OK) {
+        ldt__error_prefix(LDT_ERR_OVERFLOW, "%s", ldt__op_name(ctx, op));
+        return ldt__trace_fail(ctx);
+    }
+    /* persistent inputs join this trace as leaves, in first-use order, so the node list (and
+     * the hash) of a step is the same every time the step is traced */
+    for (int i = 0; i < nin; i++)
+        if (in[i]->kind == LDT__PERSISTENT && in[i]->gen != ctx->gen) {
+            if (in[i]->op == LDT_OP_DATA && LDT__P(in[i])->source)
+                return ldt__op_error(ctx, LDT_ERR_INVALID_USAGE,
+                                     "%s: input %d is kept from this same trace; use the op "
+                                     "result itself until the trace runs",
+                                     ldt__op_name(ctx, op), i);
+            in[i]->gen = ctx->gen;
+            if (push_node(ctx, in[i]) != 0)
+                return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
+                                     ldt__op_name(ctx, op));
+        }
+    /* filled field by field below: zeroing the whole node first would write it twice */
+    t = ldt__arena_alloc_raw(ctx->arena, sizeof *t + (size_t)nin * sizeof(ldt_tensor *) +
+                                             (with_attrs ? sizeof(ldt__attrs) : 0));
+    if (!t || push_node(ctx, t) != 0)
+        return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
+                             ldt__op_name(ctx, op));
+    t->ctx = ctx;
+    t->op = (uint16_t)op;
+    t->dtype = (uint8_t)dt;
+    t->kind = LDT__NODE;
+    t->nin = nin;
+    t->gen = ctx->gen;
+    t->shape = *shape;
+    t->nbytes = nbytes;
+    t->pin = NULL;
+    t->data = NULL;
+    t->in = (ldt_tensor **)(t + 1);
+    for (int i = 0; i < nin; i++) t->in[i] = in[i];
+    if (with_attrs) {
+        t->attrs = (ldt__attrs *)(t->in + nin);
+        memset(t->attrs, 0, sizeof *t->attrs);
+    } else {
+        t->attrs = &ctx->no_attrs;
+    }
+    return t;
+}
+
+ldt_tensor *ldt__record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                        const ldt_shape *shape, ldt_dtype dt) {
+    return record(ctx, op, in, nin, shape, dt, 0);
+}
+
+ldt_tensor *ldt__record_a(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                          const ldt_shape *shape, ldt_dtype dt) {
+    return record(ctx, op, in, nin, shape, dt, 1);
+}
+
+/* ---- structural hash ------------------------------------------------------------------ */
+
+/* What of a node enters the hash: never addresses, data or names. Random ops hash their
+ * offset relative to the trace's start (a per-step value, not structure) and not the seed. */
+typedef struct {
+    int32_t op, dtype, kind, nin, ndim, npin;
+    int64_t dims[LDT_MAX_DIMS];
+    ldt__attrs attrs;
+} hash_rec;
+
+uint64_t ldt_trace_hash(const ldt_ctx *ctx) {
+    XXH3_state_t *st;
+    uint64_t h;
+    int npin;
+    if (!ctx) return 0;
+    st = XXH3_createState();
+    if (!st) return 0;
+    npin = ldt_mesh_ndim(ctx->mesh);
+    XXH3_64bits_reset(st);
+    for (int64_t i = 0; i < ctx->nnodes; i++) {
+        const ldt_tensor *t = ctx->nodes[i];
+        hash_rec r;
+        memset(&r, 0, sizeof r);
+        r.op = t->op;
+        r.dtype = t->dtype;
+        r.kind = t->kind;
+        r.nin = t->nin;
+        r.ndim = t->shape.ndim;
+        memcpy(r.dims, t->shape.dims, (size_t)t->shape.ndim * sizeof r.dims[0]);
+        if (t->kind == LDT__NODE) r.attrs = *t->attrs;
+        if (t->op == LDT_OP_RAND || t->op == LDT_OP_RANDN || t->op == LDT_OP_BERNOULLI) {
+            r.attrs.i[0] = 0;
+            r.attrs.i[1] = (int64_t)((uint64_t)t->attrs->i[1] - ctx->trace_rng_base);
+        }
+        r.npin = t->pin ? npin : 0;
+        XXH3_64bits_update(st, &r, sizeof r);
+        for (int k = 0; k < t->nin; k++) {
+            int64_t id = t->in[k]->id;
+            XXH3_64bits_update(st, &id, sizeof id);
+        }
+        /* field by field: a placement struct's padding bytes are not part of its value */
+        for (int k = 0; t->pin && k < npin; k++) {
+            int64_t p[4] = {t->pin[k].kind, t->pin[k].dim, t->pin[k].blocks, t->pin[k].op};
+            XXH3_64bits_update(st, p, sizeof p);
+        }
+        if (t->op >= LDT_OP_COUNT) {
+            const char *name = ldt__op_name(ctx, t->op);
+            XXH3_64bits_update(st, name, strlen(name));
+        }
+    }
+    h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+/* ---- dumps -------------------------------------------------------------------------------- */
+
+static void attrs_text(const ldt_tensor *t, char *buf, size_t cap) {
+    const ldt__attrs *a = t->attrs;
+    buf[0] = '\0';
+    switch (t->op) {
+    case LDT_OP_ADD_SCALAR: case LDT_OP_SUB_SCALAR: case LDT_OP_RSUB_SCALAR:
+    case LDT_OP_MUL_SCALAR: case LDT_OP_DIV_SCALAR: case LDT_OP_RDIV_SCALAR:
+    case LDT_OP_POW_SCALAR:
+        snprintf(buf, cap, " s=%g", a->f[0]);
+        break;
+    case LDT_OP_GELU: snprintf(buf, cap, " form=%s", a->i[0] ? "tanh" : "erf"); break;
+    case LDT_OP_SLICE:
+        snprintf(buf, cap, " dim=%lld start=%lld end=%lld step=%lld", (long long)a->i[0],
+                 (long long)a->i[1], (long long)a->i[2], (long long)a->i[3]);
+        break;
+    case LDT_OP_SELECT:
+        snprintf(buf, cap, " dim=%lld index=%lld", (long long)a->i[0], (long long)a->i[1]);
+        break;
+    case LDT_OP_CAT: snprintf(buf, cap, " dim=%lld", (long long)a->i[0]); break;
+    case LDT_OP_PERMUTE: {
+        size_t at = (size_t)snprintf(buf, cap, " perm=");
+        for (int d = 0; d < t->shape.ndim && at < cap; d++)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? "," : "", (long long)a->i[d]);
+        break;
+    }
+    case LDT_OP_SUM: case LDT_OP_MEAN: case LDT_OP_AMAX: case LDT_OP_AMIN:
+        snprintf(buf, cap, " dims=0x%llx keepdim=%lld", (unsigned long long)a->i[0],
+                 (long long)a->i[1]);
+        break;
+    case LDT_OP_ARGMAX: case LDT_OP_ARGMIN:
+        snprintf(buf, cap, " dim=%lld keepdim=%lld", (long long)a->i[0], (long long)a->i[1]);
+        break;
+    case LDT_OP_TOPK_VALUES: case LDT_OP_TOPK_INDICES:
+        snprintf(buf, cap, " dim=%lld k=%lld largest=%lld", (long long)a->i[0],
+                 (long long)a->i[1], (long long)a->i[2]);
+        break;
+    case LDT_OP_RAND: case LDT_OP_RANDN: case LDT_OP_BERNOULLI:
+        snprintf(buf, cap, " seed=%llu offset=%llu f=%g,%g", (unsigned long long)a->i[0],
+                 (unsigned long long)a->i[1], a->f[0], a->f[1]);
+        break;
+    default: break;
+    }
+}
+
+ldt_status ldt_trace_dump(const ldt_ctx *ctx, FILE *f) {
+    int npin;
+    if (!ctx || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "trace_dump: arguments must not be NULL");
+    npin = ldt_mesh_ndim(ctx->mesh);
+    for (int64_t i = 0; i < ctx->nnodes; i++) {
+        const ldt_tensor *t = ctx->nodes[i];
+        char sh[256], at[256], pin[256];
+        ldt_shape_format(&t->shape, sh, sizeof sh);
+        attrs_text(t, at, sizeof at);
+        fprintf(f, "%%%lld = %s", (long long)i, ldt__op_name(ctx, t->op));
+        if (LDT__NAME(t)) fprintf(f, " \"%s\"", LDT__NAME(t));
+        if (t->nin) {
+            fprintf(f, "(");
+            for (int k = 0; k < t->nin; k++)
+                fprintf(f, "%s%%%lld", k ? ", " : "", (long long)t->in[k]->id);
+            fprintf(f, ")");
+        }
+        fprintf(f, "%s %s %s", at, sh, ldt_dtype_name((ldt_dtype)t->dtype));
+        if (t->pin) {
+            ldt_placements_format(t->pin, npin, pin, sizeof pin);
+            fprintf(f, " pin=%s", pin);
+        }
+        fprintf(f, "\n");
+    }
+    return ferror(f) ? ldt__trace(ldt__error(LDT_ERR_SYSTEM, "trace_dump: write failed"),
+                                  __FILE__, __LINE__)
+                     : LDT_OK;
+}
+
+ldt_status ldt_trace_dot(const ldt_ctx *ctx, FILE *f) {
+    int npin;
+    if (!ctx || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "trace_dot: arguments must not be NULL");
+    npin = ldt_mesh_ndim(ctx->mesh);
+    fprintf(f, "digraph trace {\n  node [shape=box, fontname=\"monospace\"];\n");
+    for (int64_t i = 0; i < ctx->nnodes; i++) {
+        const ldt_tensor *t = ctx->nodes[i];
+        char sh[256], pin[256] = "";
+        ldt_shape_format(&t->shape, sh, sizeof sh);
+        if (t->pin) ldt_placements_format(t->pin, npin, pin, sizeof pin);
+        fprintf(f, "  n%lld [label=\"%%%lld %s%s%s\\n%s %s%s%s\"%s];\n", (long long)i,
+                (long long)i, ldt__op_name(ctx, t->op), LDT__NAME(t) ? " " : "",
+                LDT__NAME(t) ? LDT__NAME(t) : "", sh, ldt_dtype_name((ldt_dtype)t->dtype),
+                t->pin ? " " : "", pin,
+                t->kind == LDT__PERSISTENT ? ", style=filled, fillcolor=\"#e8e8e8\"" : "");
+        for (int k = 0; k < t->nin; k++)
+            fprintf(f, "  n%lld -> n%lld;\n", (long long)t->in[k]->id, (long long)i);
+    }
+    fprintf(f, "}\n");
+    return ferror(f) ? ldt__trace(ldt__error(LDT_ERR_SYSTEM, "trace_dot: write failed"),
+                                  __FILE__, __LINE__)
+                     : LDT_OK;
+}

@@ -1,0 +1,112 @@
+/* Internal: the context, the trace and the tensor (node) bodies, and the recording helpers
+ * every trace/ops_*.c file uses. */
+#ifndef LDT_TRACE_TRACE_H
+#define LDT_TRACE_TRACE_H
+
+#include "core/arena.h"
+#include "core/ops.h"
+#include "ldt/trace.h"
+
+typedef enum ldt__tensor_kind {
+    LDT__NODE,      /* an op result, valid while its trace (gen) is current */
+    LDT__PERSISTENT /* input, param, const or kept data: owned by the context */
+} ldt__tensor_kind;
+
+struct ldt_tensor {
+    ldt_ctx *ctx;
+    uint16_t op;    /* ldt_op, or a custom op id (>= LDT_OP_COUNT) */
+    uint8_t dtype;
+    uint8_t kind;   /* ldt__tensor_kind */
+    int32_t nin;
+    uint64_t gen;   /* NODE: its trace; PERSISTENT: the last trace that used it */
+    int64_t id;     /* position in that trace's node list */
+    ldt_shape shape;
+    ldt_tensor **in; /* nin inputs (in the trace arena) */
+    ldt__attrs *attrs; /* after the node for ops that have attributes, else the context's
+                          all-zero no_attrs: most nodes need none, and a small node keeps
+                          recording fast */
+    ldt_placement *pin; /* NULL, or one placement per mesh dim */
+    /* run time */
+    void *data;     /* NODE: its value while the trace runs; PERSISTENT: its storage */
+    int64_t nbytes;
+};
+
+/* A persistent tensor: the node head plus what only persistent tensors need, kept out of
+ * ldt_tensor so trace nodes stay small (recording 1M nodes is memory-bound). */
+typedef struct ldt__persistent {
+    struct ldt_tensor t;
+    char *name;
+    int bound;          /* INPUT: data has been bound */
+    ldt_tensor *source; /* kept DATA: the node whose value it receives (current trace only) */
+    ldt_placement pin_store[LDT_MAX_DIMS];
+} ldt__persistent;
+
+/* The persistent part of t; only for t->kind == LDT__PERSISTENT. */
+#define LDT__P(tensor) ((ldt__persistent *)(tensor))
+/* Its name, or NULL (any kind). */
+#define LDT__NAME(tensor) ((tensor)->kind == LDT__PERSISTENT ? LDT__P(tensor)->name : NULL)
+
+/* A registered custom op. */
+typedef struct ldt__custom_op {
+    char *name;
+    int nin;
+    ldt_custom_shape_fn shape_fn;
+    ldt_custom_cpu_fn cpu_fn;
+    void *user;
+} ldt__custom_op;
+
+struct ldt_ctx {
+    ldt_mesh *mesh; /* owned copy */
+    uint64_t seed, rng_offset;
+    uint64_t trace_rng_base; /* rng_offset when the current trace started */
+    ldt__attrs no_attrs;     /* all zero, never written: the attrs of nodes without any */
+    /* the current trace */
+    uint64_t gen;
+    ldt__arena arenas[2]; /* alternate per trace: a stale handle of the last trace still reads
+                             its own (expired) generation instead of a new node's */
+    ldt__arena *arena;
+    ldt_tensor **nodes;
+    int64_t nnodes, cap_nodes;
+    ldt_tensor **keeps; /* kept DATA tensors whose source is in the current trace */
+    int64_t nkeeps, cap_keeps;
+    /* persistent tensors */
+    ldt_tensor **persist;
+    int64_t npersist, cap_persist;
+    /* custom ops, id = LDT_OP_COUNT + index */
+    ldt__custom_op *custom;
+    int ncustom;
+    /* errors */
+    ldt_status status; /* stuck on the current trace */
+    char errmsg[1024];
+};
+
+/* name and arity of a built-in op (arity -1: variadic) */
+const char *ldt__op_name(const ldt_ctx *ctx, int op);
+
+/* Records that an error happened in ctx: the first one sticks on the trace; the message is
+ * copied from the thread's last error. Returns NULL so constructors can `return fail(...)`. */
+ldt_tensor *ldt__trace_fail(ldt_ctx *ctx);
+/* Sets the thread error to the formatted message and sticks it on ctx; returns NULL. */
+ldt_tensor *ldt__op_error(ldt_ctx *ctx, ldt_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Checks an op's inputs (non-NULL, same context, not expired); returns the context or NULL
+ * (with the error stuck where there is a context to stick it on). */
+ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n);
+/* Appends a node: op, inputs, output shape and dtype. Attributes are zero; the caller fills
+ * them. Uses persistent inputs as leaves of this trace. NULL (and a stuck error) on failure. */
+ldt_tensor *ldt__record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                        const ldt_shape *shape, ldt_dtype dt);
+/* The same for an op with attributes: t->attrs is its own, zeroed, for the caller to fill. */
+ldt_tensor *ldt__record_a(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                          const ldt_shape *shape, ldt_dtype dt);
+/* "[7,5] (S0,R)" for messages: the shape, and the pins when there are any. */
+void ldt__describe(const ldt_tensor *t, char *buf, size_t cap);
+/* Normalises dim against ndim (negative from the end); -1 if out of range. */
+int ldt__norm_dim(int dim, int ndim);
+/* Ends the current trace: op results expire, keeps are cleared, a new generation starts. */
+void ldt__trace_end(ldt_ctx *ctx);
+
+#endif
