@@ -10,7 +10,9 @@
 #define LDT_BENCHES(X)                                                                     \
     X(comm_threads, "all_reduce and all_gather bus bandwidth on 2, 4, 8 rank threads, "     \
                     "beside single-thread memcpy bandwidth")                                \
-    X(trace, "ns per recorded op for 1k to 1M-node graphs, and hash ns per node")
+    X(trace, "ns per recorded op for 1k to 1M-node graphs, and hash ns per node")          \
+    X(redistribute, "modeled vs measured redistribution time on a 2x2 threaded mesh, before " \
+                    "and after calibration (spearman, worst_ratio)")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)

@@ -136,6 +136,55 @@ int ldt_built_with_cuda(void);
 int ldt_built_with_nccl(void);
 int ldt_built_with_mpi(void);
 
+/* ---------------------------------------------------------------------------------------
+ * Redistribution: running plans from ldt/planner.h, and measuring a communicator for the
+ * cost model. (The typedefs repeat planner.h's, as C11 allows, so this header stands alone.)
+ */
+typedef struct ldt_redist_plan ldt_redist_plan;
+typedef struct ldt_cost_model ldt_cost_model;
+typedef struct ldt_redist_runner ldt_redist_runner;
+
+/* Per rank, inside ldt_threads_run (every rank of both meshes calls it): `in` is this rank's
+ * local shard of the plan's source (ignored off the source mesh), `out` gets its local shard
+ * of the target (ignored off the target mesh); they must not overlap. The world holds at
+ * least every rank of both meshes; a rank in neither returns at once. */
+ldt_status ldt_redistribute(ldt_comm *world, const ldt_redist_plan *plan, const void *in,
+                            void *out);
+/* The same, split so the groups and buffers are made once and the plan run many times. */
+ldt_status ldt_redist_runner_create(ldt_comm *world, const ldt_redist_plan *plan,
+                                    ldt_redist_runner **out);
+ldt_status ldt_redist_runner_run(ldt_redist_runner *r, const void *in, void *out);
+void ldt_redist_runner_destroy(ldt_redist_runner *r);
+/* Runs the plan on a threaded world of its own (max rank of both meshes + 1 threads) from
+ * shards of the plan's source spec; *out gets new shards of its target spec. */
+ldt_status ldt_redistribute_shards(const ldt_shards *src, const ldt_redist_plan *plan,
+                                   ldt_shards **out);
+
+/* Runs the plan `reps` times (after one warm-up) on a threaded world of its own from shards
+ * `src` (NULL: zero-filled source shards); *seconds gets the median wall time of a run, from
+ * a world barrier to the next one after it. *out (may be NULL) gets the target shards. */
+ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_redist_plan *plan, int reps,
+                                    double *seconds, ldt_shards **out);
+
+/* Like ldt_distribute, but every Partial mesh dim holds random addends whose reduction is
+ * the tensor (sum: integers in [-3, 3] and a remainder; avg: the value plus deltas summing
+ * to zero; max/min: values below/above it and the value itself on one coordinate), seeded
+ * by `seed`. For integer-valued tensors of small magnitude every reduction order gives the
+ * tensor back exactly. bool and u8 under avg (no exact signed deltas) get the value on
+ * every coordinate. */
+ldt_status ldt_distribute_addends(const void *full, const ldt_spec *spec, uint64_t seed,
+                                  ldt_shards **out);
+
+typedef struct ldt_calibrate_options {
+    int quick; /* fewer sizes and repetitions (a few tenths of a second) */
+} ldt_calibrate_options;
+
+/* Measures latency and bandwidth along each dim of `mesh` (and the per-call overhead and
+ * local copy bandwidth) on the threaded communicator: a cost model named "calibrated" with
+ * one link per mesh dim. opts may be NULL. */
+ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
+                         ldt_cost_model *out);
+
 #ifdef __cplusplus
 }
 #endif

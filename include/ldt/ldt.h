@@ -5,5 +5,6 @@
 #include "ldt/core.h"
 #include "ldt/exec.h"
 #include "ldt/trace.h"
+#include "ldt/planner.h"
 
 #endif

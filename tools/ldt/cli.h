@@ -23,5 +23,7 @@ int cli_fail(const char *cmd);
 
 int cmd_layout(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_redistribute(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 #endif

@@ -13,6 +13,8 @@ typedef struct {
 static const command k_commands[] = {
     {"layout", cmd_layout, "each rank's local shape and region for a mesh, shape and placements"},
     {"info", cmd_info, "what this build holds (CUDA, NCCL, MPI) and the devices it sees"},
+    {"redistribute", cmd_redistribute, "plan (and --run) a redistribution between placements or meshes"},
+    {"calibrate", cmd_calibrate, "measure latency and bandwidth per mesh dim into a cost profile"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,715 @@
+/* Running redistribution plans on a communicator: each step as its collective over the
+ * step's group, with every rank's data moved by region intersections (exact for uneven and
+ * interleaved shards), and cross-mesh steps as grouped point-to-point sends. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "ldt/exec.h"
+#include "planner/redistribute.h"
+#include "planner/region.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Copies over an intersection. The elements of a ∩ b are walked box by box (the product of
+ * each dim's matched pieces, in increasing global order) and row-major inside a box; a
+ * "packed" side is that walk's order, contiguous, so both ends of a message agree on it
+ * without exchanging anything. The source is laid out as region a (or packed), the
+ * destination as region b (or packed).
+ */
+static ldt_status isect_copy(const ldt_region *a, const ldt_region *b, size_t es, const char *src,
+                             int src_packed, char *dst, int dst_packed) {
+    int nd = a->ndim;
+    int64_t nseg[LDT_MAX_DIMS], astr[LDT_MAX_DIMS], bstr[LDT_MAX_DIMS], si[LDT_MAX_DIMS] = {0};
+    ldt__seg *seg[LDT_MAX_DIMS], *all;
+    int64_t cap = 0, p = 0;
+    if (a->numel == 0 || b->numel == 0) return LDT_OK;
+    if (nd == 0) {
+        memcpy(dst, src, es);
+        return LDT_OK;
+    }
+    for (int d = 0; d < nd; d++) cap += ldt__dim_isect_cap(&a->runs[d], &b->runs[d]);
+    all = malloc((size_t)cap * sizeof *all);
+    if (!all) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    cap = 0;
+    for (int d = 0; d < nd; d++) {
+        seg[d] = all + cap;
+        cap += ldt__dim_isect_cap(&a->runs[d], &b->runs[d]);
+        nseg[d] = ldt__dim_isect(&a->runs[d], &b->runs[d], seg[d], NULL);
+        if (nseg[d] == 0) {
+            free(all);
+            return LDT_OK;
+        }
+    }
+    astr[nd - 1] = bstr[nd - 1] = 1;
+    for (int d = nd - 2; d >= 0; d--) {
+        astr[d] = astr[d + 1] * a->local_shape.dims[d + 1];
+        bstr[d] = bstr[d + 1] * b->local_shape.dims[d + 1];
+    }
+    for (;;) {
+        int64_t len[LDT_MAX_DIMS], e[LDT_MAX_DIMS] = {0}, a0 = 0, b0 = 0;
+        size_t run;
+        for (int d = 0; d < nd; d++) {
+            const ldt__seg *s = &seg[d][si[d]];
+            len[d] = s->len;
+            a0 += s->a * astr[d];
+            b0 += s->b * bstr[d];
+        }
+        run = (size_t)len[nd - 1] * es;
+        for (;;) {
+            int64_t ao = a0, bo = b0;
+            for (int d = 0; d < nd - 1; d++) {
+                ao += e[d] * astr[d];
+                bo += e[d] * bstr[d];
+            }
+            memcpy(dst + (size_t)(dst_packed ? p : bo) * es, src + (size_t)(src_packed ? p : ao) * es,
+                   run);
+            p += len[nd - 1];
+            int d = nd - 2;
+            for (; d >= 0; d--) {
+                if (++e[d] < len[d]) break;
+                e[d] = 0;
+            }
+            if (d < 0) break;
+        }
+        int d = nd - 1;
+        for (; d >= 0; d--) {
+            if (++si[d] < nseg[d]) break;
+            si[d] = 0;
+        }
+        if (d < 0) break;
+    }
+    free(all);
+    return LDT_OK;
+}
+
+/* The value that leaves a reduction unchanged: what Shard -> Partial pads with. */
+static void fill_identity(void *buf, int64_t n, ldt_dtype dt, ldt_reduce_op op) {
+    int hi = op == LDT_REDUCE_MIN; /* min pads with the largest value, max with the smallest */
+    if (op == LDT_REDUCE_SUM || op == LDT_REDUCE_AVG) {
+        memset(buf, 0, (size_t)n * ldt_dtype_size(dt));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) switch (dt) {
+        case LDT_F32: ((float *)buf)[i] = hi ? INFINITY : -INFINITY; break;
+        case LDT_F64: ((double *)buf)[i] = hi ? INFINITY : -INFINITY; break;
+        case LDT_F16: ((uint16_t *)buf)[i] = hi ? 0x7C00 : 0xFC00; break;
+        case LDT_BF16: ((uint16_t *)buf)[i] = hi ? 0x7F80 : 0xFF80; break;
+        case LDT_I32: ((int32_t *)buf)[i] = hi ? INT32_MAX : INT32_MIN; break;
+        case LDT_I64: ((int64_t *)buf)[i] = hi ? INT64_MAX : INT64_MIN; break;
+        case LDT_U8: ((uint8_t *)buf)[i] = hi ? 255 : 0; break;
+        default: ((uint8_t *)buf)[i] = (uint8_t)hi; break; /* bool: AND pads true, OR false */
+        }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The runner: one rank's groups and buffers for a plan.
+ */
+struct ldt_redist_runner {
+    ldt_comm *world;
+    const ldt_redist_plan *plan;
+    int me;              /* world rank */
+    ldt_comm **groups;   /* per step: this rank's group, or NULL (local, send_recv, absent) */
+    char *buf[2];        /* ping-pong step outputs */
+    char *scratch;       /* packed messages */
+    int64_t scratch_cap;
+    int64_t *counts;     /* 4 x (largest group or mesh) */
+    ldt_region *regs;    /* 2 x that: the group's regions before and after */
+};
+
+static int in_mesh(const ldt_mesh *m, int rank) {
+    for (int i = 0; i < ldt_mesh_nranks(m); i++)
+        if (ldt_mesh_rank_at(m, i) == rank) return 1;
+    return 0;
+}
+
+static int mesh_max_rank(const ldt_mesh *m) {
+    int r = -1;
+    for (int i = 0; i < ldt_mesh_nranks(m); i++)
+        if (ldt_mesh_rank_at(m, i) > r) r = ldt_mesh_rank_at(m, i);
+    return r;
+}
+
+void ldt_redist_runner_destroy(ldt_redist_runner *r) {
+    if (!r) return;
+    if (r->groups)
+        for (int i = 0; i < r->plan->nsteps; i++) ldt_comm_destroy(r->groups[i]);
+    free(r->groups);
+    free(r->buf[0]);
+    free(r->buf[1]);
+    free(r->scratch);
+    free(r->counts);
+    free(r->regs);
+    free(r);
+}
+
+static int is_collective(ldt_collective c) { return c <= LDT_COLL_ALL_TO_ALL; }
+
+ldt_status ldt_redist_runner_create(ldt_comm *world, const ldt_redist_plan *plan,
+                                    ldt_redist_runner **out) {
+    ldt_status st = LDT_OK;
+    ldt_redist_runner *r = NULL;
+    int64_t bufbytes = 1, maxn;
+    int need;
+    if (!world || !plan || !out)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: arguments must not be NULL");
+    *out = NULL;
+    need = mesh_max_rank(plan->src.mesh);
+    if (mesh_max_rank(plan->dst.mesh) > need) need = mesh_max_rank(plan->dst.mesh);
+    if (need >= ldt_comm_size(world))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "redistribute: the plan's meshes use world rank %d but the world has %d ranks, "
+                 "expected at least %d",
+                 need, ldt_comm_size(world), need + 1);
+    if (ldt_mesh_device(plan->src.mesh) == LDT_DEVICE_META ||
+        ldt_mesh_device(plan->dst.mesh) == LDT_DEVICE_META)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                 "redistribute: the plan is on a meta mesh, which plans but never runs");
+    r = calloc(1, sizeof *r);
+    if (!r) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    r->world = world;
+    r->plan = plan;
+    r->me = ldt_comm_world_rank(world, ldt_comm_rank(world));
+    maxn = ldt_mesh_nranks(plan->src.mesh) > ldt_mesh_nranks(plan->dst.mesh)
+               ? ldt_mesh_nranks(plan->src.mesh)
+               : ldt_mesh_nranks(plan->dst.mesh);
+    r->groups = calloc((size_t)(plan->nsteps ? plan->nsteps : 1), sizeof *r->groups);
+    r->counts = malloc((size_t)maxn * 4 * sizeof *r->counts);
+    r->regs = malloc((size_t)maxn * 2 * sizeof *r->regs);
+    if (!r->groups || !r->counts || !r->regs)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    for (int i = 0; i < plan->nsteps; i++) {
+        const ldt__rstep *s = &plan->steps[i];
+        ldt_region y;
+        if (in_mesh(s->after.mesh, r->me)) {
+            LDT_CHECK_GOTO(ldt_layout(&s->after, r->me, &y));
+            if (y.numel * (int64_t)ldt_dtype_size(s->after.dtype) > bufbytes)
+                bufbytes = y.numel * (int64_t)ldt_dtype_size(s->after.dtype);
+        }
+        /* Groups in step order on every rank: the backend matches each member's k-th
+         * request for a rank list with the others' k-th. */
+        if (is_collective(s->pub.collective) && in_mesh(s->before.mesh, r->me)) {
+            ldt_mesh *sub = NULL;
+            int *ranks;
+            LDT_CHECK_GOTO(ldt_mesh_submesh(s->before.mesh, r->me, s->pub.ndims, s->pub.dims, &sub));
+            ranks = malloc((size_t)ldt_mesh_nranks(sub) * sizeof *ranks);
+            if (!ranks) {
+                ldt_mesh_destroy(sub);
+                LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+            }
+            for (int k = 0; k < ldt_mesh_nranks(sub); k++) ranks[k] = ldt_mesh_rank_at(sub, k);
+            st = ldt_comm_group(world, ldt_mesh_nranks(sub), ranks, &r->groups[i]);
+            free(ranks);
+            ldt_mesh_destroy(sub);
+            if (st != LDT_OK) {
+                ldt__trace(st, __FILE__, __LINE__);
+                goto fail;
+            }
+        }
+    }
+    r->buf[0] = malloc((size_t)bufbytes);
+    r->buf[1] = malloc((size_t)bufbytes);
+    if (!r->buf[0] || !r->buf[1])
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory for %lld bytes",
+                      (long long)bufbytes);
+    *out = r;
+    return LDT_OK;
+fail:
+    ldt_redist_runner_destroy(r);
+    return st;
+}
+
+static ldt_status scratch(ldt_redist_runner *r, int64_t bytes, char **out) {
+    if (bytes > r->scratch_cap) {
+        char *p = realloc(r->scratch, (size_t)bytes);
+        if (!p) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory for %lld bytes",
+                         (long long)bytes);
+        r->scratch = p;
+        r->scratch_cap = bytes;
+    }
+    *out = r->scratch;
+    return LDT_OK;
+}
+
+/* One collective step over group g: X = the members' regions before, Y after. */
+static ldt_status run_collective(ldt_redist_runner *r, const ldt__rstep *s, ldt_comm *g,
+                                 const char *cur, char *nxt) {
+    int n = ldt_comm_size(g), k = ldt_comm_rank(g);
+    ldt_dtype dt = s->before.dtype;
+    size_t es = ldt_dtype_size(dt);
+    ldt_region *X = r->regs, *Y = r->regs + n;
+    int64_t *c0 = r->counts, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n, tot0 = 0, tot1 = 0;
+    char *sb;
+    for (int q = 0; q < n; q++) {
+        int w = ldt_comm_world_rank(g, q);
+        LDT_CHECK(ldt_layout(&s->before, w, &X[q]));
+        LDT_CHECK(ldt_layout(&s->after, w, &Y[q]));
+    }
+    switch (s->pub.collective) {
+    case LDT_COLL_ALL_REDUCE:
+        LDT_CHECK(ldt_all_reduce(g, cur, nxt, X[k].numel, dt, s->pub.op));
+        return LDT_OK;
+    case LDT_COLL_ALL_GATHER:
+        /* every member's block, then each placed where it sits in the gathered region */
+        for (int q = 0; q < n; q++) tot0 += c0[q] = X[q].numel;
+        LDT_CHECK(scratch(r, tot0 * (int64_t)es + 1, &sb));
+        LDT_CHECK(ldt_all_gather_v(g, cur, sb, c0, dt));
+        for (int64_t q = 0, off = 0; q < n; off += c0[q], q++)
+            LDT_CHECK(isect_copy(&X[q], &Y[k], es, sb + (size_t)off * es, 0, nxt, 0));
+        return LDT_OK;
+    case LDT_COLL_REDUCE_SCATTER:
+        /* every member holds the same (Partial) region: segment q is what q keeps */
+        for (int q = 0; q < n; q++) tot0 += c0[q] = ldt__region_isect_numel(&X[k], &Y[q]);
+        LDT_CHECK(scratch(r, (tot0 + c0[k]) * (int64_t)es + 1, &sb));
+        for (int64_t q = 0, off = 0; q < n; off += c0[q], q++)
+            LDT_CHECK(isect_copy(&X[k], &Y[q], es, cur, 0, sb + (size_t)off * es, 1));
+        LDT_CHECK(ldt_reduce_scatter_v(g, sb, sb + (size_t)tot0 * es, c0, dt, s->pub.op));
+        LDT_CHECK(isect_copy(&X[k], &Y[k], es, sb + (size_t)tot0 * es, 1, nxt, 0));
+        return LDT_OK;
+    case LDT_COLL_ALL_TO_ALL:
+        for (int q = 0; q < n; q++) {
+            c1[q] = tot0;
+            tot0 += c0[q] = ldt__region_isect_numel(&X[k], &Y[q]);
+            c3[q] = tot1;
+            tot1 += c2[q] = ldt__region_isect_numel(&X[q], &Y[k]);
+        }
+        LDT_CHECK(scratch(r, (tot0 + tot1) * (int64_t)es + 1, &sb));
+        for (int q = 0; q < n; q++)
+            LDT_CHECK(isect_copy(&X[k], &Y[q], es, cur, 0, sb + (size_t)c1[q] * es, 1));
+        LDT_CHECK(ldt_all_to_all_v(g, sb, c0, c1, sb + (size_t)tot0 * es, c2, c3, dt));
+        for (int q = 0; q < n; q++)
+            LDT_CHECK(isect_copy(&X[q], &Y[k], es, sb + (size_t)(tot0 + c3[q]) * es, 1, nxt, 0));
+        return LDT_OK;
+    default:
+        LDT_FAIL(LDT_ERR_INTERNAL, "redistribute: %s is not a collective",
+                 ldt_collective_name(s->pub.collective));
+    }
+}
+
+static ldt_status run_local(ldt_redist_runner *r, const ldt__rstep *s, const char *cur, char *nxt) {
+    ldt_region x, y;
+    size_t es = ldt_dtype_size(s->before.dtype);
+    int64_t coord[LDT_MAX_DIMS];
+    LDT_CHECK(ldt_layout(&s->before, r->me, &x));
+    LDT_CHECK(ldt_layout(&s->after, r->me, &y));
+    switch (s->pub.collective) {
+    case LDT_COLL_LOCAL_CHUNK: return isect_copy(&x, &y, es, cur, 0, nxt, 0);
+    case LDT_COLL_LOCAL_PARTIAL:
+        /* sum: the value on coordinate 0, zeros elsewhere; avg/max/min: everywhere */
+        LDT_CHECK(ldt_mesh_coord(s->after.mesh, r->me, coord));
+        if (s->pub.op == LDT_REDUCE_SUM && coord[s->pub.dims[0]] != 0)
+            memset(nxt, 0, (size_t)y.numel * es);
+        else if (y.numel)
+            memcpy(nxt, cur, (size_t)y.numel * es);
+        return LDT_OK;
+    case LDT_COLL_LOCAL_PAD:
+        fill_identity(nxt, y.numel, s->before.dtype, s->pub.op);
+        return isect_copy(&x, &y, es, cur, 0, nxt, 0);
+    default:
+        LDT_FAIL(LDT_ERR_INTERNAL, "redistribute: %s is not a local op",
+                 ldt_collective_name(s->pub.collective));
+    }
+}
+
+/* Cross-mesh: every target rank receives each piece of its region from the one source rank
+ * chosen for it (ldt__xmesh_is_source), all sends and recvs in one group over the world. */
+static ldt_status run_send_recv(ldt_redist_runner *r, const ldt__rstep *s, const char *cur,
+                                char *nxt) {
+    ldt_status st = LDT_OK;
+    const ldt_spec *X = &s->before, *Y = &s->after;
+    const ldt_mesh *A = X->mesh, *B = Y->mesh;
+    size_t es = ldt_dtype_size(X->dtype);
+    int na = ldt_mesh_nranks(A), nb = ldt_mesh_nranks(B);
+    int src = in_mesh(A, r->me), dst = in_mesh(B, r->me);
+    int64_t coord[LDT_MAX_DIMS], total = 0, off = 0, mypos = -1;
+    ldt_region mine_x, mine_y, other;
+    char *sb;
+    if (src) LDT_CHECK(ldt_layout(X, r->me, &mine_x));
+    if (dst) {
+        LDT_CHECK(ldt_layout(Y, r->me, &mine_y));
+        for (int b = 0; b < nb; b++)
+            if (ldt_mesh_rank_at(B, b) == r->me) mypos = b;
+    }
+    if (src) LDT_CHECK(ldt_mesh_coord(A, r->me, coord));
+    /* Sizes first, so one buffer holds every packed message. */
+    for (int b = 0; src && b < nb; b++) {
+        int w = ldt_mesh_rank_at(B, b);
+        if (w == r->me || !ldt__xmesh_is_source(X, b, coord)) continue;
+        LDT_CHECK(ldt_layout(Y, w, &other));
+        total += ldt__region_isect_numel(&mine_x, &other);
+    }
+    for (int a = 0; dst && a < na; a++) {
+        int w = ldt_mesh_rank_at(A, a);
+        int64_t ac[LDT_MAX_DIMS];
+        LDT_CHECK(ldt_mesh_coord(A, w, ac));
+        if (w == r->me || !ldt__xmesh_is_source(X, mypos, ac)) continue;
+        LDT_CHECK(ldt_layout(X, w, &other));
+        total += ldt__region_isect_numel(&other, &mine_y);
+    }
+    LDT_CHECK(scratch(r, total * (int64_t)es + 1, &sb));
+    LDT_CHECK(ldt_group_start());
+    for (int b = 0; src && b < nb; b++) {
+        int w = ldt_mesh_rank_at(B, b);
+        int64_t n;
+        if (w == r->me || !ldt__xmesh_is_source(X, b, coord)) continue;
+        LDT_CHECK_GOTO(ldt_layout(Y, w, &other));
+        n = ldt__region_isect_numel(&mine_x, &other);
+        if (n == 0) continue;
+        LDT_CHECK_GOTO(isect_copy(&mine_x, &other, es, cur, 0, sb + (size_t)off * es, 1));
+        LDT_CHECK_GOTO(ldt_send(r->world, sb + (size_t)off * es, n, X->dtype, w));
+        off += n;
+    }
+    for (int a = 0; dst && a < na; a++) {
+        int w = ldt_mesh_rank_at(A, a);
+        int64_t ac[LDT_MAX_DIMS], n;
+        LDT_CHECK_GOTO(ldt_mesh_coord(A, w, ac));
+        if (!ldt__xmesh_is_source(X, mypos, ac)) continue;
+        LDT_CHECK_GOTO(ldt_layout(X, w, &other));
+        if (w == r->me) { /* on both meshes: a local copy */
+            LDT_CHECK_GOTO(isect_copy(&other, &mine_y, es, cur, 0, nxt, 0));
+            continue;
+        }
+        n = ldt__region_isect_numel(&other, &mine_y);
+        if (n == 0) continue;
+        LDT_CHECK_GOTO(ldt_recv(r->world, sb + (size_t)off * es, n, X->dtype, w));
+        off += n;
+    }
+    LDT_CHECK(ldt_group_end());
+    /* Unpack in the order the recvs were posted. */
+    off = 0;
+    for (int b = 0; src && b < nb; b++) {
+        int w = ldt_mesh_rank_at(B, b);
+        if (w == r->me || !ldt__xmesh_is_source(X, b, coord)) continue;
+        LDT_CHECK(ldt_layout(Y, w, &other));
+        off += ldt__region_isect_numel(&mine_x, &other);
+    }
+    for (int a = 0; dst && a < na; a++) {
+        int w = ldt_mesh_rank_at(A, a);
+        int64_t ac[LDT_MAX_DIMS], n;
+        LDT_CHECK(ldt_mesh_coord(A, w, ac));
+        if (w == r->me || !ldt__xmesh_is_source(X, mypos, ac)) continue;
+        LDT_CHECK(ldt_layout(X, w, &other));
+        n = ldt__region_isect_numel(&other, &mine_y);
+        LDT_CHECK(isect_copy(&other, &mine_y, es, sb + (size_t)off * es, 1, nxt, 0));
+        off += n;
+    }
+    return LDT_OK;
+fail:
+    /* issue nothing of a broken group; group_end reports the first error */
+    ldt_group_end();
+    return st;
+}
+
+ldt_status ldt_redist_runner_run(ldt_redist_runner *r, const void *in, void *out) {
+    const ldt_redist_plan *p;
+    if (!r) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: runner must not be NULL");
+    p = r->plan;
+    if (in_mesh(p->src.mesh, r->me) && !in)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: rank %d holds a source shard but in is NULL",
+                 r->me);
+    if (in_mesh(p->dst.mesh, r->me) && !out)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "redistribute: rank %d holds a target shard but out is NULL", r->me);
+    if (p->nsteps == 0) {
+        ldt_region x;
+        if (!in_mesh(p->src.mesh, r->me)) return LDT_OK;
+        LDT_CHECK(ldt_layout(&p->src, r->me, &x));
+        if (x.numel && in != out)
+            memcpy(out, in, (size_t)x.numel * ldt_dtype_size(p->src.dtype));
+        return LDT_OK;
+    }
+    for (int i = 0; i < p->nsteps; i++) {
+        const ldt__rstep *s = &p->steps[i];
+        const char *cur = i == 0 ? in : r->buf[(i - 1) % 2];
+        char *nxt = i == p->nsteps - 1 ? out : r->buf[i % 2];
+        ldt_status st;
+        if (s->pub.collective == LDT_COLL_SEND_RECV)
+            st = run_send_recv(r, s, cur, nxt);
+        else if (!in_mesh(s->before.mesh, r->me))
+            continue;
+        else if (is_collective(s->pub.collective))
+            st = run_collective(r, s, r->groups[i], cur, nxt);
+        else
+            st = run_local(r, s, cur, nxt);
+        if (st != LDT_OK) {
+            char f[256];
+            ldt_redist_step_format(&s->pub, f, sizeof f);
+            ldt__error_prefix(st, "redistribute step %d (%s)", i, f);
+            return ldt__trace(st, __FILE__, __LINE__);
+        }
+    }
+    return LDT_OK;
+}
+
+ldt_status ldt_redistribute(ldt_comm *world, const ldt_redist_plan *plan, const void *in,
+                            void *out) {
+    ldt_redist_runner *r;
+    ldt_status st;
+    LDT_CHECK(ldt_redist_runner_create(world, plan, &r));
+    st = ldt_redist_runner_run(r, in, out);
+    ldt_redist_runner_destroy(r);
+    if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
+    return LDT_OK;
+}
+
+typedef struct shards_job {
+    const ldt_redist_plan *plan;
+    const ldt_shards *src;
+    ldt_shards *dst;
+    int reps;
+    double *times; /* reps entries, rank 0's */
+} shards_job;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static ldt_status shards_rank(ldt_comm *world, void *arg) {
+    shards_job *j = arg;
+    int me = ldt_comm_rank(world);
+    ldt_redist_runner *r;
+    ldt_status st;
+    const void *in = ldt_shards_local(j->src, me, NULL);
+    void *out = ldt_shards_local(j->dst, me, NULL);
+    LDT_CHECK(ldt_redist_runner_create(world, j->plan, &r));
+    st = ldt_redist_runner_run(r, in, out);
+    /* Timed runs start together after a barrier and end when the slowest rank is done. */
+    for (int i = 0; i < j->reps && st == LDT_OK; i++) {
+        double t0;
+        if ((st = ldt_barrier(world)) != LDT_OK) break;
+        t0 = now_s();
+        if ((st = ldt_redist_runner_run(r, in, out)) != LDT_OK) break;
+        if ((st = ldt_barrier(world)) != LDT_OK) break;
+        if (me == 0) j->times[i] = now_s() - t0;
+    }
+    ldt_redist_runner_destroy(r);
+    if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
+    return LDT_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Placement lists compared by value (their structs have padding bytes, so never memcmp). */
+static int same_placements(const ldt_spec *a, const ldt_spec *b) {
+    for (int i = 0; i < a->nplace; i++)
+        if (!ldt_placement_equal(&a->placements[i], &b->placements[i])) return 0;
+    return 1;
+}
+
+ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_redist_plan *plan, int reps,
+                                    double *seconds, ldt_shards **out) {
+    ldt_status st = LDT_OK;
+    ldt_shards *dst = NULL, *zero = NULL;
+    shards_job job;
+    int nworld;
+    if (!plan || (reps > 0 && !seconds))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: arguments must not be NULL");
+    if (reps < 0 || reps > 1000000)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: %d repetitions, expected 0 to 1000000",
+                 reps);
+    if (out) *out = NULL;
+    memset(&job, 0, sizeof job);
+    if (!src) {
+        LDT_CHECK(ldt_shards_create(&plan->src, &zero));
+        src = zero;
+    } else {
+        const ldt_spec *ss = ldt_shards_spec(src);
+        if (!ldt_mesh_equal(ss->mesh, plan->src.mesh) || ss->nplace != plan->src.nplace ||
+            !ldt_shape_equal(&ss->shape, &plan->src.shape) || ss->dtype != plan->src.dtype ||
+            !same_placements(ss, &plan->src)) {
+            char a[256], b[256];
+            ldt_spec_format(ss, a, sizeof a);
+            ldt_spec_format(&plan->src, b, sizeof b);
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "redistribute: the shards are %s but the plan starts from %s", a, b);
+        }
+    }
+    LDT_CHECK_GOTO(ldt_shards_create(&plan->dst, &dst));
+    nworld = mesh_max_rank(plan->src.mesh);
+    if (mesh_max_rank(plan->dst.mesh) > nworld) nworld = mesh_max_rank(plan->dst.mesh);
+    job.plan = plan;
+    job.src = src;
+    job.dst = dst;
+    job.reps = reps;
+    if (reps > 0) {
+        job.times = calloc((size_t)reps, sizeof *job.times);
+        if (!job.times) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    }
+    LDT_CHECK_GOTO(ldt_threads_launch(nworld + 1, NULL, shards_rank, &job));
+    if (reps > 0) {
+        qsort(job.times, (size_t)reps, sizeof *job.times, cmp_double);
+        *seconds = reps % 2 ? job.times[reps / 2]
+                            : 0.5 * (job.times[reps / 2 - 1] + job.times[reps / 2]);
+    }
+    if (out) {
+        *out = dst;
+        dst = NULL;
+    }
+fail:
+    free(job.times);
+    ldt_shards_destroy(dst);
+    ldt_shards_destroy(zero);
+    return st;
+}
+
+ldt_status ldt_redistribute_shards(const ldt_shards *src, const ldt_redist_plan *plan,
+                                   ldt_shards **out) {
+    if (!src || !plan || !out)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: arguments must not be NULL");
+    LDT_CHECK(ldt_redistribute_measure(src, plan, 0, NULL, out));
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Random addends for Partial placements (tests, `ldt redistribute --run`).
+ */
+static uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Element value as a double (floats) or int64 (integers); is_int says which. */
+static void load_elem(const char *p, ldt_dtype dt, double *f, int64_t *i) {
+    switch (dt) {
+    case LDT_F32: *f = *(const float *)p; break;
+    case LDT_F64: *f = *(const double *)p; break;
+    case LDT_F16: *f = ldt_f16_to_f32(*(const uint16_t *)p); break;
+    case LDT_BF16: *f = ldt_bf16_to_f32(*(const uint16_t *)p); break;
+    case LDT_I32: *i = *(const int32_t *)p; break;
+    case LDT_I64: *i = *(const int64_t *)p; break;
+    default: *i = *(const uint8_t *)p; break;
+    }
+}
+
+static void store_elem(char *p, ldt_dtype dt, double f, int64_t i) {
+    switch (dt) {
+    case LDT_F32: *(float *)p = (float)f; break;
+    case LDT_F64: *(double *)p = f; break;
+    case LDT_F16: *(uint16_t *)p = ldt_f32_to_f16((float)f); break;
+    case LDT_BF16: *(uint16_t *)p = ldt_f32_to_bf16((float)f); break;
+    case LDT_I32: *(int32_t *)p = (int32_t)(uint32_t)(uint64_t)i; break;
+    case LDT_I64: *(int64_t *)p = i; break;
+    case LDT_BOOL: *(uint8_t *)p = i != 0; break;
+    default: *(uint8_t *)p = (uint8_t)(uint64_t)i; break;
+    }
+}
+
+/* Addend c of n whose op-reduction is v, from hash h (integer arithmetic: floats hold small
+ * integers exactly, and the integer dtypes wrap as their sums do). */
+static int64_t addend_i(int64_t v, int n, int64_t c, uint64_t h, ldt_reduce_op op, int is_bool,
+                        int is_u8) {
+    int64_t special = (int64_t)(h % (uint64_t)n), s = 0, a;
+    if (n == 1) return v;
+    if (is_bool) { /* OR (sum, max): v=1 needs a 1 somewhere; AND (min): v=0 needs a 0 */
+        int one = (int)(mix64(h + (uint64_t)c) & 1);
+        if (op == LDT_REDUCE_MIN) return v ? 1 : (c == special ? 0 : one);
+        return v ? (c == special ? 1 : one) : 0;
+    }
+    switch (op) {
+    case LDT_REDUCE_MAX: /* below v, but not below 0 where the dtype is unsigned */
+        a = c == special ? v : v - 1 - (int64_t)(mix64(h + (uint64_t)c) % 3);
+        return is_u8 && a < 0 ? 0 : a;
+    case LDT_REDUCE_MIN:
+        a = c == special ? v : v + 1 + (int64_t)(mix64(h + (uint64_t)c) % 3);
+        return is_u8 && a > 255 ? 255 : a;
+    default:
+        /* sum: n-1 small addends and the remainder; avg: v plus zero-sum deltas */
+        if (c < n - 1) {
+            a = (int64_t)(mix64(h + (uint64_t)c) % 7) - 3;
+            return op == LDT_REDUCE_AVG ? v + a : a;
+        }
+        for (int64_t k = 0; k < n - 1; k++) s += (int64_t)(mix64(h + (uint64_t)k) % 7) - 3;
+        return op == LDT_REDUCE_AVG ? v - s : (int64_t)((uint64_t)v - (uint64_t)s);
+    }
+}
+
+static double addend_f(double v, int n, int64_t c, uint64_t h, ldt_reduce_op op) {
+    int64_t special = (int64_t)(h % (uint64_t)n), s = 0;
+    if (n == 1) return v;
+    switch (op) {
+    case LDT_REDUCE_MAX: return c == special ? v : v - 1 - (double)(mix64(h + (uint64_t)c) % 3);
+    case LDT_REDUCE_MIN: return c == special ? v : v + 1 + (double)(mix64(h + (uint64_t)c) % 3);
+    default:
+        if (c < n - 1) {
+            double a = (double)((int64_t)(mix64(h + (uint64_t)c) % 7) - 3);
+            return op == LDT_REDUCE_AVG ? v + a : a;
+        }
+        for (int64_t k = 0; k < n - 1; k++) s += (int64_t)(mix64(h + (uint64_t)k) % 7) - 3;
+        return v - (double)s;
+    }
+}
+
+ldt_status ldt_distribute_addends(const void *full, const ldt_spec *spec, uint64_t seed,
+                                  ldt_shards **out) {
+    ldt_status st = LDT_OK;
+    ldt_shards *s = NULL;
+    const ldt_mesh *m;
+    size_t es;
+    int is_float;
+    if (!full || !spec || !out)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "distribute_addends: arguments must not be NULL");
+    *out = NULL;
+    LDT_CHECK(ldt_shards_create(spec, &s));
+    m = spec->mesh;
+    es = ldt_dtype_size(spec->dtype);
+    is_float = ldt_dtype_is_float(spec->dtype);
+    for (int pos = 0; pos < ldt_mesh_nranks(m); pos++) {
+        int rank = ldt_mesh_rank_at(m, pos);
+        int64_t coord[LDT_MAX_DIMS], idx[LDT_MAX_DIMS] = {0};
+        ldt_region r;
+        char *local = ldt_shards_local(s, rank, NULL);
+        LDT_CHECK_GOTO(ldt_mesh_coord(m, rank, coord));
+        LDT_CHECK_GOTO(ldt_layout_coord(spec, coord, &r));
+        for (int64_t e = 0; e < r.numel; e++) {
+            /* local row-major index -> global flat index through the runs */
+            int64_t g = 0, rem = e;
+            double f = 0;
+            int64_t iv = 0;
+            uint64_t h = seed;
+            for (int d = r.ndim - 1; d >= 0; d--) {
+                idx[d] = rem % r.local_shape.dims[d];
+                rem /= r.local_shape.dims[d];
+            }
+            for (int d = 0; d < r.ndim; d++) {
+                const ldt_dim_runs *run = &r.runs[d];
+                g = g * spec->shape.dims[d] + (idx[d] / run->len) * run->block_stride +
+                    run->start + idx[d] % run->len;
+            }
+            load_elem((const char *)full + (size_t)g * es, spec->dtype, &f, &iv);
+            h = mix64(h ^ (uint64_t)g);
+            /* Split dim by dim, in mesh-dim order: each level's addends depend on the
+             * coordinates above it, so any order of reducing the levels is exact. */
+            for (int i = 0; i < spec->nplace; i++) {
+                const ldt_placement *p = &spec->placements[i];
+                int n = (int)ldt_mesh_dim_size(m, i);
+                if (p->kind != LDT_PLACE_PARTIAL) continue;
+                if (p->op == LDT_REDUCE_AVG && !is_float &&
+                    (spec->dtype == LDT_BOOL || spec->dtype == LDT_U8)) {
+                    h = mix64(h);
+                    continue;
+                }
+                if (is_float)
+                    f = addend_f(f, n, coord[i], h, p->op);
+                else
+                    iv = addend_i(iv, n, coord[i], h, p->op, spec->dtype == LDT_BOOL,
+                                  spec->dtype == LDT_U8);
+                h = mix64(h ^ ((uint64_t)coord[i] + 1) * 0x100000001b3ull);
+            }
+            store_elem(local + (size_t)e * es, spec->dtype, f, iv);
+        }
+    }
+    *out = s;
+    return LDT_OK;
+fail:
+    ldt_shards_destroy(s);
+    return st;
+}

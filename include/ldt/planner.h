@@ -1,0 +1,162 @@
+/* lazydt planner: redistribution plans (the cheapest list of transforms from one spec to
+ * another, on one mesh or across two) and the alpha-beta cost model that prices them.
+ *
+ *   ldt_cost_model cm;
+ *   ldt_redist_plan *plan;
+ *   ldt_placement to[2] = {ldt_replicate(), ldt_shard(1)};
+ *   ldt_cost_model_preset("nvlink-ib", &cm);       // or ldt_cost_model_load("profile.json")
+ *   ldt_redist_options opt = {&cm, 1};
+ *   if (ldt_redist_plan_create(&src, NULL, to, 2, &opt, &plan) != LDT_OK)  // src: S0,R
+ *       puts(ldt_last_error());
+ *   for (int i = 0; i < ldt_redist_plan_nsteps(plan); i++) {
+ *       ldt_redist_step s;
+ *       ldt_redist_plan_step(plan, i, &s);  // all_gather on mesh dim 0, then local_chunk
+ *   }
+ *   ldt_redist_plan_destroy(plan);
+ *
+ * Planning never runs anything: ldt_redistribute (exec.h) runs a plan on a communicator.
+ */
+#ifndef LDT_PLANNER_H
+#define LDT_PLANNER_H
+
+#include "ldt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Cost model: per mesh dim a link with latency alpha (seconds per ring hop) and bandwidth
+ * beta (bytes per second), a fixed overhead per collective call, and a local copy bandwidth.
+ * With n ranks on the group and b the bytes the busiest rank sends or receives:
+ *   all_gather, reduce_scatter, all_to_all:  overhead + (n-1) alpha + b / beta
+ *   all_reduce (reduce_scatter + all_gather): overhead + 2 (n-1) alpha + b / beta
+ *   (b = (n-1)/n B for a tensor of B bytes, 2 (n-1)/n B for all_reduce: the ring volumes)
+ *   send_recv (cross-mesh): overhead + p alpha + b / beta, p = most peers of one rank
+ *   local ops (chunk, partial, pad): local overhead + bytes written / local bandwidth
+ * A group over several mesh dims (a merged step) is priced as one ring over all its ranks
+ * on its slowest link (largest alpha, smallest beta). A group of one rank costs nothing.
+ */
+typedef struct ldt_link {
+    double latency_s;     /* alpha: seconds per hop */
+    double bandwidth_Bps; /* beta: bytes per second */
+} ldt_link;
+
+typedef struct ldt_cost_model {
+    char name[32];       /* "uniform", "nvlink-ib", "calibrated", ... */
+    int nlinks;          /* 1..LDT_MAX_DIMS */
+    /* Aligned to the inner end of the mesh: links[nlinks-1] prices the innermost (last) mesh
+     * dim, links[nlinks-2] the one outside it, ...; mesh dims further out than the list
+     * reach use links[0]. So a 2-link "fast inside, slow outside" model fits any mesh. */
+    ldt_link links[LDT_MAX_DIMS];
+    double overhead_s;          /* fixed cost of one collective call */
+    double local_bandwidth_Bps; /* local copies (chunk, pad) */
+    double local_overhead_s;    /* fixed cost of one local op (a kernel launch) */
+} ldt_cost_model;
+
+/* Presets: "uniform" (every dim one NVLink-class link: PyTorch's 87.7 GB/s, 0.6 us a hop,
+ * 6.6 us a call) and "nvlink-ib" (that on the innermost mesh dim; 0.22x the bandwidth and
+ * 2.7 us a hop on the outer dims, which cross hosts). */
+ldt_status ldt_cost_model_preset(const char *name, ldt_cost_model *out);
+/* A JSON profile as `ldt calibrate` writes it:
+ * {"format":"lazydt-cost-profile","version":1,"name":..,"overhead_s":..,
+ *  "local_bandwidth_gbps":..,"local_overhead_s":..,
+ *  "links":[{"latency_s":..,"bandwidth_gbps":..},...]}
+ * (links outer to inner, as in the struct; local_overhead_s may be left out: 0). */
+ldt_status ldt_cost_model_load(const char *path, ldt_cost_model *out);
+ldt_status ldt_cost_model_parse(const char *json, ldt_cost_model *out);
+ldt_status ldt_cost_model_save(const ldt_cost_model *m, const char *path);
+/* Positive finite bandwidths, non-negative finite latencies and overhead, 1..8 links. */
+ldt_status ldt_cost_model_check(const ldt_cost_model *m);
+/* The link that prices mesh dim `dim` of a mesh with `mesh_ndim` dims. */
+ldt_link ldt_cost_model_link(const ldt_cost_model *m, int mesh_ndim, int dim);
+/* The same model with one explicit link per mesh dim (nlinks = mesh_ndim), for overrides. */
+ldt_status ldt_cost_model_expand(const ldt_cost_model *m, int mesh_ndim, ldt_cost_model *out);
+/* 1 when every mesh dim of a mesh_ndim-dim mesh gets the same link. */
+int ldt_cost_model_is_uniform(const ldt_cost_model *m, int mesh_ndim);
+
+/* ---------------------------------------------------------------------------------------
+ * Redistribution plans.
+ */
+#define LDT_COLLECTIVE_MAP(X)              \
+    X(ALL_REDUCE, "all_reduce")            \
+    X(REDUCE_SCATTER, "reduce_scatter")    \
+    X(ALL_GATHER, "all_gather")            \
+    X(ALL_TO_ALL, "all_to_all")            \
+    X(LOCAL_CHUNK, "local_chunk")          \
+    X(LOCAL_PARTIAL, "local_partial")      \
+    X(LOCAL_PAD, "local_pad")              \
+    X(SEND_RECV, "send_recv")
+
+typedef enum ldt_collective {
+#define LDT__COLL_ENUM(sfx, name) LDT_COLL_##sfx,
+    LDT_COLLECTIVE_MAP(LDT__COLL_ENUM)
+#undef LDT__COLL_ENUM
+    LDT_COLL_COUNT
+} ldt_collective;
+
+/* "all_gather", ...; "invalid" otherwise. */
+const char *ldt_collective_name(ldt_collective c);
+/* Seconds the model gives one collective over the group spanning `dims` of `mesh` (ndims of
+ * them) when the busiest rank moves `bytes` (sent or received; for local ops, written).
+ * send_recv is priced on the mesh's slowest link with `peers` hops; others ignore peers. */
+double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,
+                        const int *dims, ldt_collective c, int64_t bytes, int peers);
+
+/* One step: a collective (or local op) over the group spanning mesh dims `dims`, moving
+ * those dims from `from` to `to`. send_recv steps (cross-mesh) span no dims and carry the
+ * whole placement lists of both sides in from/to (nfrom, nto entries). */
+typedef struct ldt_redist_step {
+    ldt_collective collective;
+    int mesh;                 /* 0: the source mesh, 1: the target mesh (cross-mesh plans) */
+    int ndims;                /* 1, several when merged onto a flattened group, 0: send_recv */
+    int dims[LDT_MAX_DIMS];
+    int nfrom, nto;           /* == ndims, except for send_recv */
+    ldt_placement from[LDT_MAX_DIMS];
+    ldt_placement to[LDT_MAX_DIMS];
+    ldt_reduce_op op;         /* all_reduce / reduce_scatter: the reduction */
+    int64_t bytes_sent;       /* per rank, the maximum over ranks */
+    int64_t bytes_recv;
+    double seconds;           /* modeled */
+} ldt_redist_step;
+
+typedef enum ldt_redist_search {
+    LDT_REDIST_DIJKSTRA, /* shortest path over placement states (the default) */
+    LDT_REDIST_NAIVE     /* reduce and gather everything to Replicate, then chunk */
+} ldt_redist_search;
+
+typedef struct ldt_redist_options {
+    const ldt_cost_model *cost; /* NULL: the "uniform" preset */
+    int merge;                  /* merge same-collective steps onto flattened groups */
+    ldt_redist_search search;
+} ldt_redist_options;
+
+typedef struct ldt_redist_plan ldt_redist_plan;
+
+/* Plans src -> `to` (nto placements) on `to_mesh`, or on src's mesh when to_mesh is NULL or
+ * equal to it. The plan borrows both meshes. opts NULL: uniform preset, merging on,
+ * Dijkstra. Across meshes: Partial dims of src are reduced on the source mesh, one
+ * send_recv step moves the intersections of source and target regions, and Partial dims of
+ * the target are made locally on the target mesh. Errors: placement lists that do not fit
+ * the mesh, shard dims out of range, P(op) -> P(other op) on a mesh dim, sizes that
+ * overflow, shapes or dtypes that differ (never: src and target share them). */
+ldt_status ldt_redist_plan_create(const ldt_spec *src, const ldt_mesh *to_mesh,
+                                  const ldt_placement *to, int nto,
+                                  const ldt_redist_options *opts, ldt_redist_plan **out);
+void ldt_redist_plan_destroy(ldt_redist_plan *p);
+int ldt_redist_plan_nsteps(const ldt_redist_plan *p);
+ldt_status ldt_redist_plan_step(const ldt_redist_plan *p, int i, ldt_redist_step *out);
+/* Sum over steps of max(bytes_sent, bytes_recv): the busiest rank's traffic. */
+int64_t ldt_redist_plan_bytes(const ldt_redist_plan *p);
+double ldt_redist_plan_seconds(const ldt_redist_plan *p);
+const ldt_spec *ldt_redist_plan_source(const ldt_redist_plan *p);
+const ldt_spec *ldt_redist_plan_target(const ldt_redist_plan *p);
+/* 1 for a plan across two meshes. */
+int ldt_redist_plan_is_cross_mesh(const ldt_redist_plan *p);
+/* "all_gather [0] S0->R 144B/144B 2.1us"; returns the length it needed (snprintf rules). */
+int ldt_redist_step_format(const ldt_redist_step *s, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,877 @@
+/* Redistribution planning: step pricing from every rank's region, Dijkstra over placement
+ * states, merging onto flattened groups, the naive route every plan must beat, and plans
+ * across two meshes. Nothing here moves data; exec/redistribute.c runs the steps. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "planner/redistribute.h"
+#include "planner/region.h"
+
+/* A search that would visit more states than this (huge meshes with many tensor dims)
+ * returns the naive route instead: planning time stays bounded. */
+#define MAX_NODES 100000
+
+/* Placement lists compared by value (their structs have padding bytes, so never memcmp). */
+static int same_placements(const ldt_placement *a, const ldt_placement *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (!ldt_placement_equal(&a[i], &b[i])) return 0;
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Pricing. A step is priced from the regions of every rank before and after it, so uneven
+ * and interleaved shards are counted exactly.
+ */
+typedef struct pricer {
+    const ldt_mesh *mesh;
+    const ldt_cost_model *cm;
+    int nd, N;
+    size_t es;
+    int64_t mstride[LDT_MAX_DIMS]; /* row-major position strides of the mesh */
+    int64_t *coords;               /* N x LDT_MAX_DIMS */
+    ldt_region *rx, *ry;           /* every position's region before / after */
+    int *members;                  /* N scratch */
+} pricer;
+
+static void pricer_free(pricer *pr) {
+    free(pr->coords);
+    free(pr->rx);
+    free(pr->ry);
+    free(pr->members);
+    memset(pr, 0, sizeof *pr);
+}
+
+static ldt_status pricer_init(pricer *pr, const ldt_mesh *mesh, const ldt_cost_model *cm,
+                              ldt_dtype dt) {
+    memset(pr, 0, sizeof *pr);
+    pr->mesh = mesh;
+    pr->cm = cm;
+    pr->nd = ldt_mesh_ndim(mesh);
+    pr->N = ldt_mesh_nranks(mesh);
+    pr->es = ldt_dtype_size(dt);
+    pr->coords = malloc((size_t)pr->N * LDT_MAX_DIMS * sizeof *pr->coords);
+    pr->rx = malloc((size_t)pr->N * sizeof *pr->rx);
+    pr->ry = malloc((size_t)pr->N * sizeof *pr->ry);
+    pr->members = malloc((size_t)pr->N * sizeof *pr->members);
+    if (!pr->coords || !pr->rx || !pr->ry || !pr->members) {
+        pricer_free(pr);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory for a mesh of %d ranks",
+                 ldt_mesh_nranks(mesh));
+    }
+    for (int d = pr->nd - 1, s = 1; d >= 0; d--) {
+        pr->mstride[d] = s;
+        s *= (int)ldt_mesh_dim_size(mesh, d);
+    }
+    for (int p = 0; p < pr->N; p++)
+        for (int d = 0; d < pr->nd; d++)
+            pr->coords[p * LDT_MAX_DIMS + d] = (p / pr->mstride[d]) % ldt_mesh_dim_size(mesh, d);
+    return LDT_OK;
+}
+
+static ldt_status layouts(pricer *pr, const ldt_spec *s, ldt_region *r) {
+    for (int p = 0; p < pr->N; p++) LDT_CHECK(ldt_layout_coord(s, &pr->coords[p * LDT_MAX_DIMS], &r[p]));
+    return LDT_OK;
+}
+
+/* The positions of the group over `dims` (ascending) through position p, in group order
+ * (row-major over those dims); returns the group size and p's index in *k. */
+static int group_of(const pricer *pr, int p, int ndims, const int *dims, int *members, int *k) {
+    const int64_t *c = &pr->coords[p * LDT_MAX_DIMS];
+    int64_t base = p, n = 1, idx = 0;
+    for (int i = 0; i < ndims; i++) {
+        base -= c[dims[i]] * pr->mstride[dims[i]];
+        idx = idx * ldt_mesh_dim_size(pr->mesh, dims[i]) + c[dims[i]];
+        n *= ldt_mesh_dim_size(pr->mesh, dims[i]);
+    }
+    for (int64_t g = 0; g < n; g++) {
+        int64_t rem = g, pos = base;
+        for (int i = ndims - 1; i >= 0; i--) {
+            int64_t sz = ldt_mesh_dim_size(pr->mesh, dims[i]);
+            pos += (rem % sz) * pr->mstride[dims[i]];
+            rem /= sz;
+        }
+        members[g] = (int)pos;
+    }
+    *k = (int)idx;
+    return (int)n;
+}
+
+static int64_t sat_mul(int64_t a, int64_t b) { return b != 0 && a > INT64_MAX / b ? INT64_MAX : a * b; }
+
+/* Fills the byte counts and seconds of step s (collective, dims set) from regions rx -> ry.
+ * The per-rank counts follow the ring: in an all_gather rank k forwards every chunk but its
+ * successor's and receives every chunk but its own; a reduce_scatter mirrors that; an
+ * all_reduce is both over n segments of the buffer; all_to_all sends each peer what it
+ * needs directly. */
+static void price_regions(pricer *pr, ldt_redist_step *s) {
+    int64_t maxs = 0, maxr = 0, maxw = 0;
+    for (int p = 0; p < pr->N; p++) {
+        int k, *m = pr->members;
+        int n = group_of(pr, p, s->ndims, s->dims, m, &k);
+        int64_t sent = 0, recv = 0, tot = 0, B, l0, l1, lp, st;
+        switch (s->collective) {
+        case LDT_COLL_ALL_GATHER:
+            for (int q = 0; q < n; q++) tot += pr->rx[m[q]].numel;
+            recv = tot - pr->rx[m[k]].numel;
+            sent = tot - pr->rx[m[(k + 1) % n]].numel;
+            break;
+        case LDT_COLL_REDUCE_SCATTER:
+            B = pr->rx[p].numel;
+            sent = B - pr->ry[m[k]].numel;
+            recv = B - pr->ry[m[(k + n - 1) % n]].numel;
+            break;
+        case LDT_COLL_ALL_REDUCE:
+            B = pr->rx[p].numel;
+            ldt_chunk(B, n, k, &st, &l0);
+            ldt_chunk(B, n, (k + 1) % n, &st, &l1);
+            ldt_chunk(B, n, (k + n - 1) % n, &st, &lp);
+            sent = sat_mul(B, 2) - l0 - l1;
+            recv = sat_mul(B, 2) - lp - l0;
+            break;
+        case LDT_COLL_ALL_TO_ALL:
+            for (int q = 0; q < n; q++) {
+                if (q == k) continue;
+                sent += ldt__region_isect_numel(&pr->rx[p], &pr->ry[m[q]]);
+                recv += ldt__region_isect_numel(&pr->rx[m[q]], &pr->ry[p]);
+            }
+            break;
+        default: /* local ops write their output */
+            if (pr->ry[p].numel > maxw) maxw = pr->ry[p].numel;
+            break;
+        }
+        if (sent > maxs) maxs = sent;
+        if (recv > maxr) maxr = recv;
+    }
+    s->bytes_sent = sat_mul(maxs, (int64_t)pr->es);
+    s->bytes_recv = sat_mul(maxr, (int64_t)pr->es);
+    s->seconds = ldt_cost_seconds(pr->cm, pr->mesh, s->ndims, s->dims, s->collective,
+                                  s->collective <= LDT_COLL_ALL_TO_ALL
+                                      ? (s->bytes_sent > s->bytes_recv ? s->bytes_sent
+                                                                       : s->bytes_recv)
+                                      : sat_mul(maxw, (int64_t)pr->es),
+                                  0);
+}
+
+/* A step from spec X to spec Y over `dims`, priced. */
+static ldt_status make_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y, int ndims,
+                            const int *dims, ldt_collective c, ldt__rstep *out) {
+    ldt__rstep s;
+    memset(&s, 0, sizeof s);
+    s.pub.collective = c;
+    s.pub.ndims = s.pub.nfrom = s.pub.nto = ndims;
+    for (int i = 0; i < ndims; i++) {
+        s.pub.dims[i] = dims[i];
+        s.pub.from[i] = X->placements[dims[i]];
+        s.pub.to[i] = Y->placements[dims[i]];
+    }
+    s.pub.op = c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD ? Y->placements[dims[0]].op
+                                                                      : X->placements[dims[0]].op;
+    s.before = *X;
+    s.after = *Y;
+    LDT_CHECK(layouts(pr, X, pr->rx));
+    LDT_CHECK(layouts(pr, Y, pr->ry));
+    price_regions(pr, &s.pub);
+    *out = s;
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Transforms. A mesh dim changes from placement a to b by:
+ *   P -> R all_reduce, P -> S/IS reduce_scatter, S/IS -> R all_gather,
+ *   S/IS -> another S/IS all_to_all, R -> S/IS local chunk, R -> P local partial,
+ *   S/IS -> P(sum|max|min) local pad; never P -> P with another op, never S -> P(avg).
+ * Nested sharding: with Shard(d) on mesh dims i < j, mesh dim i splits d first and j splits
+ * each of those chunks again. Along mesh dim i (others fixed) the ranks then hold pieces
+ * that are not one contiguous chunk of anything j leaves whole, so a Shard(d) on i can only
+ * be gathered, exchanged or created (chunk, scatter) while no mesh dim after i shards d:
+ * i must be d's innermost sharding. The search only takes such edges.
+ */
+static ldt_collective classify(const ldt_placement *a, const ldt_placement *b,
+                               const ldt_placement *target, int *ok) {
+    int a_sh = a->kind == LDT_PLACE_SHARD || a->kind == LDT_PLACE_INTERLEAVED_SHARD;
+    int b_sh = b->kind == LDT_PLACE_SHARD || b->kind == LDT_PLACE_INTERLEAVED_SHARD;
+    /* A Partial is only entered toward the target's Partial on this dim. */
+    int b_target_p = b->kind == LDT_PLACE_PARTIAL && ldt_placement_equal(b, target);
+    *ok = 1;
+    if (a->kind == LDT_PLACE_PARTIAL) {
+        if (b->kind == LDT_PLACE_REPLICATE) return LDT_COLL_ALL_REDUCE;
+        if (b_sh) return LDT_COLL_REDUCE_SCATTER;
+    } else if (a_sh) {
+        if (b->kind == LDT_PLACE_REPLICATE) return LDT_COLL_ALL_GATHER;
+        if (b_sh) return LDT_COLL_ALL_TO_ALL;
+        if (b_target_p && b->op != LDT_REDUCE_AVG) return LDT_COLL_LOCAL_PAD;
+    } else {
+        if (b_sh) return LDT_COLL_LOCAL_CHUNK;
+        if (b_target_p) return LDT_COLL_LOCAL_PARTIAL;
+    }
+    *ok = 0;
+    return LDT_COLL_COUNT;
+}
+
+static int shards(const ldt_placement *p, int d) {
+    return (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD) && p->dim == d;
+}
+
+/* Whether changing mesh dim i from pl_old to pl[i] respects nesting (above) and keeps a
+ * valid spec: Partial ops that combine (same, or sum with avg), an interleaved dim sharded
+ * nowhere else. Checked here rather than by ldt_spec_check so a rejected edge leaves no
+ * error message behind. */
+static int edge_ok(const ldt_placement *pl, int nd, int i, const ldt_placement *pl_old,
+                   int int_dtype) {
+    const ldt_placement *b = &pl[i];
+    /* Integer avg truncates, so Partial sum over S with avg over A means trunc(sum / |A|)
+     * only when the sums come first: an avg dim is reduced once no sum dim is left. */
+    if (int_dtype && pl_old->kind == LDT_PLACE_PARTIAL && pl_old->op == LDT_REDUCE_AVG &&
+        b->kind != LDT_PLACE_PARTIAL)
+        for (int j = 0; j < nd; j++)
+            if (j != i && pl[j].kind == LDT_PLACE_PARTIAL && pl[j].op == LDT_REDUCE_SUM) return 0;
+    for (int j = i + 1; j < nd; j++) {
+        if (pl_old->kind == LDT_PLACE_SHARD && shards(&pl[j], pl_old->dim)) return 0;
+        if (b->kind == LDT_PLACE_SHARD && shards(&pl[j], b->dim)) return 0;
+    }
+    for (int j = 0; j < nd; j++) {
+        if (j == i) continue;
+        if (b->kind == LDT_PLACE_PARTIAL && pl[j].kind == LDT_PLACE_PARTIAL && b->op != pl[j].op &&
+            !((b->op == LDT_REDUCE_SUM || b->op == LDT_REDUCE_AVG) &&
+              (pl[j].op == LDT_REDUCE_SUM || pl[j].op == LDT_REDUCE_AVG)))
+            return 0;
+        if (b->kind == LDT_PLACE_INTERLEAVED_SHARD && shards(&pl[j], b->dim)) return 0;
+        if (b->kind == LDT_PLACE_SHARD && pl[j].kind == LDT_PLACE_INTERLEAVED_SHARD &&
+            pl[j].dim == b->dim)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Routes: a list of priced steps.
+ */
+typedef struct route {
+    int n, cap;
+    ldt__rstep *s;
+} route;
+
+static void route_free(route *r) {
+    free(r->s);
+    memset(r, 0, sizeof *r);
+}
+
+static ldt_status route_push(route *r, const ldt__rstep *s) {
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 8;
+        ldt__rstep *ns = realloc(r->s, (size_t)cap * sizeof *ns);
+        if (!ns) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+        r->s = ns;
+        r->cap = cap;
+    }
+    r->s[r->n++] = *s;
+    return LDT_OK;
+}
+
+static double route_seconds(const route *r) {
+    double t = 0;
+    for (int i = 0; i < r->n; i++) t += r->s[i].pub.seconds;
+    return t;
+}
+
+static int64_t step_bytes(const ldt_redist_step *s) {
+    return s->bytes_sent > s->bytes_recv ? s->bytes_sent : s->bytes_recv;
+}
+
+static int64_t route_bytes(const route *r) {
+    int64_t b = 0;
+    for (int i = 0; i < r->n; i++) b += step_bytes(&r->s[i].pub);
+    return b;
+}
+
+/* One single-dim step from X changing mesh dim i to p, appended to r; X becomes Y. */
+static ldt_status push_edge(pricer *pr, route *r, ldt_spec *X, int i, ldt_placement p,
+                            ldt_collective c) {
+    ldt_spec Y = *X;
+    ldt__rstep s;
+    Y.placements[i] = p;
+    LDT_CHECK(make_step(pr, X, &Y, 1, &i, c, &s));
+    LDT_CHECK(route_push(r, &s));
+    *X = Y;
+    return LDT_OK;
+}
+
+/* Naive: reduce every Partial, then gather every Shard innermost first (so it is innermost
+ * when gathered), then chunk / make Partial outermost first (so every new Shard
+ * is innermost when made). */
+static ldt_status naive_route(pricer *pr, const ldt_spec *src, const ldt_spec *dst, route *r) {
+    ldt_spec X = *src;
+    int ok;
+    if (same_placements(src->placements, dst->placements, src->nplace))
+        return LDT_OK;
+    /* Partials first, avg ones last (see edge_ok), then the shards. */
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = X.nplace - 1; i >= 0; i--) {
+            ldt_placement R = ldt_replicate(), *x = &X.placements[i];
+            int want = x->kind != LDT_PLACE_PARTIAL ? 2 : x->op == LDT_REDUCE_AVG ? 1 : 0;
+            if (x->kind == LDT_PLACE_REPLICATE || want != pass) continue;
+            LDT_CHECK(push_edge(pr, r, &X, i, R, classify(x, &R, &dst->placements[i], &ok)));
+        }
+    for (int i = 0; i < X.nplace; i++) {
+        if (dst->placements[i].kind == LDT_PLACE_REPLICATE) continue;
+        LDT_CHECK(push_edge(pr, r, &X, i, dst->placements[i],
+                            classify(&X.placements[i], &dst->placements[i], &dst->placements[i], &ok)));
+    }
+    return LDT_OK;
+}
+
+/* ---- Dijkstra over placement states ------------------------------------------------------ */
+
+typedef struct node {
+    uint64_t code;
+    double cost;
+    int64_t bytes;
+    int nsteps;
+    int prev;  /* node we came from, -1 at the start */
+    int dim;   /* mesh dim the edge into this node changed */
+    int done;
+} node;
+
+typedef struct hentry {
+    double cost;
+    int64_t bytes;
+    int nsteps;
+    uint64_t code;
+    int idx;
+} hentry;
+
+typedef struct search {
+    int nd;
+    int ncand[LDT_MAX_DIMS];
+    ldt_placement cand[LDT_MAX_DIMS][LDT_MAX_DIMS + 5];
+    uint64_t radix[LDT_MAX_DIMS];
+    node *nodes;
+    int nnodes, capnodes;
+    uint64_t *hkeys; /* code + 1, 0 = empty */
+    int *hvals;
+    int64_t hcap;
+    hentry *heap;
+    int nheap, capheap;
+} search;
+
+static void search_free(search *s) {
+    free(s->nodes);
+    free(s->hkeys);
+    free(s->hvals);
+    free(s->heap);
+}
+
+/* Deterministic order: cost, then bytes, then fewer steps, then the state code. */
+static int hless(const hentry *a, const hentry *b) {
+    if (a->cost != b->cost) return a->cost < b->cost;
+    if (a->bytes != b->bytes) return a->bytes < b->bytes;
+    if (a->nsteps != b->nsteps) return a->nsteps < b->nsteps;
+    return a->code < b->code;
+}
+
+static int heap_push(search *s, hentry e) {
+    if (s->nheap == s->capheap) {
+        int cap = s->capheap ? 2 * s->capheap : 256;
+        hentry *h = realloc(s->heap, (size_t)cap * sizeof *h);
+        if (!h) return -1;
+        s->heap = h;
+        s->capheap = cap;
+    }
+    int i = s->nheap++;
+    while (i > 0 && hless(&e, &s->heap[(i - 1) / 2])) {
+        s->heap[i] = s->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->heap[i] = e;
+    return 0;
+}
+
+static hentry heap_pop(search *s) {
+    hentry top = s->heap[0], last = s->heap[--s->nheap];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= s->nheap) break;
+        if (c + 1 < s->nheap && hless(&s->heap[c + 1], &s->heap[c])) c++;
+        if (!hless(&s->heap[c], &last)) break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->nheap > 0) s->heap[i] = last;
+    return top;
+}
+
+static uint64_t hash64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* The node of a state code, created (unvisited, infinite cost) if new; -1 out of memory. */
+static int node_of(search *s, uint64_t code) {
+    if ((int64_t)(s->nnodes + 1) * 2 > s->hcap) {
+        int64_t cap = s->hcap ? 2 * s->hcap : 1024;
+        uint64_t *k = calloc((size_t)cap, sizeof *k);
+        int *v = malloc((size_t)cap * sizeof *v);
+        if (!k || !v) {
+            free(k);
+            free(v);
+            return -1;
+        }
+        for (int64_t i = 0; i < s->hcap; i++) {
+            if (!s->hkeys[i]) continue;
+            int64_t j = (int64_t)(hash64(s->hkeys[i]) & (uint64_t)(cap - 1));
+            while (k[j]) j = (j + 1) & (cap - 1);
+            k[j] = s->hkeys[i];
+            v[j] = s->hvals[i];
+        }
+        free(s->hkeys);
+        free(s->hvals);
+        s->hkeys = k;
+        s->hvals = v;
+        s->hcap = cap;
+    }
+    int64_t j = (int64_t)(hash64(code + 1) & (uint64_t)(s->hcap - 1));
+    while (s->hkeys[j]) {
+        if (s->hkeys[j] == code + 1) return s->hvals[j];
+        j = (j + 1) & (s->hcap - 1);
+    }
+    if (s->nnodes == s->capnodes) {
+        int cap = s->capnodes ? 2 * s->capnodes : 256;
+        node *n = realloc(s->nodes, (size_t)cap * sizeof *n);
+        if (!n) return -1;
+        s->nodes = n;
+        s->capnodes = cap;
+    }
+    s->hkeys[j] = code + 1;
+    s->hvals[j] = s->nnodes;
+    s->nodes[s->nnodes] = (node){code, INFINITY, 0, 0, -1, -1, 0};
+    return s->nnodes++;
+}
+
+static int cand_index(const search *s, int i, const ldt_placement *p) {
+    for (int k = 0; k < s->ncand[i]; k++)
+        if (ldt_placement_equal(&s->cand[i][k], p)) return k;
+    return -1;
+}
+
+static uint64_t encode(const search *s, const ldt_placement *pl) {
+    uint64_t c = 0;
+    for (int i = 0; i < s->nd; i++) c += (uint64_t)cand_index(s, i, &pl[i]) * s->radix[i];
+    return c;
+}
+
+static void decode(const search *s, uint64_t code, ldt_placement *pl) {
+    for (int i = 0; i < s->nd; i++) pl[i] = s->cand[i][(code / s->radix[i]) % (uint64_t)s->ncand[i]];
+}
+
+static void add_cand(search *s, int i, ldt_placement p) {
+    if (cand_index(s, i, &p) < 0) s->cand[i][s->ncand[i]++] = p;
+}
+
+/* Shortest path from src to dst placements. States are the placement tuples whose entries
+ * come from: Replicate, Shard of any tensor dim, and the source's and target's own Partial
+ * and InterleavedShard placements on that mesh dim. *found = 0 when the search was cut at
+ * MAX_NODES (the caller then takes the naive route). */
+static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst, route *r,
+                           int *found) {
+    ldt_status st = LDT_OK;
+    search s;
+    int start, goal = -1;
+    uint64_t target;
+    ldt_spec X;
+    memset(&s, 0, sizeof s);
+    *found = 0;
+    s.nd = src->nplace;
+    for (int i = 0; i < s.nd; i++) {
+        add_cand(&s, i, ldt_replicate());
+        for (int d = 0; d < src->shape.ndim; d++) add_cand(&s, i, ldt_shard(d));
+        if (src->placements[i].kind != LDT_PLACE_SHARD) add_cand(&s, i, src->placements[i]);
+        if (dst->placements[i].kind != LDT_PLACE_SHARD) add_cand(&s, i, dst->placements[i]);
+    }
+    for (int i = s.nd - 1; i >= 0; i--) s.radix[i] = i == s.nd - 1 ? 1 : s.radix[i + 1] * (uint64_t)s.ncand[i + 1];
+    target = encode(&s, dst->placements);
+    start = node_of(&s, encode(&s, src->placements));
+    if (start < 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    s.nodes[start].cost = 0;
+    if (heap_push(&s, (hentry){0, 0, 0, s.nodes[start].code, start}) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    X = *src;
+    while (s.nheap > 0) {
+        hentry e = heap_pop(&s);
+        node cur = s.nodes[e.idx];
+        if (cur.done || e.cost != cur.cost || e.bytes != cur.bytes || e.nsteps != cur.nsteps) continue;
+        s.nodes[e.idx].done = 1;
+        if (cur.code == target) {
+            goal = e.idx;
+            break;
+        }
+        if (s.nnodes > MAX_NODES) goto fail; /* too big: naive */
+        decode(&s, cur.code, X.placements);
+        LDT_CHECK_GOTO(layouts(pr, &X, pr->rx));
+        for (int i = 0; i < s.nd; i++)
+            for (int k = 0; k < s.ncand[i]; k++) {
+                ldt_spec Y = X;
+                ldt_redist_step step;
+                int ok, idx;
+                ldt_collective c;
+                if (ldt_placement_equal(&s.cand[i][k], &X.placements[i])) continue;
+                c = classify(&X.placements[i], &s.cand[i][k], &dst->placements[i], &ok);
+                Y.placements[i] = s.cand[i][k];
+                if (!ok || !edge_ok(Y.placements, s.nd, i, &X.placements[i],
+                                    !ldt_dtype_is_float(src->dtype)))
+                    continue;
+                memset(&step, 0, sizeof step);
+                step.collective = c;
+                step.ndims = 1;
+                step.dims[0] = i;
+                LDT_CHECK_GOTO(layouts(pr, &Y, pr->ry));
+                price_regions(pr, &step);
+                hentry ne = {cur.cost + step.seconds, cur.bytes + step_bytes(&step), cur.nsteps + 1,
+                             encode(&s, Y.placements), 0};
+                idx = node_of(&s, ne.code);
+                if (idx < 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+                node *nn = &s.nodes[idx];
+                hentry old = {nn->cost, nn->bytes, nn->nsteps, nn->code, idx};
+                if (nn->done || !hless(&ne, &old)) continue;
+                nn->cost = ne.cost;
+                nn->bytes = ne.bytes;
+                nn->nsteps = ne.nsteps;
+                nn->prev = e.idx;
+                nn->dim = i;
+                ne.idx = idx;
+                if (heap_push(&s, ne) != 0)
+                    LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+            }
+    }
+    if (goal >= 0) {
+        /* Walk back, then replay the edges forward as priced steps. */
+        int len = 0, *path;
+        for (int v = goal; v != start; v = s.nodes[v].prev) len++;
+        path = malloc((size_t)(len + 1) * sizeof *path);
+        if (!path) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+        for (int v = goal, j = len; j >= 0; v = s.nodes[v].prev, j--) {
+            path[j] = v;
+            if (v == start) break;
+        }
+        X = *src;
+        for (int j = 1; j <= len && st == LDT_OK; j++) {
+            ldt_placement pl[LDT_MAX_DIMS];
+            int i = s.nodes[path[j]].dim, ok;
+            decode(&s, s.nodes[path[j]].code, pl);
+            st = push_edge(pr, r, &X, i, pl[i], classify(&X.placements[i], &pl[i], &dst->placements[i], &ok));
+        }
+        free(path);
+        if (st != LDT_OK) goto fail;
+        *found = 1;
+    }
+fail:
+    search_free(&s);
+    return st;
+}
+
+/* ---- merging ---------------------------------------------------------------------------- */
+
+static int mergeable(const ldt__rstep *a, const ldt__rstep *b) {
+    ldt_collective c = a->pub.collective;
+    if (c != b->pub.collective || a->pub.mesh != b->pub.mesh || c > LDT_COLL_ALL_TO_ALL) return 0;
+    /* one reduction over the flattened group: the same op on both */
+    if ((c == LDT_COLL_ALL_REDUCE || c == LDT_COLL_REDUCE_SCATTER) && a->pub.op != b->pub.op)
+        return 0;
+    for (int i = 0; i < a->pub.ndims; i++)
+        for (int j = 0; j < b->pub.ndims; j++)
+            if (a->pub.dims[i] == b->pub.dims[j]) return 0;
+    return 1;
+}
+
+/* Consecutive steps of one collective on different mesh dims become one collective over the
+ * flattened group (their dims together) where the model prices that lower: one call's
+ * overhead saved against a ring over more ranks on the slower of the links. */
+static ldt_status merge_route(pricer *pr, route *r) {
+    int changed = 1;
+    while (changed) {
+        changed = 0;
+        for (int k = 0; k + 1 < r->n; k++) {
+            ldt__rstep *a = &r->s[k], *b = &r->s[k + 1], m;
+            int dims[LDT_MAX_DIMS], n = 0;
+            if (!mergeable(a, b)) continue;
+            for (int d = 0; d < pr->nd; d++) {
+                int in = 0;
+                for (int i = 0; i < a->pub.ndims; i++) in |= a->pub.dims[i] == d;
+                for (int i = 0; i < b->pub.ndims; i++) in |= b->pub.dims[i] == d;
+                if (in) dims[n++] = d;
+            }
+            LDT_CHECK(make_step(pr, &a->before, &b->after, n, dims, a->pub.collective, &m));
+            m.pub.mesh = a->pub.mesh;
+            if (!(m.pub.seconds < a->pub.seconds + b->pub.seconds)) continue;
+            *a = m;
+            memmove(b, b + 1, (size_t)(r->n - k - 2) * sizeof *b);
+            r->n--;
+            changed = 1;
+            break;
+        }
+    }
+    return LDT_OK;
+}
+
+/* ---- one mesh ------------------------------------------------------------------------------ */
+
+/* Route for src -> dst on one mesh: Dijkstra (+ merging), kept only when it is no worse than
+ * the naive route in modeled time and, under a uniform model, in bytes; else naive. */
+static ldt_status plan_one_mesh(const ldt_spec *src, const ldt_spec *dst, const ldt_cost_model *cm,
+                                int merge, ldt_redist_search search, int mesh_id, route *out) {
+    ldt_status st = LDT_OK;
+    pricer pr;
+    route naive = {0}, best = {0}, merged = {0};
+    int found = 0, uniform = ldt_cost_model_is_uniform(cm, src->nplace);
+    if (same_placements(src->placements, dst->placements, src->nplace))
+        return LDT_OK; /* a no-op has zero steps */
+    LDT_CHECK(pricer_init(&pr, src->mesh, cm, src->dtype));
+    LDT_CHECK_GOTO(naive_route(&pr, src, dst, &naive));
+    if (search == LDT_REDIST_DIJKSTRA) LDT_CHECK_GOTO(dijkstra(&pr, src, dst, &best, &found));
+    if (found) {
+        double tn = route_seconds(&naive);
+        int64_t bn = route_bytes(&naive);
+        if (merge) {
+            merged.s = malloc((size_t)(best.n ? best.n : 1) * sizeof *merged.s);
+            if (!merged.s) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+            merged.n = merged.cap = best.n;
+            memcpy(merged.s, best.s, (size_t)best.n * sizeof *best.s);
+            LDT_CHECK_GOTO(merge_route(&pr, &merged));
+            if (route_seconds(&merged) <= tn && (!uniform || route_bytes(&merged) <= bn)) {
+                route t = best;
+                best = merged;
+                merged = t;
+            }
+        }
+        if (route_seconds(&best) <= tn && (!uniform || route_bytes(&best) <= bn)) {
+            route t = naive;
+            naive = best;
+            best = t;
+        }
+    }
+    for (int i = 0; i < naive.n; i++) naive.s[i].pub.mesh = mesh_id;
+    *out = naive;
+    naive.s = NULL;
+fail:
+    route_free(&naive);
+    route_free(&best);
+    route_free(&merged);
+    pricer_free(&pr);
+    return st;
+}
+
+/* ---- across meshes ------------------------------------------------------------------------ */
+
+int ldt__xmesh_is_source(const ldt_spec *src, int64_t target_pos, const int64_t *src_coord) {
+    int64_t nrep = 1, rem;
+    for (int i = 0; i < src->nplace; i++)
+        if (src->placements[i].kind == LDT_PLACE_REPLICATE) nrep *= ldt_mesh_dim_size(src->mesh, i);
+    rem = target_pos % nrep;
+    for (int i = src->nplace - 1; i >= 0; i--) {
+        int64_t sz;
+        if (src->placements[i].kind != LDT_PLACE_REPLICATE) continue;
+        sz = ldt_mesh_dim_size(src->mesh, i);
+        if (src_coord[i] != rem % sz) return 0;
+        rem /= sz;
+    }
+    return 1;
+}
+
+/* The send_recv step from X (source mesh, no Partial) to Y (target mesh, no Partial):
+ * bytes per world rank summed over its peers (a rank on both meshes copies to itself for
+ * free), peers counted for the latency term. */
+static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_cost_model *cm,
+                              ldt__rstep *out) {
+    ldt_status st = LDT_OK;
+    pricer pa, pb;
+    int maxw = 0;
+    int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0;
+    int *peers = NULL, maxp = 0;
+    ldt__rstep s;
+    memset(&s, 0, sizeof s);
+    LDT_CHECK(pricer_init(&pa, X->mesh, cm, X->dtype));
+    st = pricer_init(&pb, Y->mesh, cm, Y->dtype);
+    if (st != LDT_OK) {
+        pricer_free(&pa);
+        return ldt__trace(st, __FILE__, __LINE__);
+    }
+    for (int p = 0; p < pa.N; p++)
+        if (ldt_mesh_rank_at(X->mesh, p) > maxw) maxw = ldt_mesh_rank_at(X->mesh, p);
+    for (int p = 0; p < pb.N; p++)
+        if (ldt_mesh_rank_at(Y->mesh, p) > maxw) maxw = ldt_mesh_rank_at(Y->mesh, p);
+    sent = calloc((size_t)maxw + 1, sizeof *sent);
+    recv = calloc((size_t)maxw + 1, sizeof *recv);
+    peers = calloc((size_t)maxw + 1, sizeof *peers);
+    if (!sent || !recv || !peers) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    LDT_CHECK_GOTO(layouts(&pa, X, pa.rx));
+    LDT_CHECK_GOTO(layouts(&pb, Y, pb.ry));
+    for (int b = 0; b < pb.N; b++)
+        for (int a = 0; a < pa.N; a++) {
+            int wa = ldt_mesh_rank_at(X->mesh, a), wb = ldt_mesh_rank_at(Y->mesh, b);
+            int64_t n;
+            if (wa == wb || !ldt__xmesh_is_source(X, b, &pa.coords[a * LDT_MAX_DIMS])) continue;
+            n = ldt__region_isect_numel(&pa.rx[a], &pb.ry[b]);
+            if (n == 0) continue;
+            sent[wa] += n;
+            recv[wb] += n;
+            peers[wa]++;
+            peers[wb]++;
+        }
+    for (int w = 0; w <= maxw; w++) {
+        if (sent[w] > ms) ms = sent[w];
+        if (recv[w] > mr) mr = recv[w];
+        if (peers[w] > maxp) maxp = peers[w];
+    }
+    s.pub.collective = LDT_COLL_SEND_RECV;
+    s.pub.nfrom = X->nplace;
+    s.pub.nto = Y->nplace;
+    memcpy(s.pub.from, X->placements, sizeof s.pub.from);
+    memcpy(s.pub.to, Y->placements, sizeof s.pub.to);
+    s.pub.bytes_sent = sat_mul(ms, (int64_t)pa.es);
+    s.pub.bytes_recv = sat_mul(mr, (int64_t)pa.es);
+    {
+        int64_t b = step_bytes(&s.pub);
+        double ta = ldt_cost_seconds(cm, X->mesh, 0, NULL, LDT_COLL_SEND_RECV, b, maxp);
+        double tb = ldt_cost_seconds(cm, Y->mesh, 0, NULL, LDT_COLL_SEND_RECV, b, maxp);
+        s.pub.seconds = ta > tb ? ta : tb;
+    }
+    s.before = *X;
+    s.after = *Y;
+    *out = s;
+fail:
+    free(sent);
+    free(recv);
+    free(peers);
+    pricer_free(&pa);
+    pricer_free(&pb);
+    return st;
+}
+
+/* ---- the public plan ---------------------------------------------------------------------- */
+
+static void replace_partial(ldt_spec *s) {
+    for (int i = 0; i < s->nplace; i++)
+        if (s->placements[i].kind == LDT_PLACE_PARTIAL) s->placements[i] = ldt_replicate();
+}
+
+ldt_status ldt_redist_plan_create(const ldt_spec *src, const ldt_mesh *to_mesh,
+                                  const ldt_placement *to, int nto,
+                                  const ldt_redist_options *opts, ldt_redist_plan **out) {
+    ldt_status st = LDT_OK;
+    ldt_redist_plan *p = NULL;
+    ldt_cost_model cm;
+    route a = {0}, b = {0}, c = {0};
+    int merge = opts ? opts->merge : 1;
+    ldt_redist_search search = opts ? opts->search : LDT_REDIST_DIJKSTRA;
+    char m[128];
+    if (!src || !out || (nto > 0 && !to))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: arguments must not be NULL");
+    *out = NULL;
+    LDT_CHECK(ldt_spec_check(src));
+    if (opts && opts->cost) {
+        LDT_CHECK(ldt_cost_model_check(opts->cost));
+        cm = *opts->cost;
+    } else {
+        LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+    }
+    if ((int)search < LDT_REDIST_DIJKSTRA || search > LDT_REDIST_NAIVE)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: invalid search %d, expected dijkstra "
+                 "or naive", (int)search);
+    if (!to_mesh || ldt_mesh_equal(to_mesh, src->mesh)) to_mesh = src->mesh;
+    if (nto != ldt_mesh_ndim(to_mesh)) {
+        ldt_mesh_format(to_mesh, m, sizeof m);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "redistribute: %d target placements for mesh %s with %d dims, expected one per "
+                 "mesh dim", nto, m, ldt_mesh_ndim(to_mesh));
+    }
+    p = calloc(1, sizeof *p);
+    if (!p) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    p->src = *src;
+    st = ldt_spec_init(&p->dst, to_mesh, &src->shape, to, nto, src->dtype);
+    if (st != LDT_OK) {
+        ldt__error_prefix(st, "redistribute: target");
+        ldt__trace(st, __FILE__, __LINE__);
+        goto fail;
+    }
+    p->cross = to_mesh != src->mesh;
+    if (!p->cross) {
+        for (int i = 0; i < nto; i++) {
+            const ldt_placement *x = &src->placements[i], *y = &p->dst.placements[i];
+            if (x->kind == LDT_PLACE_PARTIAL && y->kind == LDT_PLACE_PARTIAL && x->op != y->op)
+                LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT,
+                              "redistribute: mesh dim %d goes from Partial(%s) to Partial(%s); a "
+                              "Partial never changes its reduce op (P->P with another op): "
+                              "reduce it first, to R or S",
+                              i, ldt_reduce_op_name(x->op), ldt_reduce_op_name(y->op));
+        }
+        LDT_CHECK_GOTO(plan_one_mesh(src, &p->dst, &cm, merge, search, 0, &a));
+    } else {
+        /* Reduce on the source mesh, move by intersections, make Partials on the target. */
+        ldt_spec xr = *src, yr = p->dst;
+        ldt__rstep x;
+        replace_partial(&xr);
+        replace_partial(&yr);
+        LDT_CHECK_GOTO(plan_one_mesh(src, &xr, &cm, merge, search, 0, &a));
+        LDT_CHECK_GOTO(price_xmesh(&xr, &yr, &cm, &x));
+        LDT_CHECK_GOTO(route_push(&a, &x));
+        LDT_CHECK_GOTO(plan_one_mesh(&yr, &p->dst, &cm, merge, search, 1, &b));
+        for (int i = 0; i < b.n; i++) LDT_CHECK_GOTO(route_push(&a, &b.s[i]));
+    }
+    p->nsteps = a.n;
+    p->steps = a.s;
+    a.s = NULL;
+    for (int i = 0; i < p->nsteps; i++) {
+        p->seconds += p->steps[i].pub.seconds;
+        p->bytes += step_bytes(&p->steps[i].pub);
+    }
+    *out = p;
+    p = NULL;
+fail:
+    route_free(&a);
+    route_free(&b);
+    route_free(&c);
+    ldt_redist_plan_destroy(p);
+    return st;
+}
+
+void ldt_redist_plan_destroy(ldt_redist_plan *p) {
+    if (!p) return;
+    free(p->steps);
+    free(p);
+}
+
+int ldt_redist_plan_nsteps(const ldt_redist_plan *p) { return p ? p->nsteps : 0; }
+
+ldt_status ldt_redist_plan_step(const ldt_redist_plan *p, int i, ldt_redist_step *out) {
+    if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute plan: arguments must not be NULL");
+    if (i < 0 || i >= p->nsteps)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute plan: step %d out of range [0, %d)", i,
+                 p->nsteps);
+    *out = p->steps[i].pub;
+    return LDT_OK;
+}
+
+int64_t ldt_redist_plan_bytes(const ldt_redist_plan *p) { return p ? p->bytes : 0; }
+double ldt_redist_plan_seconds(const ldt_redist_plan *p) { return p ? p->seconds : 0; }
+const ldt_spec *ldt_redist_plan_source(const ldt_redist_plan *p) { return p ? &p->src : NULL; }
+const ldt_spec *ldt_redist_plan_target(const ldt_redist_plan *p) { return p ? &p->dst : NULL; }
+int ldt_redist_plan_is_cross_mesh(const ldt_redist_plan *p) { return p ? p->cross : 0; }
+
+int ldt_redist_step_format(const ldt_redist_step *s, char *buf, size_t cap) {
+    char from[256], to[256], dims[64];
+    size_t at = 0;
+    ldt_placements_format(s->from, s->nfrom, from, sizeof from);
+    ldt_placements_format(s->to, s->nto, to, sizeof to);
+    dims[0] = '\0';
+    for (int i = 0; i < s->ndims; i++)
+        at += (size_t)snprintf(dims + at, sizeof dims - at, "%s%d", i ? "," : "", s->dims[i]);
+    return snprintf(buf, cap, "%s [%s] %s->%s sent %lldB recv %lldB %.3gs",
+                    ldt_collective_name(s->collective), dims, from, to, (long long)s->bytes_sent,
+                    (long long)s->bytes_recv, s->seconds);
+}

@@ -1,0 +1,31 @@
+/* Internal body of ldt_redist_plan: the public steps plus the whole spec before and after
+ * each, which is what exec needs to run a step (every rank's region on both sides). */
+#ifndef LDT_PLANNER_REDISTRIBUTE_H
+#define LDT_PLANNER_REDISTRIBUTE_H
+
+#include "ldt/planner.h"
+
+typedef struct ldt__rstep {
+    ldt_redist_step pub;
+    /* Specs on the step's mesh (for send_recv: `before` on the source mesh, `after` on the
+     * target mesh); meshes are borrowed from the plan's caller. */
+    ldt_spec before, after;
+} ldt__rstep;
+
+struct ldt_redist_plan {
+    ldt_spec src, dst;
+    int cross;
+    int nsteps;
+    ldt__rstep *steps;
+    double seconds;
+    int64_t bytes;
+};
+
+/* Across meshes every target element is read from one source rank: among the source ranks
+ * that hold it (copies along Replicate dims of `src`), the one whose coordinates on those
+ * dims are the target rank's mesh position `target_pos`, in mixed radix over them, modulo
+ * their count (spreading the reads over the copies). 1 when the rank at src_coord is the
+ * one chosen for the target rank at target_pos. */
+int ldt__xmesh_is_source(const ldt_spec *src, int64_t target_pos, const int64_t *src_coord);
+
+#endif
