@@ -74,7 +74,36 @@
      * int64 bit patterns; rand: f = {lo, hi}; randn: f = {mean, std}; bernoulli: f[0] = p */ \
     X(RAND, "rand", 0)                                                                     \
     X(RANDN, "randn", 0)                                                                   \
-    X(BERNOULLI, "bernoulli", 0)
+    X(BERNOULLI, "bernoulli", 0)                                                           \
+    /* neural-network ops (kernels/cpu/nn.c) */                                            \
+    X(SOFTMAX, "softmax", 1)         /* attrs.i[0] = dim */                                \
+    X(LOG_SOFTMAX, "log_softmax", 1) /* attrs.i[0] = dim */                                \
+    /* x, then the weight and bias when present: i = {k normalised trailing dims, has_w,    \
+     * has_b}, f[0] = eps; rms_norm has no bias */                                         \
+    X(LAYER_NORM, "layer_norm", -1)                                                        \
+    X(RMS_NORM, "rms_norm", -1)                                                            \
+    /* logits [..., C] (float), targets [...] (i32/i64): the mean over targets that are     \
+     * not i[0] = ignore_index; 0-dim output; NaN when every target is ignored */          \
+    X(CROSS_ENTROPY, "cross_entropy", 2)                                                   \
+    /* i = {seed, offset}, f[0] = p: element j is dropped (0) where the stream's           \
+     * bernoulli(p) at j is 1, else scaled by 1/(1-p) */                                    \
+    X(DROPOUT, "dropout", 1)                                                               \
+    /* indexing (kernels/cpu/index.c); index tensors are i32 or i64, negative counts from   \
+     * the end, out of range is an error at run time */                                    \
+    X(EMBEDDING, "embedding", 2)     /* weight [V, H], indices [...] -> [..., H] */        \
+    X(ONE_HOT, "one_hot", 1)         /* i[0] = classes; -> [..., classes] i64 */            \
+    X(INDEX_SELECT, "index_select", 2) /* x, index 1-D; i[0] = dim */                      \
+    X(GATHER, "gather", 2)           /* x, index (same ndim); i[0] = dim; -> index's shape */ \
+    X(SCATTER, "scatter", 3)         /* x, index, src; i[0] = dim; a copy of x updated */   \
+    X(SCATTER_ADD, "scatter_add", 3) /* the same, accumulating */                          \
+    X(INDEX_ADD, "index_add", 3)     /* x, index 1-D, src; i[0] = dim */                   \
+    /* x, values, then i[1] index tensors (1-D, equal length L) for x's first i[1] dims;   \
+     * values broadcast to [L, x's remaining dims]; i[0] = accumulate */                    \
+    X(INDEX_PUT, "index_put", -1)                                                          \
+    /* attention (kernels/cpu/attention.c): q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev]  \
+     * -> [..., Lq, Ev]; i = {seed, offset, causal}, f = {dropout p, scale}; dropout masks   \
+     * the attention weights [..., Lq, Lk] by global index, like DROPOUT */                  \
+    X(SDPA, "scaled_dot_product_attention", 3)
 
 typedef enum ldt_op {
 #define LDT__OP_ENUM(e, name, arity) LDT_OP_##e,

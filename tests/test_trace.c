@@ -506,3 +506,127 @@ Test(eager, every_family_by_hand) {
     }
     ldt_ctx_destroy(ctx);
 }
+
+Test(record, nn_and_index_shape_rules_and_errors) {
+    ldt_ctx *ctx = new_ctx();
+    ldt_tensor *x = ldt_param(ctx, "x", &(ldt_shape){3, {2, 5, 8}}, LDT_F32);
+    ldt_tensor *w8 = ldt_param(ctx, "w8", &(ldt_shape){1, {8}}, LDT_F32);
+    ldt_tensor *w5 = ldt_param(ctx, "w5", &(ldt_shape){1, {5}}, LDT_F32);
+    ldt_tensor *emb = ldt_param(ctx, "emb", &(ldt_shape){2, {11, 8}}, LDT_F32);
+    ldt_tensor *tok = ldt_input(ctx, "tok", &(ldt_shape){2, {2, 5}}, LDT_I64);
+    ldt_tensor *ftok = ldt_input(ctx, "ftok", &(ldt_shape){2, {2, 5}}, LDT_F32);
+    ldt_tensor *idx1 = ldt_input(ctx, "idx1", &(ldt_shape){1, {3}}, LDT_I32);
+    ldt_tensor *q = ldt_param(ctx, "q", &(ldt_shape){4, {2, 3, 5, 4}}, LDT_F32);
+    ldt_tensor *v = ldt_param(ctx, "v", &(ldt_shape){4, {2, 3, 5, 6}}, LDT_F32);
+    uint64_t off0;
+    expect_shape(ldt_softmax(x, -1), ldt_test_shape(3, 2, 5, 8), "softmax");
+    expect_shape(ldt_log_softmax(x, 1), ldt_test_shape(3, 2, 5, 8), "log_softmax");
+    expect_shape(ldt_layer_norm(x, 1, w8, w8, 1e-5), ldt_test_shape(3, 2, 5, 8), "layer_norm");
+    expect_shape(ldt_rms_norm(x, 1, NULL, 1e-6), ldt_test_shape(3, 2, 5, 8), "rms_norm");
+    expect_shape(ldt_embedding(emb, tok), ldt_test_shape(3, 2, 5, 8), "embedding");
+    expect_shape(ldt_cross_entropy(ldt_embedding(emb, tok), tok, -1), ldt_test_shape(0),
+                 "cross_entropy");
+    expect_shape(ldt_one_hot(idx1, 4), ldt_test_shape(2, 3, 4), "one_hot");
+    expect_shape(ldt_index_select(x, 1, idx1), ldt_test_shape(3, 2, 3, 8), "index_select");
+    expect_shape(ldt_gather(x, 2, ldt_cast(ldt_gt(x, x), LDT_I64)), ldt_test_shape(3, 2, 5, 8),
+                 "gather");
+    expect_shape(ldt_index_add(x, 1, idx1, ldt_index_select(x, 1, idx1)),
+                 ldt_test_shape(3, 2, 5, 8), "index_add");
+    expect_shape(ldt_index_put(x, (ldt_tensor *[]){idx1, idx1}, 2, w8, 1),
+                 ldt_test_shape(3, 2, 5, 8), "index_put");
+    off0 = ldt_ctx_rng_offset(ctx);
+    expect_shape(ldt_dropout(x, 0.1, 1), ldt_test_shape(3, 2, 5, 8), "dropout");
+    cr_expect_eq(ldt_ctx_rng_offset(ctx), off0 + 20, "dropout takes ceil(80/4) of the stream");
+    cr_expect_eq(ldt_dropout(x, 0.1, 0)->op, LDT_OP_ALIAS, "eval dropout is the identity");
+    expect_shape(ldt_scaled_dot_product_attention(q, q, v, 1, 0.0, 0), ldt_test_shape(4, 2, 3, 5, 6),
+                 "sdpa");
+    cr_expect_eq(ldt_ctx_rng_offset(ctx), off0 + 20, "sdpa without dropout takes no stream");
+    cr_expect_eq(ldt_ctx_status(ctx), LDT_OK, "%s", ldt_ctx_errmsg(ctx));
+    {
+        static const char *const needles[] = {
+            "layer_norm: weight is [5] f32, expected the last 1 dims of x [2,5,8] f32",
+            "cross_entropy: targets are f32, expected i32 or i64",
+            "embedding: indices is f32, expected i32 or i64",
+            "softmax: dim 3 is out of range",
+            "scaled_dot_product_attention: q [2,3,5,4], k [2,3,5,6]",
+            "index_select: [2,5,8] and [2,5]; expected a 1-D index",
+            "dropout: p = 1.5"};
+        for (int i = 0; i < 7; i++) {
+            ldt_tensor *r = NULL;
+            ldt_trace_discard(ctx);
+            switch (i) {
+            case 0: r = ldt_layer_norm(x, 1, w5, NULL, 1e-5); break;
+            case 1: r = ldt_cross_entropy(ldt_embedding(emb, tok), ftok, -1); break;
+            case 2: r = ldt_embedding(emb, ftok); break;
+            case 3: r = ldt_softmax(x, 3); break;
+            case 4: r = ldt_scaled_dot_product_attention(q, v, v, 0, 0, 0); break;
+            case 5: r = ldt_index_select(x, 1, tok); break;
+            case 6: r = ldt_dropout(x, 1.5, 1); break;
+            }
+            cr_expect_null(r, "case %d", i);
+            cr_expect(strstr(ldt_ctx_errmsg(ctx), needles[i]) != NULL, "case %d: %s", i,
+                      ldt_ctx_errmsg(ctx));
+        }
+    }
+    ldt_ctx_destroy(ctx);
+}
+
+/* The nn and indexing ops through trace + eager, against values by hand. */
+Test(eager, nn_and_index_ops_by_hand) {
+    ldt_ctx *ctx = new_ctx();
+    ldt_tensor *row = ldt_constant(ctx, &(ldt_shape){2, {1, 3}}, LDT_F32, (float[]){1, 2, 3});
+    ldt_tensor *tgt = ldt_constant(ctx, &(ldt_shape){1, {1}}, LDT_I64, (int64_t[]){2});
+    ldt_tensor *emb = ldt_constant(ctx, &(ldt_shape){2, {3, 2}}, LDT_F32,
+                                   (float[]){0, 1, 10, 11, 20, 21});
+    ldt_tensor *ids = ldt_constant(ctx, &(ldt_shape){1, {3}}, LDT_I64, (int64_t[]){2, 0, 2});
+    float s;
+    expect_vals(ldt_softmax(row, 1), (float[]){0.0900305732f, 0.244728471f, 0.665240956f}, 3,
+                "softmax");
+    expect_vals(ldt_log_softmax(row, -1),
+                (float[]){-2.40760596f, -1.40760596f, -0.407605964f}, 3, "log_softmax");
+    expect_vals(ldt_cross_entropy(row, tgt, -1), (float[]){0.407605964f}, 1, "cross_entropy");
+    expect_vals(ldt_layer_norm(row, 1, NULL, NULL, 0), (float[]){-1.22474487f, 0, 1.22474487f},
+                3, "layer_norm");
+    expect_vals(ldt_rms_norm(row, 1, NULL, 0),
+                (float[]){0.462910049f, 0.925820099f, 1.38873015f}, 3, "rms_norm");
+    expect_vals(ldt_embedding(emb, ids), (float[]){20, 21, 0, 1, 20, 21}, 6, "embedding");
+    expect_i64(ldt_one_hot(ids, 3), (int64_t[]){0, 0, 1, 1, 0, 0, 0, 0, 1}, 9, "one_hot");
+    expect_vals(ldt_index_select(emb, 0, ids), (float[]){20, 21, 0, 1, 20, 21}, 6,
+                "index_select");
+    expect_vals(ldt_index_add(emb, 0, ids, ldt_index_select(emb, 0, ids)),
+                (float[]){0, 2, 10, 11, 60, 63}, 6, "index_add (duplicates add up)");
+    /* causal attention: the first query sees only the first key, so row 0 is v[0] */
+    {
+        ldt_tensor *q = ldt_constant(ctx, &(ldt_shape){2, {2, 2}}, LDT_F32, (float[]){1, 0, 0, 1});
+        ldt_tensor *v = ldt_constant(ctx, &(ldt_shape){2, {2, 2}}, LDT_F32, (float[]){5, 6, 7, 8});
+        float out[4];
+        ldt_tensor *y = ldt_scaled_dot_product_attention(q, q, v, 1, 0, 1.0);
+        cr_assert_eq(ldt_read(y, out, sizeof out), LDT_OK, "%s", ldt_last_error());
+        /* row 1: scores [0, 1] -> weights [1/(1+e), e/(1+e)] */
+        {
+            double w1 = exp(1.0) / (1 + exp(1.0));
+            cr_expect(out[0] == 5 && out[1] == 6, "%g %g", out[0], out[1]);
+            cr_expect(fabs(out[2] - (5 * (1 - w1) + 7 * w1)) < 1e-5, "%g", out[2]);
+        }
+    }
+    /* dropout masks are the stream's bernoulli(p) values: dropped where it is 1 */
+    {
+        float xs[40], got[40];
+        ldt_tensor *xt, *d;
+        uint64_t off;
+        for (int i = 0; i < 40; i++) xs[i] = (float)(i + 1);
+        xt = ldt_constant(ctx, &(ldt_shape){2, {5, 8}}, LDT_F32, xs);
+        ldt_ctx_set_seed(ctx, 77, 3);
+        off = ldt_ctx_rng_offset(ctx);
+        d = ldt_dropout(xt, 0.25, 1);
+        cr_assert_eq(ldt_read(d, got, sizeof got), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < 40; i++) {
+            int drop = ldt__rand_bernoulli(77, off, i, 0.25);
+            float want = drop ? 0.0f : xs[i] * (1.0f / 0.75f);
+            cr_expect(got[i] == want, "dropout[%d] = %g, want %g", i, got[i], want);
+        }
+    }
+    cr_assert_eq(ldt_read(ldt_sum(ldt_one_hot(ids, 4), NULL, 0, 0), &(int64_t){0}, 8), LDT_OK);
+    (void)s;
+    ldt_ctx_destroy(ctx);
+}

@@ -154,7 +154,8 @@ uint64_t ldt_trace_hash(const ldt_ctx *ctx) {
         r.ndim = t->shape.ndim;
         memcpy(r.dims, t->shape.dims, (size_t)t->shape.ndim * sizeof r.dims[0]);
         if (t->kind == LDT__NODE) r.attrs = *t->attrs;
-        if (t->op == LDT_OP_RAND || t->op == LDT_OP_RANDN || t->op == LDT_OP_BERNOULLI) {
+        if (t->op == LDT_OP_RAND || t->op == LDT_OP_RANDN || t->op == LDT_OP_BERNOULLI ||
+            ((t->op == LDT_OP_DROPOUT || t->op == LDT_OP_SDPA) && t->attrs->f[0] > 0)) {
             r.attrs.i[0] = 0;
             r.attrs.i[1] = (int64_t)((uint64_t)t->attrs->i[1] - ctx->trace_rng_base);
         }

@@ -165,6 +165,31 @@ ldt_tensor *ldt_normal(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, doubl
                        double std);
 ldt_tensor *ldt_bernoulli(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, double p);
 
+/* ---- neural-network ops ------------------------------------------------------------- */
+ldt_tensor *ldt_softmax(ldt_tensor *x, int dim);
+ldt_tensor *ldt_log_softmax(ldt_tensor *x, int dim);
+/* Normalises over the last `ndims` dims; w and b (shaped like those dims) may be NULL. */
+ldt_tensor *ldt_layer_norm(ldt_tensor *x, int ndims, ldt_tensor *w, ldt_tensor *b, double eps);
+ldt_tensor *ldt_rms_norm(ldt_tensor *x, int ndims, ldt_tensor *w, double eps);
+/* logits [..., C], integer targets [...]: the mean loss over targets != ignore_index. */
+ldt_tensor *ldt_cross_entropy(ldt_tensor *logits, ldt_tensor *targets, int64_t ignore_index);
+/* Inverted dropout on the random stream; train == 0 (or p == 0) is the identity. */
+ldt_tensor *ldt_dropout(ldt_tensor *x, double p, int train);
+ldt_tensor *ldt_embedding(ldt_tensor *weight, ldt_tensor *indices);
+ldt_tensor *ldt_one_hot(ldt_tensor *indices, int64_t classes);
+ldt_tensor *ldt_index_select(ldt_tensor *x, int dim, ldt_tensor *index);
+ldt_tensor *ldt_gather(ldt_tensor *x, int dim, ldt_tensor *index);
+ldt_tensor *ldt_scatter(ldt_tensor *x, int dim, ldt_tensor *index, ldt_tensor *src);
+ldt_tensor *ldt_scatter_add(ldt_tensor *x, int dim, ldt_tensor *index, ldt_tensor *src);
+ldt_tensor *ldt_index_add(ldt_tensor *x, int dim, ldt_tensor *index, ldt_tensor *src);
+/* x[indices[0][j], ..., indices[k-1][j], ...] = values[j, ...] (or += with accumulate). */
+ldt_tensor *ldt_index_put(ldt_tensor *x, ldt_tensor *const *indices, int k, ldt_tensor *values,
+                          int accumulate);
+/* softmax(q k^T * scale [+ causal mask]) v, dropout p on the weights; scale <= 0 means
+ * 1/sqrt(E). */
+ldt_tensor *ldt_scaled_dot_product_attention(ldt_tensor *q, ldt_tensor *k, ldt_tensor *v,
+                                             int causal, double dropout_p, double scale);
+
 /* ---- custom ops ---------------------------------------------------------------------- */
 /* A custom op's shape rule: the output shape and dtype from the inputs'. Returns LDT_OK, or
  * an error status with a message written into msg (it becomes the op's error). */

@@ -45,5 +45,8 @@ ldt_status ldt__k_matmul(const ldt__kcall *c);    /* matmul, linear: matmul.c */
 ldt_status ldt__k_reduce(const ldt__kcall *c);    /* sum, mean, amax, amin: reduce.c */
 ldt_status ldt__k_index_reduce(const ldt__kcall *c); /* argmax, argmin, topk: reduce.c */
 ldt_status ldt__k_random(const ldt__kcall *c);    /* rand, randn, bernoulli: random.c */
+ldt_status ldt__k_nn(const ldt__kcall *c);        /* softmax..dropout: nn.c */
+ldt_status ldt__k_index(const ldt__kcall *c);     /* embedding..index_put: index.c */
+ldt_status ldt__k_attention(const ldt__kcall *c); /* sdpa: attention.c */
 
 #endif

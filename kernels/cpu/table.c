@@ -55,6 +55,21 @@ static const ldt__kernel_fn k_cpu[LDT_OP_COUNT] = {
     [LDT_OP_RAND] = ldt__k_random,
     [LDT_OP_RANDN] = ldt__k_random,
     [LDT_OP_BERNOULLI] = ldt__k_random,
+    [LDT_OP_SOFTMAX] = ldt__k_nn,
+    [LDT_OP_LOG_SOFTMAX] = ldt__k_nn,
+    [LDT_OP_LAYER_NORM] = ldt__k_nn,
+    [LDT_OP_RMS_NORM] = ldt__k_nn,
+    [LDT_OP_CROSS_ENTROPY] = ldt__k_nn,
+    [LDT_OP_DROPOUT] = ldt__k_nn,
+    [LDT_OP_EMBEDDING] = ldt__k_index,
+    [LDT_OP_ONE_HOT] = ldt__k_index,
+    [LDT_OP_INDEX_SELECT] = ldt__k_index,
+    [LDT_OP_GATHER] = ldt__k_index,
+    [LDT_OP_SCATTER] = ldt__k_index,
+    [LDT_OP_SCATTER_ADD] = ldt__k_index,
+    [LDT_OP_INDEX_ADD] = ldt__k_index,
+    [LDT_OP_INDEX_PUT] = ldt__k_index,
+    [LDT_OP_SDPA] = ldt__k_attention,
 };
 _Static_assert(sizeof k_cpu / sizeof k_cpu[0] == LDT_OP_COUNT, "one CPU kernel row per op");
 

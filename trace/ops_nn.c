@@ -1,0 +1,195 @@
+/* Neural-network ops: softmax, log_softmax, layer_norm, rms_norm, cross_entropy, dropout and
+ * scaled dot-product attention — recording and shape rules. */
+#include <math.h>
+
+#include "core/error.h"
+#include "kernels/common/philox.h"
+#include "trace/trace.h"
+
+static ldt_tensor *need_float(ldt_ctx *ctx, const char *op, const char *what, ldt_tensor *x) {
+    if (ldt_dtype_is_float((ldt_dtype)x->dtype)) return x;
+    return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                         "%s: %s is %s, expected a floating dtype (f32 f64 f16 bf16)", op, what,
+                         ldt_dtype_name((ldt_dtype)x->dtype));
+}
+
+static ldt_tensor *softmax_like(int op, ldt_tensor *x, int dim) {
+    const char *name = ldt__builtin_op_name(op);
+    ldt_ctx *ctx = ldt__check_inputs(name, &x, 1);
+    ldt_tensor *t;
+    int d;
+    if (!ctx || !need_float(ctx, name, "x", x)) return NULL;
+    d = ldt__norm_dim(dim, x->shape.ndim);
+    if (d < 0) {
+        char desc[256];
+        ldt__describe(x, desc, sizeof desc);
+        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                             "%s: dim %d is out of range for x %s", name, dim, desc);
+    }
+    t = ldt__record_a(ctx, op, &x, 1, &x->shape, (ldt_dtype)x->dtype);
+    if (t) t->attrs->i[0] = d;
+    return t;
+}
+
+ldt_tensor *ldt_softmax(ldt_tensor *x, int dim) { return softmax_like(LDT_OP_SOFTMAX, x, dim); }
+ldt_tensor *ldt_log_softmax(ldt_tensor *x, int dim) {
+    return softmax_like(LDT_OP_LOG_SOFTMAX, x, dim);
+}
+
+/* The affine parameters of a norm must have the shape of x's last k dims and x's dtype. */
+static int norm_param_ok(ldt_ctx *ctx, const char *op, const char *what, ldt_tensor *x,
+                         ldt_tensor *p, int k) {
+    int ok = p->dtype == x->dtype && p->shape.ndim == k;
+    for (int i = 0; ok && i < k; i++) ok = p->shape.dims[i] == x->shape.dims[x->shape.ndim - k + i];
+    if (!ok) {
+        char dx[256], dp[256];
+        ldt__describe(x, dx, sizeof dx);
+        ldt__describe(p, dp, sizeof dp);
+        ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                      "%s: %s is %s %s, expected the last %d dims of x %s %s", op, what, dp,
+                      ldt_dtype_name((ldt_dtype)p->dtype), k, dx,
+                      ldt_dtype_name((ldt_dtype)x->dtype));
+    }
+    return ok;
+}
+
+static ldt_tensor *norm(int op, ldt_tensor *x, int k, ldt_tensor *w, ldt_tensor *b, double eps) {
+    const char *name = ldt__builtin_op_name(op);
+    ldt_tensor *in[3];
+    int nin = 0;
+    ldt_ctx *ctx = ldt__check_inputs(name, &x, 1);
+    ldt_tensor *t;
+    if (!ctx || !need_float(ctx, name, "x", x)) return NULL;
+    in[nin++] = x;
+    if (w) in[nin++] = w;
+    if (b) in[nin++] = b;
+    if (!ldt__check_inputs(name, in, nin)) return NULL;
+    if (k < 1 || k > x->shape.ndim) {
+        char desc[256];
+        ldt__describe(x, desc, sizeof desc);
+        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                             "%s: normalising the last %d dims of x %s; expected 1 to %d", name, k,
+                             desc, x->shape.ndim);
+    }
+    if (!(eps >= 0) || !isfinite(eps))
+        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: eps %g, expected >= 0", name, eps);
+    if ((w && !norm_param_ok(ctx, name, "weight", x, w, k)) ||
+        (b && !norm_param_ok(ctx, name, "bias", x, b, k)))
+        return NULL;
+    t = ldt__record_a(ctx, op, in, nin, &x->shape, (ldt_dtype)x->dtype);
+    if (t) {
+        t->attrs->i[0] = k;
+        t->attrs->i[1] = w != NULL;
+        t->attrs->i[2] = b != NULL;
+        t->attrs->f[0] = eps;
+    }
+    return t;
+}
+
+ldt_tensor *ldt_layer_norm(ldt_tensor *x, int ndims, ldt_tensor *w, ldt_tensor *b, double eps) {
+    return norm(LDT_OP_LAYER_NORM, x, ndims, w, b, eps);
+}
+ldt_tensor *ldt_rms_norm(ldt_tensor *x, int ndims, ldt_tensor *w, double eps) {
+    return norm(LDT_OP_RMS_NORM, x, ndims, w, NULL, eps);
+}
+
+static int is_index_dtype(ldt_dtype t) { return t == LDT_I32 || t == LDT_I64; }
+
+ldt_tensor *ldt_cross_entropy(ldt_tensor *logits, ldt_tensor *targets, int64_t ignore_index) {
+    ldt_tensor *in[2] = {logits, targets}, *t;
+    ldt_ctx *ctx = ldt__check_inputs("cross_entropy", in, 2);
+    ldt_shape s = {0, {0}};
+    int ok;
+    if (!ctx || !need_float(ctx, "cross_entropy", "logits", logits)) return NULL;
+    if (!is_index_dtype((ldt_dtype)targets->dtype))
+        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                             "cross_entropy: targets are %s, expected i32 or i64 class indices",
+                             ldt_dtype_name((ldt_dtype)targets->dtype));
+    ok = logits->shape.ndim >= 1 && targets->shape.ndim == logits->shape.ndim - 1;
+    for (int d = 0; ok && d < targets->shape.ndim; d++)
+        ok = targets->shape.dims[d] == logits->shape.dims[d];
+    if (!ok) {
+        char dl[256], dt[256];
+        ldt__describe(logits, dl, sizeof dl);
+        ldt__describe(targets, dt, sizeof dt);
+        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                             "cross_entropy: logits are %s and targets %s; expected logits "
+                             "[..., C] and targets [...]",
+                             dl, dt);
+    }
+    t = ldt__record_a(ctx, LDT_OP_CROSS_ENTROPY, in, 2, &s, (ldt_dtype)logits->dtype);
+    if (t) t->attrs->i[0] = ignore_index;
+    return t;
+}
+
+/* Takes the stream at the context's offset for `numel` elements and advances it. */
+static void take_stream(ldt_ctx *ctx, ldt_tensor *t, int64_t numel) {
+    t->attrs->i[0] = (int64_t)ctx->seed;
+    t->attrs->i[1] = (int64_t)ctx->rng_offset;
+    ctx->rng_offset += ldt__rand_offset_advance(numel);
+}
+
+ldt_tensor *ldt_dropout(ldt_tensor *x, double p, int train) {
+    ldt_ctx *ctx = ldt__check_inputs("dropout", &x, 1);
+    ldt_tensor *t;
+    int64_t numel;
+    if (!ctx || !need_float(ctx, "dropout", "x", x)) return NULL;
+    if (!(p >= 0 && p <= 1))
+        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "dropout: p = %g, expected 0 <= p <= 1", p);
+    if (!train || p == 0) return ldt_alias(x);
+    t = ldt__record_a(ctx, LDT_OP_DROPOUT, &x, 1, &x->shape, (ldt_dtype)x->dtype);
+    if (!t) return NULL;
+    ldt_shape_numel(&x->shape, &numel);
+    take_stream(ctx, t, numel);
+    t->attrs->f[0] = p;
+    return t;
+}
+
+ldt_tensor *ldt_scaled_dot_product_attention(ldt_tensor *q, ldt_tensor *k, ldt_tensor *v,
+                                             int causal, double dropout_p, double scale) {
+    ldt_tensor *in[3] = {q, k, v}, *t;
+    ldt_ctx *ctx = ldt__check_inputs("scaled_dot_product_attention", in, 3);
+    int n, ok;
+    ldt_shape s;
+    if (!ctx || !need_float(ctx, "scaled_dot_product_attention", "q", q)) return NULL;
+    n = q->shape.ndim;
+    ok = n >= 2 && k->shape.ndim == n && v->shape.ndim == n && q->dtype == k->dtype &&
+         q->dtype == v->dtype;
+    for (int d = 0; ok && d < n - 2; d++)
+        ok = k->shape.dims[d] == q->shape.dims[d] && v->shape.dims[d] == q->shape.dims[d];
+    ok = ok && k->shape.dims[n - 1] == q->shape.dims[n - 1] &&
+         v->shape.dims[n - 2] == k->shape.dims[n - 2];
+    if (!ok) {
+        char dq[256], dk[256], dv[256];
+        ldt__describe(q, dq, sizeof dq);
+        ldt__describe(k, dk, sizeof dk);
+        ldt__describe(v, dv, sizeof dv);
+        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                             "scaled_dot_product_attention: q %s, k %s, v %s (%s %s %s); expected "
+                             "q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev] of one dtype",
+                             dq, dk, dv, ldt_dtype_name((ldt_dtype)q->dtype),
+                             ldt_dtype_name((ldt_dtype)k->dtype), ldt_dtype_name((ldt_dtype)v->dtype));
+    }
+    if (!(dropout_p >= 0 && dropout_p <= 1))
+        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                             "scaled_dot_product_attention: dropout p = %g, expected 0 <= p <= 1",
+                             dropout_p);
+    s = q->shape;
+    s.dims[n - 1] = v->shape.dims[n - 1];
+    t = ldt__record_a(ctx, LDT_OP_SDPA, in, 3, &s, (ldt_dtype)q->dtype);
+    if (!t) return NULL;
+    t->attrs->i[2] = causal ? 1 : 0;
+    t->attrs->f[0] = dropout_p;
+    t->attrs->f[1] = scale > 0 ? scale : 1.0 / sqrt((double)(q->shape.dims[n - 1] ? q->shape.dims[n - 1] : 1));
+    if (dropout_p > 0) {
+        /* the weights [..., Lq, Lk] are what dropout masks */
+        int64_t numel = k->shape.dims[n - 2];
+        for (int d = 0; d < n - 1; d++)
+            if (__builtin_mul_overflow(numel, q->shape.dims[d], &numel))
+                return ldt__op_error(ctx, LDT_ERR_OVERFLOW,
+                                     "scaled_dot_product_attention: the attention weights "
+                                     "overflow 64 bits");
+        take_stream(ctx, t, numel);
+    }
+    return t;
+}
