@@ -34,6 +34,15 @@ const char *ldt_status_hint(ldt_status s) {
 const char *ldt_last_error(void) { return tl_msg; }
 const char *ldt_last_error_trace(void) { return tl_trace; }
 
+ldt_status ldt_set_error(ldt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    va_end(ap);
+    tl_trace[0] = '\0';
+    return st;
+}
+
 void ldt_clear_error(void) {
     tl_msg[0] = '\0';
     tl_trace[0] = '\0';

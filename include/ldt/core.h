@@ -63,6 +63,13 @@ const char *ldt_last_error(void);
 const char *ldt_last_error_trace(void);
 /* Forget the calling thread's last error. */
 void ldt_clear_error(void);
+/* Sets the calling thread's last error (for code built on lazydt's API, such as the model
+ * builders, that reports its own bad input the library's way); returns st. */
+ldt_status ldt_set_error(ldt_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* ---------------------------------------------------------------------------------------
  * dtypes

@@ -6,5 +6,6 @@
 #include "ldt/exec.h"
 #include "ldt/trace.h"
 #include "ldt/planner.h"
+#include "ldt/models.h"
 
 #endif

@@ -1,0 +1,63 @@
+/* lazydt model builders, written against the public API only: `mlp` (residual MLP blocks
+ * with an MSE loss) and `gpt` (GPT-2 style decoder with a cross-entropy loss).
+ *
+ *   ldt_model_config cfg = ldt_model_config_default("gpt");   // tiny sizes, f32
+ *   ldt_model *m;
+ *   ldt_model_create(ctx, "gpt", &cfg, &m);          // makes the params and inputs
+ *   ldt_model_init(m, 42);                          // deterministic values on the stream
+ *   ldt_input_bind(ldt_model_input(m, 0, NULL), tokens, nbytes);
+ *   ldt_tensor *loss = ldt_model_forward(m);        // records the forward pass
+ *   float l; ldt_read(loss, &l, sizeof l);
+ */
+#ifndef LDT_MODELS_H
+#define LDT_MODELS_H
+
+#include "ldt/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ldt_model_config {
+    int64_t layers, hidden, heads, vocab, seq, batch;
+    ldt_dtype dtype; /* of params and activations; f32 by default */
+    double dropout;  /* gpt: on attention weights and after attention/MLP; 0 by default */
+    int train;       /* dropout active */
+} ldt_model_config;
+
+typedef struct ldt_model ldt_model;
+
+/* Small defaults for "mlp" or "gpt" (layers 2, hidden 64, heads 4, vocab 128, seq 16,
+ * batch 4, f32, no dropout). */
+ldt_model_config ldt_model_config_default(const char *kind);
+/* Checks the config (sizes >= 1, hidden % heads == 0 for gpt, float dtype) and creates the
+ * model's parameters (zero) and inputs on ctx.
+ * mlp inputs: "x" [batch, hidden], "target" [batch, hidden].
+ * gpt inputs: "tokens" [batch, seq] i64, "targets" [batch, seq] i64 (-1 is ignored). */
+ldt_status ldt_model_create(ldt_ctx *ctx, const char *kind, const ldt_model_config *cfg,
+                            ldt_model **out);
+void ldt_model_destroy(ldt_model *m);
+/* Parameters: count, the i-th tensor and its name ("h.0.attn.qkv.w" style). */
+int ldt_model_nparams(const ldt_model *m);
+ldt_tensor *ldt_model_param(const ldt_model *m, int i, const char **name);
+int ldt_model_ninputs(const ldt_model *m);
+ldt_tensor *ldt_model_input(const ldt_model *m, int i, const char **name);
+/* Total parameter elements. gpt: V*H + S*H + L*(12H^2 + 13H) + 2H. */
+int64_t ldt_model_param_count(const ldt_model *m);
+ldt_status ldt_model_param_count_of(const char *kind, const ldt_model_config *cfg,
+                                    int64_t *out);
+/* Fills the parameters GPT-2 style (weights N(0, 0.02), biases 0, norms 1) from the random
+ * stream with this seed, by running a small trace. */
+ldt_status ldt_model_init(ldt_model *m, uint64_t seed);
+/* Records the forward pass and returns the loss (0-dim); NULL with the error stuck on the
+ * context on failure. *logits (gpt) or *out (mlp) may be requested through ldt_model_output
+ * after this call, in the same trace. */
+ldt_tensor *ldt_model_forward(ldt_model *m);
+ldt_tensor *ldt_model_output(const ldt_model *m);
+/* Switches dropout on (train != 0) or off for later forward passes. */
+void ldt_model_set_train(ldt_model *m, int train);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
