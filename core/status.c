@@ -11,6 +11,12 @@
 static _Thread_local char tl_msg[LDT__ERRMSG_CAP];
 static _Thread_local char tl_trace[LDT__TRACE_CAP];
 
+static ldt_status set_error_v(ldt_status st, const char *fmt, va_list ap) {
+    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    tl_trace[0] = '\0';
+    return st;
+}
+
 const char *ldt_status_name(ldt_status s) {
     switch (s) {
 #define LDT__NAME_CASE(sfx, val, name, hint) \
@@ -37,9 +43,8 @@ const char *ldt_last_error_trace(void) { return tl_trace; }
 ldt_status ldt_set_error(ldt_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    set_error_v(st, fmt, ap);
     va_end(ap);
-    tl_trace[0] = '\0';
     return st;
 }
 
@@ -51,9 +56,8 @@ void ldt_clear_error(void) {
 ldt_status ldt__error(ldt_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    set_error_v(st, fmt, ap);
     va_end(ap);
-    tl_trace[0] = '\0';
     return st;
 }
 

@@ -12,12 +12,7 @@ static int need_index(ldt_ctx *ctx, const char *op, const char *what, const ldt_
 
 static int norm_dim(ldt_ctx *ctx, const char *op, int dim, ldt_tensor *x) {
     int d = ldt__norm_dim(dim, x->shape.ndim);
-    if (d < 0) {
-        char desc[256];
-        ldt__describe(x, desc, sizeof desc);
-        ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: dim %d is out of range for x %s", op,
-                      dim, desc);
-    }
+    if (d < 0) ldt__bad_dim(ctx, op, dim, x);
     return d;
 }
 

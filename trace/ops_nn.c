@@ -20,12 +20,7 @@ static ldt_tensor *softmax_like(int op, ldt_tensor *x, int dim) {
     int d;
     if (!ctx || !need_float(ctx, name, "x", x)) return NULL;
     d = ldt__norm_dim(dim, x->shape.ndim);
-    if (d < 0) {
-        char desc[256];
-        ldt__describe(x, desc, sizeof desc);
-        return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
-                             "%s: dim %d is out of range for x %s", name, dim, desc);
-    }
+    if (d < 0) return ldt__bad_dim(ctx, name, dim, x);
     t = ldt__record_a(ctx, op, &x, 1, &x->shape, (ldt_dtype)x->dtype);
     if (t) t->attrs->i[0] = d;
     return t;

@@ -3,14 +3,6 @@
 #include "core/error.h"
 #include "trace/trace.h"
 
-static ldt_tensor *bad_dim(ldt_ctx *ctx, const char *op, int dim, ldt_tensor *x) {
-    char d[256];
-    ldt__describe(x, d, sizeof d);
-    return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
-                         "%s: dim %d is out of range for x %s (expected %d to %d)", op, dim, d,
-                         -x->shape.ndim, x->shape.ndim - 1);
-}
-
 /* Output shape of reducing `mask` dims of in. */
 static ldt_shape reduced(const ldt_shape *in, uint64_t mask, int keepdim) {
     ldt_shape s = {0, {0}};
@@ -40,7 +32,7 @@ static ldt_tensor *reduce(int op, ldt_tensor *x, const int *dims, int n, int kee
     } else {
         for (int i = 0; i < n; i++) {
             int d = ldt__norm_dim(dims[i], x->shape.ndim);
-            if (d < 0) return bad_dim(ctx, name, dims[i], x);
+            if (d < 0) return ldt__bad_dim(ctx, name, dims[i], x);
             if (mask & (1u << d))
                 return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: dim %d appears twice",
                                      name, d);
@@ -102,7 +94,7 @@ static int index_dim(ldt_ctx *ctx, const char *name, ldt_tensor *x, int dim) {
         return -1;
     }
     d = ldt__norm_dim(dim, x->shape.ndim);
-    if (d < 0) bad_dim(ctx, name, dim, x);
+    if (d < 0) ldt__bad_dim(ctx, name, dim, x);
     return d;
 }
 

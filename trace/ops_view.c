@@ -5,14 +5,6 @@
 #include "core/error.h"
 #include "trace/trace.h"
 
-static ldt_tensor *bad_dim(ldt_ctx *ctx, const char *op, int dim, ldt_tensor *x) {
-    char d[256];
-    ldt__describe(x, d, sizeof d);
-    return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
-                         "%s: dim %d is out of range for x %s (expected %d to %d)", op, dim, d,
-                         -x->shape.ndim, x->shape.ndim - 1);
-}
-
 ldt_tensor *ldt_reshape(ldt_tensor *x, const ldt_shape *shape) {
     ldt_ctx *ctx = ldt__check_inputs("reshape", &x, 1);
     ldt_shape s;
@@ -69,7 +61,7 @@ ldt_tensor *ldt_permute(ldt_tensor *x, const int *dims, int n) {
     }
     for (int i = 0; i < n; i++) {
         int d = ldt__norm_dim(dims[i], n);
-        if (d < 0) return bad_dim(ctx, "permute", dims[i], x);
+        if (d < 0) return ldt__bad_dim(ctx, "permute", dims[i], x);
         if (seen[d])
             return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "permute: dim %d appears twice", d);
         seen[d] = 1;
@@ -90,8 +82,8 @@ ldt_tensor *ldt_transpose(ldt_tensor *x, int d0, int d1) {
     n = x->shape.ndim;
     a = ldt__norm_dim(d0, n);
     b = ldt__norm_dim(d1, n);
-    if (a < 0) return bad_dim(ctx, "transpose", d0, x);
-    if (b < 0) return bad_dim(ctx, "transpose", d1, x);
+    if (a < 0) return ldt__bad_dim(ctx, "transpose", d0, x);
+    if (b < 0) return ldt__bad_dim(ctx, "transpose", d1, x);
     for (int i = 0; i < n; i++) perm[i] = i;
     perm[a] = b;
     perm[b] = a;
@@ -106,7 +98,7 @@ ldt_tensor *ldt_slice(ldt_tensor *x, int dim, int64_t start, int64_t end, int64_
     int64_t n;
     if (!ctx) return NULL;
     d = ldt__norm_dim(dim, x->shape.ndim);
-    if (d < 0) return bad_dim(ctx, "slice", dim, x);
+    if (d < 0) return ldt__bad_dim(ctx, "slice", dim, x);
     if (step < 1)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "slice: step %lld, expected >= 1",
                              (long long)step);
@@ -137,7 +129,7 @@ ldt_tensor *ldt_select(ldt_tensor *x, int dim, int64_t index) {
     int d;
     if (!ctx) return NULL;
     d = ldt__norm_dim(dim, x->shape.ndim);
-    if (d < 0) return bad_dim(ctx, "select", dim, x);
+    if (d < 0) return ldt__bad_dim(ctx, "select", dim, x);
     if (index < -x->shape.dims[d] || index >= x->shape.dims[d]) {
         char desc[256];
         ldt__describe(x, desc, sizeof desc);
@@ -168,7 +160,7 @@ ldt_tensor *ldt_cat(ldt_tensor *const *xs, int n, int dim) {
     }
     if (!(ctx = ldt__check_inputs("cat", xs, n))) return NULL;
     d = ldt__norm_dim(dim, xs[0]->shape.ndim);
-    if (d < 0) return bad_dim(ctx, "cat", dim, xs[0]);
+    if (d < 0) return ldt__bad_dim(ctx, "cat", dim, xs[0]);
     s = xs[0]->shape;
     for (int i = 1; i < n; i++) {
         const ldt_tensor *x = xs[i];
@@ -202,7 +194,7 @@ ldt_status ldt_split(ldt_tensor *x, int64_t size, int dim, ldt_tensor **out, int
     }
     d = ldt__norm_dim(dim, x->shape.ndim);
     if (d < 0) {
-        bad_dim(ctx, "split", dim, x);
+        ldt__bad_dim(ctx, "split", dim, x);
         return LDT_ERR_INVALID_ARGUMENT;
     }
     if (size < 1) {

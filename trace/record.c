@@ -48,6 +48,14 @@ ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n) {
     return ctx;
 }
 
+ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor *x) {
+    char d[256];
+    ldt__describe(x, d, sizeof d);
+    return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
+                         "%s: dim %d is out of range for x %s (expected %d to %d)", op, dim, d,
+                         -x->shape.ndim, x->shape.ndim - 1);
+}
+
 static int push_node(ldt_ctx *ctx, ldt_tensor *t) {
     if (ctx->nnodes == ctx->cap_nodes) {
         int64_t cap = ctx->cap_nodes ? ctx->cap_nodes * 2 : 1024;

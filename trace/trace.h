@@ -104,6 +104,8 @@ ldt_tensor *ldt__record_a(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
                           const ldt_shape *shape, ldt_dtype dt);
 /* "[7,5] (S0,R)" for messages: the shape, and the pins when there are any. */
 void ldt__describe(const ldt_tensor *t, char *buf, size_t cap);
+/* Sticks "op: dim d is out of range for x [..] (expected ..)" on ctx; returns NULL. */
+ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor *x);
 /* Normalises dim against ndim (negative from the end); -1 if out of range. */
 int ldt__norm_dim(int dim, int ndim);
 /* Ends the current trace: op results expire, keeps are cleared, a new generation starts. */

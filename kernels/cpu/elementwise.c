@@ -566,23 +566,12 @@ static void where_cb(const void *ctx, void *o, const void *const *in, const int6
  */
 static const char *op_name(int op) { return ldt__builtin_op_name(op); }
 
-static int dtype_ok(ldt_dtype t) { return (unsigned)t < (unsigned)LDT_DTYPE_COUNT; }
-
 /* Arity, dtypes in range, valid shapes, data present where there are elements. */
 static ldt_status check_call(const ldt__kcall *c, const char *op, int nin) {
-    int64_t n;
     if (c->nin != nin || (nin > 0 && !c->in))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects %d inputs, got %d", op, nin, c->nin);
     for (int k = -1; k < nin; k++) {
-        const ldt__operand *x = k < 0 ? &c->out : &c->in[k];
-        if (!dtype_ok(x->dtype))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %d has an invalid dtype (%d)", op,
-                     k < 0 ? "output" : "input", k < 0 ? 0 : k, (int)x->dtype);
-        ldt_status st = ldt_shape_numel(&x->shape, &n);
-        if (st != LDT_OK) return ldt__trace(ldt__error_prefix(st, "%s", op), __FILE__, __LINE__);
-        if (n > 0 && !x->data)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %d has %lld elements but no data", op,
-                     k < 0 ? "output" : "input", k < 0 ? 0 : k, (long long)n);
+        LDT_CHECK(ldt__check_operand(op, k < 0 ? &c->out : &c->in[k], k));
     }
     return LDT_OK;
 }

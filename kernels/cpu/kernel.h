@@ -33,6 +33,10 @@ typedef struct ldt__kcall {
  * unsupported (e.g. a dtype it has no code for). */
 typedef ldt_status (*ldt__kernel_fn)(const ldt__kcall *c);
 
+/* Checks one operand of a call to op: a valid dtype, a valid shape, data where it has
+ * elements. k is the input index, or -1 for the output. */
+ldt_status ldt__check_operand(const char *op, const ldt__operand *x, int k);
+
 /* The CPU kernel of a built-in op; NULL for leaves (which have no kernel). */
 ldt__kernel_fn ldt__cpu_kernel(int op);
 

@@ -1,4 +1,5 @@
 /* The CPU kernel of every built-in op, one row per op in core/ops.h order. */
+#include "core/error.h"
 #include "kernels/cpu/kernel.h"
 
 static const ldt__kernel_fn k_cpu[LDT_OP_COUNT] = {
@@ -72,6 +73,20 @@ static const ldt__kernel_fn k_cpu[LDT_OP_COUNT] = {
     [LDT_OP_SDPA] = ldt__k_attention,
 };
 _Static_assert(sizeof k_cpu / sizeof k_cpu[0] == LDT_OP_COUNT, "one CPU kernel row per op");
+
+ldt_status ldt__check_operand(const char *op, const ldt__operand *x, int k) {
+    int64_t n;
+    ldt_status st;
+    if ((unsigned)x->dtype >= (unsigned)LDT_DTYPE_COUNT)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %d has an invalid dtype (%d)", op,
+                 k < 0 ? "output" : "input", k < 0 ? 0 : k, (int)x->dtype);
+    st = ldt_shape_numel(&x->shape, &n);
+    if (st != LDT_OK) return ldt__trace(ldt__error_prefix(st, "%s", op), __FILE__, __LINE__);
+    if (n > 0 && !x->data)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %d has %lld elements but no data", op,
+                 k < 0 ? "output" : "input", k < 0 ? 0 : k, (long long)n);
+    return LDT_OK;
+}
 
 ldt__kernel_fn ldt__cpu_kernel(int op) {
     return op >= 0 && op < LDT_OP_COUNT ? k_cpu[op] : NULL;

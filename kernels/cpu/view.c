@@ -136,7 +136,6 @@ static const char *fmt_shape(const ldt_shape *s, char *buf, size_t cap) {
 
 /* Arity, one dtype for all, valid shapes, data present where there are elements. */
 static ldt_status check_call(const ldt__kcall *c, const char *op, int nin) {
-    int64_t n;
     if (nin >= 0 ? c->nin != nin : c->nin < 1) {
         if (nin >= 0)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects %d input(s), got %d", op, nin, c->nin);
@@ -152,11 +151,7 @@ static ldt_status check_call(const ldt__kcall *c, const char *op, int nin) {
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: input %d is %s but the output is %s (views "
                      "keep the dtype; cast first)", op, k, ldt_dtype_name(x->dtype),
                      ldt_dtype_name(c->out.dtype));
-        ldt_status st = ldt_shape_numel(&x->shape, &n);
-        if (st != LDT_OK) return ldt__trace(ldt__error_prefix(st, "%s", op), __FILE__, __LINE__);
-        if (n > 0 && !x->data)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %d has %lld elements but no data", op,
-                     k < 0 ? "output" : "input", k < 0 ? 0 : k, (long long)n);
+        LDT_CHECK(ldt__check_operand(op, x, k));
     }
     return LDT_OK;
 }
