@@ -17,11 +17,11 @@ static ldt_status run_custom(ldt_ctx *ctx, ldt_tensor *t) {
     ldt_status st;
     for (int k = 0; k < t->nin; k++) {
         in[k] = t->in[k]->data;
-        shapes[k] = t->in[k]->shape;
+        shapes[k] = (*t->in[k]->shape);
         dts[k] = (ldt_dtype)t->in[k]->dtype;
     }
     ldt_clear_error();
-    st = op->cpu_fn(t->nin, in, shapes, dts, t->data, &t->shape, (ldt_dtype)t->dtype, op->user);
+    st = op->cpu_fn(t->nin, in, shapes, dts, t->data, t->shape, (ldt_dtype)t->dtype, op->user);
     if (st != LDT_OK && !ldt_last_error()[0])
         ldt__error(st, "custom op kernel returned %s", ldt_status_name(st));
     return st;
@@ -40,7 +40,7 @@ static ldt_status run_node(ldt_ctx *ctx, ldt_tensor *t) {
     if (!fn) LDT_FAIL(LDT_ERR_INTERNAL, "no CPU kernel for op %d", t->op);
     for (int k = 0; k < t->nin; k++) {
         in[k].data = t->in[k]->data;
-        in[k].shape = t->in[k]->shape;
+        in[k].shape = (*t->in[k]->shape);
         in[k].dtype = (ldt_dtype)t->in[k]->dtype;
     }
     memset(&call, 0, sizeof call);
@@ -49,7 +49,7 @@ static ldt_status run_node(ldt_ctx *ctx, ldt_tensor *t) {
     call.nin = t->nin;
     call.in = in;
     call.out.data = t->data;
-    call.out.shape = t->shape;
+    call.out.shape = (*t->shape);
     call.out.dtype = (ldt_dtype)t->dtype;
     return fn(&call);
 }

@@ -25,7 +25,7 @@ static ldt_ctx *new_ctx(void) {
 static void expect_shape(ldt_tensor *t, ldt_shape want, const char *what) {
     char a[128], b[128];
     cr_assert_not_null(t, "%s: NULL (%s)", what, ldt_last_error());
-    ldt_shape_format(&t->shape, a, sizeof a);
+    ldt_shape_format(t->shape, a, sizeof a);
     ldt_shape_format(&want, b, sizeof b);
     cr_expect_str_eq(a, b, "%s: shape %s, want %s", what, a, b);
 }
@@ -180,8 +180,8 @@ static uint64_t step_hash(int variant) {
     h = variant == 2 ? ldt_relu(h) : ldt_tanh(h);
     h = ldt_mul_scalar(h, variant == 3 ? 0.25 : 0.5);
     if (variant == 4) ldt_pin(h, (ldt_placement[]){ldt_shard(0)}, 1);
-    y = variant == 6 ? ldt_sum(ldt_add(h, ldt_rand(ctx, &h->shape, LDT_F32)), NULL, 0, 0)
-                     : ldt_sum(ldt_add(ldt_rand(ctx, &h->shape, LDT_F32), h), NULL, 0, 0);
+    y = variant == 6 ? ldt_sum(ldt_add(h, ldt_rand(ctx, h->shape, LDT_F32)), NULL, 0, 0)
+                     : ldt_sum(ldt_add(ldt_rand(ctx, h->shape, LDT_F32), h), NULL, 0, 0);
     cr_assert_not_null(y, "%s", ldt_ctx_errmsg(ctx));
     h1 = ldt_trace_hash(ctx);
     ldt_trace_discard(ctx);
@@ -193,8 +193,8 @@ static uint64_t step_hash(int variant) {
     h = variant == 2 ? ldt_relu(h) : ldt_tanh(h);
     h = ldt_mul_scalar(h, variant == 3 ? 0.25 : 0.5);
     if (variant == 4) ldt_pin(h, (ldt_placement[]){ldt_shard(0)}, 1);
-    y = variant == 6 ? ldt_sum(ldt_add(h, ldt_rand(ctx, &h->shape, LDT_F32)), NULL, 0, 0)
-                     : ldt_sum(ldt_add(ldt_rand(ctx, &h->shape, LDT_F32), h), NULL, 0, 0);
+    y = variant == 6 ? ldt_sum(ldt_add(h, ldt_rand(ctx, h->shape, LDT_F32)), NULL, 0, 0)
+                     : ldt_sum(ldt_add(ldt_rand(ctx, h->shape, LDT_F32), h), NULL, 0, 0);
     h2 = ldt_trace_hash(ctx);
     cr_expect_eq(h1, h2, "variant %d: the same step hashes differently (%llx, %llx)", variant,
                  (unsigned long long)h1, (unsigned long long)h2);

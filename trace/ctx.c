@@ -108,7 +108,7 @@ ldt_tensor *ldt__op_error(ldt_ctx *ctx, ldt_status st, const char *fmt, ...) {
 }
 
 void ldt__describe(const ldt_tensor *t, char *buf, size_t cap) {
-    int n = ldt_shape_format(&t->shape, buf, cap);
+    int n = ldt_shape_format(t->shape, buf, cap);
     if (t->pin && n >= 0 && (size_t)n + 4 < cap) {
         buf[n] = ' ';
         buf[n + 1] = '(';
@@ -170,7 +170,8 @@ static ldt_tensor *persistent(ldt_ctx *ctx, int op, const char *what, const char
     t->op = (uint16_t)op;
     t->dtype = (uint8_t)dt;
     t->kind = LDT__PERSISTENT;
-    t->shape = *shape;
+    p->shape_store = *shape;
+    t->shape = &p->shape_store;
     t->nbytes = nbytes;
     t->id = -1;
     ctx->persist[ctx->npersist++] = t;
@@ -203,7 +204,7 @@ static ldt_status set_data(ldt_tensor *t, int op, const char *what, const void *
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: the tensor is a %s, expected a %s", what,
                  ldt__op_name(t->ctx, t->op), ldt__op_name(t->ctx, op));
     if (nbytes != t->nbytes) {
-        ldt_shape_format(&t->shape, d, sizeof d);
+        ldt_shape_format(t->shape, d, sizeof d);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s '%s': %lld bytes given, expected %lld (%s %s)",
  what, LDT__NAME(t) ? LDT__NAME(t) : "", (long long)nbytes, (long long)t->nbytes, d,
                  ldt_dtype_name((ldt_dtype)t->dtype));
@@ -226,7 +227,7 @@ ldt_tensor *ldt_keep(ldt_tensor *t) {
     ldt_tensor *k;
     if (!(ctx = ldt__check_inputs("keep", &t, 1))) return NULL;
     if (t->kind == LDT__PERSISTENT) return t;
-    k = persistent(ctx, LDT_OP_DATA, "keep", NULL, &t->shape, (ldt_dtype)t->dtype);
+    k = persistent(ctx, LDT_OP_DATA, "keep", NULL, t->shape, (ldt_dtype)t->dtype);
     if (!k) return NULL;
     if (t->pin) {
         memcpy(LDT__P(k)->pin_store, t->pin, (size_t)ldt_mesh_ndim(ctx->mesh) * sizeof *t->pin);
@@ -248,7 +249,7 @@ ldt_tensor *ldt_keep(ldt_tensor *t) {
 
 ldt_status ldt_tensor_shape(const ldt_tensor *t, ldt_shape *out) {
     if (!t || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "tensor_shape: arguments must not be NULL");
-    *out = t->shape;
+    *out = (*t->shape);
     return LDT_OK;
 }
 ldt_dtype ldt_tensor_dtype(const ldt_tensor *t) { return t ? (ldt_dtype)t->dtype : LDT_F32; }
@@ -266,7 +267,7 @@ static ldt_status check_placements(ldt_ctx *ctx, const ldt_tensor *t, const char
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d placements for mesh %s, expected %d", what,
                  pl ? n : 0, d, ldt_mesh_ndim(ctx->mesh));
     }
-    if (ldt_spec_init(&spec, ctx->mesh, &t->shape, pl, n, (ldt_dtype)t->dtype) != LDT_OK)
+    if (ldt_spec_init(&spec, ctx->mesh, t->shape, pl, n, (ldt_dtype)t->dtype) != LDT_OK)
         return ldt__trace(ldt__error_prefix(LDT_ERR_INVALID_ARGUMENT, "%s", what), __FILE__,
                           __LINE__);
     return LDT_OK;
@@ -281,7 +282,7 @@ ldt_status ldt_pin(ldt_tensor *t, const ldt_placement *placements, int n) {
         return LDT_ERR_INVALID_ARGUMENT;
     }
     /* normalised (negative dims resolved) through the spec */
-    ldt_spec_init(&spec, ctx->mesh, &t->shape, placements, n, (ldt_dtype)t->dtype);
+    ldt_spec_init(&spec, ctx->mesh, t->shape, placements, n, (ldt_dtype)t->dtype);
     if (t->kind == LDT__PERSISTENT) {
         t->pin = LDT__P(t)->pin_store;
     } else if (!t->pin) {
@@ -301,7 +302,7 @@ ldt_tensor *ldt_redistribute_to(ldt_tensor *t, const ldt_placement *placements, 
     if (!ctx) return NULL;
     if (check_placements(ctx, t, "redistribute_to", placements, n) != LDT_OK)
         return ldt__trace_fail(ctx);
-    r = ldt__record(ctx, LDT_OP_REDISTRIBUTE, &t, 1, &t->shape, (ldt_dtype)t->dtype);
+    r = ldt__record(ctx, LDT_OP_REDISTRIBUTE, &t, 1, t->shape, (ldt_dtype)t->dtype);
     if (r && ldt_pin(r, placements, n) != LDT_OK) return NULL;
     return r;
 }
@@ -361,7 +362,7 @@ ldt_tensor *ldt_custom(ldt_ctx *ctx, int id, ldt_tensor *const *inputs, int nin)
                              op->name, nin, op->nin);
     if (nin > 0 && !ldt__check_inputs(op->name, inputs, nin)) return ldt__trace_fail(ctx);
     for (int i = 0; i < nin; i++) {
-        in_shapes[i] = inputs[i]->shape;
+        in_shapes[i] = (*inputs[i]->shape);
         in_dtypes[i] = (ldt_dtype)inputs[i]->dtype;
     }
     out_dtype = nin ? in_dtypes[0] : LDT_F32;

@@ -49,7 +49,7 @@ static ldt_tensor *binary(int op, ldt_tensor *a, ldt_tensor *b) {
     if (cmp && a->dtype == LDT_BOOL && op != LDT_OP_EQ && op != LDT_OP_NE)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "%s: bool tensors compare with eq and ne only", name);
-    if (broadcast(&a->shape, &b->shape, &s) != 0) return shape_mismatch(ctx, name, a, b);
+    if (broadcast(a->shape, b->shape, &s) != 0) return shape_mismatch(ctx, name, a, b);
     return ldt__record(ctx, op, in, 2, &s, cmp ? LDT_BOOL : (ldt_dtype)a->dtype);
 }
 
@@ -74,8 +74,8 @@ ldt_tensor *ldt_where(ldt_tensor *cond, ldt_tensor *a, ldt_tensor *b) {
                              "where: cond is %s, expected bool (from a comparison)",
                              ldt_dtype_name((ldt_dtype)cond->dtype));
     if (a->dtype != b->dtype) return dtype_mismatch(ctx, "where", a, b);
-    if (broadcast(&a->shape, &b->shape, &s1) != 0) return shape_mismatch(ctx, "where", a, b);
-    if (broadcast(&cond->shape, &s1, &s) != 0) return shape_mismatch(ctx, "where", cond, a);
+    if (broadcast(a->shape, b->shape, &s1) != 0) return shape_mismatch(ctx, "where", a, b);
+    if (broadcast(cond->shape, &s1, &s) != 0) return shape_mismatch(ctx, "where", cond, a);
     return ldt__record(ctx, LDT_OP_WHERE, in, 3, &s, (ldt_dtype)a->dtype);
 }
 
@@ -97,7 +97,7 @@ static ldt_tensor *scalar(int op, ldt_tensor *x, double v) {
                              "%s: scalar %g is not a whole number and x is %s; cast x to a "
                              "floating dtype first",
                              name, v, ldt_dtype_name((ldt_dtype)x->dtype));
-    t = ldt__record_a(ctx, op, &x, 1, &x->shape, (ldt_dtype)x->dtype);
+    t = ldt__record_a(ctx, op, &x, 1, x->shape, (ldt_dtype)x->dtype);
     if (t) t->attrs->f[0] = v;
     return t;
 }
@@ -120,8 +120,8 @@ static ldt_tensor *unary(int op, ldt_tensor *x, int float_only) {
                              ldt_dtype_name((ldt_dtype)x->dtype),
                              float_only ? "a floating dtype (f32 f64 f16 bf16)"
                                         : "a numeric dtype (not bool)");
-    return op == LDT_OP_GELU ? ldt__record_a(ctx, op, &x, 1, &x->shape, (ldt_dtype)x->dtype)
-                             : ldt__record(ctx, op, &x, 1, &x->shape, (ldt_dtype)x->dtype);
+    return op == LDT_OP_GELU ? ldt__record_a(ctx, op, &x, 1, x->shape, (ldt_dtype)x->dtype)
+                             : ldt__record(ctx, op, &x, 1, x->shape, (ldt_dtype)x->dtype);
 }
 
 ldt_tensor *ldt_neg(ldt_tensor *x) { return unary(LDT_OP_NEG, x, 0); }
@@ -144,5 +144,5 @@ ldt_tensor *ldt_cast(ldt_tensor *x, ldt_dtype dt) {
     if (!ctx) return NULL;
     if ((unsigned)dt >= LDT_DTYPE_COUNT)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "cast: invalid dtype %d", (int)dt);
-    return ldt__record(ctx, LDT_OP_CAST, &x, 1, &x->shape, dt);
+    return ldt__record(ctx, LDT_OP_CAST, &x, 1, x->shape, dt);
 }

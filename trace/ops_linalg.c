@@ -29,19 +29,19 @@ ldt_tensor *ldt_matmul(ldt_tensor *a, ldt_tensor *b) {
     int na, nb;
     if (!ctx) return NULL;
     if (!check_float_pair(ctx, "matmul", a, b)) return NULL;
-    na = a->shape.ndim;
-    nb = b->shape.ndim;
+    na = a->shape->ndim;
+    nb = b->shape->ndim;
     if (na == 0 || nb == 0)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "matmul: a has %d dims and b %d; both need at least 1", na, nb);
     {
         /* k: a's last dim; b's first (1-D) or second-to-last */
-        int64_t ka = a->shape.dims[na - 1], kb = nb == 1 ? b->shape.dims[0] : b->shape.dims[nb - 2];
+        int64_t ka = a->shape->dims[na - 1], kb = nb == 1 ? b->shape->dims[0] : b->shape->dims[nb - 2];
         int bna = na > 2 ? na - 2 : 0, bnb = nb > 2 ? nb - 2 : 0, bn = bna > bnb ? bna : bnb;
         if (ka != kb) return inner_mismatch(ctx, "matmul", a, b);
         for (int i = 0; i < bn; i++) {
             int ia = bna - bn + i, ib = bnb - bn + i;
-            int64_t da = ia >= 0 ? a->shape.dims[ia] : 1, db = ib >= 0 ? b->shape.dims[ib] : 1;
+            int64_t da = ia >= 0 ? a->shape->dims[ia] : 1, db = ib >= 0 ? b->shape->dims[ib] : 1;
             if (da != db && da != 1 && db != 1) {
                 char sa[256], sb[256];
                 ldt__describe(a, sa, sizeof sa);
@@ -52,8 +52,8 @@ ldt_tensor *ldt_matmul(ldt_tensor *a, ldt_tensor *b) {
             }
             s.dims[s.ndim++] = da == 1 ? db : da;
         }
-        if (na >= 2) s.dims[s.ndim++] = a->shape.dims[na - 2];
-        if (nb >= 2) s.dims[s.ndim++] = b->shape.dims[nb - 1];
+        if (na >= 2) s.dims[s.ndim++] = a->shape->dims[na - 2];
+        if (nb >= 2) s.dims[s.ndim++] = b->shape->dims[nb - 1];
     }
     return ldt__record(ctx, LDT_OP_MATMUL, in, 2, &s, (ldt_dtype)a->dtype);
 }
@@ -68,7 +68,7 @@ ldt_tensor *ldt_linear(ldt_tensor *x, ldt_tensor *w, ldt_tensor *b) {
     if (b && b->dtype != x->dtype)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "linear: bias is %s, x is %s",
                              ldt_dtype_name((ldt_dtype)b->dtype), ldt_dtype_name((ldt_dtype)x->dtype));
-    if (x->shape.ndim < 1 || w->shape.ndim != 2) {
+    if (x->shape->ndim < 1 || w->shape->ndim != 2) {
         char sx[256], sw[256];
         ldt__describe(x, sx, sizeof sx);
         ldt__describe(w, sw, sizeof sw);
@@ -76,15 +76,15 @@ ldt_tensor *ldt_linear(ldt_tensor *x, ldt_tensor *w, ldt_tensor *b) {
                              "linear: x is %s and w is %s; expected x [..., in] and w [out, in]",
                              sx, sw);
     }
-    if (x->shape.dims[x->shape.ndim - 1] != w->shape.dims[1])
+    if (x->shape->dims[x->shape->ndim - 1] != w->shape->dims[1])
         return inner_mismatch(ctx, "linear", x, w);
-    if (b && (b->shape.ndim != 1 || b->shape.dims[0] != w->shape.dims[0])) {
+    if (b && (b->shape->ndim != 1 || b->shape->dims[0] != w->shape->dims[0])) {
         char sb[256];
         ldt__describe(b, sb, sizeof sb);
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "linear: bias is %s, expected [%lld]",
-                             sb, (long long)w->shape.dims[0]);
+                             sb, (long long)w->shape->dims[0]);
     }
-    s = x->shape;
-    s.dims[s.ndim - 1] = w->shape.dims[0];
+    s = (*x->shape);
+    s.dims[s.ndim - 1] = w->shape->dims[0];
     return ldt__record(ctx, LDT_OP_LINEAR, in, nin, &s, (ldt_dtype)x->dtype);
 }

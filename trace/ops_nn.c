@@ -19,9 +19,9 @@ static ldt_tensor *softmax_like(int op, ldt_tensor *x, int dim) {
     ldt_tensor *t;
     int d;
     if (!ctx || !need_float(ctx, name, "x", x)) return NULL;
-    d = ldt__norm_dim(dim, x->shape.ndim);
+    d = ldt__norm_dim(dim, x->shape->ndim);
     if (d < 0) return ldt__bad_dim(ctx, name, dim, x);
-    t = ldt__record_a(ctx, op, &x, 1, &x->shape, (ldt_dtype)x->dtype);
+    t = ldt__record_a(ctx, op, &x, 1, x->shape, (ldt_dtype)x->dtype);
     if (t) t->attrs->i[0] = d;
     return t;
 }
@@ -34,8 +34,8 @@ ldt_tensor *ldt_log_softmax(ldt_tensor *x, int dim) {
 /* The affine parameters of a norm must have the shape of x's last k dims and x's dtype. */
 static int norm_param_ok(ldt_ctx *ctx, const char *op, const char *what, ldt_tensor *x,
                          ldt_tensor *p, int k) {
-    int ok = p->dtype == x->dtype && p->shape.ndim == k;
-    for (int i = 0; ok && i < k; i++) ok = p->shape.dims[i] == x->shape.dims[x->shape.ndim - k + i];
+    int ok = p->dtype == x->dtype && p->shape->ndim == k;
+    for (int i = 0; ok && i < k; i++) ok = p->shape->dims[i] == x->shape->dims[x->shape->ndim - k + i];
     if (!ok) {
         char dx[256], dp[256];
         ldt__describe(x, dx, sizeof dx);
@@ -59,19 +59,19 @@ static ldt_tensor *norm(int op, ldt_tensor *x, int k, ldt_tensor *w, ldt_tensor 
     if (w) in[nin++] = w;
     if (b) in[nin++] = b;
     if (!ldt__check_inputs(name, in, nin)) return NULL;
-    if (k < 1 || k > x->shape.ndim) {
+    if (k < 1 || k > x->shape->ndim) {
         char desc[256];
         ldt__describe(x, desc, sizeof desc);
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "%s: normalising the last %d dims of x %s; expected 1 to %d", name, k,
-                             desc, x->shape.ndim);
+                             desc, x->shape->ndim);
     }
     if (!(eps >= 0) || !isfinite(eps))
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: eps %g, expected >= 0", name, eps);
     if ((w && !norm_param_ok(ctx, name, "weight", x, w, k)) ||
         (b && !norm_param_ok(ctx, name, "bias", x, b, k)))
         return NULL;
-    t = ldt__record_a(ctx, op, in, nin, &x->shape, (ldt_dtype)x->dtype);
+    t = ldt__record_a(ctx, op, in, nin, x->shape, (ldt_dtype)x->dtype);
     if (t) {
         t->attrs->i[0] = k;
         t->attrs->i[1] = w != NULL;
@@ -100,9 +100,9 @@ ldt_tensor *ldt_cross_entropy(ldt_tensor *logits, ldt_tensor *targets, int64_t i
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "cross_entropy: targets are %s, expected i32 or i64 class indices",
                              ldt_dtype_name((ldt_dtype)targets->dtype));
-    ok = logits->shape.ndim >= 1 && targets->shape.ndim == logits->shape.ndim - 1;
-    for (int d = 0; ok && d < targets->shape.ndim; d++)
-        ok = targets->shape.dims[d] == logits->shape.dims[d];
+    ok = logits->shape->ndim >= 1 && targets->shape->ndim == logits->shape->ndim - 1;
+    for (int d = 0; ok && d < targets->shape->ndim; d++)
+        ok = targets->shape->dims[d] == logits->shape->dims[d];
     if (!ok) {
         char dl[256], dt[256];
         ldt__describe(logits, dl, sizeof dl);
@@ -132,9 +132,9 @@ ldt_tensor *ldt_dropout(ldt_tensor *x, double p, int train) {
     if (!(p >= 0 && p <= 1))
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "dropout: p = %g, expected 0 <= p <= 1", p);
     if (!train || p == 0) return ldt_alias(x);
-    t = ldt__record_a(ctx, LDT_OP_DROPOUT, &x, 1, &x->shape, (ldt_dtype)x->dtype);
+    t = ldt__record_a(ctx, LDT_OP_DROPOUT, &x, 1, x->shape, (ldt_dtype)x->dtype);
     if (!t) return NULL;
-    ldt_shape_numel(&x->shape, &numel);
+    ldt_shape_numel(x->shape, &numel);
     take_stream(ctx, t, numel);
     t->attrs->f[0] = p;
     return t;
@@ -147,13 +147,13 @@ ldt_tensor *ldt_scaled_dot_product_attention(ldt_tensor *q, ldt_tensor *k, ldt_t
     int n, ok;
     ldt_shape s;
     if (!ctx || !need_float(ctx, "scaled_dot_product_attention", "q", q)) return NULL;
-    n = q->shape.ndim;
-    ok = n >= 2 && k->shape.ndim == n && v->shape.ndim == n && q->dtype == k->dtype &&
+    n = q->shape->ndim;
+    ok = n >= 2 && k->shape->ndim == n && v->shape->ndim == n && q->dtype == k->dtype &&
          q->dtype == v->dtype;
     for (int d = 0; ok && d < n - 2; d++)
-        ok = k->shape.dims[d] == q->shape.dims[d] && v->shape.dims[d] == q->shape.dims[d];
-    ok = ok && k->shape.dims[n - 1] == q->shape.dims[n - 1] &&
-         v->shape.dims[n - 2] == k->shape.dims[n - 2];
+        ok = k->shape->dims[d] == q->shape->dims[d] && v->shape->dims[d] == q->shape->dims[d];
+    ok = ok && k->shape->dims[n - 1] == q->shape->dims[n - 1] &&
+         v->shape->dims[n - 2] == k->shape->dims[n - 2];
     if (!ok) {
         char dq[256], dk[256], dv[256];
         ldt__describe(q, dq, sizeof dq);
@@ -169,18 +169,18 @@ ldt_tensor *ldt_scaled_dot_product_attention(ldt_tensor *q, ldt_tensor *k, ldt_t
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "scaled_dot_product_attention: dropout p = %g, expected 0 <= p <= 1",
                              dropout_p);
-    s = q->shape;
-    s.dims[n - 1] = v->shape.dims[n - 1];
+    s = (*q->shape);
+    s.dims[n - 1] = v->shape->dims[n - 1];
     t = ldt__record_a(ctx, LDT_OP_SDPA, in, 3, &s, (ldt_dtype)q->dtype);
     if (!t) return NULL;
     t->attrs->i[2] = causal ? 1 : 0;
     t->attrs->f[0] = dropout_p;
-    t->attrs->f[1] = scale > 0 ? scale : 1.0 / sqrt((double)(q->shape.dims[n - 1] ? q->shape.dims[n - 1] : 1));
+    t->attrs->f[1] = scale > 0 ? scale : 1.0 / sqrt((double)(q->shape->dims[n - 1] ? q->shape->dims[n - 1] : 1));
     if (dropout_p > 0) {
         /* the weights [..., Lq, Lk] are what dropout masks */
-        int64_t numel = k->shape.dims[n - 2];
+        int64_t numel = k->shape->dims[n - 2];
         for (int d = 0; d < n - 1; d++)
-            if (__builtin_mul_overflow(numel, q->shape.dims[d], &numel))
+            if (__builtin_mul_overflow(numel, q->shape->dims[d], &numel))
                 return ldt__op_error(ctx, LDT_ERR_OVERFLOW,
                                      "scaled_dot_product_attention: the attention weights "
                                      "overflow 64 bits");

@@ -28,10 +28,10 @@ static ldt_tensor *reduce(int op, ldt_tensor *x, const int *dims, int n, int kee
     if (n < 0 || (n > 0 && !dims))
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: %d dims given", name, n);
     if (n == 0) {
-        mask = x->shape.ndim ? (1u << x->shape.ndim) - 1 : 0;
+        mask = x->shape->ndim ? (1u << x->shape->ndim) - 1 : 0;
     } else {
         for (int i = 0; i < n; i++) {
-            int d = ldt__norm_dim(dims[i], x->shape.ndim);
+            int d = ldt__norm_dim(dims[i], x->shape->ndim);
             if (d < 0) return ldt__bad_dim(ctx, name, dims[i], x);
             if (mask & (1u << d))
                 return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: dim %d appears twice",
@@ -47,8 +47,8 @@ static ldt_tensor *reduce(int op, ldt_tensor *x, const int *dims, int n, int kee
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: x is bool, expected a number",
                              name);
     if ((op == LDT_OP_AMAX || op == LDT_OP_AMIN))
-        for (int d = 0; d < x->shape.ndim; d++)
-            if ((mask & (1u << d)) && x->shape.dims[d] == 0) {
+        for (int d = 0; d < x->shape->ndim; d++)
+            if ((mask & (1u << d)) && x->shape->dims[d] == 0) {
                 char desc[256];
                 ldt__describe(x, desc, sizeof desc);
                 return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
@@ -58,7 +58,7 @@ static ldt_tensor *reduce(int op, ldt_tensor *x, const int *dims, int n, int kee
             }
     /* integer and bool sums widen to i64, as torch does */
     if (op == LDT_OP_SUM && !ldt_dtype_is_float(dt)) dt = LDT_I64;
-    s = reduced(&x->shape, mask, keepdim);
+    s = reduced(x->shape, mask, keepdim);
     t = ldt__record_a(ctx, op, &x, 1, &s, dt);
     if (t) {
         t->attrs->i[0] = (int64_t)mask;
@@ -93,7 +93,7 @@ static int index_dim(ldt_ctx *ctx, const char *name, ldt_tensor *x, int dim) {
         ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: x is bool, expected a number", name);
         return -1;
     }
-    d = ldt__norm_dim(dim, x->shape.ndim);
+    d = ldt__norm_dim(dim, x->shape->ndim);
     if (d < 0) ldt__bad_dim(ctx, name, dim, x);
     return d;
 }
@@ -104,14 +104,14 @@ static ldt_tensor *arg(int op, ldt_tensor *x, int dim, int keepdim) {
     ldt_tensor *t;
     int d;
     if (!ctx || (d = index_dim(ctx, name, x, dim)) < 0) return NULL;
-    if (x->shape.dims[d] == 0) {
+    if (x->shape->dims[d] == 0) {
         char desc[256];
         ldt__describe(x, desc, sizeof desc);
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: dim %d of x %s is empty", name,
                              d, desc);
     }
     {
-        ldt_shape s = reduced(&x->shape, 1u << d, keepdim);
+        ldt_shape s = reduced(x->shape, 1u << d, keepdim);
         t = ldt__record_a(ctx, op, &x, 1, &s, LDT_I64);
     }
     if (t) {
@@ -135,15 +135,15 @@ ldt_status ldt_topk(ldt_tensor *x, int64_t k, int dim, int largest, ldt_tensor *
     int d;
     if (!ctx) return x && x->ctx && x->ctx->status ? x->ctx->status : LDT_ERR_INVALID_ARGUMENT;
     if ((d = index_dim(ctx, "topk", x, dim)) < 0) return ctx->status;
-    if (k < 0 || k > x->shape.dims[d]) {
+    if (k < 0 || k > x->shape->dims[d]) {
         char desc[256];
         ldt__describe(x, desc, sizeof desc);
         ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                       "topk: k = %lld, expected 0 to %lld (the size of dim %d of x %s)",
-                      (long long)k, (long long)x->shape.dims[d], d, desc);
+                      (long long)k, (long long)x->shape->dims[d], d, desc);
         return ctx->status;
     }
-    s = x->shape;
+    s = (*x->shape);
     s.dims[d] = k;
     for (int which = 0; which < 2; which++) {
         ldt_tensor **out = which ? indices : values, *t;

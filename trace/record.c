@@ -53,7 +53,7 @@ ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor
     ldt__describe(x, d, sizeof d);
     return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                          "%s: dim %d is out of range for x %s (expected %d to %d)", op, dim, d,
-                         -x->shape.ndim, x->shape.ndim - 1);
+                         -x->shape->ndim, x->shape->ndim - 1);
 }
 
 static int push_node(ldt_ctx *ctx, ldt_tensor *t) {
@@ -72,6 +72,7 @@ static int push_node(ldt_ctx *ctx, ldt_tensor *t) {
 static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
                           const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
     ldt_tensor *t;
+    const ldt_shape *sh = NULL;
     int64_t nbytes = (int64_t)ldt_dtype_size(dt);
     int ok = 1;
     /* fast path: shape rules give valid dims, so only overflow needs checking here; on
@@ -95,6 +96,17 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
                 return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
                                      ldt__op_name(ctx, op));
         }
+    /* an input's shape when equal (shared), else a copy in the trace arena */
+    for (int i = 0; i < nin && !sh; i++)
+        if (ldt_shape_equal(in[i]->shape, shape)) sh = in[i]->shape;
+    if (!sh) {
+        ldt_shape *copy = ldt__arena_alloc_raw(ctx->arena, sizeof *copy);
+        if (!copy)
+            return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
+                                 ldt__op_name(ctx, op));
+        *copy = *shape;
+        sh = copy;
+    }
     /* filled field by field below: zeroing the whole node first would write it twice */
     t = ldt__arena_alloc_raw(ctx->arena, sizeof *t + (size_t)nin * sizeof(ldt_tensor *) +
                                              (with_attrs ? sizeof(ldt__attrs) : 0));
@@ -107,7 +119,7 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
     t->kind = LDT__NODE;
     t->nin = nin;
     t->gen = ctx->gen;
-    t->shape = *shape;
+    t->shape = sh;
     t->nbytes = nbytes;
     t->pin = NULL;
     t->data = NULL;
@@ -159,8 +171,8 @@ uint64_t ldt_trace_hash(const ldt_ctx *ctx) {
         r.dtype = t->dtype;
         r.kind = t->kind;
         r.nin = t->nin;
-        r.ndim = t->shape.ndim;
-        memcpy(r.dims, t->shape.dims, (size_t)t->shape.ndim * sizeof r.dims[0]);
+        r.ndim = t->shape->ndim;
+        memcpy(r.dims, t->shape->dims, (size_t)t->shape->ndim * sizeof r.dims[0]);
         if (t->kind == LDT__NODE) r.attrs = *t->attrs;
         if (t->op == LDT_OP_RAND || t->op == LDT_OP_RANDN || t->op == LDT_OP_BERNOULLI ||
             ((t->op == LDT_OP_DROPOUT || t->op == LDT_OP_SDPA) && t->attrs->f[0] > 0)) {
@@ -210,7 +222,7 @@ static void attrs_text(const ldt_tensor *t, char *buf, size_t cap) {
     case LDT_OP_CAT: snprintf(buf, cap, " dim=%lld", (long long)a->i[0]); break;
     case LDT_OP_PERMUTE: {
         size_t at = (size_t)snprintf(buf, cap, " perm=");
-        for (int d = 0; d < t->shape.ndim && at < cap; d++)
+        for (int d = 0; d < t->shape->ndim && at < cap; d++)
             at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? "," : "", (long long)a->i[d]);
         break;
     }
@@ -240,7 +252,7 @@ ldt_status ldt_trace_dump(const ldt_ctx *ctx, FILE *f) {
     for (int64_t i = 0; i < ctx->nnodes; i++) {
         const ldt_tensor *t = ctx->nodes[i];
         char sh[256], at[256], pin[256];
-        ldt_shape_format(&t->shape, sh, sizeof sh);
+        ldt_shape_format(t->shape, sh, sizeof sh);
         attrs_text(t, at, sizeof at);
         fprintf(f, "%%%lld = %s", (long long)i, ldt__op_name(ctx, t->op));
         if (LDT__NAME(t)) fprintf(f, " \"%s\"", LDT__NAME(t));
@@ -270,7 +282,7 @@ ldt_status ldt_trace_dot(const ldt_ctx *ctx, FILE *f) {
     for (int64_t i = 0; i < ctx->nnodes; i++) {
         const ldt_tensor *t = ctx->nodes[i];
         char sh[256], pin[256] = "";
-        ldt_shape_format(&t->shape, sh, sizeof sh);
+        ldt_shape_format(t->shape, sh, sizeof sh);
         if (t->pin) ldt_placements_format(t->pin, npin, pin, sizeof pin);
         fprintf(f, "  n%lld [label=\"%%%lld %s%s%s\\n%s %s%s%s\"%s];\n", (long long)i,
                 (long long)i, ldt__op_name(ctx, t->op), LDT__NAME(t) ? " " : "",

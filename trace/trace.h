@@ -20,7 +20,10 @@ struct ldt_tensor {
     int32_t nin;
     uint64_t gen;   /* NODE: its trace; PERSISTENT: the last trace that used it */
     int64_t id;     /* position in that trace's node list */
-    ldt_shape shape;
+    /* Shared with an input when equal (most ops keep a shape), else a copy in the trace
+     * arena; a persistent tensor's points at its own store. Sharing keeps nodes small:
+     * recording a million-node trace is memory-bound. */
+    const ldt_shape *shape;
     ldt_tensor **in; /* nin inputs (in the trace arena) */
     ldt__attrs *attrs; /* after the node for ops that have attributes, else the context's
                           all-zero no_attrs: most nodes need none, and a small node keeps
@@ -39,6 +42,7 @@ typedef struct ldt__persistent {
     int bound;          /* INPUT: data has been bound */
     ldt_tensor *source; /* kept DATA: the node whose value it receives (current trace only) */
     ldt_placement pin_store[LDT_MAX_DIMS];
+    ldt_shape shape_store;
 } ldt__persistent;
 
 /* The persistent part of t; only for t->kind == LDT__PERSISTENT. */
