@@ -1,6 +1,7 @@
 /* dtype table (size, name, float-ness) and f16/bf16 <-> f32 conversion. */
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -20,9 +21,9 @@ _Static_assert(sizeof k_dtypes / sizeof k_dtypes[0] == LDT_DTYPE_COUNT,
 
 static int valid(ldt_dtype t) { return (int)t >= 0 && t < LDT_DTYPE_COUNT; }
 
-size_t ldt_dtype_size(ldt_dtype t) { return valid(t) ? k_dtypes[t].size : 0; }
+size_t ldt_dtype_size(ldt_dtype t) { return ldt__dtype_size(t); }
 const char *ldt_dtype_name(ldt_dtype t) { return valid(t) ? k_dtypes[t].name : "invalid"; }
-int ldt_dtype_is_float(ldt_dtype t) { return valid(t) && k_dtypes[t].is_float; }
+int ldt_dtype_is_float(ldt_dtype t) { return ldt__dtype_is_float(t); }
 
 ldt_status ldt_dtype_parse(const char *text, ldt_dtype *out) {
     static const struct {

@@ -16,9 +16,9 @@ static ldt_status run_custom(ldt_ctx *ctx, ldt_tensor *t) {
     ldt_dtype dts[MAX_IN];
     ldt_status st;
     for (int k = 0; k < t->nin; k++) {
-        in[k] = t->in[k]->data;
-        shapes[k] = (*t->in[k]->shape);
-        dts[k] = (ldt_dtype)t->in[k]->dtype;
+        in[k] = LDT__IN(t)[k]->data;
+        shapes[k] = (*LDT__IN(t)[k]->shape);
+        dts[k] = (ldt_dtype)LDT__IN(t)[k]->dtype;
     }
     ldt_clear_error();
     st = op->cpu_fn(t->nin, in, shapes, dts, t->data, t->shape, (ldt_dtype)t->dtype, op->user);
@@ -33,15 +33,15 @@ static ldt_status run_node(ldt_ctx *ctx, ldt_tensor *t) {
     ldt__kernel_fn fn;
     if (t->nin > MAX_IN)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "%d inputs; the eager runner takes up to %d", t->nin, MAX_IN);
-    t->data = malloc((size_t)(t->nbytes ? t->nbytes : 1));
-    if (!t->data) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "out of memory for %lld bytes", (long long)t->nbytes);
+    t->data = malloc((size_t)(ldt__nbytes(t) ? ldt__nbytes(t) : 1));
+    if (!t->data) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "out of memory for %lld bytes", (long long)ldt__nbytes(t));
     if (t->op >= LDT_OP_COUNT) return run_custom(ctx, t);
     fn = ldt__cpu_kernel(t->op);
     if (!fn) LDT_FAIL(LDT_ERR_INTERNAL, "no CPU kernel for op %d", t->op);
     for (int k = 0; k < t->nin; k++) {
-        in[k].data = t->in[k]->data;
-        in[k].shape = (*t->in[k]->shape);
-        in[k].dtype = (ldt_dtype)t->in[k]->dtype;
+        in[k].data = LDT__IN(t)[k]->data;
+        in[k].shape = (*LDT__IN(t)[k]->shape);
+        in[k].dtype = (ldt_dtype)LDT__IN(t)[k]->dtype;
     }
     memset(&call, 0, sizeof call);
     call.op = t->op;
@@ -69,7 +69,7 @@ static ldt_status run_trace(ldt_ctx *ctx, const ldt_tensor *keep_alive) {
     /* last use of each node, so intermediates are freed as soon as they are dead */
     for (int64_t i = 0; i < n; i++) last[i] = -1;
     for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < ctx->nodes[i]->nin; k++) last[ctx->nodes[i]->in[k]->id] = i;
+        for (int k = 0; k < ctx->nodes[i]->nin; k++) last[LDT__IN(ctx->nodes[i])[k]->id] = i;
     for (int64_t i = 0; i < ctx->nkeeps; i++) last[LDT__P(ctx->keeps[i])->source->id] = n;
     if (keep_alive && keep_alive->kind == LDT__NODE) last[keep_alive->id] = n;
     for (int64_t i = 0; i < n; i++) {
@@ -91,7 +91,7 @@ static ldt_status run_trace(ldt_ctx *ctx, const ldt_tensor *keep_alive) {
             goto fail;
         }
         for (int k = 0; k < t->nin; k++) {
-            ldt_tensor *u = t->in[k];
+            ldt_tensor *u = LDT__IN(t)[k];
             if (u->kind == LDT__NODE && last[u->id] == i && u->data) {
                 free(u->data);
                 u->data = NULL;
@@ -104,7 +104,7 @@ static ldt_status run_trace(ldt_ctx *ctx, const ldt_tensor *keep_alive) {
     }
     for (int64_t i = 0; i < ctx->nkeeps; i++) {
         ldt_tensor *k = ctx->keeps[i];
-        if (k->nbytes) memcpy(k->data, LDT__P(k)->source->data, (size_t)k->nbytes);
+        if (ldt__nbytes(k)) memcpy(k->data, LDT__P(k)->source->data, (size_t)ldt__nbytes(k));
     }
 fail:
     free(last);
@@ -130,11 +130,11 @@ ldt_status ldt_read(ldt_tensor *t, void *dst, int64_t nbytes) {
         LDT_FAIL(LDT_ERR_INVALID_USAGE,
                  "read: the tensor (%s) is from a trace that has ended; keep it with ldt_keep",
                  ldt__op_name(ctx, t->op));
-    if (nbytes != t->nbytes) {
+    if (nbytes != ldt__nbytes(t)) {
         char d[256];
         ldt__describe(t, d, sizeof d);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "read: %lld bytes given, the tensor %s %s holds %lld",
-                 (long long)nbytes, d, ldt_dtype_name((ldt_dtype)t->dtype), (long long)t->nbytes);
+                 (long long)nbytes, d, ldt_dtype_name((ldt_dtype)t->dtype), (long long)ldt__nbytes(t));
     }
     if (t->kind == LDT__NODE) {
         st = run_trace(ctx, t);

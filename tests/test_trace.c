@@ -407,8 +407,8 @@ Test(eager, random_ops_follow_the_stream) {
 static void expect_vals(ldt_tensor *t, const float *want, int n, const char *what) {
     float got[16];
     cr_assert_not_null(t, "%s: %s", what, ldt_last_error());
-    cr_assert_eq(t->nbytes, (int64_t)(n * sizeof(float)), "%s: %lld bytes", what,
-                 (long long)t->nbytes);
+    cr_assert_eq(ldt__nbytes(t), (int64_t)(n * sizeof(float)), "%s: %lld bytes", what,
+                 (long long)ldt__nbytes(t));
     cr_assert_eq(ldt_read(t, got, n * (int64_t)sizeof(float)), LDT_OK, "%s: %s", what,
                  ldt_last_error());
     for (int i = 0; i < n; i++)

@@ -172,7 +172,6 @@ static ldt_tensor *persistent(ldt_ctx *ctx, int op, const char *what, const char
     t->kind = LDT__PERSISTENT;
     p->shape_store = *shape;
     t->shape = &p->shape_store;
-    t->nbytes = nbytes;
     t->id = -1;
     ctx->persist[ctx->npersist++] = t;
     return t;
@@ -191,7 +190,7 @@ ldt_tensor *ldt_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, con
     if (ctx && !data)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "constant: data is NULL");
     t = persistent(ctx, LDT_OP_CONST, "constant", NULL, shape, dt);
-    if (t && t->nbytes) memcpy(t->data, data, (size_t)t->nbytes);
+    if (t && ldt__nbytes(t)) memcpy(t->data, data, (size_t)ldt__nbytes(t));
     return t;
 }
 
@@ -203,10 +202,10 @@ static ldt_status set_data(ldt_tensor *t, int op, const char *what, const void *
     if (t->kind != LDT__PERSISTENT || t->op != op)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: the tensor is a %s, expected a %s", what,
                  ldt__op_name(t->ctx, t->op), ldt__op_name(t->ctx, op));
-    if (nbytes != t->nbytes) {
+    if (nbytes != ldt__nbytes(t)) {
         ldt_shape_format(t->shape, d, sizeof d);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s '%s': %lld bytes given, expected %lld (%s %s)",
- what, LDT__NAME(t) ? LDT__NAME(t) : "", (long long)nbytes, (long long)t->nbytes, d,
+ what, LDT__NAME(t) ? LDT__NAME(t) : "", (long long)nbytes, (long long)ldt__nbytes(t), d,
                  ldt_dtype_name((ldt_dtype)t->dtype));
     }
     if (nbytes) memcpy(t->data, data, (size_t)nbytes);
@@ -393,7 +392,7 @@ void ldt__trace_end(ldt_ctx *ctx) {
     for (int64_t i = 0; i < ctx->nkeeps; i++) LDT__P(ctx->keeps[i])->source = NULL;
     ctx->nkeeps = 0;
     ctx->nnodes = 0;
-    ctx->gen++;
+    if (++ctx->gen == 0) ctx->gen = 1; /* 0 is what an unused persistent tensor holds */
     ctx->arena = &ctx->arenas[ctx->gen & 1];
     ldt__arena_reset(ctx->arena);
     ctx->trace_rng_base = ctx->rng_offset;

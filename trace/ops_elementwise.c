@@ -87,12 +87,12 @@ static ldt_tensor *scalar(int op, ldt_tensor *x, double v) {
     if (x->dtype == LDT_BOOL)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "%s: arithmetic on a bool tensor; cast to a number first", name);
-    if (op == LDT_OP_POW_SCALAR && !ldt_dtype_is_float((ldt_dtype)x->dtype))
+    if (op == LDT_OP_POW_SCALAR && !ldt__dtype_is_float((ldt_dtype)x->dtype))
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "%s: x is %s, expected a floating dtype (f32 f64 f16 bf16)", name,
                              ldt_dtype_name((ldt_dtype)x->dtype));
     /* no implicit promotion: an integer tensor takes whole-number scalars only */
-    if (!ldt_dtype_is_float((ldt_dtype)x->dtype) && v != (double)(int64_t)v)
+    if (!ldt__dtype_is_float((ldt_dtype)x->dtype) && v != (double)(int64_t)v)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "%s: scalar %g is not a whole number and x is %s; cast x to a "
                              "floating dtype first",
@@ -115,7 +115,7 @@ static ldt_tensor *unary(int op, ldt_tensor *x, int float_only) {
     const char *name = ldt__op_name(NULL, op);
     ldt_ctx *ctx = ldt__check_inputs(name, &x, 1);
     if (!ctx) return NULL;
-    if (x->dtype == LDT_BOOL || (float_only && !ldt_dtype_is_float((ldt_dtype)x->dtype)))
+    if (x->dtype == LDT_BOOL || (float_only && !ldt__dtype_is_float((ldt_dtype)x->dtype)))
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: x is %s, expected %s", name,
                              ldt_dtype_name((ldt_dtype)x->dtype),
                              float_only ? "a floating dtype (f32 f64 f16 bf16)"

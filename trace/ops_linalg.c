@@ -15,7 +15,7 @@ static ldt_tensor *check_float_pair(ldt_ctx *ctx, const char *op, ldt_tensor *a,
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: dtypes differ: a is %s, b is %s",
                              op, ldt_dtype_name((ldt_dtype)a->dtype),
                              ldt_dtype_name((ldt_dtype)b->dtype));
-    if (!ldt_dtype_is_float((ldt_dtype)a->dtype))
+    if (!ldt__dtype_is_float((ldt_dtype)a->dtype))
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "%s: operands are %s, expected a floating dtype (f32 f64 f16 bf16)",
                              op, ldt_dtype_name((ldt_dtype)a->dtype));

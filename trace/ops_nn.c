@@ -7,7 +7,7 @@
 #include "trace/trace.h"
 
 static ldt_tensor *need_float(ldt_ctx *ctx, const char *op, const char *what, ldt_tensor *x) {
-    if (ldt_dtype_is_float((ldt_dtype)x->dtype)) return x;
+    if (ldt__dtype_is_float((ldt_dtype)x->dtype)) return x;
     return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                          "%s: %s is %s, expected a floating dtype (f32 f64 f16 bf16)", op, what,
                          ldt_dtype_name((ldt_dtype)x->dtype));

@@ -18,7 +18,7 @@ static ldt_tensor *random_op(ldt_ctx *ctx, int op, const ldt_shape *shape, ldt_d
     if (!shape) return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: shape is NULL", name);
     if ((unsigned)dt >= LDT_DTYPE_COUNT)
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", name, (int)dt);
-    if (op != LDT_OP_BERNOULLI && !ldt_dtype_is_float(dt))
+    if (op != LDT_OP_BERNOULLI && !ldt__dtype_is_float(dt))
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "%s: dtype %s, expected a floating dtype (f32 f64 f16 bf16)", name,
                              ldt_dtype_name(dt));

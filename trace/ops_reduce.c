@@ -39,7 +39,7 @@ static ldt_tensor *reduce(int op, ldt_tensor *x, const int *dims, int n, int kee
             mask |= 1u << d;
         }
     }
-    if (op == LDT_OP_MEAN && !ldt_dtype_is_float(dt))
+    if (op == LDT_OP_MEAN && !ldt__dtype_is_float(dt))
         return ldt__op_error(ctx, LDT_ERR_INVALID_ARGUMENT,
                              "mean: x is %s, expected a floating dtype (f32 f64 f16 bf16)",
                              ldt_dtype_name(dt));
@@ -57,7 +57,7 @@ static ldt_tensor *reduce(int op, ldt_tensor *x, const int *dims, int n, int kee
                                      name, d, desc);
             }
     /* integer and bool sums widen to i64, as torch does */
-    if (op == LDT_OP_SUM && !ldt_dtype_is_float(dt)) dt = LDT_I64;
+    if (op == LDT_OP_SUM && !ldt__dtype_is_float(dt)) dt = LDT_I64;
     s = reduced(x->shape, mask, keepdim);
     t = ldt__record_a(ctx, op, &x, 1, &s, dt);
     if (t) {

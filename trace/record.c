@@ -57,6 +57,7 @@ ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor
 }
 
 static int push_node(ldt_ctx *ctx, ldt_tensor *t) {
+    if (ctx->nnodes >= INT32_MAX) return -1; /* ids are 32-bit; no machine holds that trace */
     if (ctx->nnodes == ctx->cap_nodes) {
         int64_t cap = ctx->cap_nodes ? ctx->cap_nodes * 2 : 1024;
         ldt_tensor **p = realloc(ctx->nodes, (size_t)cap * sizeof *p);
@@ -64,7 +65,7 @@ static int push_node(ldt_ctx *ctx, ldt_tensor *t) {
         ctx->nodes = p;
         ctx->cap_nodes = cap;
     }
-    t->id = ctx->nnodes;
+    t->id = (int32_t)ctx->nnodes;
     ctx->nodes[ctx->nnodes++] = t;
     return 0;
 }
@@ -73,7 +74,7 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
                           const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
     ldt_tensor *t;
     const ldt_shape *sh = NULL;
-    int64_t nbytes = (int64_t)ldt_dtype_size(dt);
+    int64_t nbytes = (int64_t)ldt__dtype_size(dt);
     int ok = 1;
     /* fast path: shape rules give valid dims, so only overflow needs checking here; on
      * overflow the full check decides (a later zero dim can still make it empty) */
@@ -97,8 +98,12 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
                                      ldt__op_name(ctx, op));
         }
     /* an input's shape when equal (shared), else a copy in the trace arena */
-    for (int i = 0; i < nin && !sh; i++)
-        if (ldt_shape_equal(in[i]->shape, shape)) sh = in[i]->shape;
+    for (int i = 0; i < nin && !sh; i++) {
+        const ldt_shape *s = in[i]->shape;
+        int eq = s->ndim == shape->ndim;
+        for (int d = 0; eq && d < s->ndim; d++) eq = s->dims[d] == shape->dims[d];
+        if (eq) sh = s;
+    }
     if (!sh) {
         ldt_shape *copy = ldt__arena_alloc_raw(ctx->arena, sizeof *copy);
         if (!copy)
@@ -108,7 +113,7 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
         sh = copy;
     }
     /* filled field by field below: zeroing the whole node first would write it twice */
-    t = ldt__arena_alloc_raw(ctx->arena, sizeof *t + (size_t)nin * sizeof(ldt_tensor *) +
+    t = ldt__arena_alloc_fast(ctx->arena, sizeof *t + (size_t)nin * sizeof(ldt_tensor *) +
                                              (with_attrs ? sizeof(ldt__attrs) : 0));
     if (!t || push_node(ctx, t) != 0)
         return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
@@ -120,13 +125,11 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
     t->nin = nin;
     t->gen = ctx->gen;
     t->shape = sh;
-    t->nbytes = nbytes;
     t->pin = NULL;
     t->data = NULL;
-    t->in = (ldt_tensor **)(t + 1);
-    for (int i = 0; i < nin; i++) t->in[i] = in[i];
+    for (int i = 0; i < nin; i++) LDT__IN(t)[i] = in[i];
     if (with_attrs) {
-        t->attrs = (ldt__attrs *)(t->in + nin);
+        t->attrs = (ldt__attrs *)(LDT__IN(t) + nin);
         memset(t->attrs, 0, sizeof *t->attrs);
     } else {
         t->attrs = &ctx->no_attrs;
@@ -182,7 +185,7 @@ uint64_t ldt_trace_hash(const ldt_ctx *ctx) {
         r.npin = t->pin ? npin : 0;
         XXH3_64bits_update(st, &r, sizeof r);
         for (int k = 0; k < t->nin; k++) {
-            int64_t id = t->in[k]->id;
+            int64_t id = LDT__IN(t)[k]->id;
             XXH3_64bits_update(st, &id, sizeof id);
         }
         /* field by field: a placement struct's padding bytes are not part of its value */
@@ -259,7 +262,7 @@ ldt_status ldt_trace_dump(const ldt_ctx *ctx, FILE *f) {
         if (t->nin) {
             fprintf(f, "(");
             for (int k = 0; k < t->nin; k++)
-                fprintf(f, "%s%%%lld", k ? ", " : "", (long long)t->in[k]->id);
+                fprintf(f, "%s%%%lld", k ? ", " : "", (long long)LDT__IN(t)[k]->id);
             fprintf(f, ")");
         }
         fprintf(f, "%s %s %s", at, sh, ldt_dtype_name((ldt_dtype)t->dtype));
@@ -290,7 +293,7 @@ ldt_status ldt_trace_dot(const ldt_ctx *ctx, FILE *f) {
                 t->pin ? " " : "", pin,
                 t->kind == LDT__PERSISTENT ? ", style=filled, fillcolor=\"#e8e8e8\"" : "");
         for (int k = 0; k < t->nin; k++)
-            fprintf(f, "  n%lld -> n%lld;\n", (long long)t->in[k]->id, (long long)i);
+            fprintf(f, "  n%lld -> n%lld;\n", (long long)LDT__IN(t)[k]->id, (long long)i);
     }
     fprintf(f, "}\n");
     return ferror(f) ? ldt__trace(ldt__error(LDT_ERR_SYSTEM, "trace_dot: write failed"),

@@ -4,6 +4,7 @@
 #define LDT_TRACE_TRACE_H
 
 #include "core/arena.h"
+#include "core/dtype.h"
 #include "core/ops.h"
 #include "ldt/trace.h"
 
@@ -18,21 +19,31 @@ struct ldt_tensor {
     uint8_t dtype;
     uint8_t kind;   /* ldt__tensor_kind */
     int32_t nin;
-    uint64_t gen;   /* NODE: its trace; PERSISTENT: the last trace that used it */
-    int64_t id;     /* position in that trace's node list */
+    /* 32 bits each keep the node small: a trace of 2^31 nodes would not fit in memory, and a
+     * handle 2^32 traces stale is not a mistake anyone makes */
+    uint32_t gen;   /* NODE: its trace; PERSISTENT: the last trace that used it */
+    int32_t id;     /* position in that trace's node list */
     /* Shared with an input when equal (most ops keep a shape), else a copy in the trace
      * arena; a persistent tensor's points at its own store. Sharing keeps nodes small:
      * recording a million-node trace is memory-bound. */
     const ldt_shape *shape;
-    ldt_tensor **in; /* nin inputs (in the trace arena) */
     ldt__attrs *attrs; /* after the node for ops that have attributes, else the context's
                           all-zero no_attrs: most nodes need none, and a small node keeps
                           recording fast */
     ldt_placement *pin; /* NULL, or one placement per mesh dim */
     /* run time */
     void *data;     /* NODE: its value while the trace runs; PERSISTENT: its storage */
-    int64_t nbytes;
 };
+
+/* The nin inputs of a node, stored right after it in the trace arena (no pointer needed). */
+#define LDT__IN(t) ((ldt_tensor **)((t) + 1))
+
+/* Bytes of t's value (checked against overflow when t was made). */
+static inline int64_t ldt__nbytes(const ldt_tensor *t) {
+    int64_t n = (int64_t)ldt__dtype_size((ldt_dtype)t->dtype);
+    for (int d = 0; d < t->shape->ndim; d++) n *= t->shape->dims[d];
+    return n;
+}
 
 /* A persistent tensor: the node head plus what only persistent tensors need, kept out of
  * ldt_tensor so trace nodes stay small (recording 1M nodes is memory-bound). */
@@ -65,7 +76,7 @@ struct ldt_ctx {
     uint64_t trace_rng_base; /* rng_offset when the current trace started */
     ldt__attrs no_attrs;     /* all zero, never written: the attrs of nodes without any */
     /* the current trace */
-    uint64_t gen;
+    uint32_t gen;
     ldt__arena arenas[2]; /* alternate per trace: a stale handle of the last trace still reads
                              its own (expired) generation instead of a new node's */
     ldt__arena *arena;
