@@ -241,7 +241,7 @@ static ldt_status run_collective(ldt_redist_runner *r, const ldt__rstep *s, ldt_
     size_t es = ldt_dtype_size(dt);
     ldt_region *X = r->regs, *Y = r->regs + n;
     int64_t *c0 = r->counts, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n, tot0 = 0, tot1 = 0;
-    char *sb;
+    char *sb = NULL;
     for (int q = 0; q < n; q++) {
         int w = ldt_comm_world_rank(g, q);
         LDT_CHECK(ldt_layout(&s->before, w, &X[q]));
@@ -325,7 +325,7 @@ static ldt_status run_send_recv(ldt_redist_runner *r, const ldt__rstep *s, const
     int src = in_mesh(A, r->me), dst = in_mesh(B, r->me);
     int64_t coord[LDT_MAX_DIMS], total = 0, off = 0, mypos = -1;
     ldt_region mine_x, mine_y, other;
-    char *sb;
+    char *sb = NULL;
     if (src) LDT_CHECK(ldt_layout(X, r->me, &mine_x));
     if (dst) {
         LDT_CHECK(ldt_layout(Y, r->me, &mine_y));

@@ -158,7 +158,7 @@ ldt_status ldt_cost_model_parse(const char *json, ldt_cost_model *out) {
     ldt_cost_model m;
     cJSON *root = NULL;
     const cJSON *fmt, *links, *l, *name;
-    double gbps;
+    double gbps = 0;
     if (!json || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost profile: arguments must not be NULL");
     memset(&m, 0, sizeof m);
     root = cJSON_Parse(json);

@@ -1,12 +1,94 @@
-/* CPU kernels of the indexing ops: embedding, one_hot, index_select, gather, scatter,
- * scatter_add, index_add and index_put. Indices (i32 or i64) are all checked before anything
- * is written; negative ones count from the end. Copies move bytes, so every dtype works;
- * accumulation adds in the dtype (halves through f32, integers wrapping). */
+/* Indexing CPU kernels: embedding, one_hot, index_select, gather, scatter(_add), index_add, index_put. */
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/cpu/kernel.h"
+
+/* Conventions shared by every op here (the contract is in core/ops.h):
+ * - Index tensors are i32 or i64. An index v into a dim of n entries is valid when
+ *   -n <= v < n; a negative one counts from the end (v + n). torch rejects negatives in
+ *   gather and scatter; here every op accepts them, like index_select.
+ * - Every index is checked before anything is written: on error the output is untouched.
+ * - Copies move bytes, so every dtype works and NaN payloads survive.
+ * - Accumulation (scatter_add, index_add, index_put with accumulate) adds in the element's
+ *   dtype: f16 and bf16 widen to f32 and round back after every addition (as torch's CPU
+ *   kernels do), integers wrap (unsigned arithmetic), bool is unsupported.
+ * - Duplicate indices: without accumulate the last write in row-major order of the index
+ *   (index_put: the last j) wins, where torch leaves it undefined; with accumulate every
+ *   one adds, in that order. */
+
+/* ---------------------------------------------------------------------------------------
+ * Element moves.
+ */
+
+static inline int64_t raw_index(const ldt__operand *ix, int64_t i) {
+    return ix->dtype == LDT_I32 ? (int64_t)((const int32_t *)ix->data)[i]
+                                : ((const int64_t *)ix->data)[i];
+}
+
+/* Index i of ix into n entries, already range-checked by check_range. */
+static inline int64_t index_at(const ldt__operand *ix, int64_t i, int64_t n) {
+    int64_t v = raw_index(ix, i);
+    return v < 0 ? v + n : v;
+}
+
+static inline void copy_elem(char *dst, const char *src, size_t es) {
+    switch (es) {
+    case 1: *(uint8_t *)dst = *(const uint8_t *)src; break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
+}
+
+/* dst[0..n) = src[0], src[s], src[2s], ... of es-byte elements; s = 0 repeats one. */
+static void copy_run(char *dst, const char *src, int64_t n, int64_t s, size_t es) {
+    if (n <= 0) return;
+    if (s == 1) {
+        memcpy(dst, src, (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) copy_elem(dst + i * (int64_t)es, src + i * s * (int64_t)es, es);
+}
+
+/* dst[0..n) += src[0], src[s], ... in dtype t (never bool: callers refuse it). Halves go
+ * through f32 and round after each addition; integers wrap through unsigned types. */
+static void add_run(ldt_dtype t, char *dst, const char *src, int64_t n, int64_t s) {
+#define LDT__ADD_LOOP(T, EXPR)                                                              \
+    do {                                                                                    \
+        T *d_ = (T *)(void *)dst;                                                           \
+        const T *a_ = (const T *)(const void *)src;                                         \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            T a = a_[i * s], b = d_[i];                                                     \
+            d_[i] = (EXPR);                                                                 \
+        }                                                                                   \
+    } while (0)
+    switch (t) {
+    case LDT_F32: LDT__ADD_LOOP(float, b + a); break;
+    case LDT_F64: LDT__ADD_LOOP(double, b + a); break;
+    case LDT_F16:
+        LDT__ADD_LOOP(uint16_t, ldt__f32_to_f16(ldt__f16_to_f32(b) + ldt__f16_to_f32(a)));
+        break;
+    case LDT_BF16:
+        LDT__ADD_LOOP(uint16_t, ldt__f32_to_bf16(ldt__bf16_to_f32(b) + ldt__bf16_to_f32(a)));
+        break;
+    case LDT_I32: LDT__ADD_LOOP(int32_t, (int32_t)((uint32_t)b + (uint32_t)a)); break;
+    case LDT_I64: LDT__ADD_LOOP(int64_t, (int64_t)((uint64_t)b + (uint64_t)a)); break;
+    case LDT_U8: LDT__ADD_LOOP(uint8_t, (uint8_t)(b + a)); break;
+    default: break;
+    }
+#undef LDT__ADD_LOOP
+}
+
+static void move_run(ldt_dtype t, int acc, char *dst, const char *src, int64_t n, int64_t s) {
+    if (acc)
+        add_run(t, dst, src, n, s);
+    else
+        copy_run(dst, src, n, s, ldt_dtype_size(t));
+}
 
 static int64_t numel_of(const ldt_shape *s) {
     int64_t n = 1;
@@ -14,55 +96,7 @@ static int64_t numel_of(const ldt_shape *s) {
     return n;
 }
 
-static int64_t raw_index(const ldt__operand *ix, int64_t i) {
-    return ix->dtype == LDT_I32 ? ((const int32_t *)ix->data)[i] : ((const int64_t *)ix->data)[i];
-}
-
-/* Index i of ix normalised against n, or -1 (with the error set) when out of range. */
-static int64_t index_at(const char *op, const ldt__operand *ix, int64_t i, int64_t n,
-                        const char *what) {
-    int64_t v = raw_index(ix, i);
-    if (v < -n || v >= n) {
-        ldt__error(LDT_ERR_INVALID_ARGUMENT,
-                   "%s: index %lld at position %lld is out of range for %lld %s", op,
-                   (long long)v, (long long)i, (long long)n, what);
-        return -1;
-    }
-    return v < 0 ? v + n : v;
-}
-
-static ldt_status check_all(const char *op, const ldt__operand *ix, int64_t n, const char *what) {
-    int64_t m = numel_of(&ix->shape);
-    for (int64_t i = 0; i < m; i++)
-        if (index_at(op, ix, i, n, what) < 0) return ldt__trace(LDT_ERR_INVALID_ARGUMENT, __FILE__, __LINE__);
-    return LDT_OK;
-}
-
-/* dst[i] += src[j] for one element of dtype t. */
-static void add_elem(ldt_dtype t, void *dst, int64_t i, const void *src, int64_t j) {
-    switch (t) {
-    case LDT_F32: ((float *)dst)[i] += ((const float *)src)[j]; break;
-    case LDT_F64: ((double *)dst)[i] += ((const double *)src)[j]; break;
-    case LDT_F16:
-        ((uint16_t *)dst)[i] = ldt__f32_to_f16(ldt__f16_to_f32(((uint16_t *)dst)[i]) +
-                                               ldt__f16_to_f32(((const uint16_t *)src)[j]));
-        break;
-    case LDT_BF16:
-        ((uint16_t *)dst)[i] = ldt__f32_to_bf16(ldt__bf16_to_f32(((uint16_t *)dst)[i]) +
-                                                ldt__bf16_to_f32(((const uint16_t *)src)[j]));
-        break;
-    case LDT_I32:
-        ((int32_t *)dst)[i] = (int32_t)((uint32_t)((int32_t *)dst)[i] + (uint32_t)((const int32_t *)src)[j]);
-        break;
-    case LDT_I64:
-        ((int64_t *)dst)[i] = (int64_t)((uint64_t)((int64_t *)dst)[i] + (uint64_t)((const int64_t *)src)[j]);
-        break;
-    case LDT_U8: ((uint8_t *)dst)[i] = (uint8_t)(((uint8_t *)dst)[i] + ((const uint8_t *)src)[j]); break;
-    default: break;
-    }
-}
-
-/* Row-major strides (in elements) of a shape. */
+/* Row-major strides (elements) of a contiguous shape. */
 static void strides_of(const ldt_shape *s, int64_t *st) {
     int64_t acc = 1;
     for (int d = s->ndim - 1; d >= 0; d--) {
@@ -71,192 +105,418 @@ static void strides_of(const ldt_shape *s, int64_t *st) {
     }
 }
 
-/* ---- kernels -------------------------------------------------------------------------- */
+/* x viewed as [outer, x.dims[dim], inner] around dim. */
+static void split_at(const ldt_shape *s, int dim, int64_t *outer, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int d = 0; d < dim; d++) *outer *= s->dims[d];
+    for (int d = dim + 1; d < s->ndim; d++) *inner *= s->dims[d];
+}
 
-static ldt_status embedding(const ldt__kcall *c) {
+/* The output starts as a copy of x (scatter, index_add, index_put); in place is fine. */
+static void copy_x(const ldt__kcall *c) {
+    size_t bytes = (size_t)numel_of(&c->in[0].shape) * ldt_dtype_size(c->in[0].dtype);
+    if (bytes > 0 && c->out.data != c->in[0].data) memmove(c->out.data, c->in[0].data, bytes);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Kernels: the call has been checked (dispatch below), indices included.
+ */
+
+/* weight [V, H], ix [...] -> out [..., H]: one row copy per index. */
+static void embedding(const ldt__kcall *c) {
     const ldt__operand *w = &c->in[0], *ix = &c->in[1];
     int64_t V = w->shape.dims[0], row = w->shape.dims[1] * (int64_t)ldt_dtype_size(w->dtype);
     int64_t n = numel_of(&ix->shape);
-    LDT_CHECK(check_all("embedding", ix, V, "rows"));
+    if (row == 0) return;
     for (int64_t i = 0; i < n; i++)
-        memcpy((char *)c->out.data + i * row, (const char *)w->data + index_at("embedding", ix, i, V, "rows") * row,
+        memcpy((char *)c->out.data + i * row, (const char *)w->data + index_at(ix, i, V) * row,
                (size_t)row);
-    return LDT_OK;
 }
 
-static ldt_status one_hot(const ldt__kcall *c) {
+/* ix [...] -> out [..., C]: zeros, and a one in the out dtype at each index. */
+static void one_hot(const ldt__kcall *c, int64_t C) {
     const ldt__operand *ix = &c->in[0];
-    int64_t C = c->attrs->i[0], n = numel_of(&ix->shape);
+    int64_t n = numel_of(&ix->shape);
     size_t es = ldt_dtype_size(c->out.dtype);
-    LDT_CHECK(check_all("one_hot", ix, C, "classes"));
-    memset(c->out.data, 0, (size_t)(n * C) * es);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t k = i * C + index_at("one_hot", ix, i, C, "classes");
-        switch (c->out.dtype) {
-        case LDT_I64: ((int64_t *)c->out.data)[k] = 1; break;
-        case LDT_I32: ((int32_t *)c->out.data)[k] = 1; break;
-        case LDT_F32: ((float *)c->out.data)[k] = 1; break;
-        case LDT_F64: ((double *)c->out.data)[k] = 1; break;
-        case LDT_F16: ((uint16_t *)c->out.data)[k] = 0x3c00; break;
-        case LDT_BF16: ((uint16_t *)c->out.data)[k] = 0x3f80; break;
-        default: ((uint8_t *)c->out.data)[k] = 1; break;
-        }
+    char one[8];
+    float f1 = 1.0f;
+    double d1 = 1.0;
+    int64_t i64 = 1;
+    int32_t i32 = 1;
+    uint16_t h = 0x3c00u, bh = 0x3f80u; /* 1.0 in f16, bf16 */
+    switch (c->out.dtype) {
+    case LDT_F32: memcpy(one, &f1, 4); break;
+    case LDT_F64: memcpy(one, &d1, 8); break;
+    case LDT_F16: memcpy(one, &h, 2); break;
+    case LDT_BF16: memcpy(one, &bh, 2); break;
+    case LDT_I32: memcpy(one, &i32, 4); break;
+    case LDT_I64: memcpy(one, &i64, 8); break;
+    default: one[0] = 1; break; /* u8, bool */
     }
-    return LDT_OK;
+    if (n * C == 0) return;
+    memset(c->out.data, 0, (size_t)(n * C) * es);
+    for (int64_t i = 0; i < n; i++)
+        copy_elem((char *)c->out.data + (i * C + index_at(ix, i, C)) * (int64_t)es, one, es);
 }
 
-/* index_select and index_add work on [outer, n, inner] views of x along dim. */
-static ldt_status index_select(const ldt__kcall *c) {
+/* x [outer, n, inner], ix [L] -> out [outer, L, inner]. */
+static void index_select(const ldt__kcall *c, int dim) {
     const ldt__operand *x = &c->in[0], *ix = &c->in[1];
-    int dim = (int)c->attrs->i[0];
-    int64_t outer = 1, inner = 1, n = x->shape.dims[dim], m = ix->shape.dims[0];
-    size_t es = ldt_dtype_size(x->dtype);
-    for (int d = 0; d < dim; d++) outer *= x->shape.dims[d];
-    for (int d = dim + 1; d < x->shape.ndim; d++) inner *= x->shape.dims[d];
-    LDT_CHECK(check_all("index_select", ix, n, "entries along the dim"));
+    int64_t outer, inner, n = x->shape.dims[dim], L = ix->shape.dims[0];
+    int64_t es = (int64_t)ldt_dtype_size(x->dtype);
+    split_at(&x->shape, dim, &outer, &inner);
+    if (inner == 0) return;
     for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < m; j++)
-            memcpy((char *)c->out.data + ((o * m + j) * inner) * (int64_t)es,
-                   (const char *)x->data +
-                       ((o * n + index_at("index_select", ix, j, n, "")) * inner) * (int64_t)es,
-                   (size_t)inner * es);
-    return LDT_OK;
+        for (int64_t j = 0; j < L; j++)
+            memcpy((char *)c->out.data + (o * L + j) * inner * es,
+                   (const char *)x->data + (o * n + index_at(ix, j, n)) * inner * es,
+                   (size_t)(inner * es));
 }
 
-static ldt_status index_add(const ldt__kcall *c) {
+/* out = x; out [outer, n, inner] at [o, ix[j], :] += src [outer, L, inner] at [o, j, :]. */
+static void index_add(const ldt__kcall *c, int dim) {
     const ldt__operand *x = &c->in[0], *ix = &c->in[1], *src = &c->in[2];
-    int dim = (int)c->attrs->i[0];
-    int64_t outer = 1, inner = 1, n = x->shape.dims[dim], m = ix->shape.dims[0];
-    size_t es = ldt_dtype_size(x->dtype);
-    for (int d = 0; d < dim; d++) outer *= x->shape.dims[d];
-    for (int d = dim + 1; d < x->shape.ndim; d++) inner *= x->shape.dims[d];
-    LDT_CHECK(check_all("index_add", ix, n, "entries along the dim"));
-    memcpy(c->out.data, x->data, (size_t)numel_of(&x->shape) * es);
+    int64_t outer, inner, n = x->shape.dims[dim], L = ix->shape.dims[0];
+    int64_t es = (int64_t)ldt_dtype_size(x->dtype);
+    split_at(&x->shape, dim, &outer, &inner);
+    copy_x(c);
+    if (inner == 0) return;
     for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < m; j++) {
-            int64_t t = index_at("index_add", ix, j, n, "");
-            for (int64_t i = 0; i < inner; i++)
-                add_elem(x->dtype, c->out.data, (o * n + t) * inner + i, src->data, (o * m + j) * inner + i);
-        }
-    return LDT_OK;
+        for (int64_t j = 0; j < L; j++)
+            add_run(x->dtype, (char *)c->out.data + (o * n + index_at(ix, j, n)) * inner * es,
+                    (const char *)src->data + (o * L + j) * inner * es, inner, 1);
 }
 
-/* gather, scatter, scatter_add: walk every position p of index; the x position is p with
- * the dim coordinate replaced by index[p]. */
-static ldt_status gather_scatter(const ldt__kcall *c, const char *op) {
+/* gather, scatter, scatter_add: position p of the index (row-major) pairs x's position p
+ * with its dim coordinate replaced by index[p], and src's position p. gather writes out[p],
+ * scatter out[x position]. The last index dim is the inner loop; an odometer walks the rest. */
+static void gather_scatter(const ldt__kcall *c, int dim) {
     const ldt__operand *x = &c->in[0], *ix = &c->in[1];
     const ldt__operand *src = c->op == LDT_OP_GATHER ? NULL : &c->in[2];
-    int dim = (int)c->attrs->i[0], nd = x->shape.ndim;
-    int64_t xs[LDT_MAX_DIMS], ss[LDT_MAX_DIMS], p[LDT_MAX_DIMS] = {0}, n = numel_of(&ix->shape);
-    size_t es = ldt_dtype_size(x->dtype);
-    LDT_CHECK(check_all(op, ix, x->shape.dims[dim], "entries along the dim"));
+    int nd = x->shape.ndim, last = nd - 1, acc = c->op == LDT_OP_SCATTER_ADD;
+    int64_t xs[LDT_MAX_DIMS], ss[LDT_MAX_DIMS] = {0}, p[LDT_MAX_DIMS] = {0};
+    int64_t n = x->shape.dims[dim], total = numel_of(&ix->shape), len = ix->shape.dims[last];
+    int64_t es = (int64_t)ldt_dtype_size(x->dtype), xbase = 0, sbase = 0, k = 0;
+    const char *xd = (const char *)x->data;
+    char *od = (char *)c->out.data;
     strides_of(&x->shape, xs);
+    int64_t xdim = xs[dim];
+    xs[dim] = 0; /* x's offset without the dim coordinate; the index supplies it */
     if (src) {
         strides_of(&src->shape, ss);
-        memcpy(c->out.data, x->data, (size_t)numel_of(&x->shape) * es);
+        copy_x(c);
     }
-    for (int64_t k = 0; k < n; k++) {
-        int64_t xo = 0, so = 0, t = index_at(op, ix, k, x->shape.dims[dim], "");
-        for (int d = 0; d < nd; d++) {
-            xo += (d == dim ? t : p[d]) * xs[d];
-            if (src) so += p[d] * ss[d];
+    if (total == 0) return;
+    for (;;) {
+        for (int64_t j = 0; j < len; j++, k++) {
+            int64_t xo = (xbase + j * xs[last] + index_at(ix, k, n) * xdim) * es;
+            if (!src)
+                copy_elem(od + k * es, xd + xo, (size_t)es);
+            else
+                move_run(x->dtype, acc, od + xo, (const char *)src->data + (sbase + j * ss[last]) * es,
+                         1, 0);
         }
-        if (!src)
-            memcpy((char *)c->out.data + k * (int64_t)es, (const char *)x->data + xo * (int64_t)es, es);
-        else if (c->op == LDT_OP_SCATTER)
-            memcpy((char *)c->out.data + xo * (int64_t)es, (const char *)src->data + so * (int64_t)es, es);
-        else
-            add_elem(x->dtype, c->out.data, xo, src->data, so);
-        for (int d = nd - 1; d >= 0; d--) {
+        int d = last - 1;
+        for (; d >= 0; d--) { /* odometer over the index's outer dims */
+            xbase += xs[d];
+            sbase += ss[d];
             if (++p[d] < ix->shape.dims[d]) break;
+            xbase -= xs[d] * p[d];
+            sbase -= ss[d] * p[d];
             p[d] = 0;
         }
+        if (d < 0) return;
     }
-    return LDT_OK;
 }
 
-/* index_put: inputs x, values, idx_0..idx_{k-1}; each j addresses the block
- * x[idx_0[j], ..., idx_{k-1}[j], ...] of `blk` elements; values broadcast to [L, block]. */
-static ldt_status index_put(const ldt__kcall *c) {
+/* index_put: x, values, idx_0..idx_{k-1} (each [L]). Entry j addresses the contiguous block
+ * x[idx_0[j], ..., idx_{k-1}[j], ...] of x.dims[k:]; values broadcast to [L, x.dims[k:]]
+ * (vst: their strides over that shape, 0 where broadcast). */
+static void index_put(const ldt__kcall *c, int k, int acc) {
     const ldt__operand *x = &c->in[0], *v = &c->in[1];
-    int acc = (int)c->attrs->i[0], k = (int)c->attrs->i[1], nd = x->shape.ndim;
-    int64_t L = k > 0 ? c->in[2].shape.dims[0] : 0, blk = 1, xs[LDT_MAX_DIMS];
-    int64_t vdims[LDT_MAX_DIMS + 1], vst[LDT_MAX_DIMS + 1], vnd = 1 + nd - k;
-    size_t es = ldt_dtype_size(x->dtype);
-    if (c->nin != 2 + k) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: %d inputs for %d indices", c->nin, k);
-    for (int i = 0; i < k; i++) LDT_CHECK(check_all("index_put", &c->in[2 + i], x->shape.dims[i], "entries"));
-    for (int d = k; d < nd; d++) blk *= x->shape.dims[d];
+    int nd = x->shape.ndim, vnd = 1 + nd - k; /* dims of [L, x.dims[k:]] */
+    int64_t L = c->in[2].shape.dims[0], xs[LDT_MAX_DIMS], vs[LDT_MAX_DIMS];
+    int64_t bdims[LDT_MAX_DIMS], vst[LDT_MAX_DIMS], blk = 1, inner, rows;
+    int64_t es = (int64_t)ldt_dtype_size(x->dtype);
     strides_of(&x->shape, xs);
-    /* the values' strides over [L, block dims], 0 where values broadcast */
-    {
-        int64_t acc_st = 1;
-        for (int d = (int)vnd - 1; d >= 0; d--) {
-            int vd = v->shape.ndim - (int)vnd + d;
-            int64_t want = d == 0 ? L : x->shape.dims[k + d - 1];
-            vdims[d] = want;
-            if (vd >= 0 && v->shape.dims[vd] != 1) {
-                vst[d] = acc_st;
-                acc_st *= v->shape.dims[vd];
-            } else {
-                vst[d] = 0;
-                if (vd >= 0) acc_st *= 1;
-            }
-        }
+    strides_of(&v->shape, vs);
+    for (int d = 0; d < vnd; d++) {
+        int vd = d - (vnd - v->shape.ndim);
+        vst[d] = vd >= 0 && v->shape.dims[vd] != 1 ? vs[vd] : 0;
+        if (d > 0) blk *= bdims[d - 1] = x->shape.dims[k + d - 1];
     }
-    memcpy(c->out.data, x->data, (size_t)numel_of(&x->shape) * es);
+    copy_x(c);
+    if (blk == 0) return;
+    /* the block, as rows of `inner` elements (its last dim) */
+    inner = vnd > 1 ? bdims[vnd - 2] : 1;
+    rows = blk / inner;
     for (int64_t j = 0; j < L; j++) {
-        int64_t base = 0, q[LDT_MAX_DIMS + 1] = {0};
-        for (int i = 0; i < k; i++) base += index_at("index_put", &c->in[2 + i], j, x->shape.dims[i], "") * xs[i];
-        q[0] = j;
-        for (int64_t e = 0; e < blk; e++) {
-            int64_t vo = 0;
-            for (int d = 0; d < vnd; d++) vo += q[d] * vst[d];
-            if (acc)
-                add_elem(x->dtype, c->out.data, base + e, v->data, vo);
-            else
-                memcpy((char *)c->out.data + (base + e) * (int64_t)es, (const char *)v->data + vo * (int64_t)es, es);
-            for (int d = (int)vnd - 1; d >= 1; d--) {
-                if (++q[d] < vdims[d]) break;
+        int64_t base = 0, q[LDT_MAX_DIMS] = {0}, voff = j * vst[0];
+        for (int i = 0; i < k; i++)
+            base += index_at(&c->in[2 + i], j, x->shape.dims[i]) * xs[i];
+        for (int64_t r = 0; r < rows; r++) {
+            move_run(x->dtype, acc, (char *)c->out.data + (base + r * inner) * es,
+                     (const char *)v->data + voff * es, inner, vnd > 1 ? vst[vnd - 1] : 0);
+            for (int d = vnd - 3; d >= 0; d--) { /* block dim d is [L, ...] dim d + 1 */
+                voff += vst[d + 1];
+                if (++q[d] < bdims[d]) break;
+                voff -= vst[d + 1] * q[d];
                 q[d] = 0;
             }
         }
     }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Dispatch: checks with messages naming the op, every index range-checked, then a kernel.
+ */
+
+static const char *fmt_shape(const ldt_shape *s, char *buf, size_t cap) {
+    ldt_shape_format(s, buf, cap);
+    return buf;
+}
+
+static ldt_status need_index_dtype(const char *op, const ldt__kcall *c, int k) {
+    ldt_dtype t = c->in[k].dtype;
+    if (t == LDT_I32 || t == LDT_I64) return LDT_OK;
+    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: indices are %s (input %d), expected i32 or i64", op,
+             ldt_dtype_name(t), k);
+}
+
+/* Input k (named what) has x's dtype. */
+static ldt_status same_dtype(const char *op, const ldt__kcall *c, int k, const char *what) {
+    if (c->in[k].dtype == c->in[0].dtype) return LDT_OK;
+    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s is %s but x is %s (one dtype for both)", op, what,
+             ldt_dtype_name(c->in[k].dtype), ldt_dtype_name(c->in[0].dtype));
+}
+
+static ldt_status no_bool_accumulate(const char *op, ldt_dtype t) {
+    if (t != LDT_BOOL) return LDT_OK;
+    LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: cannot accumulate bool values (cast to u8 or i32 first)",
+             op);
+}
+
+static ldt_status expect_out(const char *op, const ldt__kcall *c, const ldt_shape *want,
+                             ldt_dtype dt) {
+    char b1[192], b2[192];
+    if (c->out.dtype != dt)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s, expected %s", op,
+                 ldt_dtype_name(c->out.dtype), ldt_dtype_name(dt));
+    if (!ldt_shape_equal(want, &c->out.shape))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s, expected %s", op,
+                 fmt_shape(&c->out.shape, b1, sizeof b1), fmt_shape(want, b2, sizeof b2));
     return LDT_OK;
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------- */
+/* attrs.i[0] as a dim of x (negative counts from the end). */
+static ldt_status get_dim(const char *op, const ldt__kcall *c, int *dim) {
+    char b[192];
+    int nd = c->in[0].shape.ndim;
+    int64_t d = c->attrs->i[0];
+    if (d < -nd || d >= nd)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim %lld is out of range for x %s", op,
+                 (long long)d, fmt_shape(&c->in[0].shape, b, sizeof b));
+    *dim = (int)(d < 0 ? d + nd : d);
+    return LDT_OK;
+}
+
+/* Every index of input k against n entries (what: "rows", "entries of dim 1"). The message
+ * gives the value, its flat position and, for a multi-dim index, its coordinates. */
+static ldt_status check_range(const char *op, const ldt__kcall *c, int k, int64_t n,
+                              const char *what) {
+    const ldt__operand *ix = &c->in[k];
+    int64_t m = numel_of(&ix->shape), bad = -1;
+    if (ix->dtype == LDT_I32) {
+        const int32_t *p = (const int32_t *)ix->data;
+        for (int64_t i = 0; i < m && bad < 0; i++)
+            if (p[i] < -n || p[i] >= n) bad = i;
+    } else {
+        const int64_t *p = (const int64_t *)ix->data;
+        for (int64_t i = 0; i < m && bad < 0; i++)
+            if (p[i] < -n || p[i] >= n) bad = i;
+    }
+    if (bad < 0) return LDT_OK;
+    char where[192] = "", tensor[32] = "";
+    if (ix->shape.ndim > 1) {
+        ldt_shape at = ix->shape;
+        for (int64_t r = bad, d = at.ndim - 1; d >= 0; d--) {
+            at.dims[d] = r % ix->shape.dims[d];
+            r /= ix->shape.dims[d];
+        }
+        where[0] = ' ';
+        fmt_shape(&at, where + 1, sizeof where - 1);
+    }
+    if (c->op == LDT_OP_INDEX_PUT) snprintf(tensor, sizeof tensor, " of index tensor %d", k - 2);
+    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index %lld at position %lld%s%s is out of range for %lld %s",
+             op, (long long)raw_index(ix, bad), (long long)bad, where, tensor, (long long)n, what);
+}
+
+static ldt_status run_embedding(const char *op, const ldt__kcall *c) {
+    const ldt__operand *w = &c->in[0], *ix = &c->in[1];
+    char b[192];
+    LDT_CHECK(need_index_dtype(op, c, 1));
+    if (w->shape.ndim != 2)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: weight is %s, expected [V, H]",
+                 fmt_shape(&w->shape, b, sizeof b));
+    if (ix->shape.ndim >= LDT_MAX_DIMS)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: indices %s have more than %d dims",
+                 fmt_shape(&ix->shape, b, sizeof b), LDT_MAX_DIMS - 1);
+    ldt_shape want = ix->shape;
+    want.dims[want.ndim++] = w->shape.dims[1];
+    LDT_CHECK(expect_out(op, c, &want, w->dtype));
+    LDT_CHECK(check_range(op, c, 1, w->shape.dims[0], "rows"));
+    embedding(c);
+    return LDT_OK;
+}
+
+static ldt_status run_one_hot(const char *op, const ldt__kcall *c) {
+    const ldt__operand *ix = &c->in[0];
+    char b[192];
+    int64_t C = c->attrs->i[0];
+    LDT_CHECK(need_index_dtype(op, c, 0));
+    if (C < 0) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "one_hot: %lld classes", (long long)C);
+    if (ix->shape.ndim >= LDT_MAX_DIMS)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "one_hot: indices %s have more than %d dims",
+                 fmt_shape(&ix->shape, b, sizeof b), LDT_MAX_DIMS - 1);
+    ldt_shape want = ix->shape;
+    want.dims[want.ndim++] = C;
+    /* any output dtype: 0 and 1 written in it (the trace asks for i64) */
+    LDT_CHECK(expect_out(op, c, &want, c->out.dtype));
+    LDT_CHECK(check_range(op, c, 0, C, "classes"));
+    one_hot(c, C);
+    return LDT_OK;
+}
+
+static ldt_status run_select_add(const char *op, const ldt__kcall *c) {
+    const ldt__operand *x = &c->in[0], *ix = &c->in[1];
+    char b1[192], b2[192], what[48];
+    int dim = 0, add = c->op == LDT_OP_INDEX_ADD;
+    LDT_CHECK(need_index_dtype(op, c, 1));
+    LDT_CHECK(get_dim(op, c, &dim));
+    if (ix->shape.ndim != 1)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index is %s, expected 1-D", op,
+                 fmt_shape(&ix->shape, b1, sizeof b1));
+    ldt_shape want = x->shape;
+    want.dims[dim] = ix->shape.dims[0];
+    if (add) {
+        LDT_CHECK(same_dtype(op, c, 2, "src"));
+        LDT_CHECK(no_bool_accumulate(op, x->dtype));
+        if (!ldt_shape_equal(&c->in[2].shape, &want))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "%s: src is %s, expected %s (x %s with the index's length along dim %d)", op,
+                     fmt_shape(&c->in[2].shape, b1, sizeof b1), fmt_shape(&want, b2, sizeof b2),
+                     fmt_shape(&x->shape, what, sizeof what), dim);
+        want = x->shape;
+    }
+    LDT_CHECK(expect_out(op, c, &want, x->dtype));
+    snprintf(what, sizeof what, "entries of dim %d", dim);
+    LDT_CHECK(check_range(op, c, 1, x->shape.dims[dim], what));
+    if (add)
+        index_add(c, dim);
+    else
+        index_select(c, dim);
+    return LDT_OK;
+}
+
+static ldt_status run_gather_scatter(const char *op, const ldt__kcall *c) {
+    const ldt__operand *x = &c->in[0], *ix = &c->in[1];
+    const ldt__operand *src = c->op == LDT_OP_GATHER ? NULL : &c->in[2];
+    char b1[192], b2[192], what[48];
+    int dim = 0;
+    LDT_CHECK(need_index_dtype(op, c, 1));
+    LDT_CHECK(get_dim(op, c, &dim));
+    if (src) LDT_CHECK(same_dtype(op, c, 2, "src"));
+    if (c->op == LDT_OP_SCATTER_ADD) LDT_CHECK(no_bool_accumulate(op, x->dtype));
+    if (ix->shape.ndim != x->shape.ndim || (src && src->shape.ndim != x->shape.ndim))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index is %s and x %s%s%s; expected one ndim", op,
+                 fmt_shape(&ix->shape, b1, sizeof b1), fmt_shape(&x->shape, b2, sizeof b2),
+                 src ? " and src " : "", src ? fmt_shape(&src->shape, what, sizeof what) : "");
+    for (int d = 0; d < x->shape.ndim; d++) {
+        if (d != dim && ix->shape.dims[d] > x->shape.dims[d])
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "%s: index %s is larger than x %s in dim %d (only dim %d may be larger)", op,
+                     fmt_shape(&ix->shape, b1, sizeof b1), fmt_shape(&x->shape, b2, sizeof b2),
+                     d, dim);
+        if (src && ix->shape.dims[d] > src->shape.dims[d])
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index %s is larger than src %s in dim %d", op,
+                     fmt_shape(&ix->shape, b1, sizeof b1), fmt_shape(&src->shape, b2, sizeof b2),
+                     d);
+    }
+    LDT_CHECK(expect_out(op, c, src ? &x->shape : &ix->shape, x->dtype));
+    snprintf(what, sizeof what, "entries of dim %d", dim);
+    LDT_CHECK(check_range(op, c, 1, x->shape.dims[dim], what));
+    gather_scatter(c, dim);
+    return LDT_OK;
+}
+
+static ldt_status run_index_put(const char *op, const ldt__kcall *c) {
+    const ldt__operand *x = &c->in[0], *v = &c->in[1];
+    char b1[192], b2[192], what[48];
+    int64_t k = c->attrs->i[1];
+    int acc = c->attrs->i[0] != 0, nd = x->shape.ndim;
+    if (k < 1 || k > nd)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: %lld index tensors (attrs.i[1]) for x %s; "
+                 "expected 1 to %d", (long long)k, fmt_shape(&x->shape, b1, sizeof b1), nd);
+    if (c->nin != 2 + k)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: %d inputs for %lld index tensors, expected "
+                 "x, values and the %lld", c->nin, (long long)k, (long long)k);
+    LDT_CHECK(same_dtype(op, c, 1, "values"));
+    if (acc) LDT_CHECK(no_bool_accumulate(op, x->dtype));
+    for (int i = 0; i < k; i++) {
+        const ldt__operand *ix = &c->in[2 + i];
+        LDT_CHECK(need_index_dtype(op, c, 2 + i));
+        if (ix->shape.ndim != 1 || ix->shape.dims[0] != c->in[2].shape.dims[0])
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: index tensor %d is %s, expected 1-D of "
+                     "length %lld like index tensor 0", i, fmt_shape(&ix->shape, b1, sizeof b1),
+                     (long long)c->in[2].shape.dims[0]);
+    }
+    ldt_shape full = {(int)(1 + nd - k), {0}}; /* values broadcast to [L, x.dims[k:]] */
+    full.dims[0] = c->in[2].shape.dims[0];
+    for (int d = 1; d < full.ndim; d++) full.dims[d] = x->shape.dims[k + d - 1];
+    int ok = v->shape.ndim <= full.ndim;
+    for (int d = 0; ok && d < v->shape.ndim; d++) {
+        int64_t vd = v->shape.dims[d], fd = full.dims[d + full.ndim - v->shape.ndim];
+        ok = vd == 1 || vd == fd;
+    }
+    if (!ok)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: values %s do not broadcast to %s ([L, x's "
+                 "dims after the first %lld])", fmt_shape(&v->shape, b1, sizeof b1),
+                 fmt_shape(&full, b2, sizeof b2), (long long)k);
+    LDT_CHECK(expect_out(op, c, &x->shape, x->dtype));
+    for (int i = 0; i < k; i++) {
+        snprintf(what, sizeof what, "entries of dim %d", i);
+        LDT_CHECK(check_range(op, c, 2 + i, x->shape.dims[i], what));
+    }
+    index_put(c, (int)k, acc);
+    return LDT_OK;
+}
 
 ldt_status ldt__k_index(const ldt__kcall *c) {
     const char *op = ldt__builtin_op_name(c->op);
-    int ixpos = c->op == LDT_OP_ONE_HOT ? 0 : c->op == LDT_OP_INDEX_PUT ? 2 : 1;
-    int accumulate = c->op == LDT_OP_SCATTER_ADD || c->op == LDT_OP_INDEX_ADD ||
-                     (c->op == LDT_OP_INDEX_PUT && c->attrs->i[0]);
-    if (c->nin <= ixpos) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d inputs", op, c->nin);
-    for (int i = ixpos; i < (c->op == LDT_OP_INDEX_PUT ? c->nin : ixpos + 1); i++)
-        if (c->in[i].dtype != LDT_I32 && c->in[i].dtype != LDT_I64)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: indices are %s, expected i32 or i64", op,
-                     ldt_dtype_name(c->in[i].dtype));
-    if (accumulate && c->in[0].dtype == LDT_BOOL)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: bool tensors cannot accumulate", op);
-    if (c->op == LDT_OP_EMBEDDING && c->in[0].shape.ndim != 2)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: weight has %d dims, expected [V, H]",
-                 c->in[0].shape.ndim);
-    if (c->op != LDT_OP_EMBEDDING && c->op != LDT_OP_ONE_HOT && c->op != LDT_OP_INDEX_PUT &&
-        (c->attrs->i[0] < 0 || c->attrs->i[0] >= c->in[0].shape.ndim))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim %lld is out of range for %d dims", op,
-                 (long long)c->attrs->i[0], c->in[0].shape.ndim);
-    if ((c->op == LDT_OP_INDEX_SELECT || c->op == LDT_OP_INDEX_ADD) && c->in[1].shape.ndim != 1)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: the index has %d dims, expected 1", op,
-                 c->in[1].shape.ndim);
+    int nin = 0;
     switch (c->op) {
-    case LDT_OP_EMBEDDING: return embedding(c);
-    case LDT_OP_ONE_HOT: return one_hot(c);
-    case LDT_OP_INDEX_SELECT: return index_select(c);
-    case LDT_OP_INDEX_ADD: return index_add(c);
-    case LDT_OP_GATHER:
-    case LDT_OP_SCATTER:
-    case LDT_OP_SCATTER_ADD: return gather_scatter(c, op);
-    case LDT_OP_INDEX_PUT: return index_put(c);
-    default: LDT_FAIL(LDT_ERR_INTERNAL, "index kernels: op %s is not theirs", op);
+    case LDT_OP_EMBEDDING: case LDT_OP_INDEX_SELECT: case LDT_OP_GATHER: nin = 2; break;
+    case LDT_OP_ONE_HOT: nin = 1; break;
+    case LDT_OP_SCATTER: case LDT_OP_SCATTER_ADD: case LDT_OP_INDEX_ADD: nin = 3; break;
+    case LDT_OP_INDEX_PUT: nin = -1; break;
+    default: LDT_FAIL(LDT_ERR_INTERNAL, "index kernel: %s is not an indexing op", op);
+    }
+    if (nin >= 0 ? c->nin != nin : c->nin < 3) {
+        if (nin >= 0)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects %d input(s), got %d", op, nin, c->nin);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects x, values and at least one index tensor, "
+                 "got %d input(s)", op, c->nin);
+    }
+    if (!c->in) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: inputs missing", op);
+    if (!c->attrs && c->op != LDT_OP_EMBEDDING)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: attrs missing", op);
+    for (int k = -1; k < c->nin; k++) LDT_CHECK(ldt__check_operand(op, k < 0 ? &c->out : &c->in[k], k));
+    switch (c->op) {
+    case LDT_OP_EMBEDDING: return run_embedding(op, c);
+    case LDT_OP_ONE_HOT: return run_one_hot(op, c);
+    case LDT_OP_INDEX_SELECT:
+    case LDT_OP_INDEX_ADD: return run_select_add(op, c);
+    case LDT_OP_INDEX_PUT: return run_index_put(op, c);
+    default: return run_gather_scatter(op, c); /* gather, scatter, scatter_add */
     }
 }
