@@ -1,70 +1,81 @@
-/* The gpt model (GPT-2): token and learned position embeddings, `layers` pre-LN blocks of
- * causal self-attention and an MLP (biases on every linear), a final LayerNorm, the LM head
- * tied to the token embedding, and the cross-entropy loss (targets of -1 are ignored).
- * Parameters: V*H + S*H + L*(12H^2 + 13H) + 2H. */
+/* The gpt model (GPT-2): embeddings, pre-LN attention + MLP blocks, tied head, CE loss. */
+/* Token and learned position embeddings, `layers` pre-LN blocks of causal self-attention and an
+ * MLP (biases on every linear), a final LayerNorm, the LM head tied to the token embedding, and
+ * the cross-entropy loss (targets of -1 are ignored). Parameters: V*H + S*H + L*(12H^2 + 13H) +
+ * 2H. */
 #include <stdlib.h>
 
 #include "models/model.h"
 
 /* The parameters of one block, in creation order. */
-enum { LN1_W, LN1_B, ATTN_W, ATTN_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FC2_W, FC2_B, PER_LAYER };
+enum { LN1_W, LN1_B, ATTN_W, ATTN_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FC2_W, FC2_B,
+       PER_LAYER };
 
 ldt_status gpt_create(ldt_model *m) {
     int64_t H = m->cfg.hidden, V = m->cfg.vocab, S = m->cfg.seq, B = m->cfg.batch;
-    ldt_shape ts = {2, {B, S}};
+    ldt_shape ts = {2, {B, S}}, hs = {1, {H}};
     int64_t *pos;
     static const char *const names[PER_LAYER] = {
         "ln_1.w", "ln_1.b", "attn.c_attn.w", "attn.c_attn.b", "attn.c_proj.w", "attn.c_proj.b",
-        "ln_2.w", "ln_2.b", "mlp.c_fc.w", "mlp.c_fc.b", "mlp.c_proj.w", "mlp.c_proj.b"};
-    ldt_shape shapes[PER_LAYER] = {{1, {H}},      {1, {H}},     {2, {3 * H, H}}, {1, {3 * H}},
-                                   {2, {H, H}},   {1, {H}},     {1, {H}},        {1, {H}},
-                                   {2, {4 * H, H}}, {1, {4 * H}}, {2, {H, 4 * H}}, {1, {H}}};
-    m->inputs[0] = ldt_input(m->ctx, "tokens", &ts, LDT_I64);
-    m->inputs[1] = ldt_input(m->ctx, "targets", &ts, LDT_I64);
+        "ln_2.w", "ln_2.b", "mlp.c_fc.w",    "mlp.c_fc.b",    "mlp.c_proj.w",  "mlp.c_proj.b"};
+    const model_init N = MODEL_INIT_NORMAL, Z = MODEL_INIT_ZERO, O = MODEL_INIT_ONE;
+    const model_init init[PER_LAYER] = {O, Z, N, Z, N, Z, O, Z, N, Z, N, Z};
+    const ldt_shape shapes[PER_LAYER] = {
+        {1, {H}},        {1, {H}},     /* ln_1 */
+        {2, {3 * H, H}}, {1, {3 * H}}, /* c_attn: q, k, v stacked on the output dim */
+        {2, {H, H}},     {1, {H}},     /* attn c_proj */
+        {1, {H}},        {1, {H}},     /* ln_2 */
+        {2, {4 * H, H}}, {1, {4 * H}}, /* c_fc */
+        {2, {H, 4 * H}}, {1, {H}}};    /* mlp c_proj */
+    m->inputs[0] = ldt_input(m->ctx, "tokens", &ts, LDT_I64);  /* [B, S] */
+    m->inputs[1] = ldt_input(m->ctx, "targets", &ts, LDT_I64); /* [B, S], -1 ignored */
     m->input_names[0] = "tokens";
     m->input_names[1] = "targets";
     m->ninputs = 2;
-    if (!m->inputs[0] || !m->inputs[1]) return ldt_ctx_status(m->ctx);
-    pos = malloc((size_t)S * sizeof *pos);
-    if (!pos) return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "model gpt: out of memory");
+    if (!m->inputs[0] || !m->inputs[1]) return model_fail(m);
+    if (!(pos = malloc((size_t)S * sizeof *pos)))
+        return ldt_set_error(LDT_ERR_OUT_OF_MEMORY,
+                             "model gpt: out of memory for seq = %lld positions", (long long)S);
     for (int64_t i = 0; i < S; i++) pos[i] = i;
-    m->positions = ldt_constant(m->ctx, &(ldt_shape){1, {S}}, LDT_I64, pos);
+    m->positions = ldt_constant(m->ctx, &(ldt_shape){1, {S}}, LDT_I64, pos); /* made once */
     free(pos);
-    if (!m->positions || !model_param(m, &(ldt_shape){2, {V, H}}, "wte") ||
-        !model_param(m, &(ldt_shape){2, {S, H}}, "wpe"))
-        return ldt_ctx_status(m->ctx) ? ldt_ctx_status(m->ctx) : LDT_ERR_OUT_OF_MEMORY;
+    if (!m->positions || !model_param(m, N, &(ldt_shape){2, {V, H}}, "wte") ||
+        !model_param(m, N, &(ldt_shape){2, {S, H}}, "wpe"))
+        return model_fail(m);
     for (int64_t l = 0; l < m->cfg.layers; l++)
         for (int k = 0; k < PER_LAYER; k++)
-            if (!model_param(m, &shapes[k], "h.%lld.%s", (long long)l, names[k]))
-                return ldt_ctx_status(m->ctx) ? ldt_ctx_status(m->ctx) : LDT_ERR_OUT_OF_MEMORY;
-    if (!model_param(m, &(ldt_shape){1, {H}}, "ln_f.w") || !model_param(m, &(ldt_shape){1, {H}}, "ln_f.b"))
-        return ldt_ctx_status(m->ctx) ? ldt_ctx_status(m->ctx) : LDT_ERR_OUT_OF_MEMORY;
+            if (!model_param(m, init[k], &shapes[k], "h.%lld.%s", (long long)l, names[k]))
+                return model_fail(m);
+    if (!model_param(m, O, &hs, "ln_f.w") || !model_param(m, Z, &hs, "ln_f.b"))
+        return model_fail(m);
     return LDT_OK;
 }
 
 ldt_tensor *gpt_forward(ldt_model *m) {
     int64_t H = m->cfg.hidden, A = m->cfg.heads, D = H / A, S = m->cfg.seq, B = m->cfg.batch;
-    double p = m->cfg.train ? m->cfg.dropout : 0;
+    int train = m->cfg.train;
+    double p = train ? m->cfg.dropout : 0;
     ldt_tensor *wte = m->params[0], *wpe = m->params[1], *x, *logits;
     ldt_shape heads = {4, {B, S, A, D}}, flat = {3, {B, S, H}};
+    /* [B, S, H] + [S, H] */
     x = ldt_add(ldt_embedding(wte, m->inputs[0]), ldt_embedding(wpe, m->positions));
-    x = ldt_dropout(x, p, m->cfg.train);
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         ldt_tensor **w = &m->params[2 + PER_LAYER * l], *h, *qkv, *q, *k, *v, *y;
         h = ldt_layer_norm(x, 1, w[LN1_W], w[LN1_B], 1e-5);
-        qkv = ldt_linear(h, w[ATTN_W], w[ATTN_B]);
+        qkv = ldt_linear(h, w[ATTN_W], w[ATTN_B]); /* [B, S, 3H] */
+        /* [B, S, H] -> [B, S, A, D] -> [B, A, S, D] */
         q = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, 0, H, 1), &heads), 1, 2);
         k = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, H, 2 * H, 1), &heads), 1, 2);
         v = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, 2 * H, 3 * H, 1), &heads), 1, 2);
-        y = ldt_scaled_dot_product_attention(q, k, v, 1, p, 0);
-        y = ldt_reshape(ldt_transpose(y, 1, 2), &flat);
-        x = ldt_add(x, ldt_dropout(ldt_linear(y, w[PROJ_W], w[PROJ_B]), p, m->cfg.train));
+        y = ldt_scaled_dot_product_attention(q, k, v, 1, p, 0); /* scale 1/sqrt(D) */
+        y = ldt_reshape(ldt_transpose(y, 1, 2), &flat);         /* [B, S, H] */
+        x = ldt_add(x, ldt_dropout(ldt_linear(y, w[PROJ_W], w[PROJ_B]), p, train));
         h = ldt_layer_norm(x, 1, w[LN2_W], w[LN2_B], 1e-5);
         h = ldt_linear(ldt_gelu(ldt_linear(h, w[FC_W], w[FC_B]), 1), w[FC2_W], w[FC2_B]);
-        x = ldt_add(x, ldt_dropout(h, p, m->cfg.train));
+        x = ldt_add(x, ldt_dropout(h, p, train));
     }
     x = ldt_layer_norm(x, 1, m->params[m->nparams - 2], m->params[m->nparams - 1], 1e-5);
-    logits = ldt_linear(x, wte, NULL); /* the head is tied to the token embedding */
+    logits = ldt_linear(x, wte, NULL); /* [B, S, V]: the head is tied to the token embedding */
     m->output = logits;
     return ldt_cross_entropy(logits, m->inputs[1], -1);
 }

@@ -8,26 +8,35 @@
 
 typedef enum { MODEL_MLP, MODEL_GPT } model_kind;
 
+/* A parameter's initial value (ldt_model_init): GPT-2's rule, fixed when it is created
+ * rather than guessed from its name. */
+typedef enum { MODEL_INIT_NORMAL, MODEL_INIT_ZERO, MODEL_INIT_ONE } model_init;
+
 struct ldt_model {
-    ldt_ctx *ctx;
+    ldt_ctx *ctx; /* borrowed: owns the params, inputs and constants below */
     model_kind kind;
     ldt_model_config cfg;
     int nparams, cap;
     ldt_tensor **params;
     char **names;
+    model_init *init;
     int ninputs;
     ldt_tensor *inputs[LDT_MODEL_MAX_INPUTS];
     const char *input_names[LDT_MODEL_MAX_INPUTS];
-    ldt_tensor *positions; /* gpt: the i64 constant 0..S-1 */
-    ldt_tensor *output;    /* of the last forward */
+    ldt_tensor *positions; /* gpt: the i64 constant 0..S-1 [S] */
+    ldt_tensor *output;    /* of the last forward; valid in its trace only */
 };
 
-/* Adds a parameter called name (printf format) of the given shape; NULL on error. */
-ldt_tensor *model_param(ldt_model *m, const ldt_shape *shape, const char *fmt, ...)
+/* Adds a parameter called name (printf format) of the given shape and initial value; NULL
+ * on error (the context's error, or out of memory). */
+ldt_tensor *model_param(ldt_model *m, model_init init, const ldt_shape *shape, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
+    __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/* The status to return after model_param or ldt_input gave NULL. */
+ldt_status model_fail(const ldt_model *m);
+
 ldt_status mlp_create(ldt_model *m);
 ldt_tensor *mlp_forward(ldt_model *m);
 ldt_status gpt_create(ldt_model *m);
