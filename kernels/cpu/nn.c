@@ -1,201 +1,511 @@
-/* CPU kernels of the neural-network ops: softmax, log_softmax, layer_norm, rms_norm,
- * cross_entropy and dropout. Values are computed in double and rounded once to the output
- * dtype (f16/bf16 through f32); every reduction subtracts the row max or uses two passes. */
+/* CPU kernels of softmax, log_softmax, layer_norm, rms_norm, cross_entropy and dropout. */
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/common/nn_math.h"
 #include "kernels/common/philox.h"
 #include "kernels/cpu/kernel.h"
 
-/* ---- loads and stores ------------------------------------------------------------------ */
+/* Mask bytes made per step of dropout: the stream is filled a chunk at a time. */
+#define NN_CHUNK 256
 
-static double ld(ldt_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case LDT_F32: return ((const float *)p)[i];
-    case LDT_F64: return ((const double *)p)[i];
-    case LDT_F16: return ldt__f16_to_f32(((const uint16_t *)p)[i]);
-    case LDT_BF16: return ldt__bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return 0;
-    }
-}
+static const char *nn_name(int op) { return ldt__builtin_op_name(op); }
 
-static void st(ldt_dtype t, void *p, int64_t i, double v) {
-    switch (t) {
-    case LDT_F32: ((float *)p)[i] = (float)v; break;
-    case LDT_F64: ((double *)p)[i] = v; break;
-    case LDT_F16: ((uint16_t *)p)[i] = ldt__f32_to_f16((float)v); break;
-    case LDT_BF16: ((uint16_t *)p)[i] = ldt__f32_to_bf16((float)v); break;
-    default: break;
-    }
-}
-
-static int64_t ld_index(ldt_dtype t, const void *p, int64_t i) {
-    return t == LDT_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
-}
-
-static int64_t numel_of(const ldt_shape *s) {
+static int64_t nn_numel(const ldt_shape *s) {
     int64_t n = 1;
     for (int d = 0; d < s->ndim; d++) n *= s->dims[d];
     return n;
 }
 
-/* ---- kernels ----------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------
+ * Rows in and out. A row is n elements `stride` apart from `base`. Rows of f32, f16 and bf16
+ * are computed in f32 (the half types widen exactly), rows of f64 in f64.
+ */
+static void load_row_f32(ldt_dtype t, const void *src, int64_t base, int64_t stride, int64_t n,
+                         float *dst) {
+    switch (t) {
+    case LDT_F32: {
+        const float *s = (const float *)src + base;
+        if (stride == 1)
+            memcpy(dst, s, (size_t)n * sizeof(float));
+        else
+            for (int64_t j = 0; j < n; j++) dst[j] = s[j * stride];
+    } break;
+    case LDT_F16: {
+        const uint16_t *s = (const uint16_t *)src + base;
+        for (int64_t j = 0; j < n; j++) dst[j] = ldt__f16_to_f32(s[j * stride]);
+    } break;
+    case LDT_BF16: {
+        const uint16_t *s = (const uint16_t *)src + base;
+        for (int64_t j = 0; j < n; j++) dst[j] = ldt__bf16_to_f32(s[j * stride]);
+    } break;
+    default: break; /* the dispatch lets only float dtypes in */
+    }
+}
 
-/* softmax / log_softmax along dim: rows of n elements `inner` apart. */
-static void softmax_kernel(const ldt__operand *x, const ldt__operand *y, int dim, int log_form) {
-    int64_t outer = 1, n = x->shape.dims[dim], inner = 1;
+static void load_row_f64(const void *src, int64_t base, int64_t stride, int64_t n, double *dst) {
+    const double *s = (const double *)src + base;
+    if (stride == 1)
+        memcpy(dst, s, (size_t)n * sizeof(double));
+    else
+        for (int64_t j = 0; j < n; j++) dst[j] = s[j * stride];
+}
+
+/* f32 values out: f32 as is, the half types rounded once from f32. */
+static void store_row_f32(ldt_dtype t, void *dst, int64_t base, int64_t stride, int64_t n,
+                          const float *src) {
+    switch (t) {
+    case LDT_F32: {
+        float *d = (float *)dst + base;
+        if (stride == 1)
+            memcpy(d, src, (size_t)n * sizeof(float));
+        else
+            for (int64_t j = 0; j < n; j++) d[j * stride] = src[j];
+    } break;
+    case LDT_F16: {
+        uint16_t *d = (uint16_t *)dst + base;
+        for (int64_t j = 0; j < n; j++) d[j * stride] = ldt__f32_to_f16(src[j]);
+    } break;
+    case LDT_BF16: {
+        uint16_t *d = (uint16_t *)dst + base;
+        for (int64_t j = 0; j < n; j++) d[j * stride] = ldt__f32_to_bf16(src[j]);
+    } break;
+    default: break;
+    }
+}
+
+static void store_row_f64(void *dst, int64_t base, int64_t stride, int64_t n, const double *src) {
+    double *d = (double *)dst + base;
+    if (stride == 1)
+        memcpy(d, src, (size_t)n * sizeof(double));
+    else
+        for (int64_t j = 0; j < n; j++) d[j * stride] = src[j];
+}
+
+/* One double value out, rounded once to the dtype. */
+static void store_one(ldt_dtype t, void *dst, int64_t i, double v) {
+    switch (t) {
+    case LDT_F32: ((float *)dst)[i] = (float)v; break;
+    case LDT_F64: ((double *)dst)[i] = v; break;
+    case LDT_F16: ((uint16_t *)dst)[i] = ldt__f64_to_f16_once(v); break;
+    case LDT_BF16: ((uint16_t *)dst)[i] = ldt__f64_to_bf16_once(v); break;
+    default: break;
+    }
+}
+
+/* m values of a norm's weight or bias as double, or `absent` each where there is none. */
+static void load_param(ldt_dtype t, const ldt__operand *p, int64_t m, double absent, double *dst) {
+    for (int64_t j = 0; j < m; j++) {
+        if (!p)
+            dst[j] = absent;
+        else if (t == LDT_F64)
+            dst[j] = ((const double *)p->data)[j];
+        else if (t == LDT_F32)
+            dst[j] = ((const float *)p->data)[j];
+        else if (t == LDT_F16)
+            dst[j] = ldt__f16_to_f32(((const uint16_t *)p->data)[j]);
+        else
+            dst[j] = ldt__bf16_to_f32(((const uint16_t *)p->data)[j]);
+    }
+}
+
+/* A row buffer of n elements of the compute type (f64 for f64, else f32). */
+static void *row_alloc(const char *name, ldt_dtype t, int64_t n, ldt_status *st) {
+    size_t esz = t == LDT_F64 ? sizeof(double) : sizeof(float);
+    void *p = malloc((size_t)(n > 0 ? n : 1) * esz);
+    *st = p ? LDT_OK
+            : ldt__trace(ldt__error(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for a row of %lld", name,
+                                    (long long)n),
+                         __FILE__, __LINE__);
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * softmax, log_softmax along dim: x is [outer, n, inner], each (outer, inner) pair a row of n
+ * elements `inner` apart. A 0-dim x is one row of one element.
+ */
+static ldt_status softmax_kernel(const ldt__kcall *c, int dim) {
+    const ldt__operand *x = &c->in[0];
+    ldt_dtype t = x->dtype;
+    int log_form = c->op == LDT_OP_LOG_SOFTMAX;
+    int64_t outer = 1, n = x->shape.ndim ? x->shape.dims[dim] : 1, inner = 1;
+    ldt_status st;
     for (int d = 0; d < dim; d++) outer *= x->shape.dims[d];
     for (int d = dim + 1; d < x->shape.ndim; d++) inner *= x->shape.dims[d];
+    if (outer * n * inner == 0) return LDT_OK;
+    void *row = row_alloc(nn_name(c->op), t, n, &st);
+    if (!row) return st;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * n * inner + i;
-            double mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < n; j++) {
-                double v = ld(x->dtype, x->data, base + j * inner);
-                if (v > mx || v != v) mx = v;
+            if (t == LDT_F64) {
+                double *r = row;
+                load_row_f64(x->data, base, inner, n, r);
+                if (log_form)
+                    ldt__log_softmax_row_f64(r, n);
+                else
+                    ldt__softmax_row_f64(r, n);
+                store_row_f64(c->out.data, base, inner, n, r);
+            } else {
+                float *r = row;
+                load_row_f32(t, x->data, base, inner, n, r);
+                if (log_form)
+                    ldt__log_softmax_row_f32(r, n);
+                else
+                    ldt__softmax_row_f32(r, n);
+                store_row_f32(t, c->out.data, base, inner, n, r);
             }
-            for (int64_t j = 0; j < n; j++) sum += exp(ld(x->dtype, x->data, base + j * inner) - mx);
-            for (int64_t j = 0; j < n; j++) {
-                double z = ld(x->dtype, x->data, base + j * inner) - mx;
-                st(y->dtype, y->data, base + j * inner, log_form ? z - log(sum) : exp(z) / sum);
-            }
         }
-}
-
-/* layer_norm / rms_norm over rows of m elements (the last k dims). */
-static void norm_kernel(const ldt__kcall *c, int rms) {
-    const ldt__operand *x = &c->in[0];
-    int k = (int)c->attrs->i[0], has_w = (int)c->attrs->i[1], has_b = !rms && c->attrs->i[2];
-    const ldt__operand *w = has_w ? &c->in[1] : NULL, *b = has_b ? &c->in[1 + has_w] : NULL;
-    double eps = c->attrs->f[0];
-    int64_t m = 1, rows;
-    for (int d = x->shape.ndim - k; d < x->shape.ndim; d++) m *= x->shape.dims[d];
-    rows = m ? numel_of(&x->shape) / m : 0;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t base = r * m;
-        double mean = 0, var = 0, inv;
-        if (!rms) {
-            for (int64_t j = 0; j < m; j++) mean += ld(x->dtype, x->data, base + j);
-            mean /= (double)m;
-        }
-        /* second pass around the mean: stable where E[x^2] - E[x]^2 cancels */
-        for (int64_t j = 0; j < m; j++) {
-            double dv = ld(x->dtype, x->data, base + j) - mean;
-            var += dv * dv;
-        }
-        var /= (double)m;
-        inv = 1.0 / sqrt(var + eps);
-        for (int64_t j = 0; j < m; j++) {
-            double v = (ld(x->dtype, x->data, base + j) - mean) * inv;
-            if (w) v *= ld(w->dtype, w->data, j);
-            if (b) v += ld(b->dtype, b->data, j);
-            st(c->out.dtype, c->out.data, base + j, v);
-        }
-    }
-}
-
-static ldt_status cross_entropy_kernel(const ldt__kcall *c) {
-    const ldt__operand *x = &c->in[0], *t = &c->in[1];
-    int64_t C = x->shape.dims[x->shape.ndim - 1], rows = numel_of(&t->shape), count = 0;
-    int64_t ignore = c->attrs->i[0];
-    double total = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t tg = ld_index(t->dtype, t->data, r), base = r * C;
-        double mx = -INFINITY, sum = 0;
-        if (tg == ignore) continue;
-        if (tg < 0 || tg >= C)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "cross_entropy: target %lld at row %lld is out of range for %lld classes",
-                     (long long)tg, (long long)r, (long long)C);
-        for (int64_t j = 0; j < C; j++) {
-            double v = ld(x->dtype, x->data, base + j);
-            if (v > mx || v != v) mx = v;
-        }
-        for (int64_t j = 0; j < C; j++) sum += exp(ld(x->dtype, x->data, base + j) - mx);
-        total += log(sum) + mx - ld(x->dtype, x->data, base + tg);
-        count++;
-    }
-    st(c->out.dtype, c->out.data, 0, count ? total / (double)count : NAN);
+    free(row);
     return LDT_OK;
 }
 
-/* Global flat index of local element li (row-major local index) under the region. */
-static int64_t global_index(const ldt_region *r, const ldt_shape *g, int64_t li) {
-    int64_t gi = 0, stride = 1;
-    for (int d = r->ndim - 1; d >= 0; d--) {
-        int64_t i = li % r->local_shape.dims[d];
-        li /= r->local_shape.dims[d];
-        gi += ((i / r->runs[d].len) * r->runs[d].block_stride + r->runs[d].start +
-               i % r->runs[d].len) *
-              stride;
-        stride *= g->dims[d];
-    }
-    return gi;
-}
-
-/* Inverted dropout: element j is dropped where the stream's bernoulli(p) at its global index
- * is 1, so a sharded run reproduces the single-device mask. */
-static void dropout_kernel(const ldt__kcall *c) {
+/* ---------------------------------------------------------------------------------------
+ * layer_norm, rms_norm over the last k dims: x is [rows, m]; the weight and bias are [m].
+ * Statistics in double (ldt__norm_stats_*); each output (x - mean) * rstd * w + b is formed
+ * in double and rounded once.
+ */
+static ldt_status norm_kernel(const ldt__kcall *c, int k, const ldt__operand *w,
+                              const ldt__operand *b) {
     const ldt__operand *x = &c->in[0];
-    uint64_t seed = (uint64_t)c->attrs->i[0], off = (uint64_t)c->attrs->i[1];
-    double p = c->attrs->f[0], keep = p < 1 ? 1.0 / (1.0 - p) : 0;
-    int64_t n = numel_of(&x->shape);
-    for (int64_t j = 0; j < n; j++) {
-        int64_t gj = c->region ? global_index(c->region, c->global_shape, j) : j;
-        int drop = ldt__rand_bernoulli(seed, off, gj, p);
-        /* keep is applied in f32 for f32 data so kept values equal x * (1/(1-p)) in f32 */
-        if (c->out.dtype == LDT_F64)
-            st(c->out.dtype, c->out.data, j, drop ? 0.0 : ld(x->dtype, x->data, j) * keep);
-        else
-            st(c->out.dtype, c->out.data, j,
-               drop ? 0.0 : (double)((float)ld(x->dtype, x->data, j) * (float)keep));
+    ldt_dtype t = x->dtype;
+    int center = c->op == LDT_OP_LAYER_NORM;
+    double eps = c->attrs->f[0];
+    int64_t m = 1, rows, total = nn_numel(&x->shape);
+    ldt_status st = LDT_OK;
+    for (int d = x->shape.ndim - k; d < x->shape.ndim; d++) m *= x->shape.dims[d];
+    if (total == 0) return LDT_OK;
+    rows = total / m;
+    void *row = row_alloc(nn_name(c->op), t, m, &st);
+    double *wb = row ? malloc((size_t)m * 2 * sizeof(double)) : NULL;
+    if (!wb) {
+        free(row);
+        if (st != LDT_OK) return st;
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for the weight and bias of %lld",
+                 nn_name(c->op), (long long)m);
+    }
+    /* the affine parameters once, as double: w (1 when absent), then b (0 when absent) */
+    load_param(t, w, m, 1.0, wb);
+    load_param(t, b, m, 0.0, wb + m);
+    for (int64_t r = 0; r < rows; r++) {
+        double mean, rstd;
+        if (t == LDT_F64) {
+            double *xr = row;
+            load_row_f64(x->data, r * m, 1, m, xr);
+            ldt__norm_stats_f64(xr, m, center, eps, &mean, &rstd);
+            for (int64_t j = 0; j < m; j++)
+                store_one(t, c->out.data, r * m + j, (xr[j] - mean) * rstd * wb[j] + wb[m + j]);
+        } else {
+            float *xr = row;
+            load_row_f32(t, x->data, r * m, 1, m, xr);
+            ldt__norm_stats_f32(xr, m, center, eps, &mean, &rstd);
+            for (int64_t j = 0; j < m; j++)
+                store_one(t, c->out.data, r * m + j,
+                          ((double)xr[j] - mean) * rstd * wb[j] + wb[m + j]);
+        }
+    }
+    free(row);
+    free(wb);
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * cross_entropy: logits [rows, C], targets [rows]; the mean of -log_softmax(row)[target] over
+ * the rows whose target is not the ignore index, in double, rounded once; NaN with no such
+ * row (0 / 0, as torch gives).
+ */
+static ldt_status cross_entropy_kernel(const ldt__kcall *c) {
+    const ldt__operand *x = &c->in[0], *tg = &c->in[1];
+    ldt_dtype t = x->dtype;
+    int64_t C = x->shape.dims[x->shape.ndim - 1], rows = nn_numel(&tg->shape), used = 0;
+    int64_t ignore = c->attrs->i[0];
+    double total = 0.0;
+    ldt_status st;
+    void *row = row_alloc("cross_entropy", t, C, &st);
+    if (!row) return st;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t k = tg->dtype == LDT_I32 ? ((const int32_t *)tg->data)[r]
+                                         : ((const int64_t *)tg->data)[r];
+        if (k == ignore) continue;
+        if (k < 0 || k >= C) {
+            free(row);
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "cross_entropy: target %lld at row %lld is out of range for %lld classes "
+                     "(expected 0..%lld or the ignore index %lld)",
+                     (long long)k, (long long)r, (long long)C, (long long)C - 1, (long long)ignore);
+        }
+        if (t == LDT_F64) {
+            load_row_f64(x->data, r * C, 1, C, row);
+            total += ldt__cross_entropy_row_f64(row, C, k);
+        } else {
+            load_row_f32(t, x->data, r * C, 1, C, row);
+            total += ldt__cross_entropy_row_f32(row, C, k);
+        }
+        used++;
+    }
+    free(row);
+    store_one(c->out.dtype, c->out.data, 0, used ? total / (double)used : NAN);
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * dropout: element with global index g is 0 where the stream's bernoulli(p) at g is 1, else
+ * x * (1/(1-p)) with the factor in the compute type ((float)(1/(1-p)) for f32 and the half
+ * types, whose product is rounded once to the half). Dropped elements are +0 whatever x is.
+ */
+typedef struct dp_params {
+    ldt_dtype t;
+    const void *x;
+    void *y;
+    uint64_t seed, offset;
+    double p;
+} dp_params;
+
+/* n local elements from li whose global indices are g0, g0 + 1, ... */
+static void dropout_run(const dp_params *p, int64_t li, int64_t g0, int64_t n) {
+    uint8_t mask[NN_CHUNK];
+    double sd = ldt__dropout_scale(p->p);
+    float sf = (float)sd;
+    for (int64_t k0 = 0; k0 < n; k0 += NN_CHUNK) {
+        int64_t len = n - k0 < NN_CHUNK ? n - k0 : NN_CHUNK, at = li + k0;
+        ldt__rand_fill_bernoulli_u8(mask, p->seed, p->offset, g0 + k0, len, p->p);
+        switch (p->t) {
+        case LDT_F32: {
+            const float *x = (const float *)p->x + at;
+            float *y = (float *)p->y + at;
+            for (int64_t j = 0; j < len; j++) y[j] = mask[j] ? 0.0f : x[j] * sf;
+        } break;
+        case LDT_F64: {
+            const double *x = (const double *)p->x + at;
+            double *y = (double *)p->y + at;
+            for (int64_t j = 0; j < len; j++) y[j] = mask[j] ? 0.0 : x[j] * sd;
+        } break;
+        case LDT_F16: {
+            const uint16_t *x = (const uint16_t *)p->x + at;
+            uint16_t *y = (uint16_t *)p->y + at;
+            for (int64_t j = 0; j < len; j++)
+                y[j] = mask[j] ? 0 : ldt__f32_to_f16(ldt__f16_to_f32(x[j]) * sf);
+        } break;
+        case LDT_BF16: {
+            const uint16_t *x = (const uint16_t *)p->x + at;
+            uint16_t *y = (uint16_t *)p->y + at;
+            for (int64_t j = 0; j < len; j++)
+                y[j] = mask[j] ? 0 : ldt__f32_to_bf16(ldt__bf16_to_f32(x[j]) * sf);
+        } break;
+        default: break;
+        }
     }
 }
 
-/* ---- dispatch ------------------------------------------------------------------------------ */
+/* A shard: along dim d local index i is global (i / len) * block_stride + start + i % len
+ * (include/ldt/core.h), so each run of `len` local elements on the last dim is `len`
+ * consecutive global elements (as kernels/cpu/random.c walks it). */
+static void dropout_region(const dp_params *p, const ldt_region *r, const ldt_shape *gs) {
+    int nd = r->ndim;
+    if (nd == 0) { /* a 0-dim tensor is its one element, global index 0 */
+        dropout_run(p, 0, 0, 1);
+        return;
+    }
+    int64_t gstride[LDT_MAX_DIMS], idx[LDT_MAX_DIMS] = {0}, rows = 1;
+    gstride[nd - 1] = 1;
+    for (int d = nd - 2; d >= 0; d--) gstride[d] = gstride[d + 1] * gs->dims[d + 1];
+    for (int d = 0; d < nd - 1; d++) rows *= r->local_shape.dims[d];
+    const ldt_dim_runs *in = &r->runs[nd - 1];
+    int64_t inner = r->local_shape.dims[nd - 1];
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t gbase = 0;
+        for (int d = 0; d < nd - 1; d++) {
+            const ldt_dim_runs *rd = &r->runs[d];
+            gbase += ((idx[d] / rd->len) * rd->block_stride + rd->start + idx[d] % rd->len) *
+                     gstride[d];
+        }
+        for (int64_t b = 0; b < in->blocks; b++)
+            dropout_run(p, row * inner + b * in->len, gbase + in->start + b * in->block_stride,
+                        in->len);
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < r->local_shape.dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* The region must describe out's shape and lie inside the global shape: a wrong one would
+ * write outside the buffer or read the stream at the wrong places. */
+static ldt_status dropout_check_region(const ldt__kcall *c) {
+    const ldt_region *r = c->region;
+    const ldt_shape *gs = c->global_shape;
+    char o[128], g[128];
+    ldt_shape_format(&c->out.shape, o, sizeof o);
+    if (!gs)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "dropout: a region without a global shape (out is %s)",
+                 o);
+    ldt_shape_format(gs, g, sizeof g);
+    if (r->ndim != gs->ndim || !ldt_shape_equal(&r->local_shape, &c->out.shape))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "dropout: the region (%d dims) does not fit output %s of global shape %s",
+                 r->ndim, o, g);
+    for (int d = 0; d < r->ndim; d++) {
+        const ldt_dim_runs *rd = &r->runs[d];
+        if (rd->len < 0 || rd->blocks < 0 || rd->start < 0 ||
+            rd->len * rd->blocks != c->out.shape.dims[d] ||
+            (rd->len > 0 && rd->blocks > 0 &&
+             rd->start + (rd->blocks - 1) * rd->block_stride + rd->len > gs->dims[d]))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "dropout: region dim %d (start %lld, %lld runs of %lld every %lld) does not "
+                     "fit output %s of global shape %s",
+                     d, (long long)rd->start, (long long)rd->blocks, (long long)rd->len,
+                     (long long)rd->block_stride, o, g);
+    }
+    return LDT_OK;
+}
+
+static ldt_status dropout_kernel(const ldt__kcall *c) {
+    dp_params p;
+    p.t = c->in[0].dtype;
+    p.x = c->in[0].data;
+    p.y = c->out.data;
+    p.seed = (uint64_t)c->attrs->i[0];
+    p.offset = (uint64_t)c->attrs->i[1];
+    p.p = c->attrs->f[0];
+    if (!(p.p >= 0.0 && p.p <= 1.0))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "dropout: p = %g; expected 0 <= p <= 1", p.p);
+    int64_t n = nn_numel(&c->out.shape);
+    if (c->region) {
+        LDT_CHECK(dropout_check_region(c));
+        if (n > 0) dropout_region(&p, c->region, c->global_shape);
+        return LDT_OK;
+    }
+    dropout_run(&p, 0, 0, n); /* the whole tensor: global index = local index */
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Dispatch: checks shared by the family, then each op's shapes.
+ */
+
+/* x is a float tensor and out has its dtype and the shape `want`. */
+static ldt_status nn_check_x_out(const ldt__kcall *c, const ldt_shape *want) {
+    const char *name = nn_name(c->op);
+    const ldt__operand *x = &c->in[0];
+    if (!ldt_dtype_is_float(x->dtype))
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (f32, f64, f16, bf16)", name,
+                 ldt_dtype_name(x->dtype));
+    if (c->out.dtype != x->dtype || !ldt_shape_equal(&c->out.shape, want)) {
+        char xs[128], os[128], ws[128];
+        ldt_shape_format(&x->shape, xs, sizeof xs);
+        ldt_shape_format(&c->out.shape, os, sizeof os);
+        ldt_shape_format(want, ws, sizeof ws);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: x is %s %s and the output %s %s; expected %s %s",
+                 name, xs, ldt_dtype_name(x->dtype), os, ldt_dtype_name(c->out.dtype), ws,
+                 ldt_dtype_name(x->dtype));
+    }
+    return LDT_OK;
+}
+
+static ldt_status nn_check_norm(const ldt__kcall *c, int *k, const ldt__operand **w,
+                                const ldt__operand **b) {
+    const char *name = nn_name(c->op);
+    const ldt__operand *x = &c->in[0];
+    int has_w = c->attrs->i[1] != 0, has_b = c->attrs->i[2] != 0;
+    char xs[128];
+    ldt_shape_format(&x->shape, xs, sizeof xs);
+    *k = (int)c->attrs->i[0];
+    if (c->attrs->i[0] < 1 || c->attrs->i[0] > x->shape.ndim)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: normalising the last %lld dims of x %s; expected 1 to %d",
+                 name, (long long)c->attrs->i[0], xs, x->shape.ndim);
+    if (c->op == LDT_OP_RMS_NORM && has_b)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "rms_norm: has no bias (attrs i[2] = %lld)",
+                 (long long)c->attrs->i[2]);
+    if (c->nin != 1 + has_w + has_b)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d inputs; expected %d (x%s%s)", name, c->nin,
+                 1 + has_w + has_b, has_w ? ", weight" : "", has_b ? ", bias" : "");
+    *w = has_w ? &c->in[1] : NULL;
+    *b = has_b ? &c->in[1 + has_w] : NULL;
+    for (int i = 1; i < c->nin; i++) {
+        const ldt__operand *a = &c->in[i];
+        int ok = a->dtype == x->dtype && a->shape.ndim == *k;
+        for (int d = 0; ok && d < *k; d++)
+            ok = a->shape.dims[d] == x->shape.dims[x->shape.ndim - *k + d];
+        if (!ok) {
+            char as[128];
+            ldt_shape_format(&a->shape, as, sizeof as);
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "%s: %s is %s %s; expected the last %d dims of x %s %s", name,
+                     (i == 1 && has_w) ? "weight" : "bias", as, ldt_dtype_name(a->dtype), *k, xs,
+                     ldt_dtype_name(x->dtype));
+        }
+    }
+    return LDT_OK;
+}
+
+static ldt_status nn_check_cross_entropy(const ldt__kcall *c) {
+    const ldt__operand *x = &c->in[0], *t = &c->in[1];
+    int ok = x->shape.ndim >= 1 && t->shape.ndim == x->shape.ndim - 1;
+    for (int d = 0; ok && d < t->shape.ndim; d++) ok = t->shape.dims[d] == x->shape.dims[d];
+    if (t->dtype != LDT_I32 && t->dtype != LDT_I64)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED,
+                 "cross_entropy: targets of dtype %s are not supported (i32, i64)",
+                 ldt_dtype_name(t->dtype));
+    if (!ok) {
+        char xs[128], ts[128];
+        ldt_shape_format(&x->shape, xs, sizeof xs);
+        ldt_shape_format(&t->shape, ts, sizeof ts);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "cross_entropy: logits are %s and targets %s; expected logits [..., C] and "
+                 "targets [...]",
+                 xs, ts);
+    }
+    return LDT_OK;
+}
 
 ldt_status ldt__k_nn(const ldt__kcall *c) {
-    const char *name = ldt__builtin_op_name(c->op);
-    if (c->nin < 1 || !ldt_dtype_is_float(c->in[0].dtype) || c->in[0].dtype != c->out.dtype)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: input is %s and output %s, expected one float dtype",
-                 name, c->nin ? ldt_dtype_name(c->in[0].dtype) : "missing",
-                 ldt_dtype_name(c->out.dtype));
+    const char *name = nn_name(c->op);
+    int want_nin = c->op == LDT_OP_CROSS_ENTROPY ? 2 : 1;
+    ldt_shape scalar = {0, {0}};
+    if (c->op != LDT_OP_SOFTMAX && c->op != LDT_OP_LOG_SOFTMAX && c->op != LDT_OP_LAYER_NORM &&
+        c->op != LDT_OP_RMS_NORM && c->op != LDT_OP_CROSS_ENTROPY && c->op != LDT_OP_DROPOUT)
+        LDT_FAIL(LDT_ERR_INTERNAL, "nn kernels: op %d (%s) is not softmax..dropout", c->op, name);
+    if (!c->attrs) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: no attributes", name);
+    if (c->op == LDT_OP_LAYER_NORM || c->op == LDT_OP_RMS_NORM) {
+        if (c->nin < 1 || c->nin > (c->op == LDT_OP_LAYER_NORM ? 3 : 2))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d inputs; expected x, then the weight%s",
+                     name, c->nin, c->op == LDT_OP_LAYER_NORM ? " and bias when present" : "");
+    } else if (c->nin != want_nin)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d inputs; expected %d", name, c->nin, want_nin);
+    for (int i = 0; i < c->nin; i++) LDT_CHECK(ldt__check_operand(name, &c->in[i], i));
+    LDT_CHECK(ldt__check_operand(name, &c->out, -1));
     switch (c->op) {
     case LDT_OP_SOFTMAX:
     case LDT_OP_LOG_SOFTMAX: {
-        int dim = (int)c->attrs->i[0];
-        if (dim < 0 || dim >= c->in[0].shape.ndim)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim %d out of range", name, dim);
-        softmax_kernel(&c->in[0], &c->out, dim, c->op == LDT_OP_LOG_SOFTMAX);
-        return LDT_OK;
+        int64_t dim = c->attrs->i[0];
+        int nd = c->in[0].shape.ndim;
+        LDT_CHECK(nn_check_x_out(c, &c->in[0].shape));
+        if (dim < 0 || dim >= (nd ? nd : 1)) {
+            char xs[128];
+            ldt_shape_format(&c->in[0].shape, xs, sizeof xs);
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim %lld is out of range for x %s", name,
+                     (long long)dim, xs);
+        }
+        return softmax_kernel(c, (int)dim);
     }
     case LDT_OP_LAYER_NORM:
     case LDT_OP_RMS_NORM: {
-        int k = (int)c->attrs->i[0];
-        int want = 1 + (int)c->attrs->i[1] + (c->op == LDT_OP_LAYER_NORM ? (int)c->attrs->i[2] : 0);
-        if (k < 1 || k > c->in[0].shape.ndim || c->nin != want)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d inputs normalising %d dims of a %d-dim x",
-                     name, c->nin, k, c->in[0].shape.ndim);
-        for (int i = 1; i < c->nin; i++)
-            if (c->in[i].dtype != c->in[0].dtype)
-                LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: affine parameter %d is %s, x is %s", name, i,
-                         ldt_dtype_name(c->in[i].dtype), ldt_dtype_name(c->in[0].dtype));
-        norm_kernel(c, c->op == LDT_OP_RMS_NORM);
-        return LDT_OK;
+        int k;
+        const ldt__operand *w = NULL, *b = NULL;
+        LDT_CHECK(nn_check_x_out(c, &c->in[0].shape));
+        LDT_CHECK(nn_check_norm(c, &k, &w, &b));
+        return norm_kernel(c, k, w, b);
     }
     case LDT_OP_CROSS_ENTROPY:
-        if (c->nin != 2 || (c->in[1].dtype != LDT_I32 && c->in[1].dtype != LDT_I64) ||
-            c->in[0].shape.ndim < 1)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "cross_entropy: expected logits [..., C] and i32/i64 targets");
+        LDT_CHECK(nn_check_x_out(c, &scalar));
+        LDT_CHECK(nn_check_cross_entropy(c));
         return cross_entropy_kernel(c);
-    case LDT_OP_DROPOUT:
-        if (c->region && !c->global_shape)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "dropout: a region needs the global shape");
-        dropout_kernel(c);
-        return LDT_OK;
-    default: LDT_FAIL(LDT_ERR_INTERNAL, "nn kernels: op %s is not theirs", name);
+    default: /* LDT_OP_DROPOUT */
+        LDT_CHECK(nn_check_x_out(c, &c->in[0].shape));
+        return dropout_kernel(c);
     }
 }
