@@ -12,7 +12,9 @@
                     "beside single-thread memcpy bandwidth")                                \
     X(trace, "ns per recorded op for 1k to 1M-node graphs, and hash ns per node")          \
     X(redistribute, "modeled vs measured redistribution time on a 2x2 threaded mesh, before " \
-                    "and after calibration (spearman, worst_ratio)")
+                    "and after calibration (spearman, worst_ratio)")                        \
+    X(plan, "whole-graph plan time per node for 1k to 100k-node GPT graphs, and the greedy " \
+            "plan's modeled cost over the whole-graph plan's")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)

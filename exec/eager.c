@@ -4,54 +4,26 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "kernels/cpu/kernel.h"
+#include "exec/kcall.h"
 #include "trace/trace.h"
 
 #define MAX_IN 64
 
-static ldt_status run_custom(ldt_ctx *ctx, ldt_tensor *t) {
-    const ldt__custom_op *op = &ctx->custom[t->op - LDT_OP_COUNT];
-    const void *in[MAX_IN];
-    ldt_shape shapes[MAX_IN];
-    ldt_dtype dts[MAX_IN];
-    ldt_status st;
-    for (int k = 0; k < t->nin; k++) {
-        in[k] = LDT__IN(t)[k]->data;
-        shapes[k] = (*LDT__IN(t)[k]->shape);
-        dts[k] = (ldt_dtype)LDT__IN(t)[k]->dtype;
-    }
-    ldt_clear_error();
-    st = op->cpu_fn(t->nin, in, shapes, dts, t->data, t->shape, (ldt_dtype)t->dtype, op->user);
-    if (st != LDT_OK && !ldt_last_error()[0])
-        ldt__error(st, "custom op kernel returned %s", ldt_status_name(st));
-    return st;
-}
-
 static ldt_status run_node(ldt_ctx *ctx, ldt_tensor *t) {
-    ldt__operand in[MAX_IN];
-    ldt__kcall call;
-    ldt__kernel_fn fn;
+    ldt__operand in[MAX_IN], out;
     if (t->nin > MAX_IN)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "%d inputs; the eager runner takes up to %d", t->nin, MAX_IN);
     t->data = malloc((size_t)(ldt__nbytes(t) ? ldt__nbytes(t) : 1));
     if (!t->data) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "out of memory for %lld bytes", (long long)ldt__nbytes(t));
-    if (t->op >= LDT_OP_COUNT) return run_custom(ctx, t);
-    fn = ldt__cpu_kernel(t->op);
-    if (!fn) LDT_FAIL(LDT_ERR_INTERNAL, "no CPU kernel for op %d", t->op);
     for (int k = 0; k < t->nin; k++) {
         in[k].data = LDT__IN(t)[k]->data;
         in[k].shape = (*LDT__IN(t)[k]->shape);
         in[k].dtype = (ldt_dtype)LDT__IN(t)[k]->dtype;
     }
-    memset(&call, 0, sizeof call);
-    call.op = t->op;
-    call.attrs = t->attrs;
-    call.nin = t->nin;
-    call.in = in;
-    call.out.data = t->data;
-    call.out.shape = (*t->shape);
-    call.out.dtype = (ldt_dtype)t->dtype;
-    return fn(&call);
+    out.data = t->data;
+    out.shape = (*t->shape);
+    out.dtype = (ldt_dtype)t->dtype;
+    return ldt__exec_kernel(ctx, t->op, t->attrs, t->nin, in, &out, NULL, NULL);
 }
 
 /* Runs every node of the current trace; `keep_alive` (may be NULL) is not freed early. On

@@ -185,6 +185,18 @@ typedef struct ldt_calibrate_options {
 ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
                          ldt_cost_model *out);
 
+
+/* ---------------------------------------------------------------------------------------
+ * Running a plan (ldt/planner.h) on a threaded mesh: every rank runs its program; outputs
+ * (nodes of the planned trace) are gathered into full row-major host tensors dst[i] of
+ * nbytes[i] bytes. Inputs must be bound. The trace stays current (ldt_read still runs it
+ * eagerly). A meta mesh is refused.
+ */
+typedef struct ldt_plan ldt_plan;
+typedef struct ldt_tensor ldt_tensor;
+ldt_status ldt_plan_run(ldt_plan *plan, int nout, ldt_tensor *const *outs, void *const *dst,
+                        const int64_t *nbytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,6 +54,12 @@ ldt_status ldt_model_init(ldt_model *m, uint64_t seed);
  * after this call, in the same trace. */
 ldt_tensor *ldt_model_forward(ldt_model *m);
 ldt_tensor *ldt_model_output(const ldt_model *m);
+/* Pins a sharding scheme on the parameters and inputs (the planner derives the rest):
+ * "megatron" (tensor parallel on the mesh dim named "tp", else the last; the batch on the dim
+ * named "dp", else the first of a 2-D+ mesh): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
+ * IS0:3 (q, k and v each split by heads), attention and MLP output projections S1, c_fc S0,
+ * the token embedding (and tied LM head) S0 on the vocab; inputs S0 on dp. "none": nothing. */
+ldt_status ldt_model_pin(ldt_model *m, const char *scheme);
 /* Switches dropout on (train != 0) or off for later forward passes. */
 void ldt_model_set_train(ldt_model *m, int train);
 

@@ -19,7 +19,10 @@
 #ifndef LDT_PLANNER_H
 #define LDT_PLANNER_H
 
+#include <stdio.h>
+
 #include "ldt/core.h"
+#include "ldt/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -155,6 +158,68 @@ const ldt_spec *ldt_redist_plan_target(const ldt_redist_plan *p);
 int ldt_redist_plan_is_cross_mesh(const ldt_redist_plan *p);
 /* "all_gather [0] S0->R 144B/144B 2.1us"; returns the length it needed (snprintf rules). */
 int ldt_redist_step_format(const ldt_redist_step *s, char *buf, size_t cap);
+
+
+/* ---------------------------------------------------------------------------------------
+ * Whole-graph planning: one strategy per node of a context's current trace, chosen for the
+ * whole graph under the cost model, then lowered to one program per rank (docs/planner.md).
+ *
+ *   ldt_plan *plan;
+ *   ldt_plan_options po = {0};                     // uniform cost model, whole-graph search
+ *   if (ldt_plan_create(ctx, &po, &plan) != LDT_OK) puts(ldt_last_error());
+ *   ldt_plan_write_json(plan, stdout);
+ *   ldt_plan_run(plan, 1, &loss, &buf, &nbytes);   // exec.h: runs it on a threaded mesh
+ *   ldt_plan_destroy(plan);
+ *
+ * A plan borrows the context and its current trace: it is valid until the trace ends.
+ */
+typedef struct ldt_plan ldt_plan;
+
+typedef enum ldt_plan_search {
+    LDT_PLAN_GLOBAL, /* whole graph: exact on chains and trees, heuristic on DAGs; never worse
+                        than LDT_PLAN_GREEDY (both are priced, the cheaper kept) */
+    LDT_PLAN_GREEDY  /* op by op, each op following its inputs, as PyTorch dispatch does */
+} ldt_plan_search;
+
+typedef struct ldt_plan_options {
+    const ldt_cost_model *cost; /* NULL: the "uniform" preset */
+    ldt_plan_search search;
+    /* Any redistribution the user did not ask for (with ldt_redistribute_to) is an error
+     * naming the op, the tensor and the transform (veScale's disable-redistribute). */
+    int strict;
+} ldt_plan_options;
+
+typedef struct ldt_plan_totals {
+    int64_t collectives;         /* per rank, the maximum over ranks */
+    int64_t comm_bytes_per_rank; /* sent or received by the busiest rank */
+    int64_t redistributions;     /* edges that move data */
+    double modeled_seconds;      /* redistributions and collectives, by the cost model */
+    double plan_seconds;         /* wall time of the strategy search */
+} ldt_plan_totals;
+
+/* Plans the current trace of ctx on its mesh. Pins (ldt_pin) are honoured. */
+ldt_status ldt_plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, ldt_plan **out);
+void ldt_plan_destroy(ldt_plan *p);
+ldt_status ldt_plan_totals_get(ldt_plan *p, ldt_plan_totals *out);
+/* Calls of collective c in rank's program (all of the program's collectives when c is
+ * LDT_COLL_COUNT); rank -1: the maximum over ranks. */
+ldt_status ldt_plan_count(ldt_plan *p, ldt_collective c, int rank, int64_t *out);
+/* The chosen placements of t's value (one per mesh dim). */
+ldt_status ldt_plan_placements(const ldt_plan *p, const ldt_tensor *t, ldt_placement *out,
+                               int cap);
+/* The modeled cost of the chosen strategies' redistributions (what the search minimises,
+ * priced with the real redistribution plans). */
+double ldt_plan_cost(const ldt_plan *p);
+/* The same for the op-by-op greedy choice on this graph (computed by every plan). */
+double ldt_plan_greedy_cost(const ldt_plan *p);
+/* Wall time of ldt_plan_create (strategies, search, pricing; not lowering). */
+double ldt_plan_seconds(const ldt_plan *p);
+/* The JSON of `ldt plan --json`: {"nodes":[...],"totals":{...}}. */
+ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f);
+/* Graphviz: nodes coloured by placement, redistribution edges labelled with collectives. */
+ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f);
+/* The program of one rank, one instruction per line. */
+ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f);
 
 #ifdef __cplusplus
 }

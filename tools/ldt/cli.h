@@ -25,5 +25,6 @@ int cmd_layout(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_redistribute(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ static const command k_commands[] = {
     {"layout", cmd_layout, "each rank's local shape and region for a mesh, shape and placements"},
     {"info", cmd_info, "what this build holds (CUDA, NCCL, MPI) and the devices it sees"},
     {"redistribute", cmd_redistribute, "plan (and --run) a redistribution between placements or meshes"},
+    {"plan", cmd_plan, "plan a model's forward pass for a mesh: strategies, collectives, programs"},
     {"calibrate", cmd_calibrate, "measure latency and bandwidth per mesh dim into a cost profile"},
 };
 

@@ -1,0 +1,239 @@
+/* Running lowered programs: each rank walks its own program over its own buffers; collectives
+ * (redistributions, all_reduces) are the only contact between ranks. Buffers are one
+ * allocation per value for now; the executor issue replaces them with a planned arena. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/mesh.h"
+#include "core/half.h"
+#include "exec/kcall.h"
+#include "exec/shards.h"
+#include "ldt/exec.h"
+#include "planner/program.h"
+
+typedef struct prun {
+    const ldt__program *p;
+    const ldt_ctx *ctx;
+    const ldt_mesh *mesh;
+    ldt_comm *world;
+    void **buf;
+    ldt_redist_runner **rr;          /* per instruction, made at first use */
+    ldt_comm *groups[1 << LDT_MAX_DIMS]; /* per set of mesh dims */
+} prun;
+
+static int64_t val_bytes(const ldt__value *v) {
+    int64_t n = (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
+    for (int d = 0; d < v->shape.ndim; d++) n *= v->shape.dims[d];
+    return n;
+}
+
+static void fill_value(void *buf, const ldt__value *v, double x) {
+    int64_t n = val_bytes(v) / (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
+    for (int64_t i = 0; i < n; i++) switch ((ldt_dtype)v->dtype) {
+        case LDT_F32: ((float *)buf)[i] = (float)x; break;
+        case LDT_F64: ((double *)buf)[i] = x; break;
+        case LDT_F16: ((uint16_t *)buf)[i] = ldt__f32_to_f16((float)x); break;
+        case LDT_BF16: ((uint16_t *)buf)[i] = ldt__f32_to_bf16((float)x); break;
+        case LDT_I32: ((int32_t *)buf)[i] = (int32_t)x; break;
+        case LDT_I64: ((int64_t *)buf)[i] = (int64_t)x; break;
+        default: ((uint8_t *)buf)[i] = (uint8_t)(x != 0); break;
+        }
+}
+
+static ldt_status group_of(prun *r, const ldt__instr *x, ldt_comm **out) {
+    unsigned mask = 0;
+    for (int i = 0; i < x->ndims; i++) mask |= 1u << x->dims[i];
+    if (!r->groups[mask]) {
+        if (x->ndims == 1) {
+            LDT_CHECK(ldt_comm_mesh_dim(r->world, r->mesh, x->dims[0], &r->groups[mask]));
+        } else {
+            int dims[LDT_MAX_DIMS];
+            ldt_mesh *sub;
+            ldt_status st;
+            for (int i = 0; i < x->ndims; i++) dims[i] = x->dims[i];
+            LDT_CHECK(ldt_mesh_submesh(r->mesh, ldt_comm_world_rank(r->world, ldt_comm_rank(r->world)),
+                                       x->ndims, dims, &sub));
+            st = ldt_comm_group(r->world, sub->nranks, sub->ranks, &r->groups[mask]);
+            ldt_mesh_destroy(sub);
+            LDT_CHECK(st);
+        }
+    }
+    *out = r->groups[mask];
+    return LDT_OK;
+}
+
+static ldt_status run_instr(prun *r, int64_t i) {
+    const ldt__program *p = r->p;
+    const ldt__instr *x = &p->ins[i];
+    switch ((ldt__ikind)x->kind) {
+    case LDT__I_LOAD: {
+        const ldt__kregion *kr = &p->regions[x->region];
+        const ldt_tensor *t = x->src;
+        if (x->reduce) { /* a Partial(sum) leaf off coordinate 0: zeros, so the sum is the value */
+            memset(r->buf[x->out], 0, (size_t)val_bytes(&p->vals[x->out]));
+            return LDT_OK;
+        }
+        if (t->op == LDT_OP_INPUT && !LDT__P(t)->bound)
+            LDT_FAIL(LDT_ERR_INVALID_USAGE, "input '%s' has no data; bind it with ldt_input_bind",
+                     LDT__NAME(t) ? LDT__NAME(t) : "");
+        if (kr->region.numel)
+            ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype), t->data,
+                             r->buf[x->out], 1);
+        return LDT_OK;
+    }
+    case LDT__I_KERNEL: {
+        ldt__operand in[64], out;
+        if (x->nin > 64) LDT_FAIL(LDT_ERR_UNSUPPORTED, "%d kernel inputs; up to 64", x->nin);
+        for (int k = 0; k < x->nin; k++) {
+            int32_t v = p->ops[x->in + k];
+            in[k].data = r->buf[v];
+            in[k].shape = p->vals[v].shape;
+            in[k].dtype = (ldt_dtype)p->vals[v].dtype;
+        }
+        out.data = r->buf[x->out];
+        out.shape = p->vals[x->out].shape;
+        out.dtype = (ldt_dtype)p->vals[x->out].dtype;
+        return ldt__exec_kernel(r->ctx, x->op, x->attrs, x->nin, in, &out,
+                                x->region >= 0 ? &p->regions[x->region].region : NULL,
+                                x->region >= 0 ? &p->regions[x->region].global : NULL);
+    }
+    case LDT__I_REDIST:
+        if (!r->rr[i]) LDT_CHECK(ldt_redist_runner_create(r->world, x->plan, &r->rr[i]));
+        return ldt_redist_runner_run(r->rr[i], r->buf[p->ops[x->in]], r->buf[x->out]);
+    case LDT__I_ALL_REDUCE: {
+        ldt_comm *g = NULL;
+        const ldt__value *v = &p->vals[x->out];
+        LDT_CHECK(group_of(r, x, &g));
+        if (ldt_comm_size(g) == 1) return LDT_OK;
+        return ldt_all_reduce(g, r->buf[x->out], r->buf[x->out],
+                              val_bytes(v) / (int64_t)ldt__dtype_size((ldt_dtype)v->dtype),
+                              (ldt_dtype)v->dtype, (ldt_reduce_op)x->reduce);
+    }
+    case LDT__I_FILL:
+        fill_value(r->buf[x->out], &p->vals[x->out], x->fill);
+        return LDT_OK;
+    default:
+        LDT_FAIL(LDT_ERR_INTERNAL, "program: instruction kind %d", x->kind);
+    }
+}
+
+static void prun_free(prun *r) {
+    if (r->buf)
+        for (int32_t v = 0; v < r->p->nvals; v++) free(r->buf[v]);
+    if (r->rr)
+        for (int64_t i = 0; i < r->p->nins; i++) ldt_redist_runner_destroy(r->rr[i]);
+    for (unsigned m = 0; m < (1u << LDT_MAX_DIMS); m++) ldt_comm_destroy(r->groups[m]);
+    free(r->buf);
+    free(r->rr);
+}
+
+/* Runs p on this rank; on success r->buf holds every value (freed by prun_free). */
+static ldt_status prun_run(prun *r) {
+    const ldt__program *p = r->p;
+    r->buf = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *r->buf);
+    r->rr = calloc((size_t)(p->nins ? p->nins : 1), sizeof *r->rr);
+    if (!r->buf || !r->rr) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "program: out of memory");
+    for (int32_t v = 0; v < p->nvals; v++) {
+        int64_t b = val_bytes(&p->vals[v]);
+        if (!(r->buf[v] = malloc((size_t)(b ? b : 1))))
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "program: out of memory for %lld bytes", (long long)b);
+    }
+    for (int64_t i = 0; i < p->nins; i++) {
+        ldt_status st = run_instr(r, i);
+        if (st != LDT_OK) {
+            int node = p->ins[i].node;
+            const ldt_tensor *t = node >= 0 && node < r->ctx->nnodes ? r->ctx->nodes[node] : NULL;
+            return ldt__error_prefix(st, "program rank %d, instruction %lld (node %%%d %s)", p->rank,
+                                     (long long)i, node, t ? ldt__op_name(r->ctx, t->op) : "?");
+        }
+    }
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * ldt_plan_run: every rank in a thread, outputs gathered into full host tensors.
+ */
+typedef struct run_state {
+    ldt_plan *plan;
+    const ldt_ctx *ctx;
+    const ldt_mesh *mesh;
+    int nout;
+    ldt_tensor *const *outs;
+    ldt_shards **shards;
+} run_state;
+
+static ldt_status rank_fn(ldt_comm *world, void *arg) {
+    run_state *s = arg;
+    int rank = ldt_comm_rank(world);
+    prun r;
+    ldt_status st;
+    const ldt__program *p;
+    if (rank > s->mesh->max_rank || s->mesh->pos_of[rank] < 0) return LDT_OK;
+    memset(&r, 0, sizeof r);
+    /* programs were lowered before the launch: reading them is thread-safe */
+    p = ldt__plan_program(s->plan, rank, &st);
+    if (!p) return st;
+    r.p = p;
+    r.ctx = s->ctx;
+    r.mesh = s->mesh;
+    r.world = world;
+    st = prun_run(&r);
+    for (int i = 0; st == LDT_OK && i < s->nout; i++) {
+        int64_t nb;
+        void *dst = ldt_shards_local(s->shards[i], rank, &nb);
+        int32_t v = p->node_val[s->outs[i]->id];
+        if (nb != val_bytes(&p->vals[v]))
+            st = ldt__error(LDT_ERR_INTERNAL, "plan run: output %d holds %lld bytes on rank %d, "
+                            "its shard %lld", i, (long long)val_bytes(&p->vals[v]), rank, (long long)nb);
+        else if (nb)
+            memcpy(dst, r.buf[v], (size_t)nb);
+    }
+    prun_free(&r);
+    return st;
+}
+
+ldt_status ldt_plan_run(ldt_plan *plan, int nout, ldt_tensor *const *outs, void *const *dst,
+                        const int64_t *nbytes) {
+    run_state s;
+    ldt_status st = LDT_OK;
+    const ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    if (!plan || nout < 0 || (nout > 0 && (!outs || !dst || !nbytes)))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan run: plan, outs, dst and nbytes must be given");
+    ctx = ldt__plan_ctx(plan);
+    mesh = ldt__plan_mesh(plan);
+    if (ldt_mesh_device(mesh) == LDT_DEVICE_META)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "plan run: the mesh is on the meta device, which plans "
+                                        "and reports but never executes");
+    for (int i = 0; i < nout; i++) {
+        ldt_placement pl[LDT_MAX_DIMS];
+        if (!outs[i]) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan run: output %d is NULL", i);
+        LDT_CHECK(ldt_plan_placements(plan, outs[i], pl, LDT_MAX_DIMS));
+        if (nbytes[i] != ldt__nbytes(outs[i]))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan run: output %d: %lld bytes given, it holds %lld",
+                     i, (long long)nbytes[i], (long long)ldt__nbytes(outs[i]));
+    }
+    for (int i = 0; i < ldt_mesh_nranks(mesh); i++) /* lower all first: threads only read */
+        if (!ldt__plan_program(plan, ldt_mesh_rank_at(mesh, i), &st)) return st;
+    memset(&s, 0, sizeof s);
+    s.plan = plan;
+    s.ctx = ctx;
+    s.mesh = mesh;
+    s.nout = nout;
+    s.outs = outs;
+    if (!(s.shards = calloc((size_t)(nout ? nout : 1), sizeof *s.shards)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan run: out of memory");
+    for (int i = 0; i < nout && st == LDT_OK; i++) {
+        ldt_spec spec;
+        st = ldt_spec_init(&spec, mesh, outs[i]->shape, ldt__plan_out(plan, outs[i]->id),
+                           ldt_mesh_ndim(mesh), (ldt_dtype)outs[i]->dtype);
+        if (st == LDT_OK) st = ldt_shards_create(&spec, &s.shards[i]);
+    }
+    if (st == LDT_OK) st = ldt_threads_launch(mesh->max_rank + 1, NULL, rank_fn, &s);
+    for (int i = 0; i < nout && st == LDT_OK; i++) st = ldt_full_tensor(s.shards[i], dst[i]);
+    for (int i = 0; i < nout; i++) ldt_shards_destroy(s.shards[i]);
+    free(s.shards);
+    return st;
+}

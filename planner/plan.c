@@ -1,0 +1,883 @@
+/* Whole-graph strategy choice: every node's N-D strategies (interned by signature, so the
+ * repeated blocks of a model share them), the redistribution prices between them, and the
+ * search (docs/planner.md):
+ *  - greedy: nodes in order, each picks the strategy whose inputs are cheapest to reach from
+ *    what its producers chose (PyTorch's op-by-op dispatch);
+ *  - global: a forward pass computes, per node and strategy, the cheapest cost of reaching it
+ *    (its producers' best costs, shared among a producer's consumers, plus the moves); a
+ *    backward pass fixes sinks first, then each node given its fixed consumers; then passes of
+ *    single-node improvements. Exact on chains and in-trees; on DAGs a heuristic, so both
+ *    plans are priced with the real redistribution plans and the cheaper is kept.
+ * Ties go to the lower strategy index (enumeration order), never to addresses or hashes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "planner/plan_internal.h"
+
+#define STRICT_PENALTY 1e9
+
+/* ---------------------------------------------------------------------------------------
+ * Growing arrays and open-addressing tables of ids.
+ */
+static int grow(void **v, int64_t *cap, int64_t need, size_t elem) {
+    int64_t c = *cap ? *cap : 16;
+    void *n;
+    if (need <= *cap) return 1;
+    while (c < need) c *= 2;
+    n = realloc(*v, (size_t)c * elem);
+    if (!n) return 0;
+    *v = n;
+    *cap = c;
+    return 1;
+}
+
+static int grow32(void **v, int32_t *cap, int32_t need, size_t elem) {
+    int64_t c = *cap;
+    int ok = grow(v, &c, need, elem);
+    if (ok) *cap = (int32_t)c;
+    return ok;
+}
+
+/* A table of ids + 1 keyed by 64-bit hashes; eq(ctx, id) says whether id is the key. */
+typedef int (*id_eq)(const void *ctx, int32_t id, const void *key);
+
+static int32_t tab_find(const int32_t *tab, int32_t cap, uint64_t h, id_eq eq, const void *ctx,
+                        const void *key, int32_t *slot) {
+    uint32_t mask = (uint32_t)cap - 1, i = (uint32_t)h & mask;
+    while (tab[i]) {
+        if (eq(ctx, tab[i] - 1, key)) {
+            *slot = (int32_t)i;
+            return tab[i] - 1;
+        }
+        i = (i + 1) & mask;
+    }
+    *slot = (int32_t)i;
+    return -1;
+}
+
+/* Doubles the table when half full; rehash(ctx, id) gives an id's hash. */
+static int tab_grow(int32_t **tab, int32_t *cap, int32_t n, uint64_t (*rehash)(const void *, int32_t),
+                    const void *ctx) {
+    int32_t nc = *cap ? *cap : 64, *nt;
+    if (*cap && 2 * (n + 1) <= *cap) return 1;
+    while (2 * (n + 1) > nc) nc *= 2;
+    nt = calloc((size_t)nc, sizeof *nt);
+    if (!nt) return 0;
+    for (int32_t id = 0; id < n; id++) {
+        uint32_t i = (uint32_t)rehash(ctx, id) & (uint32_t)(nc - 1);
+        while (nt[i]) i = (i + 1) & (uint32_t)(nc - 1);
+        nt[i] = id + 1;
+    }
+    free(*tab);
+    *tab = nt;
+    *cap = nc;
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Placement lists, interned (field by field: the struct has padding).
+ */
+static size_t pl_key(const ldt_placement *pl, int nd, int64_t *k) {
+    for (int i = 0; i < nd; i++) {
+        k[4 * i] = pl[i].kind;
+        k[4 * i + 1] = pl[i].kind == LDT_PLACE_REPLICATE ? 0 : pl[i].dim;
+        k[4 * i + 2] = pl[i].kind == LDT_PLACE_INTERLEAVED_SHARD ? pl[i].blocks : 0;
+        k[4 * i + 3] = pl[i].kind == LDT_PLACE_PARTIAL ? pl[i].op : 0;
+    }
+    return (size_t)nd * 4 * sizeof *k;
+}
+
+static int pl_equal_list(const ldt_placement *a, const ldt_placement *b, int nd) {
+    for (int i = 0; i < nd; i++)
+        if (!ldt_placement_equal(&a[i], &b[i])) return 0;
+    return 1;
+}
+
+static int plist_eq(const void *ctx, int32_t id, const void *key) {
+    const ldt_plan *p = ctx;
+    return pl_equal_list(ldt__plist(p, id), key, p->nd);
+}
+
+static uint64_t plist_hash(const ldt_plan *p, const ldt_placement *pl) {
+    int64_t k[4 * LDT_MAX_DIMS];
+    return XXH3_64bits(k, pl_key(pl, p->nd, k));
+}
+
+static uint64_t plist_rehash(const void *ctx, int32_t id) {
+    return plist_hash(ctx, ldt__plist(ctx, id));
+}
+
+/* The id of placement list pl (nd entries), interned; -1 on out of memory or overflow. */
+static int plist_id(ldt_plan *p, const ldt_placement *pl) {
+    uint64_t h = plist_hash(p, pl);
+    int32_t slot, id;
+    if (p->plist_tab_cap) {
+        id = tab_find(p->plist_tab, p->plist_tab_cap, h, plist_eq, p, pl, &slot);
+        if (id >= 0) return id;
+    }
+    if (p->nplists >= 65535) return -1; /* ids are 16-bit in strategy sets */
+    if (!tab_grow(&p->plist_tab, &p->plist_tab_cap, p->nplists, plist_rehash, p)) return -1;
+    if (!grow32((void **)&p->plists, &p->cap_plists, (p->nplists + 1) * p->nd,
+                sizeof *p->plists))
+        return -1;
+    memcpy(p->plists + (size_t)p->nplists * (size_t)p->nd, pl, (size_t)p->nd * sizeof *pl);
+    tab_find(p->plist_tab, p->plist_tab_cap, h, plist_eq, p, pl, &slot);
+    p->plist_tab[slot] = p->nplists + 1;
+    return p->nplists++;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Shape classes (shape + dtype), interned.
+ */
+static int class_eq(const void *ctx, int32_t id, const void *key) {
+    const ldt_plan *p = ctx;
+    const ldt__shape_class *a = &p->classes[id], *b = key;
+    if (a->dtype != b->dtype || a->shape.ndim != b->shape.ndim) return 0;
+    return memcmp(a->shape.dims, b->shape.dims, (size_t)a->shape.ndim * sizeof a->shape.dims[0]) == 0;
+}
+
+static uint64_t class_hash(const ldt__shape_class *c) {
+    int64_t k[LDT_MAX_DIMS + 2];
+    k[0] = c->dtype;
+    k[1] = c->shape.ndim;
+    memcpy(k + 2, c->shape.dims, (size_t)c->shape.ndim * sizeof k[0]);
+    return XXH3_64bits(k, (size_t)(c->shape.ndim + 2) * sizeof k[0]);
+}
+
+static uint64_t class_rehash(const void *ctx, int32_t id) {
+    return class_hash(&((const ldt_plan *)ctx)->classes[id]);
+}
+
+static int32_t class_id(ldt_plan *p, const ldt_shape *s, ldt_dtype dt) {
+    ldt__shape_class c;
+    int32_t slot, id;
+    uint64_t h;
+    memset(&c, 0, sizeof c);
+    c.shape = *s;
+    c.dtype = dt;
+    h = class_hash(&c);
+    if (p->class_tab_cap) {
+        id = tab_find(p->class_tab, p->class_tab_cap, h, class_eq, p, &c, &slot);
+        if (id >= 0) return id;
+    }
+    if (!tab_grow(&p->class_tab, &p->class_tab_cap, p->nclasses, class_rehash, p) ||
+        !grow32((void **)&p->classes, &p->cap_classes, p->nclasses + 1, sizeof c))
+        return -1;
+    p->classes[p->nclasses] = c;
+    tab_find(p->class_tab, p->class_tab_cap, h, class_eq, p, &c, &slot);
+    p->class_tab[slot] = p->nclasses + 1;
+    return p->nclasses++;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Strategy sets.
+ */
+typedef struct skey {
+    unsigned char *buf;
+    size_t len, cap;
+} skey;
+
+static int skey_put(skey *k, const void *v, size_t n) {
+    if (k->len + n > k->cap) {
+        size_t c = k->cap ? k->cap * 2 : 256;
+        unsigned char *b;
+        while (c < k->len + n) c *= 2;
+        if (!(b = realloc(k->buf, c))) return 0;
+        k->buf = b;
+        k->cap = c;
+    }
+    memcpy(k->buf + k->len, v, n);
+    k->len += n;
+    return 1;
+}
+
+static int skey_shape(skey *k, const ldt_shape *s, int dt) {
+    int64_t h[2] = {s->ndim, dt};
+    return skey_put(k, h, sizeof h) &&
+           skey_put(k, s->dims, (size_t)s->ndim * sizeof s->dims[0]);
+}
+
+/* The signature of node t: what its strategies depend on. */
+static int node_key(const ldt_plan *p, const ldt_tensor *t, skey *k) {
+    int64_t head[3] = {t->kind == LDT__PERSISTENT ? -1 : t->op, t->nin, t->pin != NULL};
+    int64_t pk[4 * LDT_MAX_DIMS];
+    int ok;
+    k->len = 0;
+    ok = skey_put(k, head, sizeof head) && skey_shape(k, t->shape, t->dtype);
+    if (ok && t->kind != LDT__PERSISTENT) {
+        ok = skey_put(k, t->attrs, sizeof *t->attrs);
+        for (int i = 0; ok && i < t->nin; i++)
+            ok = skey_shape(k, LDT__IN(t)[i]->shape, LDT__IN(t)[i]->dtype);
+    }
+    if (ok && t->pin) ok = skey_put(k, pk, pl_key(t->pin, p->nd, pk));
+    return ok;
+}
+
+static int sset_eq(const void *ctx, int32_t id, const void *key) {
+    const ldt_plan *p = ctx;
+    const skey *k = key;
+    return p->ssets[id]->keylen == k->len && memcmp(p->ssets[id]->key, k->buf, k->len) == 0;
+}
+
+static uint64_t sset_rehash(const void *ctx, int32_t id) {
+    return ((const ldt_plan *)ctx)->ssets[id]->hash;
+}
+
+static ldt_status spec_fits(const ldt_plan *p, const ldt_shape *s, ldt_dtype dt,
+                            const ldt_placement *pl) {
+    ldt_spec spec;
+    return ldt_spec_init(&spec, p->mesh, s, pl, p->nd, dt);
+}
+
+/* Adds the N-D strategies of node t from its 1-D options (all combinations over mesh dims). */
+static ldt_status enumerate(ldt_plan *p, const ldt_tensor *t, const ldt__opts1 *o, ldt__sset *ss) {
+    int nd = p->nd, nin = ss->nin, m = o->n;
+    int64_t total = 1, cap = 0;
+    const ldt__op_strategy *row =
+        t->kind == LDT__PERSISTENT ? NULL : ldt__op_strategy_of(t->op);
+    ldt_placement out[LDT_MAX_DIMS], ins[LDT__SMAX_IN][LDT_MAX_DIMS];
+    const ldt_placement *inp[LDT__SMAX_IN];
+    for (int d = 0; d < nd; d++) total *= m;
+    for (int k = 0; k < nin && k < LDT__SMAX_IN; k++) inp[k] = ins[k];
+    for (int64_t c = 0; c < total; c++) {
+        int64_t r = c;
+        int ok = 1;
+        uint16_t ids[1 + LDT__SMAX_IN];
+        /* digit d of c (mesh dim d) picks the option; dim 0 is the most significant so the
+         * order is row-major and the all-first-option strategy comes first */
+        for (int d = nd - 1; d >= 0; d--) {
+            const ldt__opt1 *x = &o->v[r % m];
+            r /= m;
+            out[d] = x->out;
+            for (int k = 0; k < nin; k++) ins[k][d] = x->in[k];
+        }
+        if (t->pin && !pl_equal_list(out, t->pin, nd)) continue;
+        if (spec_fits(p, t->shape, (ldt_dtype)t->dtype, out) != LDT_OK) ok = 0;
+        for (int k = 0; ok && k < nin; k++)
+            if (spec_fits(p, LDT__IN(t)[k]->shape, (ldt_dtype)LDT__IN(t)[k]->dtype, ins[k]) != LDT_OK)
+                ok = 0;
+        if (ok && row && row->valid && !row->valid(t, p->mesh, out, inp)) ok = 0;
+        if (!ok) continue;
+        for (int k = -1; k < nin; k++) {
+            int id = plist_id(p, k < 0 ? out : ins[k]);
+            if (id < 0) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for placement lists");
+            ids[k + 1] = (uint16_t)id;
+        }
+        if (!grow((void **)&ss->pl, &cap, (int64_t)(ss->n + 1) * (1 + nin), sizeof *ss->pl))
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for strategies");
+        memcpy(LDT__SSET_PL(ss, ss->n), ids, (size_t)(1 + nin) * sizeof ids[0]);
+        ss->n++;
+    }
+    ldt_clear_error();
+    return LDT_OK;
+}
+
+/* The 1-D options of node t. */
+static ldt_status options_of(ldt_plan *p, const ldt_tensor *t, ldt__opts1 *o) {
+    memset(o, 0, sizeof *o);
+    o->t = t;
+    o->nin = t->kind == LDT__PERSISTENT ? 0 : t->nin;
+    o->iks = p->iks;
+    o->niks = p->niks;
+    ldt__opt_all(o, ldt_replicate()); /* first: strategy 0 is all-Replicate */
+    if (t->kind == LDT__PERSISTENT) {
+        if (t->pin) /* a pinned leaf holds exactly its pin */
+            for (int d = 0; d < p->nd; d++) ldt__opt_all(o, t->pin[d]);
+        for (int d = 0; d < t->shape->ndim; d++) ldt__opt_all(o, ldt_shard(d));
+    } else if (t->nin <= LDT__SMAX_IN && t->op < LDT_OP_COUNT) {
+        const ldt__op_strategy *row = ldt__op_strategy_of(t->op);
+        if (row->options) row->options(o);
+    }
+    if (o->oom) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for options");
+    return LDT_OK;
+}
+
+static ldt_status node_sset(ldt_plan *p, const ldt_tensor *t, skey *k, ldt__sset **out) {
+    int32_t slot, id;
+    uint64_t h;
+    ldt__sset *ss;
+    ldt__opts1 o;
+    ldt_status st;
+    if (!node_key(p, t, k)) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    h = XXH3_64bits(k->buf, k->len);
+    if (p->sset_tab_cap) {
+        id = tab_find(p->sset_tab, p->sset_tab_cap, h, sset_eq, p, k, &slot);
+        if (id >= 0) {
+            *out = p->ssets[id];
+            return LDT_OK;
+        }
+    }
+    if (!tab_grow(&p->sset_tab, &p->sset_tab_cap, p->nssets, sset_rehash, p) ||
+        !grow32((void **)&p->ssets, &p->cap_ssets, p->nssets + 1, sizeof *p->ssets) ||
+        !(ss = calloc(1, sizeof *ss)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    p->ssets[p->nssets] = ss; /* owned from here, even if filling fails */
+    ss->hash = h;
+    ss->nin = t->kind == LDT__PERSISTENT ? 0 : t->nin;
+    ss->keylen = k->len;
+    if (!(ss->key = malloc(k->len ? k->len : 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    memcpy(ss->key, k->buf, k->len);
+    tab_find(p->sset_tab, p->sset_tab_cap, h, sset_eq, p, k, &slot);
+    p->sset_tab[slot] = ++p->nssets;
+    st = options_of(p, t, &o);
+    if (st == LDT_OK) st = enumerate(p, t, &o, ss);
+    free(o.v);
+    LDT_CHECK(st);
+    if (ss->n == 0) {
+        char pin[128], d[256];
+        ldt__describe(t, d, sizeof d);
+        ldt_placements_format(t->pin, p->nd, pin, sizeof pin);
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "plan: %s %s: no strategy of the op gives the pinned placements (%s); pin its "
+                 "inputs, or redistribute its result with ldt_redistribute_to",
+                 ldt__op_name(p->ctx, t->op), d, pin);
+    }
+    *out = ss;
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Redistribution prices.
+ */
+/* The memo entry of (cls, from, to), made (unpriced) if new; NULL on out of memory. */
+static ldt__redist_memo *memo_entry(ldt_plan *p, int32_t cls, int from, int to) {
+    uint64_t key = (((uint64_t)(uint32_t)cls << 32) | ((uint64_t)from << 16) | (uint64_t)to) + 1;
+    uint64_t i, mask;
+    if (2 * (p->memo_n + 1) > p->memo_cap) {
+        int64_t nc = p->memo_cap ? 2 * p->memo_cap : 1024;
+        ldt__redist_memo *nm = calloc((size_t)nc, sizeof *nm);
+        if (!nm) return NULL;
+        for (int64_t j = 0; j < p->memo_cap; j++)
+            if (p->memo[j].key) {
+                uint64_t s = XXH3_64bits(&p->memo[j].key, 8) & (uint64_t)(nc - 1);
+                while (nm[s].key) s = (s + 1) & (uint64_t)(nc - 1);
+                nm[s] = p->memo[j];
+            }
+        free(p->memo);
+        p->memo = nm;
+        p->memo_cap = nc;
+    }
+    mask = (uint64_t)p->memo_cap - 1;
+    i = XXH3_64bits(&key, 8) & mask;
+    while (p->memo[i].key && p->memo[i].key != key) i = (i + 1) & mask;
+    if (!p->memo[i].key) {
+        p->memo_n++;
+        p->memo[i].key = key;
+        p->memo[i].approx = NAN;
+        p->memo[i].seconds = NAN;
+    }
+    return &p->memo[i];
+}
+
+ldt__redist_memo *ldt__plan_redist(ldt_plan *p, int32_t cls, int from, int to, int want_plan) {
+    ldt__redist_memo *e = memo_entry(p, cls, from, to);
+    if (!e || e->failed || (!isnan(e->seconds) && (!want_plan || e->plan))) return e;
+    {
+        ldt_spec src;
+        ldt_redist_options ro = {&p->cost, 1, LDT_REDIST_DIJKSTRA};
+        ldt_redist_plan *rp = NULL;
+        if (ldt_spec_init(&src, p->mesh, &p->classes[cls].shape, ldt__plist(p, from), p->nd,
+                          p->classes[cls].dtype) != LDT_OK ||
+            ldt_redist_plan_create(&src, NULL, ldt__plist(p, to), p->nd, &ro, &rp) != LDT_OK) {
+            e->failed = 1;
+            e->seconds = INFINITY;
+            ldt_clear_error();
+            return e;
+        }
+        e->seconds = ldt_redist_plan_seconds(rp);
+        if (want_plan) e->plan = rp;
+        else ldt_redist_plan_destroy(rp);
+    }
+    return e;
+}
+
+/* The search's estimate of a move, mesh dim by mesh dim as PyTorch's redistribute_cost does
+ * (pending reductions first, then gathers and all_to_alls, then local chunks), with the
+ * busiest rank's bytes growing and shrinking as dims are gathered and split. Cheap (no
+ * layout walk), so the search can price thousands of pairs; the chosen plan is then priced
+ * with the real redistribution plans. INFINITY where no plan exists (P(op) -> P(other)). */
+static double approx_cost(const ldt_plan *p, int32_t cls, int from, int to) {
+    const ldt_placement *a = ldt__plist(p, from), *b = ldt__plist(p, to);
+    const ldt__shape_class *c = &p->classes[cls];
+    double bytes = (double)ldt_dtype_size(c->dtype), t = 0;
+    for (int d = 0; d < c->shape.ndim; d++) bytes *= (double)c->shape.dims[d];
+    for (int i = 0; i < p->nd; i++)
+        if (ldt__pl_is_shard(&a[i])) bytes /= (double)ldt_mesh_dim_size(p->mesh, i);
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < p->nd; i++) {
+            double n = (double)ldt_mesh_dim_size(p->mesh, i);
+            int dim = i;
+            ldt_collective coll;
+            double moved;
+            if (ldt_placement_equal(&a[i], &b[i]) || n <= 1) continue;
+            if (pass == 0 && a[i].kind == LDT_PLACE_PARTIAL) {
+                if (b[i].kind == LDT_PLACE_PARTIAL) return INFINITY;
+                coll = ldt__pl_is_shard(&b[i]) ? LDT_COLL_REDUCE_SCATTER : LDT_COLL_ALL_REDUCE;
+                moved = coll == LDT_COLL_ALL_REDUCE ? 2 * (n - 1) / n * bytes : (n - 1) / n * bytes;
+                if (coll == LDT_COLL_REDUCE_SCATTER) bytes /= n;
+            } else if (pass == 1 && ldt__pl_is_shard(&a[i])) {
+                if (ldt__pl_is_shard(&b[i])) {
+                    coll = LDT_COLL_ALL_TO_ALL;
+                    moved = (n - 1) / n * bytes;
+                } else {
+                    coll = LDT_COLL_ALL_GATHER;
+                    bytes *= n;
+                    moved = (n - 1) / n * bytes;
+                    if (b[i].kind == LDT_PLACE_PARTIAL)
+                        t += ldt_cost_seconds(&p->cost, p->mesh, 1, &dim, LDT_COLL_LOCAL_PARTIAL,
+                                              (int64_t)bytes, 0);
+                }
+            } else if (pass == 2 && a[i].kind == LDT_PLACE_REPLICATE) {
+                coll = ldt__pl_is_shard(&b[i]) ? LDT_COLL_LOCAL_CHUNK : LDT_COLL_LOCAL_PARTIAL;
+                if (coll == LDT_COLL_LOCAL_CHUNK) bytes /= n;
+                moved = bytes;
+            } else {
+                continue;
+            }
+            t += ldt_cost_seconds(&p->cost, p->mesh, 1, &dim, coll, (int64_t)moved, 0);
+        }
+    return t;
+}
+
+/* The search's price of moving a value of class cls from `from` to `to` into node v;
+ * strict mode makes any move not into a redistribute node prohibitive. */
+static double move_cost(ldt_plan *p, int32_t cls, int from, int to, const ldt_tensor *v) {
+    ldt__redist_memo *e;
+    if (from == to) return 0;
+    if (!(e = memo_entry(p, cls, from, to))) return INFINITY;
+    if (isnan(e->approx)) e->approx = approx_cost(p, cls, from, to);
+    if (p->opts.strict && v->op != LDT_OP_REDISTRIBUTE) return e->approx + STRICT_PENALTY;
+    return e->approx;
+}
+
+/* The real price of a move (its redistribution plan's modeled seconds). */
+static double real_cost(ldt_plan *p, int32_t cls, int from, int to) {
+    ldt__redist_memo *e;
+    if (from == to) return 0;
+    e = ldt__plan_redist(p, cls, from, to, 0);
+    return e ? e->seconds : INFINITY;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The searches.
+ */
+static int is_leaf(const ldt_tensor *t) { return t->kind == LDT__PERSISTENT; }
+
+/* Cost of node v's input edges under strategy s, given its producers' choices. */
+static double in_cost(ldt_plan *p, const int32_t *choice, int64_t v, int s) {
+    const ldt_tensor *t = p->ctx->nodes[v];
+    const ldt__sset *ss = p->node_ss[v];
+    double c = 0;
+    if (is_leaf(t)) return 0;
+    for (int k = 0; k < t->nin; k++) {
+        const ldt_tensor *u = LDT__IN(t)[k];
+        int from = LDT__SSET_PL(p->node_ss[u->id], choice[u->id])[0];
+        c += move_cost(p, p->node_class[u->id], from, LDT__SSET_PL(ss, s)[1 + k], t);
+    }
+    return c;
+}
+
+/* Cost of the edges out of v under strategy s, given its consumers' choices. */
+static double out_cost(ldt_plan *p, const int32_t *choice, int64_t v, int s) {
+    int from = LDT__SSET_PL(p->node_ss[v], s)[0];
+    double c = 0;
+    for (int64_t j = p->use_off[v]; j < p->use_off[v + 1]; j++) {
+        int32_t w = p->use_node[j];
+        int to = LDT__SSET_PL(p->node_ss[w], choice[w])[1 + p->use_slot[j]];
+        c += move_cost(p, p->node_class[v], from, to, p->ctx->nodes[w]);
+    }
+    return c;
+}
+
+static void search_greedy(ldt_plan *p, int32_t *choice) {
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt__sset *ss = p->node_ss[v];
+        double best = INFINITY;
+        choice[v] = 0;
+        if (is_leaf(p->ctx->nodes[v])) continue; /* leaves: strategy 0 (R, or the pin) */
+        for (int s = 0; s < ss->n; s++) {
+            double c = in_cost(p, choice, v, s);
+            if (c < best) {
+                best = c;
+                choice[v] = s;
+            }
+        }
+    }
+}
+
+/* Distinct output placement lists of u with the least f over strategies giving each. */
+typedef struct group {
+    int pl;
+    double f;
+} group;
+
+static int groups_of(const ldt_plan *p, int64_t u, const double *f, group *g) {
+    const ldt__sset *ss = p->node_ss[u];
+    int n = 0;
+    for (int s = 0; s < ss->n; s++) {
+        int pl = LDT__SSET_PL(ss, s)[0], j;
+        for (j = 0; j < n && g[j].pl != pl; j++) {}
+        if (j == n) {
+            g[n].pl = pl;
+            g[n++].f = f[s];
+        } else if (f[s] < g[j].f) {
+            g[j].f = f[s];
+        }
+    }
+    return n;
+}
+
+static ldt_status search_global(ldt_plan *p, int32_t *choice) {
+    int64_t n = p->nnodes, total = 0, *off;
+    double *f;
+    group *g = NULL;
+    int gcap = 0;
+    ldt_status st = LDT_OK;
+    off = malloc((size_t)(n + 1) * sizeof *off);
+    if (!off) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    for (int64_t v = 0; v < n; v++) {
+        off[v] = total;
+        total += p->node_ss[v]->n;
+        if (p->node_ss[v]->n > gcap) gcap = p->node_ss[v]->n;
+    }
+    off[n] = total;
+    f = malloc((size_t)(total ? total : 1) * sizeof *f);
+    g = malloc((size_t)(gcap ? gcap : 1) * sizeof *g);
+    if (!f || !g) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    /* forward: f[v][s] = sum over inputs of min over the producer's output groups of
+     * (its best cost shared among its consumers + the move) */
+    for (int64_t v = 0; v < n; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        const ldt__sset *ss = p->node_ss[v];
+        for (int s = 0; s < ss->n; s++) f[off[v] + s] = 0;
+        if (is_leaf(t)) continue;
+        for (int k = 0; k < t->nin; k++) {
+            int64_t u = LDT__IN(t)[k]->id;
+            double share = 1.0 / (double)(p->use_off[u + 1] - p->use_off[u]);
+            int ng = groups_of(p, u, f + off[u], g);
+            int last_to = -1;
+            double last = 0;
+            for (int s = 0; s < ss->n; s++) {
+                int to = LDT__SSET_PL(ss, s)[1 + k];
+                if (to != last_to) { /* strategies often repeat an input's placement */
+                    last = INFINITY;
+                    for (int j = 0; j < ng; j++) {
+                        double c = g[j].f * share + move_cost(p, p->node_class[u], g[j].pl, to, t);
+                        if (c < last) last = c;
+                    }
+                    last_to = to;
+                }
+                f[off[v] + s] += last;
+            }
+        }
+    }
+    /* backward: sinks take their best; every other node its best given fixed consumers */
+    for (int64_t v = n - 1; v >= 0; v--) {
+        const ldt__sset *ss = p->node_ss[v];
+        double best = INFINITY;
+        choice[v] = 0;
+        for (int s = 0; s < ss->n; s++) {
+            double c = f[off[v] + s] + out_cost(p, choice, v, s);
+            if (c < best) {
+                best = c;
+                choice[v] = s;
+            }
+        }
+    }
+    /* improvement passes: one node at a time, only strict gains (so it ends) */
+    for (int pass = 0; pass < 3; pass++) {
+        int changed = 0;
+        for (int64_t v = 0; v < n; v++) {
+            const ldt__sset *ss = p->node_ss[v];
+            int cur = choice[v];
+            double now = in_cost(p, choice, v, cur) + out_cost(p, choice, v, cur);
+            for (int s = 0; s < ss->n; s++) {
+                double c;
+                if (s == cur) continue;
+                c = in_cost(p, choice, v, s) + out_cost(p, choice, v, s);
+                if (c < now * (1 - 1e-12) - 1e-15) {
+                    now = c;
+                    choice[v] = s;
+                    changed = 1;
+                }
+            }
+        }
+        if (!changed) break;
+    }
+fail:
+    free(off);
+    free(f);
+    free(g);
+    return st;
+}
+
+/* The real cost of a choice: each distinct (producer, target placements) move once, priced
+ * with the redistribution planner. */
+static double price(ldt_plan *p, const int32_t *choice) {
+    double c = 0;
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        if (is_leaf(t)) continue;
+        for (int k = 0; k < t->nin; k++) {
+            int64_t u = LDT__IN(t)[k]->id;
+            int from = LDT__SSET_PL(p->node_ss[u], choice[u])[0];
+            int to = LDT__SSET_PL(p->node_ss[v], choice[v])[1 + k];
+            int dup = 0;
+            /* an earlier consumer (or input slot) asking the same move shares it */
+            for (int64_t j = p->use_off[u]; j < p->use_off[u + 1] && !dup; j++) {
+                int32_t w = p->use_node[j];
+                if (w > v || (w == v && p->use_slot[j] >= k)) continue;
+                dup = LDT__SSET_PL(p->node_ss[w], choice[w])[1 + p->use_slot[j]] == to;
+            }
+            if (!dup) c += real_cost(p, p->node_class[u], from, to);
+        }
+    }
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Create and destroy.
+ */
+static ldt_status build_uses(ldt_plan *p) {
+    int64_t n = p->nnodes, e = 0;
+    int64_t *fill;
+    p->use_off = calloc((size_t)n + 1, sizeof *p->use_off);
+    if (!p->use_off) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    for (int64_t v = 0; v < n; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        if (is_leaf(t)) continue;
+        for (int k = 0; k < t->nin; k++) p->use_off[LDT__IN(t)[k]->id + 1]++;
+        e += t->nin;
+    }
+    for (int64_t v = 0; v < n; v++) p->use_off[v + 1] += p->use_off[v];
+    p->use_node = malloc((size_t)(e ? e : 1) * sizeof *p->use_node);
+    p->use_slot = malloc((size_t)(e ? e : 1) * sizeof *p->use_slot);
+    fill = malloc((size_t)(n ? n : 1) * sizeof *fill);
+    if (!p->use_node || !p->use_slot || !fill) {
+        free(fill);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    }
+    memcpy(fill, p->use_off, (size_t)n * sizeof *fill);
+    for (int64_t v = 0; v < n; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        if (is_leaf(t)) continue;
+        for (int k = 0; k < t->nin; k++) {
+            int64_t u = LDT__IN(t)[k]->id;
+            p->use_node[fill[u]] = (int32_t)v;
+            p->use_slot[fill[u]++] = (int8_t)(k < 127 ? k : 127);
+        }
+    }
+    free(fill);
+    return LDT_OK;
+}
+
+static void collect_iks(ldt_plan *p) {
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        if (!t->pin) continue;
+        for (int d = 0; d < p->nd; d++) {
+            int j;
+            if (t->pin[d].kind != LDT_PLACE_INTERLEAVED_SHARD) continue;
+            for (j = 0; j < p->niks && p->iks[j] != t->pin[d].blocks; j++) {}
+            if (j == p->niks && p->niks < 8) p->iks[p->niks++] = t->pin[d].blocks;
+        }
+    }
+}
+
+void ldt_plan_destroy(ldt_plan *p) {
+    if (!p) return;
+    for (int32_t i = 0; i < p->nssets; i++) {
+        free(p->ssets[i]->key);
+        free(p->ssets[i]->pl);
+        free(p->ssets[i]);
+    }
+    for (int64_t i = 0; i < p->memo_cap; i++) ldt_redist_plan_destroy(p->memo[i].plan);
+    for (int i = 0; i < p->nprograms; i++) {
+        if (p->programs[i]) ldt__program_free(p->programs[i]);
+        free(p->programs[i]);
+    }
+    free(p->programs);
+    free(p->memo);
+    free(p->ssets);
+    free(p->sset_tab);
+    free(p->plists);
+    free(p->plist_tab);
+    free(p->classes);
+    free(p->class_tab);
+    free(p->node_ss);
+    free(p->choice);
+    free(p->node_class);
+    free(p->use_off);
+    free(p->use_node);
+    free(p->use_slot);
+    free(p);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Strict mode: the first move the user did not ask for, as an error. */
+static ldt_status strict_check(ldt_plan *p) {
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        if (is_leaf(t) || t->op == LDT_OP_REDISTRIBUTE) continue;
+        for (int k = 0; k < t->nin; k++) {
+            const ldt_tensor *u = LDT__IN(t)[k];
+            char from[128], to[128], d[256];
+            const char *name = LDT__NAME(u);
+            if (!ldt__edge_moves(p, v, k)) continue;
+            ldt_placements_format(ldt__plist(p, ldt__chosen_out(p, u->id)), p->nd, from, sizeof from);
+            ldt_placements_format(ldt__plist(p, ldt__chosen_in(p, v, k)), p->nd, to, sizeof to);
+            ldt__describe(u, d, sizeof d);
+            LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                     "plan (strict): op %s (node %%%lld) needs input %d, tensor %%%lld%s%s%s %s, "
+                     "redistributed %s -> %s; redistribute it explicitly with "
+                     "ldt_redistribute_to, or change the pins",
+                     ldt__op_name(p->ctx, t->op), (long long)v, k, (long long)u->id,
+                     name ? " '" : "", name ? name : "", name ? "'" : "", d, from, to);
+        }
+    }
+    return LDT_OK;
+}
+
+static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const int32_t *forced,
+                              ldt_plan **out) {
+    ldt_plan *p;
+    ldt_status st = LDT_OK;
+    skey key = {0};
+    int32_t *greedy = NULL;
+    double t0 = now_s();
+    if (!ctx || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan: ctx and out must not be NULL");
+    *out = NULL;
+    if (ctx->status != LDT_OK)
+        LDT_FAIL(ctx->status, "plan: the trace holds an error: %s", ctx->errmsg);
+    if (!(p = calloc(1, sizeof *p))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    p->ctx = ctx;
+    p->mesh = ctx->mesh;
+    p->nd = ldt_mesh_ndim(ctx->mesh);
+    p->gen = ctx->gen;
+    p->nnodes = ctx->nnodes;
+    if (opts) p->opts = *opts;
+    if (p->opts.cost) {
+        LDT_CHECK_GOTO(ldt_cost_model_check(p->opts.cost));
+        p->cost = *p->opts.cost;
+    } else {
+        LDT_CHECK_GOTO(ldt_cost_model_preset("uniform", &p->cost));
+    }
+    p->opts.cost = NULL; /* not kept: the copy is */
+    p->node_ss = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->node_ss);
+    p->choice = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->choice);
+    p->node_class = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->node_class);
+    greedy = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *greedy);
+    if (!p->node_ss || !p->choice || !p->node_class || !greedy)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for %lld nodes", (long long)p->nnodes);
+    LDT_CHECK_GOTO(build_uses(p));
+    collect_iks(p);
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = ctx->nodes[v];
+        LDT_CHECK_GOTO(node_sset(p, t, &key, &p->node_ss[v]));
+        if ((p->node_class[v] = class_id(p, t->shape, (ldt_dtype)t->dtype)) < 0)
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        if (forced && forced[v] >= p->node_ss[v]->n)
+            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "plan: node %%%lld has %d strategies, %d forced",
+                          (long long)v, p->node_ss[v]->n, forced[v]);
+    }
+    search_greedy(p, greedy);
+    p->cost_greedy = price(p, greedy);
+    if (p->opts.search == LDT_PLAN_GREEDY && !forced) {
+        memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
+        p->cost_global = p->cost_greedy;
+    } else if (forced) {
+        /* tests: the forced nodes fixed, the rest greedy around them */
+        for (int64_t v = 0; v < p->nnodes; v++) {
+            double best = INFINITY;
+            p->choice[v] = 0;
+            if (forced[v] >= 0) {
+                p->choice[v] = forced[v];
+                continue;
+            }
+            if (is_leaf(ctx->nodes[v])) continue;
+            for (int s = 0; s < p->node_ss[v]->n; s++) {
+                double c = in_cost(p, p->choice, v, s);
+                if (c < best) {
+                    best = c;
+                    p->choice[v] = s;
+                }
+            }
+        }
+        /* leaves take what their first consumer asks, so a forced strategy is seen whole */
+        for (int64_t v = 0; v < p->nnodes; v++) {
+            const ldt_tensor *t = ctx->nodes[v];
+            if (!is_leaf(t) || t->pin || forced[v] >= 0 || p->use_off[v] == p->use_off[v + 1]) continue;
+            {
+                int32_t w = p->use_node[p->use_off[v]];
+                int to = ldt__chosen_in(p, w, p->use_slot[p->use_off[v]]);
+                for (int s = 0; s < p->node_ss[v]->n; s++)
+                    if (LDT__SSET_PL(p->node_ss[v], s)[0] == to) p->choice[v] = s;
+            }
+        }
+        p->cost_global = price(p, p->choice);
+    } else {
+        LDT_CHECK_GOTO(search_global(p, p->choice));
+        p->cost_global = price(p, p->choice);
+        if (p->cost_greedy < p->cost_global) {
+            memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
+        }
+    }
+    p->cost_chosen = price(p, p->choice);
+    if (!isfinite(p->cost_chosen))
+        LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "plan: no finite-cost plan (a move has no redistribution)");
+    if (p->opts.strict) LDT_CHECK_GOTO(strict_check(p));
+    p->plan_seconds = now_s() - t0;
+    *out = p;
+    p = NULL;
+fail:
+    free(key.buf);
+    free(greedy);
+    ldt_plan_destroy(p);
+    return st;
+}
+
+ldt_status ldt_plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, ldt_plan **out) {
+    return plan_create(ctx, opts, NULL, out);
+}
+
+ldt_status ldt__plan_create_forced(ldt_ctx *ctx, const ldt_plan_options *opts,
+                                   const int32_t *forced, ldt_plan **out) {
+    return plan_create(ctx, opts, forced, out);
+}
+
+int ldt__plan_nstrategies(const ldt_plan *plan, int64_t id) {
+    return plan && id >= 0 && id < plan->nnodes ? plan->node_ss[id]->n : 0;
+}
+
+ldt_ctx *ldt__plan_ctx(const ldt_plan *plan) { return plan->ctx; }
+const ldt_mesh *ldt__plan_mesh(const ldt_plan *plan) { return plan->mesh; }
+
+const ldt_placement *ldt__plan_out(const ldt_plan *plan, int64_t id) {
+    return ldt__plist(plan, ldt__chosen_out(plan, id));
+}
+
+double ldt_plan_cost(const ldt_plan *p) { return p ? p->cost_chosen : 0; }
+double ldt_plan_greedy_cost(const ldt_plan *p) { return p ? p->cost_greedy : 0; }
+double ldt_plan_seconds(const ldt_plan *p) { return p ? p->plan_seconds : 0; }
+
+ldt_status ldt_plan_placements(const ldt_plan *p, const ldt_tensor *t, ldt_placement *out,
+                               int cap) {
+    if (!p || !t || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan placements: NULL argument");
+    if (t->ctx != p->ctx || t->gen != p->gen || p->ctx->gen != p->gen ||
+        t->id < 0 || t->id >= p->nnodes || p->ctx->nodes[t->id] != t)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "plan placements: the tensor is not in the planned trace");
+    if (cap < p->nd)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan placements: room for %d placements, the mesh has %d dims",
+                 cap, p->nd);
+    memcpy(out, ldt__plan_out(p, t->id), (size_t)p->nd * sizeof *out);
+    return LDT_OK;
+}

@@ -1,0 +1,337 @@
+/* What a plan reports: totals, collective counts, the JSON and DOT of `ldt plan`, and the
+ * printed program of a rank. Per-rank figures come from the lowered programs (max over
+ * ranks). */
+#include <inttypes.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "planner/plan_internal.h"
+
+static int is_coll(ldt_collective c) { return c <= LDT_COLL_ALL_TO_ALL || c == LDT_COLL_SEND_RECV; }
+
+static int64_t value_bytes(const ldt__program *p, int32_t v) {
+    int64_t n = ldt_dtype_size((ldt_dtype)p->vals[v].dtype);
+    for (int d = 0; d < p->vals[v].shape.ndim; d++) n *= p->vals[v].shape.dims[d];
+    return n;
+}
+
+static int group_size(const ldt_mesh *m, const ldt__instr *x) {
+    int64_t n = 1;
+    for (int i = 0; i < x->ndims; i++) n *= ldt_mesh_dim_size(m, x->dims[i]);
+    return (int)n;
+}
+
+typedef struct rank_totals {
+    int64_t colls[LDT_COLL_COUNT + 1];
+    int64_t bytes;
+    double seconds;
+} rank_totals;
+
+static void program_totals(const ldt_plan *plan, const ldt__program *p, rank_totals *t) {
+    memset(t, 0, sizeof *t);
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        if (x->kind == LDT__I_REDIST) {
+            for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
+                ldt_redist_step st;
+                ldt_redist_plan_step(x->plan, s, &st);
+                if (is_coll(st.collective)) t->colls[st.collective]++;
+                t->bytes += st.bytes_sent > st.bytes_recv ? st.bytes_sent : st.bytes_recv;
+                t->seconds += st.seconds;
+            }
+        } else if (x->kind == LDT__I_ALL_REDUCE) {
+            int n = group_size(plan->mesh, x), dims[LDT_MAX_DIMS];
+            int64_t b = n > 1 ? 2 * (n - 1) * value_bytes(p, x->out) / n : 0;
+            if (n <= 1) continue;
+            for (int d = 0; d < x->ndims; d++) dims[d] = x->dims[d];
+            t->colls[LDT_COLL_ALL_REDUCE]++;
+            t->bytes += b;
+            t->seconds += ldt_cost_seconds(&plan->cost, plan->mesh, x->ndims, dims,
+                                           LDT_COLL_ALL_REDUCE, b, 0);
+        }
+    }
+    for (int c = 0; c < LDT_COLL_COUNT; c++) t->colls[LDT_COLL_COUNT] += t->colls[c];
+}
+
+/* Totals of every rank, the maximum of each figure. */
+static ldt_status all_totals(ldt_plan *plan, int rank, rank_totals *out) {
+    ldt_status st;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < ldt_mesh_nranks(plan->mesh); i++) {
+        int r = ldt_mesh_rank_at(plan->mesh, i);
+        const ldt__program *p;
+        rank_totals t;
+        if (rank >= 0 && r != rank) continue;
+        if (!(p = ldt__plan_program(plan, r, &st))) return st;
+        program_totals(plan, p, &t);
+        for (int c = 0; c <= LDT_COLL_COUNT; c++)
+            if (t.colls[c] > out->colls[c]) out->colls[c] = t.colls[c];
+        if (t.bytes > out->bytes) out->bytes = t.bytes;
+        if (t.seconds > out->seconds) out->seconds = t.seconds;
+    }
+    return LDT_OK;
+}
+
+ldt_status ldt_plan_count(ldt_plan *p, ldt_collective c, int rank, int64_t *out) {
+    rank_totals t;
+    if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan count: NULL argument");
+    if ((unsigned)c > (unsigned)LDT_COLL_COUNT)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan count: collective %d out of range", (int)c);
+    LDT_CHECK(all_totals(p, rank, &t));
+    *out = t.colls[c];
+    return LDT_OK;
+}
+
+ldt_status ldt_plan_totals_get(ldt_plan *p, ldt_plan_totals *out) {
+    rank_totals t;
+    if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan totals: NULL argument");
+    LDT_CHECK(all_totals(p, -1, &t));
+    memset(out, 0, sizeof *out);
+    out->collectives = t.colls[LDT_COLL_COUNT];
+    out->comm_bytes_per_rank = t.bytes;
+    out->modeled_seconds = t.seconds;
+    out->plan_seconds = p->plan_seconds;
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *n = p->ctx->nodes[v];
+        if (n->kind == LDT__PERSISTENT) continue;
+        for (int k = 0; k < n->nin; k++) out->redistributions += ldt__edge_moves(p, v, k);
+    }
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * JSON.
+ */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_plist(FILE *f, const ldt_placement *pl, int n) {
+    char b[256];
+    ldt_placements_format(pl, n, b, sizeof b);
+    json_str(f, b);
+}
+
+static void json_dims(FILE *f, const int *dims, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", dims[i]);
+    fputc(']', f);
+}
+
+static int64_t node_bytes(const ldt_tensor *t) { return ldt__nbytes(t); }
+
+static void json_node_moves(FILE *f, ldt_plan *p, int64_t v) {
+    const ldt_tensor *t = p->ctx->nodes[v];
+    int first = 1;
+    fputs("\"redistributions\":[", f);
+    for (int k = 0; t->kind != LDT__PERSISTENT && k < t->nin; k++) {
+        const ldt_tensor *u = LDT__IN(t)[k];
+        ldt__redist_memo *e;
+        if (!ldt__edge_moves(p, v, k)) continue;
+        e = ldt__plan_redist(p, p->node_class[u->id], ldt__chosen_out(p, u->id),
+                             ldt__chosen_in(p, v, k), 1);
+        if (!e || !e->plan) continue;
+        for (int s = 0; s < ldt_redist_plan_nsteps(e->plan); s++) {
+            ldt_redist_step st;
+            ldt_redist_plan_step(e->plan, s, &st);
+            fprintf(f, "%s{\"input\":%d,\"from\":", first ? "" : ",", k);
+            json_plist(f, st.from, st.nfrom);
+            fputs(",\"to\":", f);
+            json_plist(f, st.to, st.nto);
+            fputs(",\"collective\":", f);
+            json_str(f, ldt_collective_name(st.collective));
+            fputs(",\"mesh_dims\":", f);
+            json_dims(f, st.dims, st.ndims);
+            fprintf(f, ",\"tensor_bytes\":%" PRId64 ",\"bytes_per_rank\":%" PRId64
+                       ",\"seconds\":%.9g}",
+                    node_bytes(u), st.bytes_sent > st.bytes_recv ? st.bytes_sent : st.bytes_recv,
+                    st.seconds);
+            first = 0;
+        }
+    }
+    fputc(']', f);
+}
+
+/* The collectives a node's own lowering issues (vocab-parallel cross_entropy, ...), from
+ * program p (instructions in node order; *at walks forward). */
+static void json_node_colls(FILE *f, const ldt_plan *plan, const ldt__program *p, int64_t v,
+                            int64_t *at) {
+    int first = 1;
+    fputs("\"collectives\":[", f);
+    while (*at < p->nins && p->ins[*at].node < v) (*at)++;
+    for (int64_t i = *at; i < p->nins && p->ins[i].node == v; i++) {
+        const ldt__instr *x = &p->ins[i];
+        int dims[LDT_MAX_DIMS];
+        if (x->kind != LDT__I_ALL_REDUCE || group_size(plan->mesh, x) <= 1) continue;
+        for (int d = 0; d < x->ndims; d++) dims[d] = x->dims[d];
+        fprintf(f, "%s{\"collective\":\"all_reduce\",\"op\":", first ? "" : ",");
+        json_str(f, ldt_reduce_op_name((ldt_reduce_op)x->reduce));
+        fputs(",\"mesh_dims\":", f);
+        json_dims(f, dims, x->ndims);
+        fprintf(f, ",\"bytes\":%" PRId64 "}", value_bytes(p, x->out));
+        first = 0;
+    }
+    fputc(']', f);
+}
+
+ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f) {
+    ldt_plan_totals tot;
+    ldt_status st;
+    const ldt__program *prog;
+    char mesh[256];
+    int64_t at = 0;
+    if (!p || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan json: NULL argument");
+    LDT_CHECK(ldt_plan_totals_get(p, &tot));
+    if (!(prog = ldt__plan_program(p, ldt_mesh_rank_at(p->mesh, 0), &st))) return st;
+    ldt_mesh_format(p->mesh, mesh, sizeof mesh);
+    fputs("{\"mesh\":", f);
+    json_str(f, mesh);
+    fputs(",\"nodes\":[", f);
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        const char *name = LDT__NAME(t);
+        fprintf(f, "%s\n{\"id\":%" PRId64 ",\"op\":", v ? "," : "", v);
+        json_str(f, ldt__op_name(p->ctx, t->op));
+        if (name) {
+            fputs(",\"name\":", f);
+            json_str(f, name);
+        }
+        fputs(",\"shape\":[", f);
+        for (int d = 0; d < t->shape->ndim; d++)
+            fprintf(f, "%s%" PRId64, d ? "," : "", t->shape->dims[d]);
+        fputs("],\"in\":[", f);
+        for (int k = 0; t->kind != LDT__PERSISTENT && k < t->nin; k++) {
+            if (k) fputc(',', f);
+            json_plist(f, ldt__plist(p, ldt__chosen_in(p, v, k)), p->nd);
+        }
+        fputs("],\"out\":[", f);
+        json_plist(f, ldt__plist(p, ldt__chosen_out(p, v)), p->nd);
+        fputs("],", f);
+        json_node_moves(f, p, v);
+        fputc(',', f);
+        json_node_colls(f, p, prog, v, &at);
+        fputc('}', f);
+    }
+    fprintf(f,
+            "\n],\"totals\":{\"collectives\":%" PRId64 ",\"comm_bytes_per_rank\":%" PRId64
+            ",\"modeled_seconds\":%.9g,\"plan_seconds\":%.9g,\"redistributions\":%" PRId64
+            ",\"greedy_modeled_seconds\":%.9g,\"nodes\":%" PRId64 "}}\n",
+            tot.collectives, tot.comm_bytes_per_rank, tot.modeled_seconds, tot.plan_seconds,
+            tot.redistributions, p->cost_greedy, p->nnodes);
+    return ferror(f) ? ldt__error(LDT_ERR_SYSTEM, "plan json: write failed") : LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * DOT.
+ */
+ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f) {
+    static const char *const palette[] = {"#ffffff", "#a6cee3", "#b2df8a", "#fb9a99",
+                                          "#fdbf6f", "#cab2d6", "#ffff99", "#1f78b4",
+                                          "#33a02c", "#e31a1c", "#ff7f00", "#6a3d9a"};
+    const int npal = (int)(sizeof palette / sizeof palette[0]);
+    if (!p || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan dot: NULL argument");
+    fputs("digraph plan {\n  node [shape=box, style=filled, fontname=\"monospace\"];\n", f);
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        int out = ldt__chosen_out(p, v);
+        char pl[256];
+        ldt_placements_format(ldt__plist(p, out), p->nd, pl, sizeof pl);
+        /* the colour is the placement list's id: the same placements, the same colour */
+        fprintf(f, "  n%" PRId64 " [label=\"%%%" PRId64 " %s%s%s\\n%s\", fillcolor=\"%s\"];\n", v, v,
+                ldt__op_name(p->ctx, t->op), LDT__NAME(t) ? " " : "", LDT__NAME(t) ? LDT__NAME(t) : "",
+                pl, palette[out % npal]);
+    }
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        for (int k = 0; t->kind != LDT__PERSISTENT && k < t->nin; k++) {
+            const ldt_tensor *u = LDT__IN(t)[k];
+            fprintf(f, "  n%d -> n%" PRId64, u->id, v);
+            if (ldt__edge_moves(p, v, k)) {
+                ldt__redist_memo *e = ldt__plan_redist(p, p->node_class[u->id],
+                                                       ldt__chosen_out(p, u->id),
+                                                       ldt__chosen_in(p, v, k), 1);
+                fputs(" [color=red, fontcolor=red, label=\"", f);
+                for (int s = 0; e && e->plan && s < ldt_redist_plan_nsteps(e->plan); s++) {
+                    ldt_redist_step st;
+                    ldt_redist_plan_step(e->plan, s, &st);
+                    fprintf(f, "%s%s", s ? "+" : "", ldt_collective_name(st.collective));
+                }
+                fputs("\"]", f);
+            }
+            fputs(";\n", f);
+        }
+    }
+    fputs("}\n", f);
+    return ferror(f) ? ldt__error(LDT_ERR_SYSTEM, "plan dot: write failed") : LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Programs.
+ */
+static void print_val(FILE *f, const ldt__program *p, int32_t v) {
+    const ldt__value *x = &p->vals[v];
+    fprintf(f, "v%d[", v);
+    for (int d = 0; d < x->shape.ndim; d++) fprintf(f, "%s%" PRId64, d ? "," : "", x->shape.dims[d]);
+    fprintf(f, "]%s", ldt_dtype_name((ldt_dtype)x->dtype));
+}
+
+ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f) {
+    fprintf(f, "program rank %d: %d values, %" PRId64 " instructions\n", p->rank, p->nvals, p->nins);
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        fputs("  ", f);
+        switch ((ldt__ikind)x->kind) {
+        case LDT__I_LOAD:
+            print_val(f, p, x->out);
+            fprintf(f, " = load %s", LDT__NAME(x->src) ? LDT__NAME(x->src) : "const");
+            break;
+        case LDT__I_KERNEL:
+            print_val(f, p, x->out);
+            fprintf(f, " = %s(", ldt__op_name(ctx, x->op));
+            for (int k = 0; k < x->nin; k++) fprintf(f, "%sv%d", k ? ", " : "", p->ops[x->in + k]);
+            fputc(')', f);
+            if (x->region >= 0) fputs(" by global index", f);
+            break;
+        case LDT__I_REDIST:
+            print_val(f, p, x->out);
+            fprintf(f, " = redistribute(v%d):", p->ops[x->in]);
+            for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
+                ldt_redist_step st;
+                char b[256];
+                ldt_redist_plan_step(x->plan, s, &st);
+                ldt_redist_step_format(&st, b, sizeof b);
+                fprintf(f, "%s %s", s ? ";" : "", b);
+            }
+            break;
+        case LDT__I_ALL_REDUCE:
+            fprintf(f, "all_reduce %s v%d over mesh dims [", ldt_reduce_op_name((ldt_reduce_op)x->reduce),
+                    x->out);
+            for (int d = 0; d < x->ndims; d++) fprintf(f, "%s%d", d ? "," : "", x->dims[d]);
+            fputc(']', f);
+            break;
+        case LDT__I_FILL:
+            print_val(f, p, x->out);
+            fprintf(f, " = fill %g", x->fill);
+            break;
+        default:
+            fprintf(f, "? kind %d", x->kind);
+        }
+        fprintf(f, "   # %%%d\n", x->node);
+    }
+    return ferror(f) ? ldt__error(LDT_ERR_SYSTEM, "program: write failed") : LDT_OK;
+}
+
+ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f) {
+    const ldt__program *prog;
+    ldt_status st;
+    if (!p || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan program: NULL argument");
+    if (!(prog = ldt__plan_program(p, rank, &st))) return st;
+    return ldt__program_print(prog, p->ctx, f);
+}

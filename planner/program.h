@@ -1,0 +1,122 @@
+/* Internal: the program of one rank (DESIGN.md, "the program"), the builder that lowering
+ * uses, and the plan that holds the chosen strategies.
+ *
+ * A program is a flat array of instructions over numbered values (each a local buffer with
+ * its local shape and dtype). Everything is resolved at lowering: local shapes, attributes,
+ * regions, redistribution plans, collective groups (as mesh dims). exec/program.c runs it. */
+#ifndef LDT_PLANNER_PROGRAM_H
+#define LDT_PLANNER_PROGRAM_H
+
+#include <stdio.h>
+
+#include "ldt/planner.h"
+#include "planner/strategy.h"
+
+typedef enum ldt__ikind {
+    LDT__I_LOAD,       /* out = this rank's region of a persistent tensor (src) */
+    LDT__I_KERNEL,     /* out = op(in...) on local shards */
+    LDT__I_REDIST,     /* out = in redistributed by plan */
+    LDT__I_ALL_REDUCE, /* in place: out (== in[0]) reduced over the group of mesh dims */
+    LDT__I_FILL,       /* out = fill value everywhere */
+    LDT__I_COUNT
+} ldt__ikind;
+
+typedef struct ldt__value {
+    ldt_shape shape; /* local */
+    uint8_t dtype;
+    int32_t node; /* the trace node whose (local) value this is, or -1 for a temporary */
+} ldt__value;
+
+typedef struct ldt__instr {
+    uint8_t kind;  /* ldt__ikind */
+    uint8_t reduce; /* ALL_REDUCE: ldt_reduce_op; LOAD: 1 = zeros (a Partial(sum) leaf off
+                       coordinate 0) */
+    uint8_t ndims;  /* ALL_REDUCE: mesh dims of the group */
+    uint8_t dims[LDT_MAX_DIMS];
+    int32_t op;     /* KERNEL: op id */
+    int32_t node;   /* the trace node it belongs to */
+    int32_t out;
+    int32_t nin;
+    int32_t in;     /* first operand in the program's operand pool */
+    int32_t region; /* KERNEL: index into regions, or -1; LOAD: the rank's region */
+    const ldt__attrs *attrs;     /* KERNEL: the node's, or a copy owned by the program */
+    const ldt_redist_plan *plan; /* REDIST: owned by the plan */
+    const ldt_tensor *src;       /* LOAD: the persistent tensor */
+    double fill;
+} ldt__instr;
+
+typedef struct ldt__kregion {
+    ldt_region region;
+    ldt_shape global;
+} ldt__kregion;
+
+typedef struct ldt__program {
+    int rank;
+    ldt__value *vals;
+    int32_t nvals, cap_vals;
+    ldt__instr *ins;
+    int64_t nins, cap_ins;
+    int32_t *ops; /* operand pool */
+    int64_t nops, cap_ops;
+    ldt__attrs **attrs; /* owned attribute copies */
+    int64_t nattrs, cap_attrs;
+    ldt__kregion *regions;
+    int32_t nregions, cap_regions;
+    int32_t *node_val; /* per trace node: the value holding its chosen (output) placement */
+    int64_t nnodes;
+} ldt__program;
+
+/* Every rank's program issues the same collectives in the same order (a lowering never skips
+ * one because its local shard is empty): ranks meet only at collectives. */
+
+/* What a lowering function sees: the node, its chosen strategy and its values. */
+typedef struct ldt__lnode {
+    const ldt_tensor *t;
+    const ldt_mesh *mesh;
+    int rank;                     /* world rank being lowered */
+    const ldt_placement *out;     /* nd placements of the output */
+    const ldt_placement *in[LDT__SMAX_IN]; /* nd placements each input holds */
+    int32_t in_val[LDT__SMAX_IN]; /* input values (already redistributed) */
+    int32_t out_val;              /* the output value (local shape of `out`) */
+    const ldt_region *out_region; /* this rank's region of the output */
+} ldt__lnode;
+
+typedef struct ldt__lower {
+    ldt__program *p;
+    const ldt_mesh *mesh;
+} ldt__lower;
+
+/* A new value of local shape and dtype (node -1: a temporary); -1 on out of memory. */
+int32_t ldt__lower_value(ldt__lower *L, const ldt_shape *shape, ldt_dtype dt, int32_t node);
+/* out = op(in) with attrs (copied; NULL: all zero); region/global (may be NULL) for kernels
+ * that draw by global index. */
+ldt_status ldt__lower_kernel(ldt__lower *L, int32_t node, int op, const ldt__attrs *attrs,
+                             int nin, const int32_t *in, int32_t out, const ldt_region *region,
+                             const ldt_shape *global);
+/* val reduced in place with op over the group spanning mesh dims dims[0..ndims). */
+ldt_status ldt__lower_all_reduce(ldt__lower *L, int32_t node, int32_t val, ldt_reduce_op op,
+                                 int ndims, const int *dims);
+ldt_status ldt__lower_fill(ldt__lower *L, int32_t node, int32_t val, double v);
+
+/* The mesh dims on which placement list pl (nd entries) shards tensor dim d (Shard or
+ * InterleavedShard); returns how many, dims in *out. */
+int ldt__shard_mesh_dims(const ldt_placement *pl, int nd, int d, int *out);
+
+void ldt__program_free(ldt__program *p);
+/* "program rank 1 ..." then one line per instruction. */
+ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f);
+
+/* The plan's view that exec needs (planner/plan.c). */
+const ldt__program *ldt__plan_program(ldt_plan *plan, int rank, ldt_status *st);
+ldt_ctx *ldt__plan_ctx(const ldt_plan *plan);
+const ldt_mesh *ldt__plan_mesh(const ldt_plan *plan);
+/* The chosen output placements of trace node `id` (nd entries). */
+const ldt_placement *ldt__plan_out(const ldt_plan *plan, int64_t id);
+
+/* Tests: the N-D strategies of node `id` (count), and planning with strategies forced per
+ * node (forced[id] = strategy index, -1 free; NULL: none). */
+int ldt__plan_nstrategies(const ldt_plan *plan, int64_t id);
+ldt_status ldt__plan_create_forced(ldt_ctx *ctx, const ldt_plan_options *opts,
+                                   const int32_t *forced, ldt_plan **out);
+
+#endif
