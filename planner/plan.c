@@ -291,6 +291,12 @@ static ldt_status options_of(ldt_plan *p, const ldt_tensor *t, ldt__opts1 *o) {
     } else if (t->nin <= LDT__SMAX_IN && t->op < LDT_OP_COUNT) {
         const ldt__op_strategy *row = ldt__op_strategy_of(t->op);
         if (row->options) row->options(o);
+    } else if (t->nin <= LDT__SMAX_IN) {
+        const ldt__custom_op *c = &p->ctx->custom[t->op - LDT_OP_COUNT];
+        ldt_shape in[LDT__SMAX_IN];
+        ldt_strategy_builder b = {o};
+        for (int k = 0; k < t->nin; k++) in[k] = *LDT__IN(t)[k]->shape;
+        if (c->strategy_fn) c->strategy_fn(t->nin, in, t->shape, c->strategy_user, &b);
     }
     if (o->oom) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for options");
     return LDT_OK;

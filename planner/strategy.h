@@ -37,6 +37,11 @@ typedef struct ldt__opts1 {
     int niks;
 } ldt__opts1;
 
+/* The public builder handed to custom ops' strategy functions. */
+struct ldt_strategy_builder {
+    ldt__opts1 *o;
+};
+
 /* Adds one option (nin input placements in `in`); duplicates are ignored. */
 void ldt__opt_add(ldt__opts1 *o, ldt_placement out, const ldt_placement *in);
 /* Adds the option where the output and every input hold p. */

@@ -211,3 +211,76 @@ Test(plan, random_dags_equal_one_device) {
         ldt_mesh_destroy(mesh);
     }
 }
+
+/* Bad input: every public planner call reports it with a message naming what was wrong. */
+Test(plan, bad_input_is_reported) {
+    ldt_mesh *mesh, *meta;
+    ldt_ctx *ctx, *mctx;
+    ldt_ctx_options co = {0};
+    ldt_plan *plan = NULL;
+    ldt_tensor *x, *y, *z;
+    ldt_placement pl[2];
+    float buf[35];
+    void *dst = buf;
+    int64_t nb = sizeof buf, small = 4;
+    int id = 0;
+    cr_assert_eq(ldt_plan_create(NULL, NULL, &plan), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_mesh_parse("2x2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    x = pc_input(ctx, "x", (ldt_shape){2, {7, 5}}, LDT_F32, 0);
+    y = ldt_exp(x);
+    /* a pin no strategy of the op can give: exp of [7,5] cannot be Partial(max) */
+    pl[0] = ldt_partial(LDT_REDUCE_MAX);
+    pl[1] = ldt_replicate();
+    z = ldt_tanh(y);
+    cr_assert_eq(ldt_pin(z, pl, 2), LDT_OK);
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "tanh") && strstr(ldt_last_error(), "Pmax"), "%s",
+              ldt_last_error());
+    ldt_trace_discard(ctx);
+    /* a bad cost model */
+    {
+        ldt_cost_model cm;
+        ldt_plan_options po = {0};
+        cr_assert_eq(ldt_cost_model_preset("uniform", &cm), LDT_OK);
+        cm.links[0].bandwidth_Bps = -1;
+        po.cost = &cm;
+        y = ldt_exp(x);
+        cr_assert_eq(ldt_plan_create(ctx, &po, &plan), LDT_ERR_INVALID_ARGUMENT);
+    }
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK);
+    /* wrong sizes, NULLs, and tensors that are not in the planned trace */
+    cr_assert_eq(ldt_plan_run(plan, 1, &y, &dst, &small), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "4 bytes given"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_run(plan, 1, NULL, &dst, &nb), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_plan_placements(plan, y, pl, 1), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_plan_write_program(plan, 9, stdout), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_plan_count(plan, (ldt_collective)99, -1, &nb), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_plan_run(plan, 1, &y, &dst, &nb), LDT_OK, "%s", ldt_last_error());
+    ldt_plan_destroy(plan);
+    ldt_sync(ctx); /* y's trace ends: a plan of the new trace does not know it */
+    z = ldt_exp(x);
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK);
+    cr_assert_eq(ldt_plan_placements(plan, y, pl, 2), LDT_ERR_INVALID_USAGE);
+    cr_assert_eq(ldt_plan_placements(plan, z, pl, 2), LDT_OK);
+    ldt_plan_destroy(plan);
+    /* custom strategies only for this context's custom ops */
+    cr_assert_eq(ldt_custom_op_set_strategy(ctx, 3, NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_custom_op_set_strategy(ctx, LDT_OP_COUNT + id, NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "not a custom op"), "%s", ldt_last_error());
+    /* a meta mesh plans but never runs */
+    cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_META, &meta), LDT_OK);
+    co.mesh = meta;
+    cr_assert_eq(ldt_ctx_create(&co, &mctx), LDT_OK);
+    x = ldt_input(mctx, "x", &(ldt_shape){2, {7, 5}}, LDT_F32);
+    y = ldt_exp(x);
+    cr_assert_eq(ldt_plan_create(mctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_run(plan, 1, &y, &dst, &nb), LDT_ERR_INVALID_USAGE);
+    cr_assert(strstr(ldt_last_error(), "meta"), "%s", ldt_last_error());
+    ldt_plan_destroy(plan);
+    ldt_ctx_destroy(mctx);
+    ldt_mesh_destroy(meta);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}

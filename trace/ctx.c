@@ -337,6 +337,8 @@ ldt_status ldt_custom_op_register(ldt_ctx *ctx, const char *name, int nin,
     ops[ctx->ncustom].shape_fn = shape_fn;
     ops[ctx->ncustom].cpu_fn = cpu_fn;
     ops[ctx->ncustom].user = user;
+    ops[ctx->ncustom].strategy_fn = NULL; /* ldt_custom_op_set_strategy */
+    ops[ctx->ncustom].strategy_user = NULL;
     *id = LDT_OP_COUNT + ctx->ncustom++;
     return LDT_OK;
 }

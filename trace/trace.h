@@ -61,6 +61,8 @@ typedef struct ldt__persistent {
 /* Its name, or NULL (any kind). */
 #define LDT__NAME(tensor) ((tensor)->kind == LDT__PERSISTENT ? LDT__P(tensor)->name : NULL)
 
+struct ldt_strategy_builder;
+
 /* A registered custom op. */
 typedef struct ldt__custom_op {
     char *name;
@@ -68,6 +70,10 @@ typedef struct ldt__custom_op {
     ldt_custom_shape_fn shape_fn;
     ldt_custom_cpu_fn cpu_fn;
     void *user;
+    /* sharding options (ldt_custom_op_set_strategy); NULL: only all-Replicate */
+    void (*strategy_fn)(int nin, const ldt_shape *in_shapes, const ldt_shape *out_shape,
+                        void *user, struct ldt_strategy_builder *b);
+    void *strategy_user;
 } ldt__custom_op;
 
 struct ldt_ctx {

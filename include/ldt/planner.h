@@ -161,6 +161,23 @@ int ldt_redist_step_format(const ldt_redist_step *s, char *buf, size_t cap);
 
 
 /* ---------------------------------------------------------------------------------------
+ * Custom ops' strategies (veScale's plug-in ops): for one mesh dim, the placements the output
+ * may have with the placements each input must then have. The planner combines them over the
+ * mesh dims and always allows all-Replicate. The op's CPU kernel (ldt_custom_op_register)
+ * runs on each rank's local shards, so an option is right only when the kernel on local
+ * shards gives the local shard of the output (elementwise ops: every shard follows).
+ */
+typedef struct ldt_strategy_builder ldt_strategy_builder;
+typedef void (*ldt_custom_strategy_fn)(int nin, const ldt_shape *in_shapes,
+                                       const ldt_shape *out_shape, void *user,
+                                       ldt_strategy_builder *b);
+/* Adds one option: the output's placement and each of the nin inputs'. */
+void ldt_strategy_add(ldt_strategy_builder *b, ldt_placement out, const ldt_placement *in);
+/* Sets custom op `id`'s strategy function on ctx (fn NULL: only all-Replicate). */
+ldt_status ldt_custom_op_set_strategy(ldt_ctx *ctx, int id, ldt_custom_strategy_fn fn,
+                                      void *user);
+
+/* ---------------------------------------------------------------------------------------
  * Whole-graph planning: one strategy per node of a context's current trace, chosen for the
  * whole graph under the cost model, then lowered to one program per rank (docs/planner.md).
  *
