@@ -62,7 +62,10 @@ int bench_plan(const bench_opts *o, bench_results *out) {
                 goto fail;
             }
             us[r] = ldt_plan_seconds(plan) * 1e6 / (double)nodes;
-            ratio = ldt_plan_greedy_cost(plan) / ldt_plan_cost(plan);
+            /* equal costs (both 0 when nothing moves) are a ratio of 1 */
+            ratio = ldt_plan_greedy_cost(plan) == ldt_plan_cost(plan)
+                        ? 1.0
+                        : ldt_plan_greedy_cost(plan) / ldt_plan_cost(plan);
             ldt_plan_destroy(plan);
         }
         idx = bench_add(out, "plan_us_per_node", bench_median(us, reps), "us");

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -111,4 +112,74 @@ Test(cli, bad_input_exits_nonzero_with_message) {
         cr_expect_neq(rc, 0, "'%s' exited 0", rows[i].args);
         cr_expect(strstr(out, rows[i].needle) != NULL, "'%s': %s", rows[i].args, out);
     }
+}
+
+/* ldt plan --json: the contract's fields, Megatron's one all_reduce per mlp block. */
+Test(cli, plan_json_megatron_mlp) {
+    static char out[1 << 20];
+    cJSON *j, *nodes, *tot;
+    int all_reduces = 0;
+    cr_assert_eq(run("plan --model mlp --layers 2 --mesh tp=4 --pins megatron --json", out, sizeof out, 0), 0,
+                 "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert(j != NULL, "not JSON: %s", out);
+    nodes = cJSON_GetObjectItem(j, "nodes");
+    tot = cJSON_GetObjectItem(j, "totals");
+    cr_assert(cJSON_IsArray(nodes) && cJSON_IsObject(tot));
+    for (int i = 0; i < cJSON_GetArraySize(nodes); i++) {
+        cJSON *n = cJSON_GetArrayItem(nodes, i), *r = cJSON_GetObjectItem(n, "redistributions");
+        cr_assert(cJSON_IsString(cJSON_GetObjectItem(n, "op")));
+        cr_assert(cJSON_IsArray(cJSON_GetObjectItem(n, "in")));
+        cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(n, "out")), 1);
+        for (int k = 0; k < cJSON_GetArraySize(r); k++) {
+            cJSON *s = cJSON_GetArrayItem(r, k);
+            const char *c = cJSON_GetObjectItem(s, "collective")->valuestring;
+            cr_assert(cJSON_IsString(cJSON_GetObjectItem(s, "from")) &&
+                      cJSON_IsString(cJSON_GetObjectItem(s, "to")) &&
+                      cJSON_IsArray(cJSON_GetObjectItem(s, "mesh_dims")) &&
+                      cJSON_GetObjectItem(s, "tensor_bytes")->valuedouble > 0);
+            if (strcmp(c, "all_reduce") == 0) {
+                all_reduces++;
+                cr_assert_str_eq(cJSON_GetObjectItem(s, "from")->valuestring, "P");
+                cr_assert_str_eq(cJSON_GetObjectItem(s, "to")->valuestring, "R");
+                /* the [4, 64] f32 activation */
+                cr_assert_eq(cJSON_GetObjectItem(s, "tensor_bytes")->valuedouble, 4 * 64 * 4);
+            }
+        }
+    }
+    cr_assert_eq(all_reduces, 2);
+    cr_assert_eq(cJSON_GetObjectItem(tot, "collectives")->valuedouble, 2);
+    cr_assert_gt(cJSON_GetObjectItem(tot, "comm_bytes_per_rank")->valuedouble, 0);
+    cr_assert_gt(cJSON_GetObjectItem(tot, "modeled_seconds")->valuedouble, 0);
+    cr_assert_geq(cJSON_GetObjectItem(tot, "plan_seconds")->valuedouble, 0);
+    cJSON_Delete(j);
+}
+
+Test(cli, plan_dot_program_and_errors) {
+    static char out[1 << 20];
+    char cmd[256], path[64];
+    FILE *f;
+    char dot[4096];
+    size_t n;
+    snprintf(path, sizeof path, "/tmp/ldt_test_plan_%d.dot", (int)getpid());
+    snprintf(cmd, sizeof cmd, "plan --model mlp --layers 1 --mesh tp=2 --pins megatron --dot %s --program --rank 1",
+             path);
+    cr_assert_eq(run(cmd, out, sizeof out, 0), 0, "%s", out);
+    cr_assert(strstr(out, "program rank 1:") && strstr(out, "all_reduce"), "%s", out);
+    f = fopen(path, "r");
+    cr_assert(f != NULL);
+    n = fread(dot, 1, sizeof dot - 1, f);
+    dot[n] = '\0';
+    fclose(f);
+    remove(path);
+    cr_assert(strstr(dot, "digraph plan") && strstr(dot, "label=\"all_reduce\""), "%s", dot);
+    cr_assert_eq(run("plan --model nope", out, sizeof out, 1), 1);
+    cr_assert(strstr(out, "unknown kind 'nope'"), "%s", out);
+    cr_assert_eq(run("plan --layers 2", out, sizeof out, 1), 2);
+    cr_assert(strstr(out, "--model is required"), "%s", out);
+    cr_assert_eq(run("plan --model mlp --pins zero", out, sizeof out, 1), 1);
+    cr_assert(strstr(out, "unknown scheme 'zero'"), "%s", out);
+    cr_assert_eq(run("plan --model mlp --mesh 4 --layers 0", out, sizeof out, 1), 2);
+    cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --strict", out, sizeof out, 1), 1);
+    cr_assert(strstr(out, "strict"), "%s", out);
 }
