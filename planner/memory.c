@@ -1,0 +1,172 @@
+/* The static memory plan of one rank's program: every value not held elsewhere gets an
+ * offset in one arena, from liveness.
+ *
+ * A value lives from the instruction that first writes it to the last one that reads it (to
+ * the end for values the caller keeps). Placement is greedy by size with best fit (as in
+ * TFLite's arena planner): values in decreasing size (ties: earlier definition first, then
+ * lower id), each at the smallest gap between already placed values whose lifetimes overlap
+ * it that holds it, else at the end. The lower bound reported beside the arena is the
+ * largest sum of bytes live at one instruction. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "planner/memory.h"
+
+#define ALIGN 64
+
+static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+static int64_t value_bytes(const ldt__value *v) {
+    int64_t n = ldt_dtype_size((ldt_dtype)v->dtype);
+    for (int d = 0; d < v->shape.ndim; d++) n *= v->shape.dims[d];
+    return n;
+}
+
+ldt_status ldt__liveness(const ldt__program *p, const uint8_t *keep, int64_t *first,
+                         int64_t *last) {
+    for (int32_t v = 0; v < p->nvals; v++) first[v] = last[v] = -1;
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        for (int k = 0; k < x->nin; k++) {
+            int32_t v = p->ops[x->in + k];
+            if (first[v] < 0)
+                LDT_FAIL(LDT_ERR_INTERNAL, "memory: value v%d is read at instruction %lld before "
+                         "it is written", v, (long long)i);
+            last[v] = i;
+        }
+        if (first[x->out] < 0) first[x->out] = i;
+        if (last[x->out] < i) last[x->out] = i;
+    }
+    for (int32_t v = 0; v < p->nvals; v++)
+        if (first[v] >= 0 && keep && keep[v]) last[v] = p->nins;
+    return LDT_OK;
+}
+
+typedef struct item {
+    int32_t v;
+    int64_t size, first, last;
+} item;
+
+static int by_size(const void *a, const void *b) {
+    const item *x = a, *y = b;
+    if (x->size != y->size) return x->size > y->size ? -1 : 1;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return x->v < y->v ? -1 : 1;
+}
+
+typedef struct span {
+    int64_t off, end;
+} span;
+
+static int by_off(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const uint8_t *keep,
+                            ldt__mem_plan *out) {
+    int64_t *first = NULL, *last = NULL, *delta = NULL, live = 0;
+    item *it = NULL;
+    span *sp = NULL;
+    int32_t n = 0, *seen = NULL;
+    int64_t nb = 0, bsize = 1;
+    struct {
+        int32_t *v;
+        int32_t n, cap;
+    } *bucket = NULL;
+    ldt_status st = LDT_OK;
+    memset(out, 0, sizeof *out);
+    out->offset = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *out->offset);
+    first = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *first);
+    last = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *last);
+    it = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *it);
+    sp = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *sp);
+    delta = calloc((size_t)p->nins + 2, sizeof *delta);
+    if (!out->offset || !first || !last || !it || !sp || !delta)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory for %d values", p->nvals);
+    LDT_CHECK_GOTO(ldt__liveness(p, keep, first, last));
+    for (int32_t v = 0; v < p->nvals; v++) {
+        out->offset[v] = -1;
+        if (first[v] < 0 || (outside && outside[v])) continue;
+        it[n].v = v;
+        it[n].size = align_up(value_bytes(&p->vals[v]));
+        it[n].first = first[v];
+        it[n].last = last[v];
+        if (it[n].size == 0) { /* empty shards need no bytes, only a valid address */
+            out->offset[v] = 0;
+            continue;
+        }
+        delta[first[v]] += it[n].size;
+        delta[last[v] + 1] -= it[n].size;
+        n++;
+    }
+    for (int64_t i = 0; i <= p->nins; i++) {
+        live += delta[i];
+        if (live > out->bound_bytes) out->bound_bytes = live;
+    }
+    qsort(it, (size_t)n, sizeof *it, by_size);
+    /* placed values by time bucket, so finding the ones that overlap a lifetime looks at
+     * its buckets only (programs are long, most values short-lived) */
+    nb = p->nins / 64 + 1;
+    bsize = (p->nins + 1 + nb - 1) / nb;
+    bucket = calloc((size_t)nb, sizeof *bucket);
+    seen = calloc((size_t)(n ? n : 1), sizeof *seen);
+    if (!bucket || !seen) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
+    for (int32_t a = 0; a < n; a++) {
+        int32_t ns = 0;
+        int64_t best = -1, best_gap = INT64_MAX, prev_end = 0;
+        int64_t b0 = it[a].first / bsize, b1 = it[a].last / bsize;
+        for (int64_t b = b0; b <= b1; b++)
+            for (int32_t j = 0; j < bucket[b].n; j++) {
+                int32_t o = bucket[b].v[j];
+                if (seen[o] == a + 1) continue;
+                seen[o] = a + 1;
+                if (it[o].first <= it[a].last && it[a].first <= it[o].last) {
+                    sp[ns].off = out->offset[it[o].v];
+                    sp[ns++].end = out->offset[it[o].v] + it[o].size;
+                }
+            }
+        qsort(sp, (size_t)ns, sizeof *sp, by_off);
+        for (int32_t s = 0; s < ns; s++) {
+            int64_t gap = sp[s].off - prev_end;
+            if (gap >= it[a].size && gap < best_gap) {
+                best = prev_end;
+                best_gap = gap;
+            }
+            if (sp[s].end > prev_end) prev_end = sp[s].end;
+        }
+        if (best < 0) best = prev_end;
+        out->offset[it[a].v] = best;
+        if (best + it[a].size > out->arena_bytes) out->arena_bytes = best + it[a].size;
+        for (int64_t b = b0; b <= b1; b++) {
+            if (bucket[b].n == bucket[b].cap) {
+                int32_t c = bucket[b].cap ? 2 * bucket[b].cap : 8, *nv = realloc(bucket[b].v, (size_t)c * sizeof *nv);
+                if (!nv) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
+                bucket[b].v = nv;
+                bucket[b].cap = c;
+            }
+            bucket[b].v[bucket[b].n++] = a;
+        }
+    }
+fail:
+    free(first);
+    free(last);
+    free(it);
+    free(sp);
+    for (int64_t b = 0; bucket && b < nb; b++) free(bucket[b].v);
+    free(bucket);
+    free(seen);
+    free(delta);
+    if (st != LDT_OK) {
+        free(out->offset);
+        out->offset = NULL;
+    }
+    return st;
+}
+
+void ldt__mem_plan_free(ldt__mem_plan *m) {
+    if (!m) return;
+    free(m->offset);
+    m->offset = NULL;
+}
