@@ -77,6 +77,7 @@ static ldt_status run_trace(ldt_ctx *ctx, const ldt_tensor *keep_alive) {
     for (int64_t i = 0; i < ctx->nkeeps; i++) {
         ldt_tensor *k = ctx->keeps[i];
         if (ldt__nbytes(k)) memcpy(k->data, LDT__P(k)->source->data, (size_t)ldt__nbytes(k));
+        LDT__P(k)->version++;
     }
 fail:
     free(last);

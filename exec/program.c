@@ -237,3 +237,15 @@ ldt_status ldt_plan_run(ldt_plan *plan, int nout, ldt_tensor *const *outs, void 
     free(s.shards);
     return st;
 }
+
+ldt_status ldt_run_eager(ldt_ctx *ctx, const ldt_plan_options *opts, int nout,
+                         ldt_tensor *const *outs, void *const *dst, const int64_t *nbytes) {
+    ldt_plan *plan;
+    ldt_status st;
+    if (!ctx) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "run eager: ctx is NULL");
+    st = ldt_plan_create(ctx, opts, &plan);
+    if (st == LDT_OK) st = ldt_plan_run(plan, nout, outs, dst, nbytes);
+    ldt_plan_destroy(plan);
+    if (st == LDT_OK) ldt__trace_end(ctx); /* the step ran: its random draws stay taken */
+    return st;
+}

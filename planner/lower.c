@@ -285,3 +285,25 @@ const ldt__program *ldt__plan_program(ldt_plan *plan, int rank, ldt_status *st) 
     *st = LDT_OK;
     return plan->programs[rank];
 }
+
+ldt_status ldt__plan_take_programs(ldt_plan *plan, ldt__program ***progs, int *nprogs,
+                                   ldt_redist_plan ***rplans, int64_t *nrplans) {
+    ldt_status st;
+    int64_t n = 0;
+    for (int i = 0; i < ldt_mesh_nranks(plan->mesh); i++)
+        if (!ldt__plan_program(plan, ldt_mesh_rank_at(plan->mesh, i), &st)) return st;
+    for (int64_t i = 0; i < plan->memo_cap; i++) n += plan->memo[i].plan != NULL;
+    *rplans = malloc((size_t)(n ? n : 1) * sizeof **rplans);
+    if (!*rplans) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    *nrplans = 0;
+    for (int64_t i = 0; i < plan->memo_cap; i++)
+        if (plan->memo[i].plan) {
+            (*rplans)[(*nrplans)++] = plan->memo[i].plan;
+            plan->memo[i].plan = NULL;
+        }
+    *progs = plan->programs;
+    *nprogs = plan->nprograms;
+    plan->programs = NULL;
+    plan->nprograms = 0;
+    return LDT_OK;
+}

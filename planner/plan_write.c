@@ -275,6 +275,17 @@ ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f) {
 /* ---------------------------------------------------------------------------------------
  * Programs.
  */
+const char *ldt__instr_name(const ldt_ctx *ctx, const ldt__instr *x) {
+    switch ((ldt__ikind)x->kind) {
+    case LDT__I_LOAD: return "load";
+    case LDT__I_KERNEL: return ldt__op_name(ctx, x->op);
+    case LDT__I_REDIST: return "redistribute";
+    case LDT__I_ALL_REDUCE: return "all_reduce";
+    case LDT__I_FILL: return "fill";
+    default: return "?";
+    }
+}
+
 static void print_val(FILE *f, const ldt__program *p, int32_t v) {
     const ldt__value *x = &p->vals[v];
     fprintf(f, "v%d[", v);

@@ -103,6 +103,8 @@ ldt_status ldt__lower_fill(ldt__lower *L, int32_t node, int32_t val, double v);
 int ldt__shard_mesh_dims(const ldt_placement *pl, int nd, int d, int *out);
 
 void ldt__program_free(ldt__program *p);
+/* "load", "redistribute", "all_reduce", "fill", or the kernel's op name. */
+const char *ldt__instr_name(const ldt_ctx *ctx, const ldt__instr *x);
 /* "program rank 1 ..." then one line per instruction. */
 ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f);
 
@@ -112,6 +114,12 @@ ldt_ctx *ldt__plan_ctx(const ldt_plan *plan);
 const ldt_mesh *ldt__plan_mesh(const ldt_plan *plan);
 /* The chosen output placements of trace node `id` (nd entries). */
 const ldt_placement *ldt__plan_out(const ldt_plan *plan, int64_t id);
+
+/* Moves every rank's program (indexed by world rank; NULL off the mesh) and the
+ * redistribution plans they use out of the plan, to the caller: they outlive the plan and
+ * its trace (programs copy what they need). */
+ldt_status ldt__plan_take_programs(ldt_plan *plan, ldt__program ***progs, int *nprogs,
+                                   ldt_redist_plan ***rplans, int64_t *nrplans);
 
 /* Tests: the N-D strategies of node `id` (count), and planning with strategies forced per
  * node (forced[id] = strategy index, -1 free; NULL: none). */

@@ -30,7 +30,7 @@ ldt_status ldt_ctx_create(const ldt_ctx_options *opts, ldt_ctx **out) {
     ctx->seed = opts ? opts->seed : 0;
     ldt__arena_init(&ctx->arenas[0], TRACE_CHUNK);
     ldt__arena_init(&ctx->arenas[1], TRACE_CHUNK);
-    ctx->arena = &ctx->arenas[0];
+    ctx->arena = &ctx->arenas[1]; /* gen 1 uses arena 1 (gen & 1), as ldt__trace_end picks */
     ctx->gen = 1;
     *out = ctx;
     return LDT_OK;
@@ -44,6 +44,7 @@ static void free_persistent(ldt_tensor *t) {
 
 void ldt_ctx_destroy(ldt_ctx *ctx) {
     if (!ctx) return;
+    if (ctx->exec_cache_free) ctx->exec_cache_free(ctx->exec_cache); /* before what it holds */
     for (int64_t i = 0; i < ctx->nnodes; i++)
         if (ctx->nodes[i]->kind == LDT__NODE) free(ctx->nodes[i]->data);
     for (int64_t i = 0; i < ctx->npersist; i++) free_persistent(ctx->persist[i]);
@@ -210,6 +211,7 @@ static ldt_status set_data(ldt_tensor *t, int op, const char *what, const void *
     }
     if (nbytes) memcpy(t->data, data, (size_t)nbytes);
     LDT__P(t)->bound = 1;
+    LDT__P(t)->version++;
     return LDT_OK;
 }
 

@@ -51,6 +51,8 @@ typedef struct ldt__persistent {
     struct ldt_tensor t;
     char *name;
     int bound;          /* INPUT: data has been bound */
+    uint64_t version;   /* bumped whenever its data is written: compiled executables holding
+                           a copy of it (a rank's shard of a parameter) reload when it moves */
     ldt_tensor *source; /* kept DATA: the node whose value it receives (current trace only) */
     ldt_placement pin_store[LDT_MAX_DIMS];
     ldt_shape shape_store;
@@ -96,6 +98,9 @@ struct ldt_ctx {
     /* custom ops, id = LDT_OP_COUNT + index */
     ldt__custom_op *custom;
     int ncustom;
+    /* compiled executables (exec/cache.c), opaque here: trace never calls down */
+    void *exec_cache;
+    void (*exec_cache_free)(void *cache);
     /* errors */
     ldt_status status; /* stuck on the current trace */
     char errmsg[1024];

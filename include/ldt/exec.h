@@ -12,6 +12,7 @@
 #define LDT_EXEC_H
 
 #include "ldt/core.h"
+#include "ldt/planner.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -196,6 +197,59 @@ typedef struct ldt_plan ldt_plan;
 typedef struct ldt_tensor ldt_tensor;
 ldt_status ldt_plan_run(ldt_plan *plan, int nout, ldt_tensor *const *outs, void *const *dst,
                         const int64_t *nbytes);
+/* One eager step on ctx's mesh: plans the current trace anew, runs it (as ldt_plan_run) and
+ * ends the trace (its random draws stay taken, as ldt_sync's do). The reference a compiled
+ * executable's replays are checked against. */
+ldt_status ldt_run_eager(ldt_ctx *ctx, const ldt_plan_options *opts, int nout,
+                         ldt_tensor *const *outs, void *const *dst, const int64_t *nbytes);
+
+
+/* ---------------------------------------------------------------------------------------
+ * Compile once, replay dispatch-free (docs/replay.md).
+ *
+ *   ldt_tensor *loss = ldt_model_forward(m);          // trace the step
+ *   ldt_exec *ex;
+ *   ldt_compile(ctx, &loss, 1, NULL, &ex);            // plan, lower, memory plan, bind
+ *   for (int step = 0; step < n; step++) {
+ *       ldt_input_bind(x, batch[step], nbytes);       // or ldt_exec_bind: zero-copy
+ *       ldt_replay(ex);                               // one step, no dispatch
+ *       ldt_exec_read(ex, 0, &l, sizeof l);
+ *   }
+ *
+ * The executable belongs to the context's plan cache: compiling the same step again (same
+ * graph hash, mesh, cost model, options, tensors) returns it without planning, and it lives
+ * until the context is destroyed. Compiling ends the trace (its random ops give their offsets
+ * back: each replay draws the step's amount from the stream, so replay k equals eager step k).
+ */
+typedef struct ldt_exec ldt_exec;
+
+typedef struct ldt_compile_options {
+    ldt_plan_options plan;
+    const char *trace_path; /* write a Chrome trace JSON of each replay here (NULL: none) */
+} ldt_compile_options;
+
+/* Compiles ctx's current trace with `outputs` (nodes of it) read after each replay. */
+ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
+                       const ldt_compile_options *opts, ldt_exec **out);
+/* Runs one step on every rank with the inputs' current data. A failed replay leaves the
+ * executable unusable (its rank threads are aborted): compile anew. */
+ldt_status ldt_replay(ldt_exec *e);
+/* Output i of the last replay as a full row-major tensor (nbytes: its size). */
+ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes);
+/* Zero-copy input: later replays read input `name` from data (nbytes: its size), which must
+ * stay valid and unchanged while a replay runs. Ranks that hold all of it read it in place. */
+ldt_status ldt_exec_bind(ldt_exec *e, const char *name, const void *data, int64_t nbytes);
+
+typedef struct ldt_exec_stats {
+    int64_t instructions;     /* per rank, the most */
+    int64_t arena_bytes;      /* per rank, the largest arena */
+    int64_t bound_bytes;      /* per rank, the largest liveness lower bound */
+    int64_t replays;
+    double modeled_seconds;   /* the plan's modeled communication */
+} ldt_exec_stats;
+ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
+/* The context's plan cache: compiles answered from it and compiles that built anew. */
+ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,153 @@
+/* The plan cache: compiled executables of a context, keyed by what decides the result — the
+ * trace's structural hash, the mesh, the cost model, the options, the persistent tensors the
+ * graph reads (an executable binds to them) and the outputs. A hit discards the new trace and
+ * returns the executable; any difference in the key compiles anew. */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "exec/exec_internal.h"
+
+typedef struct exec_cache {
+    ldt_exec *head;
+    int64_t hits, misses;
+} exec_cache;
+
+static void cache_free(void *p) {
+    exec_cache *c = p;
+    if (!c) return;
+    while (c->head) {
+        ldt_exec *e = c->head;
+        c->head = e->next;
+        ldt__exec_destroy(e);
+    }
+    free(c);
+}
+
+typedef struct kbuf {
+    unsigned char *b;
+    size_t n, cap;
+    int oom;
+} kbuf;
+
+static void put(kbuf *k, const void *v, size_t n) {
+    if (k->oom) return;
+    if (k->n + n > k->cap) {
+        size_t c = k->cap ? 2 * k->cap : 512;
+        unsigned char *nb;
+        while (c < k->n + n) c *= 2;
+        if (!(nb = realloc(k->b, c))) {
+            k->oom = 1;
+            return;
+        }
+        k->b = nb;
+        k->cap = c;
+    }
+    memcpy(k->b + k->n, v, n);
+    k->n += n;
+}
+
+static void put_i64(kbuf *k, int64_t v) { put(k, &v, sizeof v); }
+static void put_f64(kbuf *k, double v) { put(k, &v, sizeof v); }
+
+static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
+                           const ldt_compile_options *o, kbuf *k) {
+    char mesh[1024];
+    ldt_cost_model cm;
+    if (o && o->plan.cost) cm = *o->plan.cost;
+    else LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+    put_i64(k, (int64_t)ldt_trace_hash(ctx));
+    ldt_mesh_format(ctx->mesh, mesh, sizeof mesh);
+    put(k, mesh, strlen(mesh) + 1);
+    put_i64(k, cm.nlinks);
+    for (int i = 0; i < cm.nlinks; i++) {
+        put_f64(k, cm.links[i].latency_s);
+        put_f64(k, cm.links[i].bandwidth_Bps);
+    }
+    put_f64(k, cm.overhead_s);
+    put_f64(k, cm.local_bandwidth_Bps);
+    put_f64(k, cm.local_overhead_s);
+    put_i64(k, o ? o->plan.search : 0);
+    put_i64(k, o ? o->plan.strict : 0);
+    put_i64(k, o && o->trace_path ? 1 : 0);
+    /* the persistent tensors read, in trace order, and the outputs */
+    for (int64_t v = 0; v < ctx->nnodes; v++)
+        if (ctx->nodes[v]->kind == LDT__PERSISTENT) {
+            put_i64(k, v);
+            put_i64(k, (int64_t)(uintptr_t)ctx->nodes[v]);
+        }
+    put_i64(k, nout);
+    for (int i = 0; i < nout; i++) put_i64(k, outputs[i]->id);
+    if (k->oom) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    return LDT_OK;
+}
+
+ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
+                       const ldt_compile_options *o, ldt_exec **out) {
+    exec_cache *c;
+    kbuf k = {0};
+    uint64_t h;
+    ldt_exec *e;
+    ldt_status st;
+    if (!ctx || !out || nout < 0 || (nout > 0 && !outputs))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "compile: ctx, outputs and out must be given");
+    *out = NULL;
+    if (ctx->status != LDT_OK) LDT_FAIL(ctx->status, "compile: the trace holds an error: %s", ctx->errmsg);
+    for (int i = 0; i < nout; i++)
+        if (!outputs[i] || outputs[i]->ctx != ctx || outputs[i]->kind != LDT__NODE ||
+            outputs[i]->gen != ctx->gen)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "compile: output %d is not a result of this context's current trace", i);
+    if (!ctx->exec_cache) {
+        if (!(ctx->exec_cache = calloc(1, sizeof(exec_cache))))
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        ctx->exec_cache_free = cache_free;
+    }
+    c = ctx->exec_cache;
+    if ((st = make_key(ctx, outputs, nout, o, &k)) != LDT_OK) {
+        free(k.b);
+        return st;
+    }
+    h = XXH3_64bits(k.b, k.n);
+    for (e = c->head; e; e = e->next)
+        if (e->hash == h && e->keylen == k.n && memcmp(e->key, k.b, k.n) == 0) break;
+    if (e) {
+        c->hits++;
+        free(k.b);
+    } else {
+        if ((st = ldt__exec_build(ctx, outputs, nout, o, &e)) != LDT_OK) {
+            free(k.b);
+            return st;
+        }
+        e->key = k.b;
+        e->keylen = k.n;
+        e->hash = h;
+        e->next = c->head;
+        c->head = e;
+        c->misses++;
+    }
+    ldt_trace_discard(ctx); /* the replay runs the step */
+    *out = e;
+    return LDT_OK;
+}
+
+ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses) {
+    const exec_cache *c;
+    if (!ctx || !hits || !misses) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec cache stats: NULL argument");
+    c = ctx->exec_cache;
+    *hits = c ? c->hits : 0;
+    *misses = c ? c->misses : 0;
+    return LDT_OK;
+}
+
+ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
+    if (!e || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec stats: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->instructions = e->instructions;
+    out->arena_bytes = e->arena_bytes;
+    out->bound_bytes = e->bound_bytes;
+    out->replays = e->replays;
+    out->modeled_seconds = e->plan_cost;
+    return LDT_OK;
+}

@@ -1,0 +1,104 @@
+/* Internal: the compiled executable's body (exec/replay.c, exec/cache.c, exec/profile.c). */
+#ifndef LDT_EXEC_EXEC_INTERNAL_H
+#define LDT_EXEC_EXEC_INTERNAL_H
+
+#include <stddef.h>
+
+#include "kernels/cpu/kernel.h"
+#include "ldt/exec.h"
+#include "planner/memory.h"
+#include "planner/program.h"
+
+typedef struct rank_state rank_state;
+
+/* One bound instruction: a function pointer called with its prepared kernel call. Wrappers
+ * (load, collectives, fill, custom) find the rest of their instruction around `call`. */
+typedef struct binstr {
+    ldt__kernel_fn fn;
+    ldt__kcall call;
+    rank_state *rs;
+    int64_t idx;      /* in the program */
+    int aux;          /* LOAD of an input: its binding */
+    uint64_t version; /* LOAD of a parameter/constant: the version its copy holds */
+    ldt_comm *comm;   /* ALL_REDUCE: the group, made at the first replay */
+    ldt_redist_runner *runner; /* REDIST: made at the first replay */
+} binstr;
+
+typedef struct ldt__rand_slot {
+    ldt__attrs *attrs; /* the program's copy, patched each replay */
+    uint64_t offset;   /* as traced */
+} ldt__rand_slot;
+
+typedef struct ldt__prof {
+    double start, end;
+} ldt__prof;
+
+struct rank_state {
+    ldt_exec *e;
+    int rank;
+    const ldt__program *prog;
+    ldt__mem_plan mem;
+    char *arena;
+    void **val;     /* per value: its buffer as bound */
+    void **val_now; /* per value: its buffer this replay (inputs may be re-pointed) */
+    uint8_t *whole_input; /* per binding: this rank holds the whole input */
+    binstr *ins;
+    int64_t nins;
+    ldt__operand *opnds;
+    ldt__rand_slot *rand;
+    int64_t nrand;
+    ldt_comm *world;
+    ldt_comm *groups[1 << LDT_MAX_DIMS];
+    ldt__prof *prof;
+};
+
+typedef struct ldt__binding {
+    const ldt_tensor *t; /* the input */
+    const void *ptr;     /* ldt_exec_bind's buffer, or NULL: the input's own data */
+} ldt__binding;
+
+typedef struct ldt__exec_out {
+    int64_t node;
+    int64_t nbytes;
+    ldt_shards *shards;
+    int fresh;
+} ldt__exec_out;
+
+struct ldt_exec {
+    ldt_ctx *ctx;
+    const ldt_mesh *mesh;
+    ldt__program **progs; /* per world rank */
+    int nprogs;
+    ldt_redist_plan **rplans;
+    int64_t nrplans;
+    int nranks;
+    rank_state **ranks;
+    ldt_threads *threads;
+    ldt__exec_out *outs;
+    int nout;
+    ldt__binding *bindings;
+    int nbindings;
+    int rebind;
+    uint64_t rng_base, rng_advance, rng_now;
+    int64_t replays;
+    int profile;
+    char *trace_path;
+    double t_origin;
+    /* figures */
+    double plan_cost;
+    int64_t arena_bytes, bound_bytes, instructions;
+    /* the cache's */
+    unsigned char *key;
+    size_t keylen;
+    uint64_t hash;
+    ldt_exec *next;
+};
+
+ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
+                           const ldt_compile_options *o, ldt_exec **out);
+void ldt__exec_destroy(ldt_exec *e);
+int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t);
+/* Writes the last replay's Chrome trace JSON to e->trace_path (exec/profile.c). */
+ldt_status ldt__exec_write_trace(ldt_exec *e);
+
+#endif

@@ -1,0 +1,468 @@
+/* Compiled executables and the CPU replay backend (docs/replay.md).
+ *
+ * Compile: plan the trace, lower every rank's program, give each rank one arena from the
+ * memory plan, and bind every instruction once: kernel function pointers resolved, operands
+ * pointing into the arena (or at persistent per-rank copies of parameters and constants, or
+ * at an input's own buffer when the rank holds all of it). Replay: each rank thread walks its
+ * array of bound instructions calling one function pointer each; no lookup, allocation,
+ * hashing or propagation. Ranks meet only at collectives. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/mesh.h"
+#include "exec/exec_internal.h"
+#include "exec/kcall.h"
+#include "exec/shards.h"
+#include "planner/memory.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Bound instructions: a kernel call, or a wrapper with the same signature that finds its
+ * instruction around the call (container_of).
+ */
+#define BIN_OF(c) ((binstr *)((char *)(c) - offsetof(binstr, call)))
+
+static int64_t val_bytes(const ldt__value *v) {
+    int64_t n = (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
+    for (int d = 0; d < v->shape.ndim; d++) n *= v->shape.dims[d];
+    return n;
+}
+
+static ldt_status w_load(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    const ldt_tensor *t = x->src;
+    const ldt__kregion *kr = &rs->prog->regions[x->region];
+    const void *src = t->data;
+    if (x->reduce) {
+        memset(c->out.data, 0, (size_t)val_bytes(&rs->prog->vals[x->out]));
+        return LDT_OK;
+    }
+    if (t->op == LDT_OP_INPUT) {
+        const ldt__binding *bd = &rs->e->bindings[b->aux];
+        if (bd->ptr) src = bd->ptr;
+        else if (!LDT__P(t)->bound)
+            LDT_FAIL(LDT_ERR_INVALID_USAGE, "input '%s' has no data; bind it with ldt_input_bind "
+                     "or ldt_exec_bind", LDT__NAME(t) ? LDT__NAME(t) : "");
+        if (bd->ptr && rs->whole_input[b->aux]) return LDT_OK; /* the value is the buffer */
+    } else if (b->version == LDT__P(t)->version) {
+        return LDT_OK; /* a parameter or constant shard already loaded */
+    }
+    if (kr->region.numel)
+        ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype), (void *)src,
+                         c->out.data, 1);
+    b->version = LDT__P(t)->version;
+    return LDT_OK;
+}
+
+static ldt_status w_custom(const ldt__kcall *c) {
+    return ldt__exec_kernel(BIN_OF(c)->rs->e->ctx, c->op, c->attrs, c->nin, c->in, &c->out,
+                            c->region, c->global_shape);
+}
+
+static void fill_value(void *buf, ldt_dtype dt, int64_t n, double x) {
+    for (int64_t i = 0; i < n; i++) switch (dt) {
+        case LDT_F32: ((float *)buf)[i] = (float)x; break;
+        case LDT_F64: ((double *)buf)[i] = x; break;
+        case LDT_F16: ((uint16_t *)buf)[i] = ldt__f32_to_f16((float)x); break;
+        case LDT_BF16: ((uint16_t *)buf)[i] = ldt__f32_to_bf16((float)x); break;
+        case LDT_I32: ((int32_t *)buf)[i] = (int32_t)x; break;
+        case LDT_I64: ((int64_t *)buf)[i] = (int64_t)x; break;
+        default: ((uint8_t *)buf)[i] = (uint8_t)(x != 0); break;
+        }
+}
+
+static ldt_status w_fill(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    int64_t n = val_bytes(&b->rs->prog->vals[b->rs->prog->ins[b->idx].out]) /
+                (int64_t)ldt__dtype_size(c->out.dtype);
+    fill_value(c->out.data, c->out.dtype, n, b->rs->prog->ins[b->idx].fill);
+    return LDT_OK;
+}
+
+static ldt_status group_of(rank_state *rs, const ldt__instr *x, ldt_comm **out) {
+    unsigned mask = 0;
+    for (int i = 0; i < x->ndims; i++) mask |= 1u << x->dims[i];
+    if (!rs->groups[mask]) {
+        if (x->ndims == 1) {
+            LDT_CHECK(ldt_comm_mesh_dim(rs->world, rs->e->mesh, x->dims[0], &rs->groups[mask]));
+        } else {
+            int dims[LDT_MAX_DIMS];
+            ldt_mesh *sub;
+            ldt_status st;
+            for (int i = 0; i < x->ndims; i++) dims[i] = x->dims[i];
+            LDT_CHECK(ldt_mesh_submesh(rs->e->mesh, rs->rank, x->ndims, dims, &sub));
+            st = ldt_comm_group(rs->world, sub->nranks, sub->ranks, &rs->groups[mask]);
+            ldt_mesh_destroy(sub);
+            LDT_CHECK(st);
+        }
+    }
+    *out = rs->groups[mask];
+    return LDT_OK;
+}
+
+static ldt_status w_all_reduce(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    ldt_comm *g = b->comm;
+    if (!g) {
+        LDT_CHECK(group_of(rs, x, &g));
+        b->comm = g;
+    }
+    if (ldt_comm_size(g) == 1) return LDT_OK;
+    return ldt_all_reduce(g, c->out.data, c->out.data,
+                          val_bytes(&rs->prog->vals[x->out]) / (int64_t)ldt__dtype_size(c->out.dtype),
+                          c->out.dtype, (ldt_reduce_op)x->reduce);
+}
+
+static ldt_status w_redist(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    if (!b->runner) LDT_CHECK(ldt_redist_runner_create(b->rs->world, b->rs->prog->ins[b->idx].plan, &b->runner));
+    return ldt_redist_runner_run(b->runner, c->in[0].data, c->out.data);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Binding one rank.
+ */
+static int draws_random(const ldt__instr *x) {
+    switch (x->op) {
+    case LDT_OP_RAND:
+    case LDT_OP_RANDN:
+    case LDT_OP_BERNOULLI: return 1;
+    case LDT_OP_DROPOUT:
+    case LDT_OP_SDPA: return x->attrs->f[0] > 0;
+    default: return 0;
+    }
+}
+
+static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
+    const ldt__program *p = rs->prog;
+    uint8_t *outside = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
+    uint8_t *keep = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
+    int64_t nops = 0, nrand = 0;
+    ldt_status st = LDT_OK;
+    if (!outside || !keep) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    rs->val = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *rs->val);
+    rs->whole_input = calloc((size_t)(e->nbindings ? e->nbindings : 1), 1);
+    rs->ins = calloc((size_t)(p->nins ? p->nins : 1), sizeof *rs->ins);
+    if (!rs->val || !rs->whole_input || !rs->ins) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    /* held outside the arena: parameter and constant shards (persistent per rank) */
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        nops += x->nin;
+        if (x->kind == LDT__I_LOAD && x->src->op != LDT_OP_INPUT) outside[x->out] = 1;
+        if (x->kind == LDT__I_KERNEL && draws_random(x)) nrand++;
+    }
+    for (int i = 0; i < e->nout; i++) keep[p->node_val[e->outs[i].node]] = 1;
+    LDT_CHECK_GOTO(ldt__memory_plan(p, outside, keep, &rs->mem));
+    rs->arena = malloc((size_t)(rs->mem.arena_bytes ? rs->mem.arena_bytes : 1));
+    rs->opnds = calloc((size_t)(nops ? nops : 1), sizeof *rs->opnds);
+    rs->rand = calloc((size_t)(nrand ? nrand : 1), sizeof *rs->rand);
+    if (!rs->arena || !rs->opnds || !rs->rand) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory "
+                                                              "for a %lld-byte arena", (long long)rs->mem.arena_bytes);
+    for (int32_t v = 0; v < p->nvals; v++) {
+        if (outside[v]) {
+            int64_t b = val_bytes(&p->vals[v]);
+            if (!(rs->val[v] = malloc((size_t)(b ? b : 1))))
+                LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        } else if (rs->mem.offset[v] >= 0) {
+            rs->val[v] = rs->arena + rs->mem.offset[v];
+        }
+    }
+    nops = 0;
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        binstr *b = &rs->ins[i];
+        b->rs = rs;
+        b->idx = i;
+        b->version = UINT64_MAX;
+        b->call.op = x->op;
+        b->call.attrs = x->attrs;
+        b->call.nin = x->nin;
+        b->call.in = rs->opnds + nops;
+        for (int k = 0; k < x->nin; k++) {
+            int32_t v = p->ops[x->in + k];
+            rs->opnds[nops].data = rs->val[v];
+            rs->opnds[nops].shape = p->vals[v].shape;
+            rs->opnds[nops++].dtype = (ldt_dtype)p->vals[v].dtype;
+        }
+        b->call.out.data = rs->val[x->out];
+        b->call.out.shape = p->vals[x->out].shape;
+        b->call.out.dtype = (ldt_dtype)p->vals[x->out].dtype;
+        switch ((ldt__ikind)x->kind) {
+        case LDT__I_LOAD:
+            b->fn = w_load;
+            if (x->src->op == LDT_OP_INPUT) {
+                const ldt__kregion *kr = &p->regions[x->region];
+                b->aux = ldt__exec_binding_of(e, x->src);
+                int64_t whole = 1;
+                for (int d = 0; d < kr->global.ndim; d++) whole *= kr->global.dims[d];
+                /* the rank holds all of it: a bound buffer can be used in place */
+                rs->whole_input[b->aux] = kr->region.numel == whole && !x->reduce;
+            }
+            break;
+        case LDT__I_KERNEL:
+            if (x->region >= 0) {
+                b->call.region = &p->regions[x->region].region;
+                b->call.global_shape = &p->regions[x->region].global;
+            }
+            b->fn = x->op >= LDT_OP_COUNT ? w_custom : ldt__cpu_kernel(x->op);
+            if (!b->fn) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: no CPU kernel for op %d", x->op);
+            if (draws_random(x)) {
+                rs->rand[rs->nrand].attrs = (ldt__attrs *)x->attrs; /* the program's own copy */
+                rs->rand[rs->nrand++].offset = (uint64_t)x->attrs->i[1];
+            }
+            break;
+        case LDT__I_REDIST: b->fn = w_redist; break;
+        case LDT__I_ALL_REDUCE: b->fn = w_all_reduce; break;
+        case LDT__I_FILL: b->fn = w_fill; break;
+        default: LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: instruction kind %d", x->kind);
+        }
+    }
+    rs->nins = p->nins;
+fail:
+    free(outside);
+    free(keep);
+    return st;
+}
+
+/* Inputs that zero-copy bindings would let a rank use in place: the value points at the
+ * bound buffer (re-pointed each replay, since the user may bind another). */
+static void repoint_inputs(rank_state *rs) {
+    const ldt__program *p = rs->prog;
+    for (int64_t i = 0; i < rs->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        binstr *b = &rs->ins[i];
+        const ldt__binding *bd;
+        if (x->kind != LDT__I_LOAD || x->src->op != LDT_OP_INPUT || !rs->whole_input[b->aux]) continue;
+        bd = &rs->e->bindings[b->aux];
+        rs->val_now[x->out] = bd->ptr ? (void *)bd->ptr : rs->val[x->out];
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Replay.
+ */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Operand pointers of values bound to an input buffer follow the current binding. */
+static void patch_pointers(rank_state *rs) {
+    const ldt__program *p = rs->prog;
+    int64_t k = 0;
+    for (int64_t i = 0; i < rs->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        for (int j = 0; j < x->nin; j++, k++) rs->opnds[k].data = rs->val_now[p->ops[x->in + j]];
+        rs->ins[i].call.out.data = rs->val_now[x->out];
+    }
+}
+
+static ldt_status rank_replay(ldt_comm *world, void *arg) {
+    ldt_exec *e = arg;
+    int rank = ldt_comm_rank(world);
+    rank_state *rs;
+    binstr *ins;
+    int64_t n, i;
+    ldt_status st = LDT_OK;
+    if (rank >= e->nranks || !(rs = e->ranks[rank])) return LDT_OK;
+    rs->world = world;
+    for (int64_t i = 0; i < rs->nrand; i++) /* this step's place on the random stream */
+        rs->rand[i].attrs->i[1] = (int64_t)(rs->rand[i].offset - e->rng_base + e->rng_now);
+    if (e->rebind) {
+        repoint_inputs(rs);
+        patch_pointers(rs);
+    }
+    ins = rs->ins;
+    n = rs->nins;
+    if (!e->profile) {
+        for (i = 0; i < n; i++) /* the replay loop: one indirect call per instruction */
+            if ((st = ins[i].fn(&ins[i].call)) != LDT_OK) break;
+    } else {
+        for (i = 0; i < n; i++) {
+            double t0 = now_s();
+            st = ins[i].fn(&ins[i].call);
+            rs->prof[i].start = t0 - e->t_origin;
+            rs->prof[i].end = now_s() - e->t_origin;
+            if (st != LDT_OK) break;
+        }
+    }
+    if (st != LDT_OK) {
+        return ldt__error_prefix(st, "replay rank %d, instruction %lld (%s of node %%%d)", rank,
+                                 (long long)i, ldt__instr_name(e->ctx, &rs->prog->ins[i]),
+                                 rs->prog->ins[i].node);
+    }
+    /* outputs into the gathering shards */
+    for (int i = 0; i < e->nout; i++) {
+        int64_t nb;
+        void *dst = ldt_shards_local(e->outs[i].shards, rank, &nb);
+        int32_t v = rs->prog->node_val[e->outs[i].node];
+        if (nb) memcpy(dst, rs->val_now[v], (size_t)nb);
+    }
+    return LDT_OK;
+}
+
+ldt_status ldt_replay(ldt_exec *e) {
+    ldt_status st;
+    if (!e) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "replay: the executable is NULL");
+    e->rng_now = e->ctx->rng_offset;
+    if (e->profile) e->t_origin = now_s();
+    st = ldt_threads_run(e->threads, rank_replay, e);
+    e->rebind = 0;
+    if (st != LDT_OK) return st;
+    e->ctx->rng_offset += e->rng_advance; /* as the eager step would have */
+    e->ctx->trace_rng_base = e->ctx->rng_offset;
+    e->replays++;
+    for (int i = 0; i < e->nout; i++) e->outs[i].fresh = 0;
+    if (e->profile) LDT_CHECK(ldt__exec_write_trace(e));
+    return LDT_OK;
+}
+
+ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes) {
+    if (!e || (!dst && nbytes > 0)) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec read: NULL argument");
+    if (i < 0 || i >= e->nout)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec read: output %d, the executable has %d", i, e->nout);
+    if (nbytes != e->outs[i].nbytes)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec read: output %d holds %lld bytes, %lld given", i,
+                 (long long)e->outs[i].nbytes, (long long)nbytes);
+    if (!e->replays) LDT_FAIL(LDT_ERR_INVALID_USAGE, "exec read: nothing has been replayed yet");
+    return ldt_full_tensor(e->outs[i].shards, dst);
+}
+
+ldt_status ldt_exec_bind(ldt_exec *e, const char *name, const void *data, int64_t nbytes) {
+    if (!e || !name || (!data && nbytes > 0)) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind: NULL argument");
+    for (int i = 0; i < e->nbindings; i++) {
+        const ldt_tensor *t = e->bindings[i].t;
+        const char *nm = LDT__P(t)->name; /* inputs are persistent */
+        if (!nm || strcmp(nm, name) != 0) continue;
+        if (nbytes != ldt__nbytes(t))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind '%s': %lld bytes given, the input holds %lld",
+                     name, (long long)nbytes, (long long)ldt__nbytes(t));
+        e->bindings[i].ptr = data;
+        e->rebind = 1;
+        return LDT_OK;
+    }
+    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind: the executable has no input named '%s'", name);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Compile and destroy.
+ */
+int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t) {
+    for (int i = 0; i < e->nbindings; i++)
+        if (e->bindings[i].t == t) return i;
+    return -1;
+}
+
+void ldt__exec_destroy(ldt_exec *e) {
+    if (!e) return;
+    for (int r = 0; r < e->nranks; r++) {
+        rank_state *rs = e->ranks[r];
+        if (!rs) continue;
+        for (int64_t i = 0; rs->ins && i < rs->nins; i++) ldt_redist_runner_destroy(rs->ins[i].runner);
+        for (unsigned m = 0; m < (1u << LDT_MAX_DIMS); m++) ldt_comm_destroy(rs->groups[m]);
+        for (int32_t v = 0; rs->val && v < rs->prog->nvals; v++)
+            if (rs->mem.offset && rs->mem.offset[v] < 0 && rs->val[v]) free(rs->val[v]);
+        ldt__mem_plan_free(&rs->mem);
+        free(rs->arena);
+        free(rs->val);
+        free(rs->val_now);
+        free(rs->whole_input);
+        free(rs->ins);
+        free(rs->opnds);
+        free(rs->rand);
+        free(rs->prof);
+        free(rs);
+    }
+    for (int r = 0; r < e->nprogs; r++) {
+        ldt__program_free(e->progs[r]);
+        free(e->progs[r]);
+    }
+    for (int64_t i = 0; i < e->nrplans; i++) ldt_redist_plan_destroy(e->rplans[i]);
+    for (int i = 0; i < e->nout; i++) ldt_shards_destroy(e->outs[i].shards);
+    ldt_threads_destroy(e->threads);
+    free(e->progs);
+    free(e->rplans);
+    free(e->ranks);
+    free(e->outs);
+    free(e->bindings);
+    free(e->trace_path);
+    free(e->key);
+    free(e);
+}
+
+ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
+                           const ldt_compile_options *o, ldt_exec **out) {
+    ldt_exec *e = calloc(1, sizeof *e);
+    ldt_plan *plan = NULL;
+    ldt_status st = LDT_OK;
+    const ldt_mesh *mesh = ctx->mesh;
+    if (!e) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e->ctx = ctx;
+    e->mesh = mesh;
+    e->rng_base = ctx->trace_rng_base;
+    e->rng_advance = ctx->rng_offset - ctx->trace_rng_base;
+    if (o && o->trace_path && !(e->trace_path = strdup(o->trace_path)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e->profile = e->trace_path != NULL;
+    LDT_CHECK_GOTO(ldt_plan_create(ctx, o ? &o->plan : NULL, &plan));
+    e->plan_cost = ldt_plan_cost(plan);
+    /* outputs: their shape, dtype and chosen placements, and shards to gather into */
+    if (!(e->outs = calloc((size_t)(nout ? nout : 1), sizeof *e->outs)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e->nout = nout;
+    for (int i = 0; i < nout; i++) {
+        ldt_spec spec;
+        ldt_placement pl[LDT_MAX_DIMS];
+        LDT_CHECK_GOTO(ldt_plan_placements(plan, outputs[i], pl, LDT_MAX_DIMS));
+        e->outs[i].node = outputs[i]->id;
+        e->outs[i].nbytes = ldt__nbytes(outputs[i]);
+        LDT_CHECK_GOTO(ldt_spec_init(&spec, mesh, outputs[i]->shape, pl, ldt_mesh_ndim(mesh),
+                                     (ldt_dtype)outputs[i]->dtype));
+        if (ldt_mesh_device(mesh) != LDT_DEVICE_META) LDT_CHECK_GOTO(ldt_shards_create(&spec, &e->outs[i].shards));
+    }
+    /* inputs, by name */
+    for (int64_t v = 0; v < ctx->nnodes; v++)
+        if (ctx->nodes[v]->op == LDT_OP_INPUT && ctx->nodes[v]->kind == LDT__PERSISTENT) e->nbindings++;
+    if (!(e->bindings = calloc((size_t)(e->nbindings ? e->nbindings : 1), sizeof *e->bindings)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e->nbindings = 0;
+    for (int64_t v = 0; v < ctx->nnodes; v++)
+        if (ctx->nodes[v]->op == LDT_OP_INPUT && ctx->nodes[v]->kind == LDT__PERSISTENT)
+            e->bindings[e->nbindings++].t = ctx->nodes[v];
+    LDT_CHECK_GOTO(ldt__plan_take_programs(plan, &e->progs, &e->nprogs, &e->rplans, &e->nrplans));
+    e->nranks = mesh->max_rank + 1;
+    if (!(e->ranks = calloc((size_t)e->nranks, sizeof *e->ranks)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int r = 0; r < e->nprogs && r < e->nranks; r++) {
+        rank_state *rs;
+        if (!e->progs[r]) continue;
+        if (!(rs = e->ranks[r] = calloc(1, sizeof *rs))) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        rs->e = e;
+        rs->rank = r;
+        rs->prog = e->progs[r];
+        LDT_CHECK_GOTO(bind_rank(e, rs));
+        if (!(rs->val_now = malloc((size_t)(rs->prog->nvals ? rs->prog->nvals : 1) * sizeof *rs->val_now)))
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        memcpy(rs->val_now, rs->val, (size_t)rs->prog->nvals * sizeof *rs->val_now);
+        if (e->profile && !(rs->prof = calloc((size_t)(rs->nins ? rs->nins : 1), sizeof *rs->prof)))
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        e->arena_bytes = rs->mem.arena_bytes > e->arena_bytes ? rs->mem.arena_bytes : e->arena_bytes;
+        e->bound_bytes = rs->mem.bound_bytes > e->bound_bytes ? rs->mem.bound_bytes : e->bound_bytes;
+        e->instructions = rs->nins > e->instructions ? rs->nins : e->instructions;
+    }
+    if (ldt_mesh_device(mesh) != LDT_DEVICE_META) LDT_CHECK_GOTO(ldt_threads_create(e->nranks, NULL, &e->threads));
+    *out = e;
+    e = NULL;
+fail:
+    ldt_plan_destroy(plan);
+    ldt__exec_destroy(e);
+    return st;
+}

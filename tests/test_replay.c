@@ -1,0 +1,252 @@
+/* Compile once, replay: replays equal eager steps (plan and run anew each step) bitwise on
+ * the same mesh and one device within reduction reordering, with new inputs every step and
+ * dropout drawing fresh values per replay; the plan cache's hits and misses; zero-copy
+ * inputs; the Chrome trace; bad input. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <unistd.h>
+
+#include "ldt/models.h"
+#include "tests/plan_check.h"
+#include "trace/trace.h"
+
+typedef struct step_model {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_model *m;
+} step_model;
+
+static void sm_open(step_model *s, const char *kind, const char *mesh, const char *pins,
+                    double dropout) {
+    ldt_ctx_options co = {0};
+    ldt_model_config cfg = ldt_model_config_default(kind);
+    memset(s, 0, sizeof *s);
+    cfg.layers = 2;
+    cfg.hidden = 24;
+    cfg.heads = 6;
+    cfg.vocab = 30;
+    cfg.seq = 5;
+    cfg.batch = 3;
+    cfg.dropout = dropout;
+    cfg.train = dropout > 0;
+    if (mesh) cr_assert_eq(ldt_mesh_parse(mesh, LDT_DEVICE_CPU, &s->mesh), LDT_OK);
+    co.mesh = s->mesh;
+    co.seed = 99;
+    cr_assert_eq(ldt_ctx_create(&co, &s->ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(s->ctx, kind, &cfg, &s->m), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_init(s->m, 5), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pin(s->m, pins), LDT_OK);
+}
+
+static void sm_close(step_model *s) {
+    ldt_model_destroy(s->m);
+    ldt_ctx_destroy(s->ctx);
+    ldt_mesh_destroy(s->mesh);
+}
+
+/* Binds step k's inputs (different every step). */
+static void sm_inputs(step_model *s, int k) {
+    for (int i = 0; i < ldt_model_ninputs(s->m); i++) {
+        const char *name;
+        ldt_tensor *t = ldt_model_input(s->m, i, &name);
+        ldt_shape sh;
+        char key[64];
+        void *d;
+        ldt_tensor_shape(t, &sh);
+        snprintf(key, sizeof key, "%s.%d", name, k);
+        d = pc_data(key, &sh, ldt_tensor_dtype(t), 30);
+        cr_assert_eq(ldt_input_bind(t, d, pc_nbytes(&sh, ldt_tensor_dtype(t))), LDT_OK);
+        free(d);
+    }
+}
+
+static void check_replays(const char *kind, const char *mesh, const char *pins, double dropout) {
+    enum { STEPS = 10 };
+    step_model eg, rp, one;
+    float eager[STEPS], one_dev[STEPS], got;
+    ldt_exec *ex = NULL;
+    int64_t nb = sizeof(float);
+    sm_open(&eg, kind, mesh, pins, dropout);
+    sm_open(&rp, kind, mesh, pins, dropout);
+    sm_open(&one, kind, NULL, "none", dropout);
+    for (int k = 0; k < STEPS; k++) {
+        ldt_tensor *loss;
+        void *dst = &eager[k];
+        sm_inputs(&eg, k);
+        loss = ldt_model_forward(eg.m);
+        cr_assert_eq(ldt_run_eager(eg.ctx, NULL, 1, &loss, &dst, &nb), LDT_OK, "%s", ldt_last_error());
+        sm_inputs(&one, k);
+        cr_assert_eq(ldt_read(ldt_model_forward(one.m), &one_dev[k], sizeof(float)), LDT_OK);
+    }
+    {
+        ldt_tensor *loss = ldt_model_forward(rp.m);
+        cr_assert_eq(ldt_compile(rp.ctx, &loss, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+    }
+    for (int k = 0; k < STEPS; k++) {
+        sm_inputs(&rp, k);
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, 0, &got, nb), LDT_OK);
+        cr_assert(memcmp(&got, &eager[k], sizeof got) == 0,
+                  "%s on %s (%s, dropout %g): replay %d gives %.9g, the eager step %.9g", kind,
+                  mesh ? mesh : "1 rank", pins, dropout, k, got, eager[k]);
+        cr_assert(fabs(got - one_dev[k]) <= 1e-5 * (1 + fabs(one_dev[k])),
+                  "%s on %s: replay %d gives %.9g, one device %.9g", kind, mesh ? mesh : "1", k, got,
+                  one_dev[k]);
+    }
+    if (dropout > 0) /* fresh masks: the same inputs give another loss on another step */
+        cr_assert(eager[0] != eager[1] || eager[1] != eager[2]);
+    sm_close(&eg);
+    sm_close(&rp);
+    sm_close(&one);
+}
+
+Test(replay, mlp_equals_eager_on_1_2_4_ranks) {
+    check_replays("mlp", NULL, "none", 0);
+    check_replays("mlp", "2", "megatron", 0);
+    check_replays("mlp", "4", "megatron", 0);
+    check_replays("mlp", "2x2", "megatron", 0);
+}
+
+Test(replay, gpt_equals_eager_on_1_2_4_ranks) {
+    check_replays("gpt", NULL, "none", 0);
+    check_replays("gpt", "2", "megatron", 0);
+    check_replays("gpt", "4", "megatron", 0);
+}
+
+Test(replay, gpt_dropout_fresh_each_replay_and_equal_to_eager_step_k) {
+    check_replays("gpt", NULL, "none", 0.2);
+    check_replays("gpt", "4", "megatron", 0.2);
+    check_replays("gpt", "2x2", "none", 0.2);
+}
+
+Test(replay, plan_cache_hits_and_misses) {
+    step_model s;
+    ldt_exec *a, *b, *c;
+    ldt_tensor *loss;
+    int64_t hits, misses;
+    sm_open(&s, "mlp", "4", "megatron", 0);
+    loss = ldt_model_forward(s.m);
+    cr_assert_eq(ldt_compile(s.ctx, &loss, 1, NULL, &a), LDT_OK);
+    loss = ldt_model_forward(s.m); /* the same step traced again: a hit */
+    cr_assert_eq(ldt_compile(s.ctx, &loss, 1, NULL, &b), LDT_OK);
+    cr_assert_eq(a, b);
+    cr_assert_eq(ldt_exec_cache_stats(s.ctx, &hits, &misses), LDT_OK);
+    cr_assert_eq(hits, 1);
+    cr_assert_eq(misses, 1);
+    /* another output, another cost model, strict mode: misses */
+    loss = ldt_model_forward(s.m);
+    cr_assert_eq(ldt_compile(s.ctx, (ldt_tensor *[]){ldt_model_output(s.m)}, 1, NULL, &c), LDT_OK);
+    cr_assert_neq(c, a);
+    {
+        ldt_cost_model cm;
+        ldt_compile_options o = {0};
+        cr_assert_eq(ldt_cost_model_preset("nvlink-ib", &cm), LDT_OK);
+        o.plan.cost = &cm;
+        loss = ldt_model_forward(s.m);
+        cr_assert_eq(ldt_compile(s.ctx, &loss, 1, &o, &c), LDT_OK);
+        cr_assert_neq(c, a);
+    }
+    /* a different graph (one more op): a miss */
+    loss = ldt_mul_scalar(ldt_model_forward(s.m), 2.0);
+    cr_assert_eq(ldt_compile(s.ctx, &loss, 1, NULL, &c), LDT_OK);
+    cr_assert_neq(c, a);
+    cr_assert_eq(ldt_exec_cache_stats(s.ctx, &hits, &misses), LDT_OK);
+    cr_assert_eq(hits, 1);
+    cr_assert_eq(misses, 4);
+    sm_close(&s);
+}
+
+Test(replay, zero_copy_inputs_and_chrome_trace) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_exec *ex;
+    ldt_compile_options o = {0};
+    char path[64];
+    float x[12], w[12], y[9], ref[9];
+    ldt_tensor *tx, *tw, *ty;
+    FILE *f;
+    static char buf[1 << 16];
+    size_t n;
+    cJSON *j, *ev;
+    int comm = 0, compute = 0;
+    snprintf(path, sizeof path, "/tmp/ldt_replay_trace_%d.json", (int)getpid());
+    cr_assert_eq(ldt_mesh_parse("3", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    tx = ldt_input(ctx, "x", &(ldt_shape){2, {3, 4}}, LDT_F32);
+    tw = ldt_param(ctx, "w", &(ldt_shape){2, {4, 3}}, LDT_F32);
+    for (int i = 0; i < 12; i++) w[i] = (float)(i % 5) - 2;
+    cr_assert_eq(ldt_param_set(tw, w, sizeof w), LDT_OK);
+    cr_assert_eq(ldt_pin(tw, (ldt_placement[]){ldt_shard(0)}, 1), LDT_OK); /* K sharded: P */
+    ty = ldt_redistribute_to(ldt_matmul(tx, tw), (ldt_placement[]){ldt_replicate()}, 1);
+    o.trace_path = path;
+    cr_assert_eq(ldt_compile(ctx, &ty, 1, &o, &ex), LDT_OK, "%s", ldt_last_error());
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < 12; i++) x[i] = (float)(i * (step + 1) % 7) - 3;
+        if (step == 0) cr_assert_eq(ldt_exec_bind(ex, "x", x, sizeof x), LDT_OK);
+        /* the reference, by hand */
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++) {
+                ref[r * 3 + c] = 0;
+                for (int k = 0; k < 4; k++) ref[r * 3 + c] += x[r * 4 + k] * w[k * 3 + c];
+            }
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, 0, y, sizeof y), LDT_OK);
+        for (int i = 0; i < 9; i++) cr_assert_float_eq(y[i], ref[i], 1e-5, "step %d [%d]", step, i);
+    }
+    f = fopen(path, "r");
+    cr_assert(f != NULL);
+    n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    remove(path);
+    j = cJSON_Parse(buf);
+    cr_assert(j != NULL, "the trace is JSON");
+    ev = cJSON_GetObjectItem(j, "traceEvents");
+    for (int i = 0; i < cJSON_GetArraySize(ev); i++) {
+        cJSON *cat = cJSON_GetObjectItem(cJSON_GetArrayItem(ev, i), "cat");
+        if (cat && strcmp(cat->valuestring, "comm") == 0) comm++;
+        if (cat && strcmp(cat->valuestring, "compute") == 0) compute++;
+    }
+    cr_assert(comm >= 3 && compute >= 3, "one track per rank with compute and comm (%d, %d)", compute, comm);
+    cJSON_Delete(j);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+Test(replay, bad_input_is_reported) {
+    ldt_ctx *ctx;
+    ldt_exec *ex;
+    ldt_tensor *x, *y, *old;
+    float v[4] = {1, 2, 3, 4}, out[4];
+    cr_assert_eq(ldt_ctx_create(NULL, &ctx), LDT_OK);
+    x = ldt_input(ctx, "x", &(ldt_shape){1, {4}}, LDT_F32);
+    cr_assert_eq(ldt_compile(NULL, NULL, 0, NULL, &ex), LDT_ERR_INVALID_ARGUMENT);
+    old = ldt_exp(x);
+    ldt_trace_discard(ctx);
+    y = ldt_exp(x);
+    cr_assert_eq(ldt_compile(ctx, &old, 1, NULL, &ex), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "output 0"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_compile(ctx, &x, 1, NULL, &ex), LDT_ERR_INVALID_ARGUMENT); /* a leaf */
+    cr_assert_eq(ldt_compile(ctx, &y, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_exec_read(ex, 0, out, sizeof out), LDT_ERR_INVALID_USAGE);
+    cr_assert_eq(ldt_replay(ex), LDT_ERR_INVALID_USAGE); /* x was never bound */
+    cr_assert(strstr(ldt_last_error(), "'x'"), "%s", ldt_last_error());
+    ldt_ctx_destroy(ctx);
+    /* a fresh context: bind, replay, read with wrong sizes and names */
+    cr_assert_eq(ldt_ctx_create(NULL, &ctx), LDT_OK);
+    x = ldt_input(ctx, "x", &(ldt_shape){1, {4}}, LDT_F32);
+    y = ldt_exp(x);
+    cr_assert_eq(ldt_compile(ctx, &y, 1, NULL, &ex), LDT_OK);
+    cr_assert_eq(ldt_exec_bind(ex, "nope", v, sizeof v), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "'nope'"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_exec_bind(ex, "x", v, 8), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_exec_bind(ex, "x", v, sizeof v), LDT_OK);
+    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_exec_read(ex, 1, out, sizeof out), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_exec_read(ex, 0, out, 8), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_exec_read(ex, 0, out, sizeof out), LDT_OK);
+    for (int i = 0; i < 4; i++) cr_assert_float_eq(out[i], expf(v[i]), 1e-6);
+    ldt_ctx_destroy(ctx);
+}
