@@ -22,7 +22,17 @@ typedef struct binstr {
     uint64_t version; /* LOAD of a parameter/constant: the version its copy holds */
     ldt_comm *comm;   /* ALL_REDUCE: the group, made at the first replay */
     ldt_redist_runner *runner; /* REDIST: made at the first replay */
+    struct ldt__custom_call *custom; /* KERNEL of a custom op: its arguments, prepared */
 } binstr;
+
+/* A custom op's call, prepared at bind so a replay makes one more indirect call, no more. */
+typedef struct ldt__custom_call {
+    ldt_custom_cpu_fn fn;
+    void *user;
+    const void **in;
+    ldt_shape *shapes;
+    ldt_dtype *dtypes;
+} ldt__custom_call;
 
 typedef struct ldt__rand_slot {
     ldt__attrs *attrs; /* the program's copy, patched each replay */
@@ -82,6 +92,7 @@ struct ldt_exec {
     uint64_t rng_base, rng_advance, rng_now;
     int64_t replays;
     int profile;
+    ldt__kernel_fn noop; /* benchmarks: replay calling this for every instruction */
     char *trace_path;
     double t_origin;
     /* figures */

@@ -122,15 +122,25 @@ static void copy_x(const ldt__kcall *c) {
  * Kernels: the call has been checked (dispatch below), indices included.
  */
 
-/* weight [V, H], ix [...] -> out [..., H]: one row copy per index. */
+/* weight [V, H], ix [...] -> out [..., H]: one row copy per index. In range mode (attrs
+ * i = {1, lo, V}: vocab-parallel) the weight holds rows [lo, lo + len) of a [V, H] table:
+ * indices there copy their row, all others give a zero row (other ranks hold it). */
 static void embedding(const ldt__kcall *c) {
     const ldt__operand *w = &c->in[0], *ix = &c->in[1];
-    int64_t V = w->shape.dims[0], row = w->shape.dims[1] * (int64_t)ldt_dtype_size(w->dtype);
+    int range = c->attrs && c->attrs->i[0] == 1;
+    int64_t len = w->shape.dims[0];
+    int64_t lo = range ? c->attrs->i[1] : 0, V = range ? c->attrs->i[2] : len;
+    int64_t row = w->shape.dims[1] * (int64_t)ldt_dtype_size(w->dtype);
     int64_t n = numel_of(&ix->shape);
     if (row == 0) return;
-    for (int64_t i = 0; i < n; i++)
-        memcpy((char *)c->out.data + i * row, (const char *)w->data + index_at(ix, i, V) * row,
-               (size_t)row);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = index_at(ix, i, V) - lo;
+        char *dst = (char *)c->out.data + i * row;
+        if (r >= 0 && r < len)
+            memcpy(dst, (const char *)w->data + r * row, (size_t)row);
+        else
+            memset(dst, 0, (size_t)row); /* all-zero bytes are 0 in every dtype */
+    }
 }
 
 /* ix [...] -> out [..., C]: zeros, and a one in the out dtype at each index. */
@@ -364,7 +374,17 @@ static ldt_status run_embedding(const char *op, const ldt__kcall *c) {
     ldt_shape want = ix->shape;
     want.dims[want.ndim++] = w->shape.dims[1];
     LDT_CHECK(expect_out(op, c, &want, w->dtype));
-    LDT_CHECK(check_range(op, c, 1, w->shape.dims[0], "rows"));
+    if (c->attrs && c->attrs->i[0] == 1) { /* range mode: indices are into the whole table */
+        int64_t lo = c->attrs->i[1], V = c->attrs->i[2];
+        if (lo < 0 || V < 0 || lo > V || w->shape.dims[0] > V - lo)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "embedding: range mode with rows [%lld, %lld) of a %lld-row table; expected "
+                     "0 <= lo and lo + rows <= V",
+                     (long long)lo, (long long)(lo + w->shape.dims[0]), (long long)V);
+        LDT_CHECK(check_range(op, c, 1, V, "rows"));
+    } else {
+        LDT_CHECK(check_range(op, c, 1, w->shape.dims[0], "rows"));
+    }
     embedding(c);
     return LDT_OK;
 }

@@ -1,4 +1,22 @@
-/* Strategies of the random family (to be filled). */
+/* Strategies of rand, randn and bernoulli: no inputs, and element i draws from the stream at
+ * global index i whatever the placement, so any Shard (or InterleavedShard) is exact; the
+ * kernel gets the rank's region. */
 #include "planner/strategy.h"
 
-void ldt__strategies_random(ldt__op_strategy *rows) { (void)rows; }
+static void so_random(ldt__opts1 *o) {
+    const ldt_shape *s = LDT__SOUT(o);
+    ldt_placement none[1] = {{0}};
+    for (int d = 0; d < s->ndim; d++) {
+        ldt__opt_add(o, ldt_shard(d), none);
+        for (int i = 0; i < o->niks; i++)
+            if (o->iks[i] > 1 && s->dims[d] % o->iks[i] == 0)
+                ldt__opt_add(o, ldt_interleaved_shard(d, o->iks[i]), none);
+    }
+}
+
+void ldt__strategies_random(ldt__op_strategy *rows) {
+    for (int op = LDT_OP_RAND; op <= LDT_OP_BERNOULLI; op++) {
+        rows[op].options = so_random;
+        rows[op].needs_region = 1;
+    }
+}
