@@ -14,7 +14,9 @@
     X(redistribute, "modeled vs measured redistribution time on a 2x2 threaded mesh, before " \
                     "and after calibration (spearman, worst_ratio)")                        \
     X(plan, "whole-graph plan time per node for 1k to 100k-node GPT graphs, and the greedy " \
-            "plan's modeled cost over the whole-graph plan's")
+            "plan's modeled cost over the whole-graph plan's")                               \
+    X(replay, "replay ns per instruction beside a loop of indirect calls, eager over replay " \
+              "runtime overhead for the GPT forward on 4 ranks, plan-cache hit time")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)

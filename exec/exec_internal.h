@@ -57,6 +57,10 @@ struct rank_state {
     ldt__operand *opnds;
     ldt__rand_slot *rand;
     int64_t nrand;
+    ldt__custom_call *customs; /* the custom ops' calls and their argument pools */
+    const void **cin;
+    ldt_shape *cshapes;
+    ldt_dtype *cdtypes;
     ldt_comm *world;
     ldt_comm *groups[1 << LDT_MAX_DIMS];
     ldt__prof *prof;

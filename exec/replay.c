@@ -62,7 +62,6 @@ static ldt_status w_load(const ldt__kcall *c) {
 static ldt_status w_custom(const ldt__kcall *c) {
     const ldt__custom_call *k = BIN_OF(c)->custom;
     ldt_status st;
-    for (int i = 0; i < c->nin; i++) k->in[i] = c->in[i].data; /* inputs may be re-pointed */
     st = k->fn(c->nin, k->in, k->shapes, k->dtypes, c->out.data, &c->out.shape, c->out.dtype, k->user);
     if (st != LDT_OK && !ldt_last_error()[0])
         ldt__error(st, "custom op %s: kernel returned %s", ldt__op_name(BIN_OF(c)->rs->e->ctx, c->op),
@@ -70,23 +69,22 @@ static ldt_status w_custom(const ldt__kcall *c) {
     return st;
 }
 
-static ldt_status bind_custom(rank_state *rs, binstr *b) {
+/* The custom call of instruction b: its arguments from the rank's pools, in order. */
+static void bind_custom(rank_state *rs, binstr *b, int64_t *nc, int64_t *narg) {
     const ldt__custom_op *op = &rs->e->ctx->custom[b->call.op - LDT_OP_COUNT];
-    int n = b->call.nin;
-    ldt__custom_call *k = calloc(1, sizeof *k);
-    if (!k) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    ldt__custom_call *k = &rs->customs[(*nc)++];
     b->custom = k;
     k->fn = op->cpu_fn;
     k->user = op->user;
-    k->in = calloc((size_t)(n ? n : 1), sizeof *k->in);
-    k->shapes = calloc((size_t)(n ? n : 1), sizeof *k->shapes);
-    k->dtypes = calloc((size_t)(n ? n : 1), sizeof *k->dtypes);
-    if (!k->in || !k->shapes || !k->dtypes) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-    for (int i = 0; i < n; i++) {
+    k->in = rs->cin + *narg;
+    k->shapes = rs->cshapes + *narg;
+    k->dtypes = rs->cdtypes + *narg;
+    *narg += b->call.nin;
+    for (int i = 0; i < b->call.nin; i++) {
+        k->in[i] = b->call.in[i].data;
         k->shapes[i] = b->call.in[i].shape;
         k->dtypes[i] = b->call.in[i].dtype;
     }
-    return LDT_OK;
 }
 
 static void fill_value(void *buf, ldt_dtype dt, int64_t n, double x) {
@@ -169,7 +167,7 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
     const ldt__program *p = rs->prog;
     uint8_t *outside = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
     uint8_t *keep = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
-    int64_t nops = 0, nrand = 0;
+    int64_t nops = 0, nrand = 0, ncustom = 0, ncarg = 0;
     ldt_status st = LDT_OK;
     if (!outside || !keep) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     rs->val = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *rs->val);
@@ -182,7 +180,18 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
         nops += x->nin;
         if (x->kind == LDT__I_LOAD && x->src->op != LDT_OP_INPUT) outside[x->out] = 1;
         if (x->kind == LDT__I_KERNEL && draws_random(x)) nrand++;
+        if (x->kind == LDT__I_KERNEL && x->op >= LDT_OP_COUNT) {
+            ncustom++;
+            ncarg += x->nin;
+        }
     }
+    rs->customs = calloc((size_t)(ncustom ? ncustom : 1), sizeof *rs->customs);
+    rs->cin = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cin);
+    rs->cshapes = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cshapes);
+    rs->cdtypes = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cdtypes);
+    if (!rs->customs || !rs->cin || !rs->cshapes || !rs->cdtypes)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    ncustom = ncarg = 0;
     for (int i = 0; i < e->nout; i++) keep[p->node_val[e->outs[i].node]] = 1;
     LDT_CHECK_GOTO(ldt__memory_plan(p, outside, keep, &rs->mem));
     rs->arena = malloc((size_t)(rs->mem.arena_bytes ? rs->mem.arena_bytes : 1));
@@ -238,7 +247,7 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
             }
             b->fn = x->op >= LDT_OP_COUNT ? w_custom : ldt__cpu_kernel(x->op);
             if (!b->fn) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: no CPU kernel for op %d", x->op);
-            if (x->op >= LDT_OP_COUNT) LDT_CHECK_GOTO(bind_custom(rs, b));
+            if (x->op >= LDT_OP_COUNT) bind_custom(rs, b, &ncustom, &ncarg);
             if (draws_random(x)) {
                 rs->rand[rs->nrand].attrs = (ldt__attrs *)x->attrs; /* the program's own copy */
                 rs->rand[rs->nrand++].offset = (uint64_t)x->attrs->i[1];
@@ -286,7 +295,10 @@ static void patch_pointers(rank_state *rs) {
     int64_t k = 0;
     for (int64_t i = 0; i < rs->nins; i++) {
         const ldt__instr *x = &p->ins[i];
-        for (int j = 0; j < x->nin; j++, k++) rs->opnds[k].data = rs->val_now[p->ops[x->in + j]];
+        for (int j = 0; j < x->nin; j++, k++) {
+            rs->opnds[k].data = rs->val_now[p->ops[x->in + j]];
+            if (rs->ins[i].custom) rs->ins[i].custom->in[j] = rs->opnds[k].data;
+        }
         rs->ins[i].call.out.data = rs->val_now[x->out];
     }
 }
@@ -398,16 +410,11 @@ void ldt__exec_destroy(ldt_exec *e) {
     for (int r = 0; r < e->nranks; r++) {
         rank_state *rs = e->ranks[r];
         if (!rs) continue;
-        for (int64_t i = 0; rs->ins && i < rs->nins; i++) {
-            ldt__custom_call *k = rs->ins[i].custom;
-            ldt_redist_runner_destroy(rs->ins[i].runner);
-            if (k) {
-                free(k->in);
-                free(k->shapes);
-                free(k->dtypes);
-                free(k);
-            }
-        }
+        for (int64_t i = 0; rs->ins && i < rs->nins; i++) ldt_redist_runner_destroy(rs->ins[i].runner);
+        free(rs->customs);
+        free(rs->cin);
+        free(rs->cshapes);
+        free(rs->cdtypes);
         for (unsigned m = 0; m < (1u << LDT_MAX_DIMS); m++) ldt_comm_destroy(rs->groups[m]);
         for (int32_t v = 0; rs->val && v < rs->prog->nvals; v++)
             if (rs->mem.offset && rs->mem.offset[v] < 0 && rs->val[v]) free(rs->val[v]);

@@ -47,6 +47,7 @@ static ldt__instr *new_instr(ldt__lower *L, int kind, int32_t node, int32_t out)
 
 static int add_operands(ldt__lower *L, int nin, const int32_t *in) {
     ldt__program *p = L->p;
+    if (nin == 0) return 1;
     if (!grow((void **)&p->ops, &p->cap_ops, p->nops + nin, sizeof *p->ops)) return 0;
     memcpy(p->ops + p->nops, in, (size_t)nin * sizeof *in);
     p->nops += nin;
