@@ -16,7 +16,9 @@
     X(plan, "whole-graph plan time per node for 1k to 100k-node GPT graphs, and the greedy " \
             "plan's modeled cost over the whole-graph plan's")                               \
     X(replay, "replay ns per instruction beside a loop of indirect calls, eager over replay " \
-              "runtime overhead for the GPT forward on 4 ranks, plan-cache hit time")
+              "runtime overhead for the GPT forward on 4 ranks, plan-cache hit time")        \
+    X(fusion, "collective calls and step time of a gradient-sync pattern on 4 ranks, with "   \
+              "and without collective fusion")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)

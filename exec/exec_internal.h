@@ -23,6 +23,8 @@ typedef struct binstr {
     ldt_comm *comm;   /* ALL_REDUCE: the group, made at the first replay */
     ldt_redist_runner *runner; /* REDIST: made at the first replay */
     struct ldt__custom_call *custom; /* KERNEL of a custom op: its arguments, prepared */
+    int64_t count;  /* fused ALL_REDUCE: elements in the bucket */
+    void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer */
 } binstr;
 
 /* A custom op's call, prepared at bind so a replay makes one more indirect call, no more. */
@@ -102,6 +104,7 @@ struct ldt_exec {
     /* figures */
     double plan_cost;
     int64_t arena_bytes, bound_bytes, instructions;
+    int64_t collectives, collectives_unfused, pack_buckets;
     /* the cache's */
     unsigned char *key;
     size_t keylen;

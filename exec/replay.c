@@ -17,6 +17,7 @@
 #include "exec/exec_internal.h"
 #include "exec/kcall.h"
 #include "exec/shards.h"
+#include "planner/fuse.h"
 #include "planner/memory.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -143,6 +144,50 @@ static ldt_status w_all_reduce(const ldt__kcall *c) {
                           c->out.dtype, (ldt_reduce_op)x->reduce);
 }
 
+/* A bucket placed back to back: one call over the whole range, in place. */
+static ldt_status w_all_reduce_fused(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    ldt_comm *g = b->comm;
+    if (!g) {
+        LDT_CHECK(group_of(rs, x, &g));
+        b->comm = g;
+    }
+    if (ldt_comm_size(g) == 1) return LDT_OK;
+    return ldt_all_reduce(g, c->in[0].data, c->in[0].data, b->count, c->out.dtype,
+                          (ldt_reduce_op)x->reduce);
+}
+
+/* A bucket that could not be placed contiguously: packed into scratch, reduced, unpacked. */
+static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    size_t es = ldt__dtype_size(c->out.dtype);
+    ldt_comm *g = b->comm;
+    char *at = b->scratch;
+    if (!g) {
+        LDT_CHECK(group_of(rs, x, &g));
+        b->comm = g;
+    }
+    if (ldt_comm_size(g) == 1) return LDT_OK;
+    for (int k = 0; k < c->nin; k++) {
+        size_t nb = (size_t)val_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
+        memcpy(at, c->in[k].data, nb);
+        at += nb;
+    }
+    LDT_CHECK(ldt_all_reduce(g, b->scratch, b->scratch, b->count, c->out.dtype, (ldt_reduce_op)x->reduce));
+    at = b->scratch;
+    for (int k = 0; k < c->nin; k++) {
+        size_t nb = (size_t)val_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
+        memcpy(c->in[k].data, at, nb);
+        at += nb;
+    }
+    (void)es;
+    return LDT_OK;
+}
+
 static ldt_status w_redist(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     if (!b->runner) LDT_CHECK(ldt_redist_runner_create(b->rs->world, b->rs->prog->ins[b->idx].plan, &b->runner));
@@ -254,7 +299,25 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
             }
             break;
         case LDT__I_REDIST: b->fn = w_redist; break;
-        case LDT__I_ALL_REDUCE: b->fn = w_all_reduce; break;
+        case LDT__I_ALL_REDUCE:
+            b->fn = w_all_reduce;
+            if (x->nin > 1) { /* a fused bucket: contiguous (the memory plan's groups) or packed */
+                int64_t total = 0;
+                int contiguous = 1;
+                for (int k = 0; k < x->nin; k++) {
+                    int32_t v = p->ops[x->in + k];
+                    if (k && (char *)rs->val[v] != (char *)b->call.in[0].data + total) contiguous = 0;
+                    total += val_bytes(&p->vals[v]);
+                }
+                b->count = total / (int64_t)ldt__dtype_size(b->call.out.dtype);
+                b->fn = contiguous ? w_all_reduce_fused : w_all_reduce_packed;
+                if (!contiguous) {
+                    if (!(b->scratch = malloc((size_t)(total ? total : 1))))
+                        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+                    rs->e->pack_buckets++;
+                }
+            }
+            break;
         case LDT__I_FILL: b->fn = w_fill; break;
         default: LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: instruction kind %d", x->kind);
         }
@@ -410,7 +473,10 @@ void ldt__exec_destroy(ldt_exec *e) {
     for (int r = 0; r < e->nranks; r++) {
         rank_state *rs = e->ranks[r];
         if (!rs) continue;
-        for (int64_t i = 0; rs->ins && i < rs->nins; i++) ldt_redist_runner_destroy(rs->ins[i].runner);
+        for (int64_t i = 0; rs->ins && i < rs->nins; i++) {
+            ldt_redist_runner_destroy(rs->ins[i].runner);
+            free(rs->ins[i].scratch);
+        }
         free(rs->customs);
         free(rs->cin);
         free(rs->cshapes);
@@ -444,6 +510,50 @@ void ldt__exec_destroy(ldt_exec *e) {
     free(e->trace_path);
     free(e->key);
     free(e);
+}
+
+/* Collective fusion on every rank's program, with the same decisions on every rank. */
+static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
+    int64_t nins = -1, *bytes = NULL, cap = o && o->bucket_bytes > 0 ? o->bucket_bytes : 25 << 20;
+    int same = 1;
+    ldt_status st = LDT_OK;
+    for (int r = 0; r < e->nprogs; r++) {
+        ldt__program *p = e->progs[r];
+        uint8_t *keep;
+        ldt__fuse_stats fs;
+        if (!p) continue;
+        e->collectives_unfused = ldt__program_collectives(p) > e->collectives_unfused
+                                     ? ldt__program_collectives(p) : e->collectives_unfused;
+        if (o && o->no_fuse) continue;
+        if (!(keep = calloc((size_t)(p->nvals ? p->nvals : 1), 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        for (int i = 0; i < e->nout; i++) keep[p->node_val[e->outs[i].node]] = 1;
+        st = ldt__fuse_in_place(p, keep, &fs);
+        free(keep);
+        LDT_CHECK(st);
+        if (nins >= 0 && p->nins != nins) same = 0;
+        nins = p->nins;
+    }
+    if (o && o->no_fuse) goto count;
+    if (same && nins > 0) {
+        if (!(bytes = calloc((size_t)nins, sizeof *bytes))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        for (int r = 0; r < e->nprogs; r++) /* the largest over ranks: every rank decides alike */
+            for (int64_t i = 0; e->progs[r] && i < nins; i++) {
+                const ldt__program *p = e->progs[r];
+                int64_t b = val_bytes(&p->vals[p->ins[i].out]);
+                if (b > bytes[i]) bytes[i] = b;
+            }
+        for (int r = 0; r < e->nprogs && st == LDT_OK; r++) {
+            ldt__fuse_stats fs;
+            if (e->progs[r]) st = ldt__fuse_buckets(e->progs[r], bytes, cap, &fs);
+        }
+        free(bytes);
+        LDT_CHECK(st);
+    }
+count:
+    for (int r = 0; r < e->nprogs; r++)
+        if (e->progs[r] && ldt__program_collectives(e->progs[r]) > e->collectives)
+            e->collectives = ldt__program_collectives(e->progs[r]);
+    return LDT_OK;
 }
 
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
@@ -487,6 +597,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
             e->bindings[e->nbindings++].t = ctx->nodes[v];
     LDT_CHECK_GOTO(ldt__plan_take_programs(plan, &e->progs, &e->nprogs, &e->rplans, &e->nrplans));
     e->nranks = mesh->max_rank + 1;
+    LDT_CHECK_GOTO(fuse_all(e, o));
     if (!(e->ranks = calloc((size_t)e->nranks, sizeof *e->ranks)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     for (int r = 0; r < e->nprogs && r < e->nranks; r++) {

@@ -121,6 +121,7 @@ void ldt__program_free(ldt__program *p) {
     free(p->ops);
     free(p->regions);
     free(p->node_val);
+    free(p->vgroup);
     memset(p, 0, sizeof *p);
 }
 
@@ -214,6 +215,10 @@ static ldt_status lower_node(ldt_plan *plan, ldt__lower *L, int64_t v, moved **m
     for (int k = 0; k < t->nin; k++) {
         n.in[k] = ldt__plist(plan, pl[1 + k]);
         LDT_CHECK(input_value(plan, L, mv, nmv, cap, head, v, k, &n.in_val[k]));
+    }
+    if ((t->op == LDT_OP_ALIAS || t->op == LDT_OP_REDISTRIBUTE) && pl[0] == pl[1]) {
+        L->p->node_val[v] = n.in_val[0]; /* the same value: no copy, no instruction */
+        return LDT_OK;
     }
     if ((n.out_val = ldt__lower_value(L, &r.local_shape, (ldt_dtype)t->dtype, (int32_t)v)) < 0)
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "lower: out of memory");

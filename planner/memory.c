@@ -44,8 +44,8 @@ ldt_status ldt__liveness(const ldt__program *p, const uint8_t *keep, int64_t *fi
 }
 
 typedef struct item {
-    int32_t v;
-    int64_t size, first, last;
+    int32_t v; /* the value, or -1 - g for fusion bucket g */
+    int64_t size, first, last, off;
 } item;
 
 static int by_size(const void *a, const void *b) {
@@ -69,7 +69,7 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
     int64_t *first = NULL, *last = NULL, *delta = NULL, live = 0;
     item *it = NULL;
     span *sp = NULL;
-    int32_t n = 0, *seen = NULL;
+    int32_t n = 0, *seen = NULL, *gitem = NULL;
     int64_t nb = 0, bsize = 1;
     struct {
         int32_t *v;
@@ -86,20 +86,42 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
     if (!out->offset || !first || !last || !it || !sp || !delta)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory for %d values", p->nvals);
     LDT_CHECK_GOTO(ldt__liveness(p, keep, first, last));
+    /* a fusion bucket is one item: its values back to back, lifetime the union of theirs */
+    if (p->vgroup && p->ngroups) {
+        gitem = malloc((size_t)p->ngroups * sizeof *gitem);
+        if (!gitem) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
+        for (int32_t g = 0; g < p->ngroups; g++) gitem[g] = -1;
+    }
     for (int32_t v = 0; v < p->nvals; v++) {
+        int32_t g = p->vgroup && p->ngroups ? p->vgroup[v] : -1;
+        int64_t b = value_bytes(&p->vals[v]);
         out->offset[v] = -1;
         if (first[v] < 0 || (outside && outside[v])) continue;
-        it[n].v = v;
-        it[n].size = align_up(value_bytes(&p->vals[v]));
-        it[n].first = first[v];
-        it[n].last = last[v];
-        if (it[n].size == 0) { /* empty shards need no bytes, only a valid address */
-            out->offset[v] = 0;
+        if (g >= 0 && gitem[g] >= 0) { /* joins its bucket's item */
+            item *x = &it[gitem[g]];
+            x->size += b;
+            if (first[v] < x->first) x->first = first[v];
+            if (last[v] > x->last) x->last = last[v];
             continue;
         }
-        delta[first[v]] += it[n].size;
-        delta[last[v] + 1] -= it[n].size;
+        it[n].v = g >= 0 ? -1 - g : v;
+        it[n].size = b;
+        it[n].first = first[v];
+        it[n].last = last[v];
+        if (g >= 0) gitem[g] = n;
         n++;
+    }
+    for (int32_t a = 0; a < n; a++) {
+        it[a].size = align_up(it[a].size);
+        if (it[a].size == 0) { /* empty shards need no bytes, only a valid address */
+            if (it[a].v >= 0) out->offset[it[a].v] = 0;
+            it[a--] = it[--n];
+            continue;
+        }
+    }
+    for (int32_t a = 0; a < n; a++) {
+        delta[it[a].first] += it[a].size;
+        delta[it[a].last + 1] -= it[a].size;
     }
     for (int64_t i = 0; i <= p->nins; i++) {
         live += delta[i];
@@ -123,8 +145,8 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
                 if (seen[o] == a + 1) continue;
                 seen[o] = a + 1;
                 if (it[o].first <= it[a].last && it[a].first <= it[o].last) {
-                    sp[ns].off = out->offset[it[o].v];
-                    sp[ns++].end = out->offset[it[o].v] + it[o].size;
+                    sp[ns].off = it[o].off;
+                    sp[ns++].end = it[o].off + it[o].size;
                 }
             }
         qsort(sp, (size_t)ns, sizeof *sp, by_off);
@@ -137,7 +159,8 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
             if (sp[s].end > prev_end) prev_end = sp[s].end;
         }
         if (best < 0) best = prev_end;
-        out->offset[it[a].v] = best;
+        it[a].off = best;
+        if (it[a].v >= 0) out->offset[it[a].v] = best;
         if (best + it[a].size > out->arena_bytes) out->arena_bytes = best + it[a].size;
         for (int64_t b = b0; b <= b1; b++) {
             if (bucket[b].n == bucket[b].cap) {
@@ -149,7 +172,28 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
             bucket[b].v[bucket[b].n++] = a;
         }
     }
+    /* bucket members: back to back from their item's offset, in operand order (the fused
+     * call's order, which is value order within the bucket: members are made in order) */
+    if (gitem) {
+        int64_t *at = malloc((size_t)p->ngroups * sizeof *at);
+        if (!at) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
+        for (int32_t g = 0; g < p->ngroups; g++) at[g] = -1;
+        for (int32_t a = 0; a < n; a++)
+            if (it[a].v < 0) at[-1 - it[a].v] = it[a].off;
+        for (int64_t i = 0; i < p->nins; i++) {
+            const ldt__instr *x = &p->ins[i];
+            if (x->kind != LDT__I_ALL_REDUCE || x->nin < 2) continue;
+            for (int k = 0; k < x->nin; k++) {
+                int32_t v = p->ops[x->in + k], g = p->vgroup[v];
+                if (g < 0 || at[g] < 0) continue;
+                out->offset[v] = at[g];
+                at[g] += value_bytes(&p->vals[v]);
+            }
+        }
+        free(at);
+    }
 fail:
+    free(gitem);
     free(first);
     free(last);
     free(it);

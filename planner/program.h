@@ -16,7 +16,8 @@ typedef enum ldt__ikind {
     LDT__I_LOAD,       /* out = this rank's region of a persistent tensor (src) */
     LDT__I_KERNEL,     /* out = op(in...) on local shards */
     LDT__I_REDIST,     /* out = in redistributed by plan */
-    LDT__I_ALL_REDUCE, /* in place: out (== in[0]) reduced over the group of mesh dims */
+    LDT__I_ALL_REDUCE, /* in place: out (== in[0]) reduced over the group of mesh dims; a
+                          fused call has nin > 1 operands (one bucket), out the first */
     LDT__I_FILL,       /* out = fill value everywhere */
     LDT__I_COUNT
 } ldt__ikind;
@@ -64,6 +65,10 @@ typedef struct ldt__program {
     int32_t nregions, cap_regions;
     int32_t *node_val; /* per trace node: the value holding its chosen (output) placement */
     int64_t nnodes;
+    /* fusion (planner/fuse.c): per value its bucket, or -1; a bucket's values are placed back
+     * to back by the memory plan, in the order of the fused call's operands */
+    int32_t *vgroup;
+    int32_t ngroups;
 } ldt__program;
 
 /* Every rank's program issues the same collectives in the same order (a lowering never skips

@@ -226,6 +226,8 @@ typedef struct ldt_exec ldt_exec;
 typedef struct ldt_compile_options {
     ldt_plan_options plan;
     const char *trace_path; /* write a Chrome trace JSON of each replay here (NULL: none) */
+    int no_fuse;            /* keep every collective a call of its own */
+    int64_t bucket_bytes;   /* fusion bucket cap; 0: 25 MiB */
 } ldt_compile_options;
 
 /* Compiles ctx's current trace with `outputs` (nodes of it) read after each replay. */
@@ -246,6 +248,9 @@ typedef struct ldt_exec_stats {
     int64_t bound_bytes;      /* per rank, the largest liveness lower bound */
     int64_t replays;
     double modeled_seconds;   /* the plan's modeled communication */
+    int64_t collectives;      /* calls per replay on the busiest rank, after fusion */
+    int64_t collectives_unfused; /* the same before fusion */
+    int64_t pack_buckets;     /* fused calls that need pack/unpack copies (0: all zero-copy) */
 } ldt_exec_stats;
 ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
 /* The context's plan cache: compiles answered from it and compiles that built anew. */

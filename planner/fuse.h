@@ -1,0 +1,31 @@
+/* Internal: collective fusion on a rank's program (planner/fuse.c). */
+#ifndef LDT_PLANNER_FUSE_H
+#define LDT_PLANNER_FUSE_H
+
+#include "planner/program.h"
+
+/* LDT_FAIL_GOTO with a named status variable. */
+#define LDT_FAIL_GOTO_(var, ...)                                                              \
+    do {                                                                                     \
+        var = ldt__trace(ldt__error(LDT_ERR_OUT_OF_MEMORY, __VA_ARGS__), __FILE__, __LINE__); \
+        goto fail;                                                                           \
+    } while (0)
+
+typedef struct ldt__fuse_stats {
+    int64_t collectives_before, collectives_after; /* calls per step on this rank */
+    int64_t in_place;      /* redistributions turned into in-place all_reduces */
+    int64_t fused_calls;   /* calls that merge several all_reduces */
+    int64_t fused_members; /* all_reduces merged into them */
+} ldt__fuse_stats;
+
+/* Collective calls one run of p makes. */
+int64_t ldt__program_collectives(const ldt__program *p);
+/* Pass 1 on p: single-step all_reduce redistributions become in-place all_reduces where
+ * nobody else reads the source (keep[v]: values read after the run). Resets *st. */
+ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats *st);
+/* Pass 2 on p: all_reduce buckets up to cap_bytes; bytes[i] is the rank-independent size of
+ * instruction i's value (the same array for every rank). Sets p->vgroup and p->ngroups. */
+ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
+                             ldt__fuse_stats *st);
+
+#endif
