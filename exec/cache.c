@@ -73,6 +73,7 @@ static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     put_i64(k, o && o->trace_path ? 1 : 0);
     put_i64(k, o ? o->no_fuse : 0);
     put_i64(k, o ? o->bucket_bytes : 0);
+    put_i64(k, o ? o->no_overlap : 0);
     /* the persistent tensors read, in trace order, and the outputs */
     for (int64_t v = 0; v < ctx->nnodes; v++)
         if (ctx->nodes[v]->kind == LDT__PERSISTENT) {
@@ -154,5 +155,8 @@ ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
     out->collectives = e->collectives;
     out->collectives_unfused = e->collectives_unfused;
     out->pack_buckets = e->pack_buckets;
+    out->modeled_step_seconds = e->model_serial;
+    out->modeled_overlap_seconds = e->model_overlap;
+    out->overlapped_collectives = e->moved_starts;
     return LDT_OK;
 }

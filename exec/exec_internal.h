@@ -2,6 +2,7 @@
 #ifndef LDT_EXEC_EXEC_INTERNAL_H
 #define LDT_EXEC_EXEC_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "kernels/cpu/kernel.h"
@@ -25,7 +26,23 @@ typedef struct binstr {
     struct ldt__custom_call *custom; /* KERNEL of a custom op: its arguments, prepared */
     int64_t count;  /* fused ALL_REDUCE: elements in the bucket */
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer */
+    ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
+    uint64_t done_gen;   /* async collective: the replay it last finished (under the queue lock) */
+    ldt_status astatus;  /* its status then */
 } binstr;
+
+/* A rank's communication thread and its queue: collectives start in program order and run
+ * there one after another, while the rank's thread goes on computing until a WAIT. */
+typedef struct ldt__commq {
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    binstr **items; /* ring */
+    int64_t cap, head, tail;
+    int stop;
+    uint64_t gen; /* the current replay */
+} ldt__commq;
 
 /* A custom op's call, prepared at bind so a replay makes one more indirect call, no more. */
 typedef struct ldt__custom_call {
@@ -66,6 +83,9 @@ struct rank_state {
     ldt_comm *world;
     ldt_comm *groups[1 << LDT_MAX_DIMS];
     ldt__prof *prof;
+    ldt__commq q;
+    int has_async;
+    char err[1024]; /* the communication thread's last error, for the wait that reports it */
 };
 
 typedef struct ldt__binding {
@@ -104,7 +124,8 @@ struct ldt_exec {
     /* figures */
     double plan_cost;
     int64_t arena_bytes, bound_bytes, instructions;
-    int64_t collectives, collectives_unfused, pack_buckets;
+    int64_t collectives, collectives_unfused, pack_buckets, moved_starts;
+    double model_serial, model_overlap;
     /* the cache's */
     unsigned char *key;
     size_t keylen;

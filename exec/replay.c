@@ -6,6 +6,7 @@
  * at an input's own buffer when the rank holds all of it). Replay: each rank thread walks its
  * array of bound instructions calling one function pointer each; no lookup, allocation,
  * hashing or propagation. Ranks meet only at collectives. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 #include "exec/shards.h"
 #include "planner/fuse.h"
 #include "planner/memory.h"
+#include "planner/schedule.h"
 
 /* ---------------------------------------------------------------------------------------
  * Bound instructions: a kernel call, or a wrapper with the same signature that finds its
@@ -195,6 +197,88 @@ static ldt_status w_redist(const ldt__kcall *c) {
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Asynchronous collectives: a start queues the collective for the rank's communication
+ * thread; a wait blocks until that thread has finished it in this replay.
+ */
+static void *comm_main(void *arg) {
+    rank_state *rs = arg;
+    ldt__commq *q = &rs->q;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        binstr *b;
+        uint64_t gen;
+        while (q->head == q->tail && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+        if (q->head == q->tail && q->stop) break;
+        b = q->items[q->head % q->cap];
+        q->head++;
+        gen = q->gen;
+        pthread_mutex_unlock(&q->mu);
+        {
+            ldt_status st = b->afn(&b->call);
+            if (st != LDT_OK) st = ldt__error_prefix(st, "communication thread of rank %d", rs->rank);
+            pthread_mutex_lock(&q->mu);
+            b->astatus = st;
+            b->done_gen = gen;
+            if (st != LDT_OK) snprintf(b->rs->err, sizeof b->rs->err, "%s", ldt_last_error());
+            pthread_cond_broadcast(&q->cv);
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+static ldt_status w_start(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    ldt__commq *q = &b->rs->q;
+    pthread_mutex_lock(&q->mu);
+    q->items[q->tail % q->cap] = b;
+    q->tail++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return LDT_OK;
+}
+
+static ldt_status w_wait(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c), *coll = &b->rs->ins[b->rs->prog->ins[b->idx].pair];
+    ldt__commq *q = &b->rs->q;
+    ldt_status st;
+    pthread_mutex_lock(&q->mu);
+    while (coll->done_gen != q->gen) pthread_cond_wait(&q->cv, &q->mu);
+    st = coll->astatus;
+    if (st != LDT_OK) ldt__error(st, "%s", b->rs->err);
+    pthread_mutex_unlock(&q->mu);
+    return st;
+}
+
+static ldt_status commq_start(rank_state *rs, int64_t cap) {
+    ldt__commq *q = &rs->q;
+    if (!(q->items = calloc((size_t)(cap ? cap : 1), sizeof *q->items)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    q->cap = cap ? cap : 1;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    q->gen = 0;
+    if (pthread_create(&q->thread, NULL, comm_main, rs) != 0)
+        LDT_FAIL(LDT_ERR_SYSTEM, "compile: cannot start the communication thread of rank %d", rs->rank);
+    q->started = 1;
+    return LDT_OK;
+}
+
+static void commq_stop(rank_state *rs) {
+    ldt__commq *q = &rs->q;
+    if (!q->started) return;
+    pthread_mutex_lock(&q->mu);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->thread, NULL);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q->items);
+    q->started = 0;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Binding one rank.
  */
 static int draws_random(const ldt__instr *x) {
@@ -319,10 +403,25 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
             }
             break;
         case LDT__I_FILL: b->fn = w_fill; break;
+        case LDT__I_WAIT: b->fn = w_wait; break;
         default: LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: instruction kind %d", x->kind);
         }
     }
     rs->nins = p->nins;
+    {
+        int64_t nasync = 0;
+        for (int64_t i = 0; i < p->nins; i++)
+            if ((p->ins[i].kind == LDT__I_REDIST || p->ins[i].kind == LDT__I_ALL_REDUCE) && p->ins[i].async) {
+                rs->ins[i].afn = rs->ins[i].fn;
+                rs->ins[i].fn = w_start;
+                rs->ins[i].done_gen = UINT64_MAX;
+                nasync++;
+            }
+        if (nasync) {
+            rs->has_async = 1;
+            LDT_CHECK_GOTO(commq_start(rs, nasync));
+        }
+    }
 fail:
     free(outside);
     free(keep);
@@ -375,6 +474,11 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
     ldt_status st = LDT_OK;
     if (rank >= e->nranks || !(rs = e->ranks[rank])) return LDT_OK;
     rs->world = world;
+    if (rs->has_async) { /* a new replay: waits look for this generation */
+        pthread_mutex_lock(&rs->q.mu);
+        rs->q.gen++;
+        pthread_mutex_unlock(&rs->q.mu);
+    }
     for (int64_t i = 0; i < rs->nrand; i++) /* this step's place on the random stream */
         rs->rand[i].attrs->i[1] = (int64_t)(rs->rand[i].offset - e->rng_base + e->rng_now);
     if (e->rebind) {
@@ -473,6 +577,7 @@ void ldt__exec_destroy(ldt_exec *e) {
     for (int r = 0; r < e->nranks; r++) {
         rank_state *rs = e->ranks[r];
         if (!rs) continue;
+        commq_stop(rs);
         for (int64_t i = 0; rs->ins && i < rs->nins; i++) {
             ldt_redist_runner_destroy(rs->ins[i].runner);
             free(rs->ins[i].scratch);
@@ -556,6 +661,29 @@ count:
     return LDT_OK;
 }
 
+/* Overlap: every rank's collectives split into start and wait; the modeled step with and
+ * without it. */
+static ldt_status schedule_all(ldt_exec *e, const ldt_compile_options *o) {
+    ldt_cost_model cm;
+    if (o && o->plan.cost) cm = *o->plan.cost;
+    else LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+    for (int r = 0; r < e->nprogs; r++) {
+        ldt__program *p = e->progs[r];
+        double serial, over;
+        int64_t moved = 0;
+        if (!p) continue;
+        ldt__model_step(p, &cm, e->mesh, &serial, &over);
+        if (!(o && o->no_overlap)) {
+            LDT_CHECK(ldt__schedule_overlap(p, &moved));
+            ldt__model_step(p, &cm, e->mesh, &serial, &over);
+        }
+        if (serial > e->model_serial) e->model_serial = serial;
+        if (over > e->model_overlap) e->model_overlap = over;
+        if (moved > e->moved_starts) e->moved_starts = moved;
+    }
+    return LDT_OK;
+}
+
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, ldt_exec **out) {
     ldt_exec *e = calloc(1, sizeof *e);
@@ -598,6 +726,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     LDT_CHECK_GOTO(ldt__plan_take_programs(plan, &e->progs, &e->nprogs, &e->rplans, &e->nrplans));
     e->nranks = mesh->max_rank + 1;
     LDT_CHECK_GOTO(fuse_all(e, o));
+    LDT_CHECK_GOTO(schedule_all(e, o));
     if (!(e->ranks = calloc((size_t)e->nranks, sizeof *e->ranks)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     for (int r = 0; r < e->nprogs && r < e->nranks; r++) {

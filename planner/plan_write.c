@@ -282,6 +282,7 @@ const char *ldt__instr_name(const ldt_ctx *ctx, const ldt__instr *x) {
     case LDT__I_REDIST: return "redistribute";
     case LDT__I_ALL_REDUCE: return "all_reduce";
     case LDT__I_FILL: return "fill";
+    case LDT__I_WAIT: return "wait";
     default: return "?";
     }
 }
@@ -312,7 +313,7 @@ ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f
             break;
         case LDT__I_REDIST:
             print_val(f, p, x->out);
-            fprintf(f, " = redistribute(v%d):", p->ops[x->in]);
+            fprintf(f, " = %sredistribute(v%d):", x->async ? "start " : "", p->ops[x->in]);
             for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
                 ldt_redist_step st;
                 char b[256];
@@ -322,14 +323,17 @@ ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f
             }
             break;
         case LDT__I_ALL_REDUCE:
-            fprintf(f, "all_reduce %s v%d over mesh dims [", ldt_reduce_op_name((ldt_reduce_op)x->reduce),
-                    x->out);
+            fprintf(f, "%sall_reduce %s v%d%s over mesh dims [", x->async ? "start " : "",
+                    ldt_reduce_op_name((ldt_reduce_op)x->reduce), x->out, x->nin > 1 ? " (fused bucket)" : "");
             for (int d = 0; d < x->ndims; d++) fprintf(f, "%s%d", d ? "," : "", x->dims[d]);
             fputc(']', f);
             break;
         case LDT__I_FILL:
             print_val(f, p, x->out);
             fprintf(f, " = fill %g", x->fill);
+            break;
+        case LDT__I_WAIT:
+            fprintf(f, "wait %lld (v%d)", (long long)x->pair, x->out);
             break;
         default:
             fprintf(f, "? kind %d", x->kind);

@@ -19,6 +19,9 @@ typedef enum ldt__ikind {
     LDT__I_ALL_REDUCE, /* in place: out (== in[0]) reduced over the group of mesh dims; a
                           fused call has nin > 1 operands (one bucket), out the first */
     LDT__I_FILL,       /* out = fill value everywhere */
+    LDT__I_WAIT,       /* waits for the asynchronous collective at instruction `pair`; its
+                          operands are that collective's (input and output), so liveness
+                          keeps them until here */
     LDT__I_COUNT
 } ldt__ikind;
 
@@ -33,6 +36,7 @@ typedef struct ldt__instr {
     uint8_t reduce; /* ALL_REDUCE: ldt_reduce_op; LOAD: 1 = zeros (a Partial(sum) leaf off
                        coordinate 0) */
     uint8_t ndims;  /* ALL_REDUCE: mesh dims of the group */
+    uint8_t async;  /* REDIST, ALL_REDUCE: started here, finished by the WAIT at `pair` */
     uint8_t dims[LDT_MAX_DIMS];
     int32_t op;     /* KERNEL: op id */
     int32_t node;   /* the trace node it belongs to */
@@ -44,6 +48,7 @@ typedef struct ldt__instr {
     const ldt_redist_plan *plan; /* REDIST: owned by the plan */
     const ldt_tensor *src;       /* LOAD: the persistent tensor */
     double fill;
+    int64_t pair;   /* async collective: its WAIT; WAIT: its collective */
 } ldt__instr;
 
 typedef struct ldt__kregion {

@@ -227,6 +227,7 @@ typedef struct ldt_compile_options {
     ldt_plan_options plan;
     const char *trace_path; /* write a Chrome trace JSON of each replay here (NULL: none) */
     int no_fuse;            /* keep every collective a call of its own */
+    int no_overlap;         /* run collectives in line instead of on a communication thread */
     int64_t bucket_bytes;   /* fusion bucket cap; 0: 25 MiB */
 } ldt_compile_options;
 
@@ -251,6 +252,9 @@ typedef struct ldt_exec_stats {
     int64_t collectives;      /* calls per replay on the busiest rank, after fusion */
     int64_t collectives_unfused; /* the same before fusion */
     int64_t pack_buckets;     /* fused calls that need pack/unpack copies (0: all zero-copy) */
+    double modeled_step_seconds;    /* compute (roofline estimate) + communication, in series */
+    double modeled_overlap_seconds; /* the same with collectives overlapping compute */
+    int64_t overlapped_collectives; /* collectives with other work between start and wait */
 } ldt_exec_stats;
 ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
 /* The context's plan cache: compiles answered from it and compiles that built anew. */

@@ -43,4 +43,21 @@ void ldt_tsan_register(const char *name, void (*fn)(void));
         if (strcmp((a), (b)) != 0) LDT_TSAN_FAIL("'%s' != '%s'", (a), (b));            \
     } while (0)
 
+#define cr_assert_neq(a, b, ...) cr_assert((a) != (b), __VA_ARGS__)
+#define cr_assert_gt(a, b, ...) cr_assert((a) > (b), __VA_ARGS__)
+#define cr_assert_lt(a, b, ...) cr_assert((a) < (b), __VA_ARGS__)
+#define cr_assert_geq(a, b, ...) cr_assert((a) >= (b), __VA_ARGS__)
+#define cr_assert_leq(a, b, ...) cr_assert((a) <= (b), __VA_ARGS__)
+#define cr_assert_float_eq(a, b, eps, ...)                                             \
+    cr_assert(((a) - (b) <= (eps)) && ((b) - (a) <= (eps)), __VA_ARGS__)
+#define cr_assert_str_neq(a, b, ...)                                                   \
+    do {                                                                               \
+        if (strcmp((a), (b)) == 0) LDT_TSAN_FAIL("'%s' == '%s'", (a), (b));            \
+    } while (0)
+#define cr_log_info(...)                                                               \
+    do {                                                                               \
+        fprintf(stderr, __VA_ARGS__);                                                  \
+        fputc('\n', stderr);                                                          \
+    } while (0)
+
 #endif

@@ -1,0 +1,196 @@
+/* Overlap: collectives start as soon as their inputs are written and are waited for only
+ * where their result is needed, so compute runs while data moves (docs/replay.md). Starts
+ * keep program order among collectives, so every rank issues its collectives in one order on
+ * one queue and ranks never deadlock on communicators used in different orders. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "planner/schedule.h"
+
+static int is_coll(const ldt__instr *x) {
+    return x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE;
+}
+
+static int reads(const ldt__program *p, const ldt__instr *x, int32_t v) {
+    for (int k = 0; k < x->nin; k++)
+        if (p->ops[x->in + k] == v) return 1;
+    return 0;
+}
+
+/* Does y touch what collective x reads or writes (so y must come after x's wait)? */
+static int touches(const ldt__program *p, const ldt__instr *x, const ldt__instr *y) {
+    if (reads(p, y, x->out) || y->out == x->out) return 1;
+    for (int k = 0; k < x->nin; k++)
+        if (y->out == p->ops[x->in + k]) return 1; /* overwrites an input still being sent */
+    return 0;
+}
+
+ldt_status ldt__schedule_overlap(ldt__program *p, int64_t *moved) {
+    int64_t n = p->nins, *start = NULL, *wait = NULL, *last_write = NULL, m = 0, nw = 0, prev = -1;
+    int64_t wops = 0;
+    int64_t *nstart = NULL, *nwait = NULL, *at = NULL;
+    ldt__instr *out = NULL;
+    int32_t *ops = NULL;
+    int64_t nops;
+    ldt_status st = LDT_OK;
+    if (moved) *moved = 0;
+    start = malloc((size_t)(n + 1) * sizeof *start);
+    wait = malloc((size_t)(n + 1) * sizeof *wait);
+    last_write = malloc((size_t)(p->nvals + 1) * sizeof *last_write);
+    nstart = calloc((size_t)(n + 2), sizeof *nstart);
+    nwait = calloc((size_t)(n + 2), sizeof *nwait);
+    at = malloc((size_t)(n + 1) * sizeof *at);
+    if (!start || !wait || !last_write || !nstart || !nwait || !at)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+    for (int32_t v = 0; v < p->nvals; v++) last_write[v] = -1;
+    /* where each collective starts (after instruction start[i]; -1: first) and waits (before
+     * instruction wait[i]; n: at the end) */
+    for (int64_t i = 0; i < n; i++) {
+        const ldt__instr *x = &p->ins[i];
+        start[i] = wait[i] = -2;
+        if (is_coll(x)) {
+            int64_t s = prev;
+            for (int k = 0; k < x->nin; k++)
+                if (last_write[p->ops[x->in + k]] > s) s = last_write[p->ops[x->in + k]];
+            if (last_write[x->out] > s) s = last_write[x->out]; /* in place: after its writer */
+            start[i] = s;
+            prev = s;
+            wait[i] = n;
+            for (int64_t j = i + 1; j < n; j++)
+                if (touches(p, x, &p->ins[j])) {
+                    wait[i] = j;
+                    break;
+                }
+            /* overlapped: some other instruction runs between its start and its wait */
+            if (moved && (s < i - 1 || wait[i] > i + 1)) (*moved)++;
+            nstart[s + 1]++;
+            nwait[wait[i]]++;
+            nw++;
+            wops += x->nin + 1;
+        }
+        last_write[x->out] = i;
+    }
+    /* the new order: at each position its waits, the instruction, then the starts after it */
+    if (!(out = malloc((size_t)(n + nw + 1) * sizeof *out)) ||
+        !(ops = malloc((size_t)(p->nops + wops + 1) * sizeof *ops)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+    memcpy(ops, p->ops, (size_t)p->nops * sizeof *ops);
+    nops = p->nops;
+    for (int64_t i = 0; i < n; i++) at[i] = -1;
+    for (int64_t pos = -1; pos <= n; pos++) {
+        if (pos >= 0) /* waits due before instruction pos (or the end) */
+            for (int64_t i = 0; i < n && nwait[pos]; i++)
+                if (start[i] != -2 && wait[i] == pos) {
+                    ldt__instr w;
+                    const ldt__instr *c = &p->ins[i];
+                    memset(&w, 0, sizeof w);
+                    w.kind = LDT__I_WAIT;
+                    w.node = c->node;
+                    w.out = c->out;
+                    w.region = -1;
+                    w.pair = at[i];
+                    w.in = (int32_t)nops;
+                    memcpy(ops + nops, p->ops + c->in, (size_t)c->nin * sizeof *ops);
+                    nops += c->nin;
+                    ops[nops++] = c->out;
+                    w.nin = c->nin + 1;
+                    out[at[i]].pair = m;
+                    out[m++] = w;
+                    nwait[pos]--;
+                }
+        if (pos >= 0 && pos < n && start[pos] == -2) out[m++] = p->ins[pos];
+        if (pos < n)
+            for (int64_t i = 0; i < n && nstart[pos + 1]; i++)
+                if (start[i] == pos) { /* collectives keep their relative order */
+                    out[m] = p->ins[i];
+                    out[m].async = 1;
+                    at[i] = m++;
+                    nstart[pos + 1]--;
+                }
+    }
+    free(p->ins);
+    p->ins = out;
+    p->nins = m;
+    p->cap_ins = m ? m : 1;
+    out = NULL;
+    free(p->ops);
+    p->ops = ops;
+    p->nops = nops;
+    p->cap_ops = nops + 1;
+    ops = NULL;
+fail:
+    free(start);
+    free(wait);
+    free(last_write);
+    free(nstart);
+    free(nwait);
+    free(at);
+    free(out);
+    free(ops);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The modeled step.
+ */
+#define FLOPS_PER_S 50e9 /* one core's worth of GEMM; kernels are mostly bandwidth-bound */
+
+static int64_t vbytes(const ldt__program *p, int32_t v) {
+    int64_t n = ldt_dtype_size((ldt_dtype)p->vals[v].dtype);
+    for (int d = 0; d < p->vals[v].shape.ndim; d++) n *= p->vals[v].shape.dims[d];
+    return n;
+}
+
+static double kernel_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm) {
+    double bytes = (double)vbytes(p, x->out), flops = 0;
+    for (int k = 0; k < x->nin; k++) bytes += (double)vbytes(p, p->ops[x->in + k]);
+    if (x->kind == LDT__I_KERNEL && (x->op == LDT_OP_MATMUL || x->op == LDT_OP_LINEAR) && x->nin >= 2) {
+        const ldt_shape *a = &p->vals[p->ops[x->in]].shape;
+        double out = (double)vbytes(p, x->out) / (double)ldt_dtype_size((ldt_dtype)p->vals[x->out].dtype);
+        flops = 2.0 * out * (double)(a->ndim ? a->dims[a->ndim - 1] : 1);
+    }
+    return cm->local_overhead_s + bytes / cm->local_bandwidth_Bps +
+           (flops / FLOPS_PER_S > bytes / cm->local_bandwidth_Bps ? flops / FLOPS_PER_S - bytes / cm->local_bandwidth_Bps : 0);
+}
+
+static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
+                           const ldt_mesh *mesh) {
+    if (x->kind == LDT__I_REDIST) return ldt_redist_plan_seconds(x->plan);
+    {
+        int dims[LDT_MAX_DIMS];
+        int64_t n = 1, b = 0;
+        for (int d = 0; d < x->ndims; d++) {
+            dims[d] = x->dims[d];
+            n *= ldt_mesh_dim_size(mesh, x->dims[d]);
+        }
+        for (int k = 0; k < x->nin; k++) b += vbytes(p, p->ops[x->in + k]);
+        if (n <= 1) return 0;
+        return ldt_cost_seconds(cm, mesh, x->ndims, dims, LDT_COLL_ALL_REDUCE, 2 * (n - 1) * b / n, 0);
+    }
+}
+
+void ldt__model_step(const ldt__program *p, const ldt_cost_model *cm, const ldt_mesh *mesh,
+                     double *serial, double *overlapped) {
+    double compute = 0, comm_free = 0, total = 0;
+    double *done = malloc((size_t)(p->nins ? p->nins : 1) * sizeof *done);
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        if (x->kind == LDT__I_WAIT) {
+            if (done && done[x->pair] > compute) compute = done[x->pair];
+        } else if (is_coll(x)) {
+            double c = coll_seconds(p, x, cm, mesh), begin = compute > comm_free ? compute : comm_free;
+            total += c;
+            comm_free = begin + c;
+            if (done) done[i] = comm_free;
+            if (!x->async) compute = comm_free; /* a synchronous collective blocks compute */
+        } else {
+            double k = kernel_seconds(p, x, cm);
+            total += k;
+            compute += k;
+        }
+    }
+    *serial = total;
+    *overlapped = compute > comm_free ? compute : comm_free;
+    free(done);
+}
