@@ -95,7 +95,7 @@ static int replay_floor(const bench_opts *o, bench_results *out) {
 static int gpt_open(ldt_mesh **mesh, ldt_ctx **ctx, ldt_model **m, int quick) {
     ldt_ctx_options co = {0};
     ldt_model_config cfg = ldt_model_config_default("gpt");
-    cfg.layers = quick ? 2 : 4;
+    cfg.layers = quick ? 2 : 12; /* GPT-2 small's depth */
     if (ldt_mesh_parse("4", LDT_DEVICE_CPU, mesh) != LDT_OK) return 1;
     co.mesh = *mesh;
     if (ldt_ctx_create(&co, ctx) != LDT_OK || ldt_model_create(*ctx, "gpt", &cfg, m) != LDT_OK ||

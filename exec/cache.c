@@ -73,7 +73,7 @@ static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     put_i64(k, o && o->trace_path ? 1 : 0);
     put_i64(k, o ? o->no_fuse : 0);
     put_i64(k, o ? o->bucket_bytes : 0);
-    put_i64(k, o ? o->no_overlap : 0);
+    put_i64(k, o ? o->overlap : 0);
     /* the persistent tensors read, in trace order, and the outputs */
     for (int64_t v = 0; v < ctx->nnodes; v++)
         if (ctx->nodes[v]->kind == LDT__PERSISTENT) {

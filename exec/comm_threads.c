@@ -98,6 +98,16 @@ struct ldt_threads {
     tgroup *world_group;
     ldt__send_req **mail;    /* per destination world rank: FIFO of posted sends */
     tcomm *world_comms;      /* one per rank */
+    /* the persistent pool: ranks 1..n-1 on threads made at the first run and kept until
+     * destroy; rank 0 runs on the caller's thread. A run wakes them, it does not create them */
+    struct rank_run *runs;
+    pthread_t *pool;
+    int pool_n;              /* workers started */
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_cv;  /* a job was posted, or stop */
+    pthread_cond_t done_cv;  /* a worker finished its part */
+    uint64_t job;
+    int remaining, stop;
 };
 
 static const ldt__comm_vtable k_threads_vt;
@@ -887,8 +897,11 @@ ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_thre
     return LDT_OK;
 }
 
+static void pool_stop(ldt_threads *w);
+
 void ldt_threads_destroy(ldt_threads *w) {
     if (!w) return;
+    pool_stop(w);
     /* Groups whose handles were never destroyed go too (the handles then dangle). */
     tgroup *g = w->groups;
     while (g) {
@@ -901,6 +914,8 @@ void ldt_threads_destroy(ldt_threads *w) {
     free(w->mail);
     for (int r = 0; r < w->n; r++) free(w->world_comms[r].srcs);
     free(w->world_comms);
+    free(w->runs);
+    free(w->pool);
     free(w);
 }
 
@@ -935,6 +950,66 @@ static void *rank_main(void *p) {
     return NULL;
 }
 
+typedef struct pool_arg {
+    ldt_threads *w;
+    int rank;
+} pool_arg;
+
+static void *pool_main(void *p) {
+    pool_arg a = *(pool_arg *)p;
+    ldt_threads *w = a.w;
+    uint64_t seen = 0;
+    free(p);
+    pthread_mutex_lock(&w->pool_mu);
+    for (;;) {
+        while (w->job == seen && !w->stop) pthread_cond_wait(&w->pool_cv, &w->pool_mu);
+        if (w->stop) break;
+        seen = w->job;
+        pthread_mutex_unlock(&w->pool_mu);
+        rank_main(&w->runs[a.rank]);
+        pthread_mutex_lock(&w->pool_mu);
+        if (--w->remaining == 0) pthread_cond_signal(&w->done_cv);
+    }
+    pthread_mutex_unlock(&w->pool_mu);
+    return NULL;
+}
+
+/* Starts the workers (once); returns 0, or the pthread error. */
+static int pool_start(ldt_threads *w) {
+    if (w->pool) return 0;
+    w->runs = calloc((size_t)w->n, sizeof *w->runs);
+    w->pool = calloc((size_t)w->n, sizeof *w->pool);
+    if (!w->runs || !w->pool) return ENOMEM;
+    pthread_mutex_init(&w->pool_mu, NULL);
+    pthread_cond_init(&w->pool_cv, NULL);
+    pthread_cond_init(&w->done_cv, NULL);
+    for (int r = 1; r < w->n; r++) {
+        pool_arg *a = malloc(sizeof *a);
+        int err;
+        if (!a) return ENOMEM;
+        a->w = w;
+        a->rank = r;
+        if ((err = pthread_create(&w->pool[r], NULL, pool_main, a)) != 0) {
+            free(a);
+            return err;
+        }
+        w->pool_n = r;
+    }
+    return 0;
+}
+
+static void pool_stop(ldt_threads *w) {
+    if (!w->pool || !w->runs) return;
+    pthread_mutex_lock(&w->pool_mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->pool_cv);
+    pthread_mutex_unlock(&w->pool_mu);
+    for (int r = 1; r <= w->pool_n; r++) pthread_join(w->pool[r], NULL);
+    pthread_mutex_destroy(&w->pool_mu);
+    pthread_cond_destroy(&w->pool_cv);
+    pthread_cond_destroy(&w->done_cv);
+}
+
 ldt_status ldt_threads_run(ldt_threads *w, ldt_rank_fn fn, void *arg) {
     if (!w) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "threads_run: threads is NULL");
     if (!fn) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "threads_run: fn is NULL");
@@ -955,39 +1030,34 @@ ldt_status ldt_threads_run(ldt_threads *w, ldt_rank_fn fn, void *arg) {
         LDT_FAIL(LDT_ERR_INVALID_USAGE,
                  "threads_run: a collective timed out in an earlier run, so the ranks are out "
                  "of step; create a new one");
-    int n = w->n;
-    rank_run *runs = calloc((size_t)n, sizeof *runs);
-    pthread_t *tids = calloc((size_t)n, sizeof *tids);
-    if (!runs || !tids) {
-        free(runs);
-        free(tids);
+    int n = w->n, err = pool_start(w);
+    rank_run *runs = w->runs;
+    if (err) {
+        /* Workers already started wait for jobs, not for peers: stopping them is enough. */
+        char msg[160];
+        snprintf(msg, sizeof msg, "could not start the rank threads (%s)", strerror(err));
+        world_abort(w, -1, msg);
         pthread_mutex_lock(&w->mu);
         w->running = 0;
         pthread_mutex_unlock(&w->mu);
-        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "threads_run: out of memory for %d ranks", n);
+        LDT_FAIL(LDT_ERR_SYSTEM, "threads_run: %s", w->failed_msg);
     }
-    int started = 0, err = 0;
-    for (; started < n; started++) {
-        runs[started] = (rank_run){.w = w, .rank = started, .fn = fn, .arg = arg};
-        err = pthread_create(&tids[started], NULL, rank_main, &runs[started]);
-        if (err) break;
+    for (int r = 0; r < n; r++) runs[r] = (rank_run){.w = w, .rank = r, .fn = fn, .arg = arg};
+    pthread_mutex_lock(&w->pool_mu);
+    w->remaining = n - 1;
+    w->job++;
+    pthread_cond_broadcast(&w->pool_cv);
+    pthread_mutex_unlock(&w->pool_mu);
+    {
+        /* rank 0 here: its thread-local error is this thread's, so keep the caller's */
+        rank_main(&runs[0]);
     }
-    if (started < n) {
-        /* Ranks already started would wait for the missing ones: abort to wake them. */
-        char msg[160];
-        snprintf(msg, sizeof msg, "could not start the thread of rank %d of %d (%s)", started,
-                 n, strerror(err));
-        world_abort(w, -1, msg);
-    }
-    for (int r = 0; r < started; r++) pthread_join(tids[r], NULL);
+    pthread_mutex_lock(&w->pool_mu);
+    while (w->remaining > 0) pthread_cond_wait(&w->done_cv, &w->pool_mu);
+    pthread_mutex_unlock(&w->pool_mu);
     pthread_mutex_lock(&w->mu);
     w->running = 0;
     pthread_mutex_unlock(&w->mu);
-    free(tids);
-    if (started < n) {
-        free(runs);
-        LDT_FAIL(LDT_ERR_SYSTEM, "threads_run: %s", w->failed_msg);
-    }
     /* Report the cause, not the echoes: the lowest rank that failed on its own, else the
      * lowest rank that failed because another did (LDT_ERR_REMOTE). */
     int pick = -1;
@@ -1002,7 +1072,6 @@ ldt_status ldt_threads_run(ldt_threads *w, ldt_rank_fn fn, void *arg) {
         ldt__error_set_raw(msg, runs[pick].trace);
         st = runs[pick].st;
     }
-    free(runs);
     return st;
 }
 

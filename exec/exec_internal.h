@@ -14,8 +14,23 @@ typedef struct rank_state rank_state;
 
 /* One bound instruction: a function pointer called with its prepared kernel call. Wrappers
  * (load, collectives, fill, custom) find the rest of their instruction around `call`. */
+/* A custom op's call, prepared at bind so a replay makes one more indirect call, no more. */
+typedef struct ldt__custom_call {
+    ldt_custom_cpu_fn fn;
+    void *user;
+    const void **in;
+    ldt_shape *shapes;
+    ldt_dtype *dtypes;
+    void *out;
+    int16_t nin;
+    int16_t out_dtype;
+} ldt__custom_call;
+
 typedef struct binstr {
-    ldt__kernel_fn fn;
+    _Alignas(64) ldt__kernel_fn fn;
+    /* a custom op's call, in the same cache line as fn: a replay of custom kernels reads one
+     * line per instruction */
+    ldt__custom_call custom_call;
     ldt__kcall call;
     rank_state *rs;
     int64_t idx;      /* in the program */
@@ -23,7 +38,7 @@ typedef struct binstr {
     uint64_t version; /* LOAD of a parameter/constant: the version its copy holds */
     ldt_comm *comm;   /* ALL_REDUCE: the group, made at the first replay */
     ldt_redist_runner *runner; /* REDIST: made at the first replay */
-    struct ldt__custom_call *custom; /* KERNEL of a custom op: its arguments, prepared */
+    ldt__custom_call *custom; /* KERNEL of a custom op: &custom_call, else NULL */
     int64_t count;  /* fused ALL_REDUCE: elements in the bucket */
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer */
     ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
@@ -43,15 +58,6 @@ typedef struct ldt__commq {
     int stop;
     uint64_t gen; /* the current replay */
 } ldt__commq;
-
-/* A custom op's call, prepared at bind so a replay makes one more indirect call, no more. */
-typedef struct ldt__custom_call {
-    ldt_custom_cpu_fn fn;
-    void *user;
-    const void **in;
-    ldt_shape *shapes;
-    ldt_dtype *dtypes;
-} ldt__custom_call;
 
 typedef struct ldt__rand_slot {
     ldt__attrs *attrs; /* the program's copy, patched each replay */
@@ -76,8 +82,7 @@ struct rank_state {
     ldt__operand *opnds;
     ldt__rand_slot *rand;
     int64_t nrand;
-    ldt__custom_call *customs; /* the custom ops' calls and their argument pools */
-    const void **cin;
+    const void **cin; /* the custom ops' argument pools */
     ldt_shape *cshapes;
     ldt_dtype *cdtypes;
     ldt_comm *world;

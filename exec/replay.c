@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -63,9 +64,9 @@ static ldt_status w_load(const ldt__kcall *c) {
 }
 
 static ldt_status w_custom(const ldt__kcall *c) {
-    const ldt__custom_call *k = BIN_OF(c)->custom;
+    const ldt__custom_call *k = &BIN_OF(c)->custom_call;
     ldt_status st;
-    st = k->fn(c->nin, k->in, k->shapes, k->dtypes, c->out.data, &c->out.shape, c->out.dtype, k->user);
+    st = k->fn(k->nin, k->in, k->shapes, k->dtypes, k->out, &c->out.shape, (ldt_dtype)k->out_dtype, k->user);
     if (st != LDT_OK && !ldt_last_error()[0])
         ldt__error(st, "custom op %s: kernel returned %s", ldt__op_name(BIN_OF(c)->rs->e->ctx, c->op),
                    ldt_status_name(st));
@@ -75,13 +76,17 @@ static ldt_status w_custom(const ldt__kcall *c) {
 /* The custom call of instruction b: its arguments from the rank's pools, in order. */
 static void bind_custom(rank_state *rs, binstr *b, int64_t *nc, int64_t *narg) {
     const ldt__custom_op *op = &rs->e->ctx->custom[b->call.op - LDT_OP_COUNT];
-    ldt__custom_call *k = &rs->customs[(*nc)++];
+    ldt__custom_call *k = &b->custom_call;
+    (*nc)++;
     b->custom = k;
     k->fn = op->cpu_fn;
     k->user = op->user;
     k->in = rs->cin + *narg;
     k->shapes = rs->cshapes + *narg;
     k->dtypes = rs->cdtypes + *narg;
+    k->out = b->call.out.data;
+    k->nin = (int16_t)b->call.nin;
+    k->out_dtype = (int16_t)b->call.out.dtype;
     *narg += b->call.nin;
     for (int i = 0; i < b->call.nin; i++) {
         k->in[i] = b->call.in[i].data;
@@ -301,7 +306,9 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
     if (!outside || !keep) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     rs->val = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *rs->val);
     rs->whole_input = calloc((size_t)(e->nbindings ? e->nbindings : 1), 1);
-    rs->ins = calloc((size_t)(p->nins ? p->nins : 1), sizeof *rs->ins);
+    /* 64-byte aligned: each instruction's hot part (fn and a custom call) is one cache line */
+    rs->ins = aligned_alloc(64, (size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins);
+    if (rs->ins) memset(rs->ins, 0, (size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins);
     if (!rs->val || !rs->whole_input || !rs->ins) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     /* held outside the arena: parameter and constant shards (persistent per rank) */
     for (int64_t i = 0; i < p->nins; i++) {
@@ -314,11 +321,10 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
             ncarg += x->nin;
         }
     }
-    rs->customs = calloc((size_t)(ncustom ? ncustom : 1), sizeof *rs->customs);
     rs->cin = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cin);
     rs->cshapes = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cshapes);
     rs->cdtypes = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cdtypes);
-    if (!rs->customs || !rs->cin || !rs->cshapes || !rs->cdtypes)
+    if (!rs->cin || !rs->cshapes || !rs->cdtypes)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     ncustom = ncarg = 0;
     for (int i = 0; i < e->nout; i++) keep[p->node_val[e->outs[i].node]] = 1;
@@ -462,6 +468,7 @@ static void patch_pointers(rank_state *rs) {
             if (rs->ins[i].custom) rs->ins[i].custom->in[j] = rs->opnds[k].data;
         }
         rs->ins[i].call.out.data = rs->val_now[x->out];
+        if (rs->ins[i].custom) rs->ins[i].custom->out = rs->ins[i].call.out.data;
     }
 }
 
@@ -582,7 +589,6 @@ void ldt__exec_destroy(ldt_exec *e) {
             ldt_redist_runner_destroy(rs->ins[i].runner);
             free(rs->ins[i].scratch);
         }
-        free(rs->customs);
         free(rs->cin);
         free(rs->cshapes);
         free(rs->cdtypes);
@@ -667,13 +673,15 @@ static ldt_status schedule_all(ldt_exec *e, const ldt_compile_options *o) {
     ldt_cost_model cm;
     if (o && o->plan.cost) cm = *o->plan.cost;
     else LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int overlap = o && o->overlap ? o->overlap > 0 : cores >= 2L * ldt_mesh_nranks(e->mesh);
     for (int r = 0; r < e->nprogs; r++) {
         ldt__program *p = e->progs[r];
         double serial, over;
         int64_t moved = 0;
         if (!p) continue;
         ldt__model_step(p, &cm, e->mesh, &serial, &over);
-        if (!(o && o->no_overlap)) {
+        if (overlap) {
             LDT_CHECK(ldt__schedule_overlap(p, &moved));
             ldt__model_step(p, &cm, e->mesh, &serial, &over);
         }

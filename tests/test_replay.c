@@ -351,7 +351,7 @@ Test(replay, overlapped_collectives_start_early_and_change_no_bit) {
             y = acc;
         }
         o.no_fuse = 1;
-        o.no_overlap = mode == 0;
+        o.overlap = mode == 0 ? -1 : 1;
         cr_assert_eq(ldt_compile(ctx, &y, 1, &o, &ex), LDT_OK, "%s", ldt_last_error());
         for (int rep = 0; rep < 3; rep++) cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
         cr_assert_eq(ldt_exec_read(ex, 0, got[mode], sizeof got[mode]), LDT_OK);

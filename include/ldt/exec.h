@@ -227,7 +227,10 @@ typedef struct ldt_compile_options {
     ldt_plan_options plan;
     const char *trace_path; /* write a Chrome trace JSON of each replay here (NULL: none) */
     int no_fuse;            /* keep every collective a call of its own */
-    int no_overlap;         /* run collectives in line instead of on a communication thread */
+    /* collectives on a communication thread per rank, overlapping compute: 1 on, -1 off, 0
+     * auto (on when the machine has a core for every rank and communication thread; on
+     * fewer, the threads' hand-offs cost more than the overlap gains) */
+    int overlap;
     int64_t bucket_bytes;   /* fusion bucket cap; 0: 25 MiB */
 } ldt_compile_options;
 

@@ -26,5 +26,6 @@ int cmd_info(int argc, char **argv);
 int cmd_redistribute(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

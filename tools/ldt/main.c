@@ -15,6 +15,7 @@ static const command k_commands[] = {
     {"info", cmd_info, "what this build holds (CUDA, NCCL, MPI) and the devices it sees"},
     {"redistribute", cmd_redistribute, "plan (and --run) a redistribution between placements or meshes"},
     {"plan", cmd_plan, "plan a model's forward pass for a mesh: strategies, collectives, programs"},
+    {"run", cmd_run, "compile a model's forward pass and replay it on rank threads (--trace FILE)"},
     {"calibrate", cmd_calibrate, "measure latency and bandwidth per mesh dim into a cost profile"},
 };
 
