@@ -19,6 +19,8 @@
 #include "planner/plan_internal.h"
 
 #define STRICT_PENALTY 1e9
+/* the compute term's flops rate: a CPU core's GEMM, or a GPU's when the profile says so */
+#define LDT__PLAN_FLOPS_PER_S 50e9
 
 /* ---------------------------------------------------------------------------------------
  * Growing arrays and open-addressing tables of ids.
@@ -302,6 +304,76 @@ static ldt_status options_of(ldt_plan *p, const ldt_tensor *t, ldt__opts1 *o) {
     return LDT_OK;
 }
 
+/* Floating-point operations of one node on one device (GEMM-like ops; 0 for the rest). */
+static void node_work(const ldt_tensor *t, double *flops) {
+    *flops = 0;
+    if ((t->op == LDT_OP_MATMUL || t->op == LDT_OP_LINEAR) && t->nin >= 2) {
+        const ldt_shape *a = LDT__IN(t)[0]->shape;
+        double out = (double)ldt__nbytes(t) / (double)ldt__dtype_size((ldt_dtype)t->dtype);
+        *flops = 2 * out * (double)(a->ndim ? a->dims[a->ndim - 1] : 1);
+    } else if (t->op == LDT_OP_SDPA) {
+        const ldt_shape *q = LDT__IN(t)[0]->shape, *k = LDT__IN(t)[1]->shape;
+        double b = 1;
+        for (int d = 0; d < q->ndim - 2; d++) b *= (double)q->dims[d];
+        *flops = 4 * b * (double)q->dims[q->ndim - 2] * (double)k->dims[k->ndim - 2] *
+                 (double)q->dims[q->ndim - 1];
+    }
+}
+
+/* The seconds each strategy costs of its own: the collectives its lowering issues, and (the
+ * optional compute term) its work on one rank by a roofline on the cost model's local
+ * bandwidth and a flops rate: the bytes of its local shards, and the GEMM flops split by the
+ * mesh dims that shard the output (or split the contraction into a Partial). */
+/* The number of pieces placement list pl cuts a tensor into (Shard, InterleavedShard). */
+static double pieces(const ldt_plan *p, const ldt_placement *pl) {
+    double n = 1;
+    for (int i = 0; i < p->nd; i++)
+        if (ldt__pl_is_shard(&pl[i])) n *= (double)ldt_mesh_dim_size(p->mesh, i);
+    return n;
+}
+
+static ldt_status own_costs(ldt_plan *p, const ldt_tensor *t, ldt__sset *ss) {
+    const ldt__op_strategy *row = NULL;
+    double flops = 0;
+    if (t->kind == LDT__PERSISTENT || ss->n == 0) return LDT_OK;
+    if (t->op < LDT_OP_COUNT) row = ldt__op_strategy_of(t->op);
+    if (!(row && row->comm) && !p->compute) return LDT_OK;
+    if (!(ss->own = malloc((size_t)ss->n * sizeof *ss->own)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    node_work(t, &flops);
+    for (int s = 0; s < ss->n; s++) {
+        const uint16_t *pl = LDT__SSET_PL(ss, s);
+        const ldt_placement *in[LDT__SMAX_IN], *out = ldt__plist(p, pl[0]);
+        double split = 1, bytes, secs;
+        for (int k = 0; k < ss->nin && k < LDT__SMAX_IN; k++) in[k] = ldt__plist(p, pl[1 + k]);
+        ss->own[s] = row && row->comm ? row->comm(t, p->mesh, out, in, &p->cost) : 0;
+        if (!p->compute) continue;
+        for (int i = 0; i < p->nd; i++) {
+            int split_here = ldt__pl_is_shard(&out[i]);
+            /* Partial out of sharded inputs: the contraction is split */
+            for (int k = 0; !split_here && out[i].kind == LDT_PLACE_PARTIAL && k < ss->nin && k < LDT__SMAX_IN; k++)
+                split_here = ldt__pl_is_shard(&in[k][i]);
+            if (split_here) split *= (double)ldt_mesh_dim_size(p->mesh, i);
+        }
+        /* the local bytes read and written: each operand's shard */
+        bytes = (double)ldt__nbytes(t) / pieces(p, out);
+        for (int k = 0; k < ss->nin && k < LDT__SMAX_IN; k++)
+            bytes += (double)ldt__nbytes(LDT__IN(t)[k]) / pieces(p, in[k]);
+        secs = bytes / p->cost.local_bandwidth_Bps;
+        if (flops / split / LDT__PLAN_FLOPS_PER_S > secs) secs = flops / split / LDT__PLAN_FLOPS_PER_S;
+        ss->own[s] += secs;
+    }
+    return LDT_OK;
+}
+
+double ldt__all_reduce_seconds(const ldt_cost_model *cm, const ldt_mesh *mesh, const int *dims,
+                               int n, int64_t bytes) {
+    int64_t g = 1;
+    for (int i = 0; i < n; i++) g *= ldt_mesh_dim_size(mesh, dims[i]);
+    if (n == 0 || g <= 1) return 0;
+    return ldt_cost_seconds(cm, mesh, n, dims, LDT_COLL_ALL_REDUCE, 2 * (g - 1) * bytes / g, 0);
+}
+
 static ldt_status node_sset(ldt_plan *p, const ldt_tensor *t, skey *k, ldt__sset **out) {
     int32_t slot, id;
     uint64_t h;
@@ -333,6 +405,7 @@ static ldt_status node_sset(ldt_plan *p, const ldt_tensor *t, skey *k, ldt__sset
     if (st == LDT_OK) st = enumerate(p, t, &o, ss);
     free(o.v);
     LDT_CHECK(st);
+    LDT_CHECK(own_costs(p, t, ss));
     if (ss->n == 0) {
         char pin[128], d[256];
         ldt__describe(t, d, sizeof d);
@@ -349,6 +422,14 @@ static ldt_status node_sset(ldt_plan *p, const ldt_tensor *t, skey *k, ldt__sset
 /* ---------------------------------------------------------------------------------------
  * Redistribution prices.
  */
+/* A 64-bit mix for the memo's keys (the splitmix64 finalizer): this lookup is the search's
+ * inner loop, so it must cost a few instructions, not a general hash. */
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 /* The memo entry of (cls, from, to), made (unpriced) if new; NULL on out of memory. */
 static ldt__redist_memo *memo_entry(ldt_plan *p, int32_t cls, int from, int to) {
     uint64_t key = (((uint64_t)(uint32_t)cls << 32) | ((uint64_t)from << 16) | (uint64_t)to) + 1;
@@ -359,7 +440,7 @@ static ldt__redist_memo *memo_entry(ldt_plan *p, int32_t cls, int from, int to) 
         if (!nm) return NULL;
         for (int64_t j = 0; j < p->memo_cap; j++)
             if (p->memo[j].key) {
-                uint64_t s = XXH3_64bits(&p->memo[j].key, 8) & (uint64_t)(nc - 1);
+                uint64_t s = mix64(p->memo[j].key) & (uint64_t)(nc - 1);
                 while (nm[s].key) s = (s + 1) & (uint64_t)(nc - 1);
                 nm[s] = p->memo[j];
             }
@@ -368,7 +449,7 @@ static ldt__redist_memo *memo_entry(ldt_plan *p, int32_t cls, int from, int to) 
         p->memo_cap = nc;
     }
     mask = (uint64_t)p->memo_cap - 1;
-    i = XXH3_64bits(&key, 8) & mask;
+    i = mix64(key) & mask;
     while (p->memo[i].key && p->memo[i].key != key) i = (i + 1) & mask;
     if (!p->memo[i].key) {
         p->memo_n++;
@@ -453,11 +534,25 @@ static double approx_cost(const ldt_plan *p, int32_t cls, int from, int to) {
  * strict mode makes any move not into a redistribute node prohibitive. */
 static double move_cost(ldt_plan *p, int32_t cls, int from, int to, const ldt_tensor *v) {
     ldt__redist_memo *e;
+    uint64_t key;
+    ldt__approx_slot *slot;
+    double c;
     if (from == to) return 0;
-    if (!(e = memo_entry(p, cls, from, to))) return INFINITY;
-    if (isnan(e->approx)) e->approx = approx_cost(p, cls, from, to);
-    if (p->opts.strict && v->op != LDT_OP_REDISTRIBUTE) return e->approx + STRICT_PENALTY;
-    return e->approx;
+    /* a small direct-mapped cache in front of the memo: the search asks the same few moves
+     * over and over, and this stays in the first-level cache */
+    key = (((uint64_t)(uint32_t)cls << 32) | ((uint64_t)from << 16) | (uint64_t)to) + 1;
+    slot = &p->approx_cache[mix64(key) & (LDT__APPROX_CACHE - 1)];
+    if (slot->key == key) {
+        c = slot->seconds;
+    } else {
+        if (!(e = memo_entry(p, cls, from, to))) return INFINITY;
+        if (isnan(e->approx)) e->approx = approx_cost(p, cls, from, to);
+        c = e->approx;
+        slot->key = key;
+        slot->seconds = c;
+    }
+    if (p->opts.strict && v->op != LDT_OP_REDISTRIBUTE) return c + STRICT_PENALTY;
+    return c;
 }
 
 /* The real price of a move (its redistribution plan's modeled seconds). */
@@ -477,7 +572,7 @@ static int is_leaf(const ldt_tensor *t) { return t->kind == LDT__PERSISTENT; }
 static double in_cost(ldt_plan *p, const int32_t *choice, int64_t v, int s) {
     const ldt_tensor *t = p->ctx->nodes[v];
     const ldt__sset *ss = p->node_ss[v];
-    double c = 0;
+    double c = ss->own ? ss->own[s] : 0;
     if (is_leaf(t)) return 0;
     for (int k = 0; k < t->nin; k++) {
         const ldt_tensor *u = LDT__IN(t)[k];
@@ -487,32 +582,93 @@ static double in_cost(ldt_plan *p, const int32_t *choice, int64_t v, int s) {
     return c;
 }
 
-/* Cost of the edges out of v under strategy s, given its consumers' choices. */
-static double out_cost(ldt_plan *p, const int32_t *choice, int64_t v, int s) {
-    int from = LDT__SSET_PL(p->node_ss[v], s)[0];
-    double c = 0;
-    for (int64_t j = p->use_off[v]; j < p->use_off[v + 1]; j++) {
-        int32_t w = p->use_node[j];
-        int to = LDT__SSET_PL(p->node_ss[w], choice[w])[1 + p->use_slot[j]];
-        c += move_cost(p, p->node_class[v], from, to, p->ctx->nodes[w]);
-    }
-    return c;
+
+/* Per-strategy costs of node v given its neighbours' choices, into cost[0..n): its own
+ * cost, plus (with_in) its input moves and (with_out) its output moves. Strategies repeat
+ * placement lists, so each distinct list is priced once per edge (a cache indexed by list
+ * id, invalidated by a stamp). */
+typedef struct eval_scratch {
+    double *val;
+    uint32_t *stamp;
+    uint32_t now;
+    int32_t cap;
+} eval_scratch;
+
+static int scratch_fit(eval_scratch *e, int32_t n) {
+    if (n <= e->cap) return 1;
+    free(e->val);
+    free(e->stamp);
+    e->val = malloc((size_t)n * sizeof *e->val);
+    e->stamp = calloc((size_t)n, sizeof *e->stamp);
+    e->cap = e->val && e->stamp ? n : 0;
+    e->now = 0;
+    return e->cap == n;
 }
 
-static void search_greedy(ldt_plan *p, int32_t *choice) {
-    for (int64_t v = 0; v < p->nnodes; v++) {
-        const ldt__sset *ss = p->node_ss[v];
-        double best = INFINITY;
-        choice[v] = 0;
-        if (is_leaf(p->ctx->nodes[v])) continue; /* leaves: strategy 0 (R, or the pin) */
-        for (int s = 0; s < ss->n; s++) {
-            double c = in_cost(p, choice, v, s);
-            if (c < best) {
-                best = c;
-                choice[v] = s;
+static void eval_node(ldt_plan *p, const int32_t *choice, int64_t v, int with_in, int with_out,
+                      eval_scratch *e, double *cost) {
+    const ldt_tensor *t = p->ctx->nodes[v];
+    const ldt__sset *ss = p->node_ss[v];
+    for (int s = 0; s < ss->n; s++) cost[s] = ss->own ? ss->own[s] : 0;
+    if (with_in && !is_leaf(t))
+        for (int k = 0; k < t->nin; k++) {
+            const ldt_tensor *u = LDT__IN(t)[k];
+            int from = LDT__SSET_PL(p->node_ss[u->id], choice[u->id])[0];
+            e->now++;
+            for (int s = 0; s < ss->n; s++) {
+                int to = LDT__SSET_PL(ss, s)[1 + k];
+                if (e->stamp[to] != e->now) {
+                    e->stamp[to] = e->now;
+                    e->val[to] = move_cost(p, p->node_class[u->id], from, to, t);
+                }
+                cost[s] += e->val[to];
             }
         }
+    if (with_out && p->use_off[v] < p->use_off[v + 1]) {
+        e->now++;
+        for (int s = 0; s < ss->n; s++) {
+            int from = LDT__SSET_PL(ss, s)[0];
+            if (e->stamp[from] != e->now) {
+                double c = 0;
+                for (int64_t j = p->use_off[v]; j < p->use_off[v + 1]; j++) {
+                    int32_t w = p->use_node[j];
+                    int to = LDT__SSET_PL(p->node_ss[w], choice[w])[1 + p->use_slot[j]];
+                    c += move_cost(p, p->node_class[v], from, to, p->ctx->nodes[w]);
+                }
+                e->stamp[from] = e->now;
+                e->val[from] = c;
+            }
+            cost[s] += e->val[from];
+        }
     }
+}
+
+static int argmin(const double *c, int n) {
+    int best = 0;
+    for (int s = 1; s < n; s++)
+        if (c[s] < c[best]) best = s; /* ties: the lower index */
+    return best;
+}
+
+static ldt_status search_greedy(ldt_plan *p, int32_t *choice) {
+    eval_scratch e = {0};
+    double *cost = malloc((size_t)(p->max_strategies ? p->max_strategies : 1) * sizeof *cost);
+    if (!cost || !scratch_fit(&e, p->nplists)) {
+        free(cost);
+        free(e.val);
+        free(e.stamp);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    }
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        choice[v] = 0;
+        if (is_leaf(p->ctx->nodes[v])) continue; /* leaves: strategy 0 (R, or the pin) */
+        eval_node(p, choice, v, 1, 0, &e, cost);
+        choice[v] = argmin(cost, p->node_ss[v]->n);
+    }
+    free(cost);
+    free(e.val);
+    free(e.stamp);
+    return LDT_OK;
 }
 
 /* Distinct output placement lists of u with the least f over strategies giving each. */
@@ -539,7 +695,9 @@ static int groups_of(const ldt_plan *p, int64_t u, const double *f, group *g) {
 
 static ldt_status search_global(ldt_plan *p, int32_t *choice) {
     int64_t n = p->nnodes, total = 0, *off;
-    double *f;
+    double *f, *cost = NULL;
+    char *dirty = NULL;
+    eval_scratch e = {0};
     group *g = NULL;
     int gcap = 0;
     ldt_status st = LDT_OK;
@@ -553,64 +711,65 @@ static ldt_status search_global(ldt_plan *p, int32_t *choice) {
     off[n] = total;
     f = malloc((size_t)(total ? total : 1) * sizeof *f);
     g = malloc((size_t)(gcap ? gcap : 1) * sizeof *g);
-    if (!f || !g) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    cost = malloc((size_t)(gcap ? gcap : 1) * sizeof *cost);
+    dirty = malloc((size_t)(n ? n : 1));
+    if (!f || !g || !cost || !dirty || !scratch_fit(&e, p->nplists))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
     /* forward: f[v][s] = sum over inputs of min over the producer's output groups of
      * (its best cost shared among its consumers + the move) */
     for (int64_t v = 0; v < n; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         const ldt__sset *ss = p->node_ss[v];
-        for (int s = 0; s < ss->n; s++) f[off[v] + s] = 0;
+        for (int s = 0; s < ss->n; s++) f[off[v] + s] = ss->own ? ss->own[s] : 0;
         if (is_leaf(t)) continue;
         for (int k = 0; k < t->nin; k++) {
             int64_t u = LDT__IN(t)[k]->id;
             double share = 1.0 / (double)(p->use_off[u + 1] - p->use_off[u]);
             int ng = groups_of(p, u, f + off[u], g);
-            int last_to = -1;
-            double last = 0;
+            e.now++;
             for (int s = 0; s < ss->n; s++) {
                 int to = LDT__SSET_PL(ss, s)[1 + k];
-                if (to != last_to) { /* strategies often repeat an input's placement */
-                    last = INFINITY;
+                if (e.stamp[to] != e.now) { /* strategies repeat an input's placement list */
+                    double best = INFINITY;
                     for (int j = 0; j < ng; j++) {
                         double c = g[j].f * share + move_cost(p, p->node_class[u], g[j].pl, to, t);
-                        if (c < last) last = c;
+                        if (c < best) best = c;
                     }
-                    last_to = to;
+                    e.stamp[to] = e.now;
+                    e.val[to] = best;
                 }
-                f[off[v] + s] += last;
+                f[off[v] + s] += e.val[to];
             }
         }
     }
-    /* backward: sinks take their best; every other node its best given fixed consumers */
+    /* backward: sinks take their best; every other node its best given fixed consumers (the
+     * forward costs already hold its own cost and its inputs') */
     for (int64_t v = n - 1; v >= 0; v--) {
         const ldt__sset *ss = p->node_ss[v];
-        double best = INFINITY;
         choice[v] = 0;
-        for (int s = 0; s < ss->n; s++) {
-            double c = f[off[v] + s] + out_cost(p, choice, v, s);
-            if (c < best) {
-                best = c;
-                choice[v] = s;
-            }
-        }
+        eval_node(p, choice, v, 0, 1, &e, cost);
+        for (int s = 0; s < ss->n; s++) cost[s] += f[off[v] + s] - (ss->own ? ss->own[s] : 0);
+        choice[v] = argmin(cost, ss->n);
     }
-    /* improvement passes: one node at a time, only strict gains (so it ends) */
-    for (int pass = 0; pass < 3; pass++) {
+    /* improvement passes: one node at a time, only strict gains (so it ends); after the first
+     * pass only nodes next to a change are looked at again */
+    for (int64_t v = 0; v < n; v++) dirty[v] = 1;
+    for (int pass = 0; pass < 4; pass++) {
         int changed = 0;
         for (int64_t v = 0; v < n; v++) {
             const ldt__sset *ss = p->node_ss[v];
-            int cur = choice[v];
-            double now = in_cost(p, choice, v, cur) + out_cost(p, choice, v, cur);
-            for (int s = 0; s < ss->n; s++) {
-                double c;
-                if (s == cur) continue;
-                c = in_cost(p, choice, v, s) + out_cost(p, choice, v, s);
-                if (c < now * (1 - 1e-12) - 1e-15) {
-                    now = c;
-                    choice[v] = s;
-                    changed = 1;
-                }
-            }
+            int cur = choice[v], best;
+            if (!dirty[v] || ss->n < 2) continue;
+            dirty[v] = 0;
+            eval_node(p, choice, v, 1, 1, &e, cost);
+            best = argmin(cost, ss->n);
+            if (best == cur || !(cost[best] < cost[cur] * (1 - 1e-12) - 1e-15)) continue;
+            choice[v] = best;
+            changed = 1;
+            /* its producers and consumers may now prefer something else */
+            if (!is_leaf(p->ctx->nodes[v]))
+                for (int k = 0; k < p->ctx->nodes[v]->nin; k++) dirty[LDT__IN(p->ctx->nodes[v])[k]->id] = 1;
+            for (int64_t j = p->use_off[v]; j < p->use_off[v + 1]; j++) dirty[p->use_node[j]] = 1;
         }
         if (!changed) break;
     }
@@ -618,6 +777,10 @@ fail:
     free(off);
     free(f);
     free(g);
+    free(cost);
+    free(dirty);
+    free(e.val);
+    free(e.stamp);
     return st;
 }
 
@@ -628,6 +791,7 @@ static double price(ldt_plan *p, const int32_t *choice) {
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         if (is_leaf(t)) continue;
+        if (p->node_ss[v]->own) c += p->node_ss[v]->own[choice[v]];
         for (int k = 0; k < t->nin; k++) {
             int64_t u = LDT__IN(t)[k]->id;
             int from = LDT__SSET_PL(p->node_ss[u], choice[u])[0];
@@ -699,6 +863,7 @@ void ldt_plan_destroy(ldt_plan *p) {
     for (int32_t i = 0; i < p->nssets; i++) {
         free(p->ssets[i]->key);
         free(p->ssets[i]->pl);
+        free(p->ssets[i]->own);
         free(p->ssets[i]);
     }
     for (int64_t i = 0; i < p->memo_cap; i++) ldt_redist_plan_destroy(p->memo[i].plan);
@@ -778,6 +943,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         LDT_CHECK_GOTO(ldt_cost_model_preset("uniform", &p->cost));
     }
     p->opts.cost = NULL; /* not kept: the copy is */
+    p->compute = !p->opts.no_compute_cost;
     p->node_ss = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->node_ss);
     p->choice = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->choice);
     p->node_class = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->node_class);
@@ -791,11 +957,12 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         LDT_CHECK_GOTO(node_sset(p, t, &key, &p->node_ss[v]));
         if ((p->node_class[v] = class_id(p, t->shape, (ldt_dtype)t->dtype)) < 0)
             LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        if (p->node_ss[v]->n > p->max_strategies) p->max_strategies = p->node_ss[v]->n;
         if (forced && forced[v] >= p->node_ss[v]->n)
             LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "plan: node %%%lld has %d strategies, %d forced",
                           (long long)v, p->node_ss[v]->n, forced[v]);
     }
-    search_greedy(p, greedy);
+    LDT_CHECK_GOTO(search_greedy(p, greedy));
     p->cost_greedy = price(p, greedy);
     if (p->opts.search == LDT_PLAN_GREEDY && !forced) {
         memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);

@@ -14,6 +14,7 @@ typedef struct ldt__sset {
     int nin;
     int n;
     uint16_t *pl;
+    double *own; /* per strategy, the seconds of its own collectives; NULL: none */
 } ldt__sset;
 
 #define LDT__SSET_PL(ss, s) ((ss)->pl + (size_t)(s) * (size_t)(1 + (ss)->nin))
@@ -31,6 +32,12 @@ typedef struct ldt__shape_class {
     ldt_shape shape;
     ldt_dtype dtype;
 } ldt__shape_class;
+
+#define LDT__APPROX_CACHE 4096
+typedef struct ldt__approx_slot {
+    uint64_t key;
+    double seconds;
+} ldt__approx_slot;
 
 struct ldt_plan {
     ldt_ctx *ctx;
@@ -61,10 +68,13 @@ struct ldt_plan {
     /* priced redistributions */
     ldt__redist_memo *memo;
     int64_t memo_cap, memo_n;
+    ldt__approx_slot approx_cache[LDT__APPROX_CACHE]; /* in front of the memo's estimates */
     /* consumers: per node, its users (CSR) */
     int64_t *use_off;
     int32_t *use_node;
     int8_t *use_slot;
+    int compute; /* the compute term is on */
+    int max_strategies;
     /* interleave block counts seen in pins */
     int64_t iks[8];
     int niks;

@@ -222,9 +222,9 @@ ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f) {
     fprintf(f,
             "\n],\"totals\":{\"collectives\":%" PRId64 ",\"comm_bytes_per_rank\":%" PRId64
             ",\"modeled_seconds\":%.9g,\"plan_seconds\":%.9g,\"redistributions\":%" PRId64
-            ",\"greedy_modeled_seconds\":%.9g,\"nodes\":%" PRId64 "}}\n",
+            ",\"plan_cost_seconds\":%.9g,\"greedy_cost_seconds\":%.9g,\"nodes\":%" PRId64 "}}\n",
             tot.collectives, tot.comm_bytes_per_rank, tot.modeled_seconds, tot.plan_seconds,
-            tot.redistributions, p->cost_greedy, p->nnodes);
+            tot.redistributions, p->cost_chosen, p->cost_greedy, p->nnodes);
     return ferror(f) ? ldt__error(LDT_ERR_SYSTEM, "plan json: write failed") : LDT_OK;
 }
 

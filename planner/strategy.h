@@ -14,6 +14,7 @@
 #ifndef LDT_PLANNER_STRATEGY_H
 #define LDT_PLANNER_STRATEGY_H
 
+#include "ldt/planner.h"
 #include "trace/trace.h"
 
 /* Inputs a strategy can describe; ops with more inputs (a long cat) get only all-Replicate. */
@@ -64,6 +65,10 @@ typedef struct ldt__op_strategy {
      * the rank's region of the output, for kernels that draw by global index). */
     ldt_status (*lower)(struct ldt__lower *L, const struct ldt__lnode *n);
     int needs_region;
+    /* Seconds of the collectives a `lower` issues itself for this N-D combination (the
+     * search adds them to the moves); NULL: none. */
+    double (*comm)(const ldt_tensor *t, const ldt_mesh *mesh, const ldt_placement *out,
+                   const ldt_placement *const *in, const ldt_cost_model *cm);
 } ldt__op_strategy;
 
 /* The strategy row of a built-in op (a row of zeros: only all-Replicate). */
@@ -78,6 +83,11 @@ void ldt__strategies_reduce(ldt__op_strategy *rows);      /* reduce.c */
 void ldt__strategies_nn(ldt__op_strategy *rows);          /* nn.c: softmax..dropout, sdpa */
 void ldt__strategies_index(ldt__op_strategy *rows);       /* index.c: embedding..index_put */
 void ldt__strategies_random(ldt__op_strategy *rows);      /* random.c */
+
+/* Seconds of an all_reduce of `bytes` per rank over mesh dims dims[0..n) (0 when n is 0 or
+ * the group is one rank): for `comm` functions. */
+double ldt__all_reduce_seconds(const ldt_cost_model *cm, const ldt_mesh *mesh, const int *dims,
+                               int n, int64_t bytes);
 
 /* Helpers for option functions. */
 /* 1 when every input and the output of t are floating point (Partial needs it). */

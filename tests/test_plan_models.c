@@ -16,6 +16,8 @@ typedef struct model_run {
     ldt_tensor *loss;
 } model_run;
 
+static int g_big; /* the Megatron GPT test's sizes: a real vocabulary, 8 heads */
+
 static void model_open(model_run *r, const char *kind, const char *mesh_text, const char *pins,
                        int layers) {
     ldt_ctx_options co = {0};
@@ -27,6 +29,13 @@ static void model_open(model_run *r, const char *kind, const char *mesh_text, co
     cfg.vocab = 30;
     cfg.seq = 5;
     cfg.batch = 3; /* uneven on 2 and 4 ranks */
+    if (g_big) {
+        cfg.hidden = 32;
+        cfg.heads = 8;
+        cfg.vocab = 20000;
+        cfg.seq = 16;
+        cfg.batch = 4;
+    }
     if (mesh_text) cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &r->mesh), LDT_OK);
     co.mesh = r->mesh;
     co.seed = 7;
@@ -116,7 +125,7 @@ static int64_t count_calls(ldt_plan *plan, ldt_collective c, int dim, int *touch
         for (int64_t j = 0; j < p->nins; j++) {
             const ldt__instr *x = &p->ins[j];
             if (x->kind == LDT__I_ALL_REDUCE) {
-                n += c == LDT_COLL_ALL_REDUCE;
+                n += c == LDT_COLL_ALL_REDUCE || c == LDT_COLL_COUNT;
                 for (int d = 0; d < x->ndims; d++) *touches |= x->dims[d] == dim;
             } else if (x->kind == LDT__I_REDIST) {
                 for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
@@ -216,4 +225,28 @@ Test(plan_models, plans_are_deterministic) {
         model_close(&r);
     }
     free(first);
+}
+
+/* GPT with Megatron pins on tp=4 (a real vocabulary: the LM head's logits are what would be
+ * costly to gather): two all_reduces per block (after the attention and the MLP output
+ * projections), one where the vocab-parallel embedding's Partial meets the first layer norm,
+ * the three of vocab-parallel cross_entropy, and no all_gather at all: the logits stay
+ * sharded on the vocabulary. The loss equals one device's. */
+Test(plan_models, megatron_gpt_two_all_reduces_per_block_logits_never_gathered) {
+    g_big = 1;
+    for (int layers = 1; layers <= 2; layers++) {
+        model_run r;
+        ldt_plan *plan;
+        int touches;
+        double ref = eager_loss("gpt", layers), got;
+        model_open(&r, "gpt", "tp=4", "megatron", layers);
+        got = planned_loss(&r, NULL, &plan);
+        cr_assert(fabs(got - ref) <= 1e-5 * (1 + fabs(ref)), "loss %.9g, one device %.9g", got, ref);
+        cr_assert_eq(count_calls(plan, LDT_COLL_ALL_REDUCE, -1, &touches), 2 * layers + 1 + 3);
+        cr_assert_eq(count_calls(plan, LDT_COLL_ALL_GATHER, -1, &touches), 0, "nothing is gathered");
+        cr_assert_eq(count_calls(plan, LDT_COLL_COUNT, -1, &touches), 2 * layers + 4);
+        ldt_plan_destroy(plan);
+        model_close(&r);
+    }
+    g_big = 0;
 }

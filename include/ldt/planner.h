@@ -204,6 +204,10 @@ typedef struct ldt_plan_options {
     /* Any redistribution the user did not ask for (with ldt_redistribute_to) is an error
      * naming the op, the tensor and the transform (veScale's disable-redistribute). */
     int strict;
+    /* The search weighs each op's compute too (a roofline estimate of its share of the work
+     * on one rank), so it prefers splitting work to replicating it; 1 leaves it out and
+     * prices communication only. */
+    int no_compute_cost;
 } ldt_plan_options;
 
 typedef struct ldt_plan_totals {

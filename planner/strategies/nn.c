@@ -70,6 +70,26 @@ static void so_cross_entropy(ldt__opts1 *o) {
     ldt__opt_add(o, R, (ldt_placement[]){ldt_shard(n - 1), R});
 }
 
+/* The collectives the lowering below issues: three all_reduces of one value per local row
+ * over the class-sharding mesh dims (row max, exp sum, target logit), and two of one value
+ * over the batch-sharding dims (loss sum, count). */
+static double comm_cross_entropy(const ldt_tensor *t, const ldt_mesh *mesh, const ldt_placement *out,
+                                 const ldt_placement *const *in, const ldt_cost_model *cm) {
+    const ldt_shape *ls = LDT__IN(t)[0]->shape;
+    int nd = ldt_mesh_ndim(mesh), vd[LDT_MAX_DIMS], bd[LDT_MAX_DIMS], nv, nb = 0;
+    int64_t rows = 1, es = (int64_t)ldt_dtype_size((ldt_dtype)LDT__IN(t)[0]->dtype);
+    (void)out;
+    nv = ldt__shard_mesh_dims(in[0], nd, ls->ndim - 1, vd);
+    for (int d = 0; d < ls->ndim - 1; d++) rows *= ls->dims[d];
+    for (int i = 0; i < nd; i++)
+        if (ldt__pl_is_shard(&in[0][i]) && in[0][i].dim != ls->ndim - 1) {
+            bd[nb++] = i;
+            rows = (rows + ldt_mesh_dim_size(mesh, i) - 1) / ldt_mesh_dim_size(mesh, i);
+        }
+    return 3 * ldt__all_reduce_seconds(cm, mesh, vd, nv, rows * es) +
+           2 * ldt__all_reduce_seconds(cm, mesh, bd, nb, es);
+}
+
 /* The local buffers and mesh groups of one cross_entropy lowering. */
 typedef struct ce_low {
     ldt__lower *L;
@@ -258,5 +278,6 @@ void ldt__strategies_nn(ldt__op_strategy *rows) {
     rows[LDT_OP_DROPOUT].needs_region = 1;
     rows[LDT_OP_CROSS_ENTROPY].options = so_cross_entropy;
     rows[LDT_OP_CROSS_ENTROPY].lower = lower_cross_entropy;
+    rows[LDT_OP_CROSS_ENTROPY].comm = comm_cross_entropy;
     rows[LDT_OP_SDPA].options = so_sdpa;
 }
