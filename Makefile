@@ -18,7 +18,7 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	./$(BUILD)/ldt layout --mesh 2x2 --shape 7,5 --placements S0,S1
+	./$(BUILD)/ldt run --model gpt --mesh 4 --pins megatron --steps 3
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -60,9 +60,11 @@ static void sm_inputs(step_model *s, int k) {
     }
 }
 
-static void check_replays(const char *kind, const char *mesh, const char *pins, double dropout) {
+static void check_replays_with(const char *kind, const char *mesh, const char *pins,
+                               double dropout, int no_fuse) {
     enum { STEPS = 10 };
     step_model eg, rp, one;
+    ldt_compile_options o = {0};
     float eager[STEPS], one_dev[STEPS], got;
     ldt_exec *ex = NULL;
     int64_t nb = sizeof(float);
@@ -80,7 +82,8 @@ static void check_replays(const char *kind, const char *mesh, const char *pins, 
     }
     {
         ldt_tensor *loss = ldt_model_forward(rp.m);
-        cr_assert_eq(ldt_compile(rp.ctx, &loss, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+        o.no_fuse = no_fuse;
+        cr_assert_eq(ldt_compile(rp.ctx, &loss, 1, &o, &ex), LDT_OK, "%s", ldt_last_error());
     }
     for (int k = 0; k < STEPS; k++) {
         sm_inputs(&rp, k);
@@ -98,6 +101,12 @@ static void check_replays(const char *kind, const char *mesh, const char *pins, 
     sm_close(&eg);
     sm_close(&rp);
     sm_close(&one);
+}
+
+/* With and without collective fusion. */
+static void check_replays(const char *kind, const char *mesh, const char *pins, double dropout) {
+    check_replays_with(kind, mesh, pins, dropout, 0);
+    check_replays_with(kind, mesh, pins, dropout, 1);
 }
 
 Test(replay, mlp_equals_eager_on_1_2_4_ranks) {

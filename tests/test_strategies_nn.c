@@ -336,8 +336,10 @@ Test(strategies_nn, options_promised) {
     cr_assert(has_opt(ldt_sum(x, d0, 1, 0), "S0", "S1"));
     cr_assert(!has_opt(ldt_softmax(x, 1), "S1", "S1"), "softmax: its dim stays whole");
     tc d = {LDT_F32, 2};
-    ldt_tensor *att = b_sdpa(ctx, &d); /* with dropout: no batch shard */
-    cr_assert(!has_opt(att, "S0", "S0;S0;S0"));
+    ldt_tensor *att = b_sdpa(ctx, &d); /* with dropout: batch and heads, never query rows */
+    cr_assert(has_opt(att, "S0", "S0;S0;S0"));
+    cr_assert(has_opt(att, "S1", "S1;S1;S1"));
+    cr_assert(!has_opt(att, "S2", "S2;R;R"));
     cr_assert(has_opt(att, "S3", "R;R;S3"));
     ldt_ctx_destroy(ctx);
 }

@@ -27,6 +27,7 @@ typedef struct at_plan {
     int causal;
     double scale, p, keep; /* keep = 1/(1-p), 0 for p = 1 */
     uint64_t seed, offset;
+    const int64_t *gb; /* per local batch index its global one (a sharded call), or NULL */
 } at_plan;
 
 /* The keys query i sees: j < at_keys(i). torch's is_causal=True aligns the mask top-left
@@ -64,7 +65,7 @@ static int64_t at_keys(const at_plan *p, int64_t i) {
             ldt__softmax_row_##S_(row, n);                                                     \
             for (int64_t j = n; j < ncols; j++) row[j] = 0;                                    \
             if (p->p <= 0.0) continue;                                                         \
-            int64_t g = ((b * p->Lq) + i0 + r) * p->Lk;                                        \
+            int64_t g = (((p->gb ? p->gb[b] : b) * p->Lq) + i0 + r) * p->Lk;                                        \
             for (int64_t j0 = 0; j0 < n; j0 += AT_CHUNK) {                                     \
                 int64_t len = n - j0 < AT_CHUNK ? n - j0 : AT_CHUNK;                           \
                 ldt__rand_fill_bernoulli_u8(drop, p->seed, p->offset, g + j0, len, p->p);       \
@@ -147,10 +148,30 @@ static ldt_status attention_kernel(const ldt__kcall *c, const at_plan *p) {
 /* ---------------------------------------------------------------------------------------
  * Dispatch: dtypes, shapes and attributes, then the plan.
  *
- * A region (a sharded call) is accepted without dropout, where every output row depends only
- * on local rows of q, k, v. With dropout the mask needs the weights' global indices, which a
- * shard's region of the output does not give (this issue runs SDPA on one device): refused.
+ * A region (a sharded call) places the output in the global tensor. Without dropout every
+ * output row depends only on local rows of q, k, v. With dropout the mask is drawn by the
+ * weights' global index ((b * Lq + i) * Lk + j): the region must hold whole Lq rows, and its
+ * batch dims (any Shard or InterleavedShard runs) give each local batch its global index.
  */
+/* Global flattened batch index of each local batch of region r (batch dims: the first nb). */
+static int64_t *global_batches(const ldt_region *r, const ldt_shape *global, int nb, int64_t B) {
+    int64_t *gb = malloc((size_t)(B ? B : 1) * sizeof *gb);
+    if (!gb) return NULL;
+    for (int64_t lb = 0; lb < B; lb++) {
+        int64_t rest = lb, g = 0, stride = 1;
+        for (int d = nb - 1; d >= 0; d--) {
+            const ldt_dim_runs *run = &r->runs[d];
+            int64_t loc = r->local_shape.dims[d] ? rest % r->local_shape.dims[d] : 0;
+            int64_t gi = (loc / run->len) * run->block_stride + run->start + loc % run->len;
+            rest = r->local_shape.dims[d] ? rest / r->local_shape.dims[d] : 0;
+            g += gi * stride;
+            stride *= global->dims[d];
+        }
+        gb[lb] = g;
+    }
+    return gb;
+}
+
 ldt_status ldt__k_attention(const ldt__kcall *c) {
     if (c->op != LDT_OP_SDPA)
         LDT_FAIL(LDT_ERR_INTERNAL, "attention kernels: op %d (%s) is not " AT_NAME, c->op,
@@ -208,15 +229,29 @@ ldt_status ldt__k_attention(const ldt__kcall *c) {
     if (!isfinite(p.scale))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, AT_NAME ": scale %g; expected a finite number",
                  p.scale);
-    if (c->region && p.p > 0.0)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED,
-                 AT_NAME ": dropout on a shard (a region) is not supported: the mask needs the "
-                 "weights' global indices");
+    if (c->region && p.p > 0.0) {
+        const ldt_region *r = c->region;
+        if (!c->global_shape || c->global_shape->ndim != n || r->ndim != n ||
+            r->runs[n - 2].start != 0 || r->runs[n - 2].blocks != 1 ||
+            r->runs[n - 2].len != c->global_shape->dims[n - 2])
+            LDT_FAIL(LDT_ERR_UNSUPPORTED,
+                     AT_NAME ": dropout on a shard needs whole query rows (the mask is drawn by "
+                     "the weights' global index); the region splits Lq");
+    }
     /* cblas takes int sizes and leading dimensions */
     if (p.Lq > INT_MAX || p.Lk > INT_MAX || p.E > INT_MAX || p.Ev > INT_MAX)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, AT_NAME ": Lq %lld, Lk %lld, E %lld, Ev %lld; cblas takes "
                  "sizes up to %d", (long long)p.Lq, (long long)p.Lk, (long long)p.E,
                  (long long)p.Ev, INT_MAX);
     if (p.B * p.Lq * p.Ev == 0) return LDT_OK;
+    if (c->region && p.p > 0.0) {
+        ldt_status st;
+        int64_t *gb = global_batches(c->region, c->global_shape, n - 2, p.B);
+        if (!gb) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, AT_NAME ": out of memory");
+        p.gb = gb;
+        st = attention_kernel(c, &p);
+        free(gb);
+        return st;
+    }
     return attention_kernel(c, &p);
 }

@@ -51,10 +51,11 @@ static void so_sdpa(ldt__opts1 *o) {
     /* Ev: every rank holds the whole weights, so even the dropout mask's indices are global */
     ldt__opt_add(o, ldt_shard(n - 1), (ldt_placement[]){R, R, ldt_shard(n - 1)});
     ldt__opt_add(o, P, (ldt_placement[]){R, R, P}); /* linear in v */
-    if (dropout) return; /* the kernel draws the mask by local index: no other shard */
+    /* batch and head dims: the kernel maps its region's batches to global ones for the mask */
     for (int d = 0; d < n - 2; d++) ldt__opt_all(o, ldt_shard(d));
-    /* Lq: rows are independent, but the causal mask needs their global positions */
-    if (!causal) ldt__opt_add(o, ldt_shard(n - 2), (ldt_placement[]){ldt_shard(n - 2), R, R});
+    /* Lq: rows are independent, but the causal mask needs their global positions and the
+     * dropout mask whole rows */
+    if (!causal && !dropout) ldt__opt_add(o, ldt_shard(n - 2), (ldt_placement[]){ldt_shard(n - 2), R, R});
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -280,4 +281,5 @@ void ldt__strategies_nn(ldt__op_strategy *rows) {
     rows[LDT_OP_CROSS_ENTROPY].lower = lower_cross_entropy;
     rows[LDT_OP_CROSS_ENTROPY].comm = comm_cross_entropy;
     rows[LDT_OP_SDPA].options = so_sdpa;
+    rows[LDT_OP_SDPA].needs_region = 1;
 }
