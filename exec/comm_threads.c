@@ -106,8 +106,9 @@ struct ldt_threads {
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;  /* a job was posted, or stop */
     pthread_cond_t done_cv;  /* a worker finished its part */
-    uint64_t job;
-    int remaining, stop;
+    _Atomic uint64_t job;    /* written under pool_mu; read without it by spinning workers */
+    _Atomic int remaining;   /* likewise, for the caller waiting on the workers */
+    int stop;
 };
 
 static const ldt__comm_vtable k_threads_vt;
@@ -960,15 +961,19 @@ static void *pool_main(void *p) {
     ldt_threads *w = a.w;
     uint64_t seen = 0;
     free(p);
-    pthread_mutex_lock(&w->pool_mu);
     for (;;) {
-        while (w->job == seen && !w->stop) pthread_cond_wait(&w->pool_cv, &w->pool_mu);
+        /* replays come back to back: yield a while before sleeping, so a wake-up costs a
+         * context switch only after a pause */
+        for (int spin = 0; spin < 200 && atomic_load(&w->job) == seen; spin++) sched_yield();
+        pthread_mutex_lock(&w->pool_mu);
+        while (atomic_load(&w->job) == seen && !w->stop) pthread_cond_wait(&w->pool_cv, &w->pool_mu);
         if (w->stop) break;
-        seen = w->job;
+        seen = atomic_load(&w->job);
         pthread_mutex_unlock(&w->pool_mu);
         rank_main(&w->runs[a.rank]);
         pthread_mutex_lock(&w->pool_mu);
-        if (--w->remaining == 0) pthread_cond_signal(&w->done_cv);
+        if (atomic_fetch_sub(&w->remaining, 1) == 1) pthread_cond_signal(&w->done_cv);
+        pthread_mutex_unlock(&w->pool_mu);
     }
     pthread_mutex_unlock(&w->pool_mu);
     return NULL;
@@ -1044,16 +1049,17 @@ ldt_status ldt_threads_run(ldt_threads *w, ldt_rank_fn fn, void *arg) {
     }
     for (int r = 0; r < n; r++) runs[r] = (rank_run){.w = w, .rank = r, .fn = fn, .arg = arg};
     pthread_mutex_lock(&w->pool_mu);
-    w->remaining = n - 1;
-    w->job++;
+    atomic_store(&w->remaining, n - 1);
+    atomic_fetch_add(&w->job, 1);
     pthread_cond_broadcast(&w->pool_cv);
     pthread_mutex_unlock(&w->pool_mu);
     {
         /* rank 0 here: its thread-local error is this thread's, so keep the caller's */
         rank_main(&runs[0]);
     }
+    for (int spin = 0; spin < 200 && atomic_load(&w->remaining) > 0; spin++) sched_yield();
     pthread_mutex_lock(&w->pool_mu);
-    while (w->remaining > 0) pthread_cond_wait(&w->done_cv, &w->pool_mu);
+    while (atomic_load(&w->remaining) > 0) pthread_cond_wait(&w->done_cv, &w->pool_mu);
     pthread_mutex_unlock(&w->pool_mu);
     pthread_mutex_lock(&w->mu);
     w->running = 0;
