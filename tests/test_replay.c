@@ -85,6 +85,14 @@ static void check_replays_with(const char *kind, const char *mesh, const char *p
         o.no_fuse = no_fuse;
         cr_assert_eq(ldt_compile(rp.ctx, &loss, 1, &o, &ex), LDT_OK, "%s", ldt_last_error());
     }
+    {
+        ldt_exec_stats es;
+        cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
+        /* the memory plan's goal on the GPT graphs: within 5% of the liveness bound */
+        if (strcmp(kind, "gpt") == 0)
+            cr_assert_leq((double)es.arena_bytes, 1.05 * (double)es.bound_bytes, "arena %lld, bound %lld",
+                      (long long)es.arena_bytes, (long long)es.bound_bytes);
+    }
     for (int k = 0; k < STEPS; k++) {
         sm_inputs(&rp, k);
         cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
@@ -191,8 +199,12 @@ Test(replay, zero_copy_inputs_and_chrome_trace) {
     ty = ldt_redistribute_to(ldt_matmul(tx, tw), (ldt_placement[]){ldt_replicate()}, 1);
     o.trace_path = path;
     cr_assert_eq(ldt_compile(ctx, &ty, 1, &o, &ex), LDT_OK, "%s", ldt_last_error());
-    for (int step = 0; step < 3; step++) {
+    for (int step = 0; step < 4; step++) {
         for (int i = 0; i < 12; i++) x[i] = (float)(i * (step + 1) % 7) - 3;
+        if (step == 3) { /* a parameter changed between replays: its shards are reloaded */
+            for (int i = 0; i < 12; i++) w[i] = (float)(i % 3) + 0.5f;
+            cr_assert_eq(ldt_param_set(tw, w, sizeof w), LDT_OK);
+        }
         if (step == 0) cr_assert_eq(ldt_exec_bind(ex, "x", x, sizeof x), LDT_OK);
         /* the reference, by hand */
         for (int r = 0; r < 3; r++)
