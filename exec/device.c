@@ -19,6 +19,18 @@ int ldt_cuda_device_count(void) {
 #endif
 }
 
+#ifdef LDT_HAVE_OPENBLAS
+void openblas_set_num_threads(int);
+#endif
+
+void ldt_set_blas_threads(int n) {
+#ifdef LDT_HAVE_OPENBLAS
+    openblas_set_num_threads(n > 0 ? n : 1);
+#else
+    (void)n;
+#endif
+}
+
 int ldt_built_with_cuda(void) {
 #ifdef LDT_HAVE_CUDA
     return 1;

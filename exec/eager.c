@@ -36,6 +36,10 @@ static ldt_status run_trace(ldt_ctx *ctx, const ldt_tensor *keep_alive) {
         ldt__error(ctx->status, "%s", ctx->errmsg);
         return ctx->status;
     }
+    if (ldt_mesh_device(ctx->mesh) == LDT_DEVICE_META && ctx->nnodes > 0)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                 "eager: the context's mesh is on the meta device, where nothing runs; plan "
+                 "there, then materialize onto a real mesh");
     last = malloc((size_t)(n ? n : 1) * sizeof *last);
     if (!last) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "eager: out of memory");
     /* last use of each node, so intermediates are freed as soon as they are dead */
@@ -119,6 +123,10 @@ ldt_status ldt_read(ldt_tensor *t, void *dst, int64_t nbytes) {
     if (t->op == LDT_OP_DATA && LDT__P(t)->source) LDT_CHECK(ldt_sync(ctx)); /* its value is pending */
     if (t->op == LDT_OP_INPUT && !LDT__P(t)->bound)
         LDT_FAIL(LDT_ERR_INVALID_USAGE, "read: input '%s' has no data bound",
+                 LDT__NAME(t) ? LDT__NAME(t) : "");
+    if (!t->data && nbytes)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                 "read: '%s' is a meta tensor: it holds no data until it is materialized",
                  LDT__NAME(t) ? LDT__NAME(t) : "");
     if (nbytes) memcpy(dst, t->data, (size_t)nbytes);
     return LDT_OK;

@@ -280,6 +280,18 @@ ldt_status ldt_model_init(ldt_model *m, uint64_t seed) {
     if (!m) return ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "model init: model must not be NULL");
     dt = m->cfg.dtype;
     es = (int64_t)ldt_dtype_size(dt);
+    if (ldt_ctx_is_meta(m->ctx)) { /* deferred: recipes, drawing in the same order as below */
+        if ((st = ldt_ctx_set_seed(m->ctx, seed, 0)) != LDT_OK) return st;
+        for (int i = 0; i < m->nparams; i++) {
+            ldt_init in = {0};
+            in.kind = m->init[i] == MODEL_INIT_NORMAL ? LDT_INIT_NORMAL
+                      : m->init[i] == MODEL_INIT_ONE  ? LDT_INIT_ONES
+                                                      : LDT_INIT_ZEROS;
+            in.b = 0.02;
+            if ((st = ldt_param_init(m->params[i], &in)) != LDT_OK) return st;
+        }
+        return LDT_OK;
+    }
     if ((st = ldt_sync(m->ctx)) != LDT_OK) return st;
     if ((st = ldt_ctx_set_seed(m->ctx, seed, 0)) != LDT_OK) return st;
     for (int i = 0; i < m->nparams; i++) {

@@ -2,6 +2,7 @@
  * printed program of a rank. Per-rank figures come from the lowered programs (max over
  * ranks). */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -349,4 +350,46 @@ ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f) {
     if (!p || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan program: NULL argument");
     if (!(prog = ldt__plan_program(p, rank, &st))) return st;
     return ldt__program_print(prog, p->ctx, f);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Parameter memory.
+ */
+ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out) {
+    int nr;
+    int64_t *bytes, *elems;
+    if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan memory: NULL argument");
+    memset(out, 0, sizeof *out);
+    nr = ldt_mesh_nranks(p->mesh);
+    bytes = calloc((size_t)nr, sizeof *bytes);
+    elems = calloc((size_t)nr, sizeof *elems);
+    if (!bytes || !elems) {
+        free(bytes);
+        free(elems);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan memory: out of memory");
+    }
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        ldt_spec spec;
+        int64_t es = (int64_t)ldt_dtype_size((ldt_dtype)t->dtype);
+        if (t->kind != LDT__PERSISTENT || t->op != LDT_OP_PARAM) continue;
+        out->params += ldt__nbytes(t) / es;
+        out->param_bytes += ldt__nbytes(t);
+        if (ldt_spec_init(&spec, p->mesh, t->shape, ldt__plan_out(p, v), p->nd, (ldt_dtype)t->dtype) != LDT_OK)
+            continue; /* cannot happen: the plan checked it */
+        for (int i = 0; i < nr; i++) {
+            ldt_region r;
+            if (ldt_layout(&spec, ldt_mesh_rank_at(p->mesh, i), &r) != LDT_OK) continue;
+            bytes[i] += r.numel * es;
+            elems[i] += r.numel;
+        }
+    }
+    for (int i = 0; i < nr; i++) {
+        if (bytes[i] > out->per_rank_param_bytes_max) out->per_rank_param_bytes_max = bytes[i];
+        if (elems[i] > out->per_rank_param_elems_max) out->per_rank_param_elems_max = elems[i];
+    }
+    free(bytes);
+    free(elems);
+    ldt_clear_error();
+    return LDT_OK;
 }

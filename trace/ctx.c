@@ -157,12 +157,16 @@ static ldt_tensor *persistent(ldt_ctx *ctx, int op, const char *what, const char
     t = &p->t;
     t->kind = LDT__PERSISTENT;
     t->attrs = &ctx->no_attrs;
-    t->data = calloc(1, (size_t)(nbytes ? nbytes : 1));
+    /* on a meta mesh inputs and parameters hold nothing: a 175B-parameter model is described
+     * in kilobytes; constants carry their data (they are given it now) */
+    if (ldt_mesh_device(ctx->mesh) != LDT_DEVICE_META || op == LDT_OP_CONST)
+        t->data = calloc(1, (size_t)(nbytes ? nbytes : 1));
     if (name) {
         p->name = malloc(strlen(name) + 1);
         if (p->name) memcpy(p->name, name, strlen(name) + 1);
     }
-    if (!t->data || (name && !p->name)) {
+    if ((!t->data && (ldt_mesh_device(ctx->mesh) != LDT_DEVICE_META || op == LDT_OP_CONST)) ||
+        (name && !p->name)) {
         free_persistent(t);
         return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes",
                              what, (long long)nbytes);
@@ -203,6 +207,11 @@ static ldt_status set_data(ldt_tensor *t, int op, const char *what, const void *
     if (t->kind != LDT__PERSISTENT || t->op != op)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: the tensor is a %s, expected a %s", what,
                  ldt__op_name(t->ctx, t->op), ldt__op_name(t->ctx, op));
+    if (!t->data)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE,
+                 "%s '%s': the context's mesh is on the meta device, where tensors hold no data; "
+                 "give parameters an init recipe (ldt_param_init) and materialize them on a real "
+                 "mesh", what, LDT__NAME(t) ? LDT__NAME(t) : "");
     if (nbytes != ldt__nbytes(t)) {
         ldt_shape_format(t->shape, d, sizeof d);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s '%s': %lld bytes given, expected %lld (%s %s)",

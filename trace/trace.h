@@ -56,6 +56,10 @@ typedef struct ldt__persistent {
     ldt_tensor *source; /* kept DATA: the node whose value it receives (current trace only) */
     ldt_placement pin_store[LDT_MAX_DIMS];
     ldt_shape shape_store;
+    /* PARAM: its init recipe (ldt_param_init) */
+    int has_init;
+    ldt_init init;
+    uint64_t init_seed, init_offset;
 } ldt__persistent;
 
 /* The persistent part of t; only for t->kind == LDT__PERSISTENT. */

@@ -132,6 +132,9 @@ ldt_status ldt_to_local(const ldt_shards *s, int rank, void *dst, int64_t nbytes
 /* Number of CUDA devices: 0 when the build has no CUDA or the runtime reports any error
  * (no driver, no device). */
 int ldt_cuda_device_count(void);
+/* Threads each BLAS call may use (OpenBLAS); rank threads set 1, since they use the cores
+ * already. Programs that do no GEMM of their own call it early to keep BLAS's pool idle. */
+void ldt_set_blas_threads(int n);
 /* 1 when the library was built with CUDA, NCCL, MPI. */
 int ldt_built_with_cuda(void);
 int ldt_built_with_nccl(void);

@@ -47,7 +47,8 @@ int64_t ldt_model_param_count(const ldt_model *m);
 ldt_status ldt_model_param_count_of(const char *kind, const ldt_model_config *cfg,
                                     int64_t *out);
 /* Fills the parameters GPT-2 style (weights N(0, 0.02), biases 0, norms 1) from the random
- * stream with this seed, by running a small trace. */
+ * stream with this seed, by running a small trace. On a meta mesh it gives each parameter
+ * that recipe instead (ldt_param_init), drawing the same stream positions. */
 ldt_status ldt_model_init(ldt_model *m, uint64_t seed);
 /* Records the forward pass and returns the loss (0-dim); NULL with the error stuck on the
  * context on failure. *logits (gpt) or *out (mlp) may be requested through ldt_model_output

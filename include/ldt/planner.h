@@ -235,6 +235,17 @@ double ldt_plan_cost(const ldt_plan *p);
 double ldt_plan_greedy_cost(const ldt_plan *p);
 /* Wall time of ldt_plan_create (strategies, search, pricing; not lowering). */
 double ldt_plan_seconds(const ldt_plan *p);
+/* Parameter memory under the chosen placements (works on a meta mesh): the parameters' global
+ * elements and bytes, and the most bytes any rank holds of them (its shards). Gradients take
+ * as much again; Adam's two f32 states per element take 8 bytes an element of a shard. */
+typedef struct ldt_plan_memory {
+    int64_t params;                   /* elements */
+    int64_t param_bytes;              /* global */
+    int64_t per_rank_param_bytes_max; /* the largest rank's shards */
+    int64_t per_rank_param_elems_max;
+} ldt_plan_memory;
+ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out);
+
 /* The JSON of `ldt plan --json`: {"nodes":[...],"totals":{...}}. */
 ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f);
 /* Graphviz: nodes coloured by placement, redistribution edges labelled with collectives. */

@@ -60,6 +60,48 @@ ldt_tensor *ldt_param(ldt_ctx *ctx, const char *name, const ldt_shape *shape, ld
 ldt_tensor *ldt_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, const void *data);
 ldt_status ldt_input_bind(ldt_tensor *input, const void *data, int64_t nbytes);
 ldt_status ldt_param_set(ldt_tensor *param, const void *data, int64_t nbytes);
+/* Init recipes (deferred init): how a parameter's values are made, recorded now and computed
+ * when it is materialized, each rank computing only its shard from global indices, so every
+ * sharding gives the single-device values. Random kinds take their (seed, offset) from the
+ * context's stream when the recipe is given (advancing it by the single-device amount), so
+ * recipes given in the same order draw the same values as ops recorded in that order.
+ * Fans come from the global shape [out, in, ...]: fan_in = in * receptive, fan_out = out *
+ * receptive, receptive = the product of the dims after the first two. */
+typedef enum ldt_init_kind {
+    LDT_INIT_ZEROS,
+    LDT_INIT_ONES,
+    LDT_INIT_FULL,            /* a */
+    LDT_INIT_ARANGE,          /* a + b * i, i the row-major index */
+    LDT_INIT_UNIFORM,         /* U[a, b) */
+    LDT_INIT_NORMAL,          /* N(mean a, std b) */
+    LDT_INIT_TRUNC_NORMAL,    /* N(mean a, std b) truncated to [lo, hi] */
+    LDT_INIT_KAIMING_UNIFORM, /* U(-bound, bound), bound = gain sqrt(3 / fan), gain sqrt(2 / (1 + a^2)) */
+    LDT_INIT_KAIMING_NORMAL,  /* N(0, gain / sqrt(fan)) */
+    LDT_INIT_XAVIER_UNIFORM,  /* U(-bound, bound), bound = gain sqrt(6 / (fan_in + fan_out)), gain a (0: 1) */
+    LDT_INIT_XAVIER_NORMAL,   /* N(0, gain sqrt(2 / (fan_in + fan_out))) */
+    LDT_INIT_COPY,            /* from host data (borrowed until materialized), row-major */
+    LDT_INIT_KIND_COUNT
+} ldt_init_kind;
+
+typedef struct ldt_init {
+    ldt_init_kind kind;
+    double a, b;       /* the kind's parameters, as above */
+    double lo, hi;     /* trunc_normal's bounds */
+    int fan_out;       /* kaiming: 1 uses fan_out, 0 fan_in */
+    const void *data;  /* copy */
+} ldt_init;
+
+/* Gives param its init recipe (replacing an earlier one). Errors: bad parameters (std <= 0,
+ * a >= b for uniform, lo >= hi, fans of a 0- or 1-dim tensor for kaiming/xavier, NULL data),
+ * a tensor that is not a parameter. */
+ldt_status ldt_param_init(ldt_tensor *param, const ldt_init *init);
+/* Its recipe, and for random kinds the (seed, offset) it draws from; LDT_ERR_INVALID_USAGE
+ * when it has none. */
+ldt_status ldt_param_recipe(const ldt_tensor *param, ldt_init *init, uint64_t *seed,
+                            uint64_t *offset);
+/* 1 when the context's mesh is on the meta device (tensors there hold no data). */
+int ldt_ctx_is_meta(const ldt_ctx *ctx);
+
 /* A persistent tensor that receives t's value when t's trace runs; usable in later traces
  * (as a data node). NULL on error. */
 ldt_tensor *ldt_keep(ldt_tensor *t);

@@ -1,7 +1,10 @@
 /* The ldt command line: dispatches to one subcommand per file (cmd_<name>.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ldt/exec.h"
 #include "tools/ldt/cli.h"
 
 typedef struct {
@@ -16,6 +19,7 @@ static const command k_commands[] = {
     {"redistribute", cmd_redistribute, "plan (and --run) a redistribution between placements or meshes"},
     {"plan", cmd_plan, "plan a model's forward pass for a mesh: strategies, collectives, programs"},
     {"run", cmd_run, "compile a model's forward pass and replay it on rank threads (--trace FILE)"},
+    {"meta-init", cmd_meta_init, "describe a model on a meta mesh and report its memory per rank"},
     {"calibrate", cmd_calibrate, "measure latency and bandwidth per mesh dim into a cost profile"},
 };
 
@@ -28,6 +32,12 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* The CLI's GEMMs run inside rank threads: OpenBLAS's own pool would only compete, and
+     * it reads OPENBLAS_NUM_THREADS once, when it loads (its threads then spin at start): so
+     * set it and start again, once. */
+    if (!getenv("OPENBLAS_NUM_THREADS") && setenv("OPENBLAS_NUM_THREADS", "1", 0) == 0)
+        execv("/proc/self/exe", argv); /* on failure, go on as we are */
+    ldt_set_blas_threads(1);
     if (argc < 2) {
         usage(stderr);
         return 2;
