@@ -1,7 +1,9 @@
 /* ldt-bench: one program for every benchmark. `ldt-bench <name> [--json] [--quick]` runs one,
  * `ldt-bench all` runs them all; each prints a table, or with --json one JSON object a line. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 
@@ -18,7 +20,9 @@
     X(replay, "replay ns per instruction beside a loop of indirect calls, eager over replay " \
               "runtime overhead for the GPT forward on 4 ranks, plan-cache hit time")        \
     X(fusion, "collective calls and step time of a gradient-sync pattern on 4 ranks, with "   \
-              "and without collective fusion")
+              "and without collective fusion")                                               \
+    X(meta_init, "GPT-3 175B and a 1T GPT described, initialised and planned on a meta mesh: "  \
+                 "seconds and host bytes")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)
@@ -67,6 +71,10 @@ static int run_one(const bench_entry *b, const bench_opts *o) {
 }
 
 int main(int argc, char **argv) {
+    /* OpenBLAS reads OPENBLAS_NUM_THREADS once, when it loads, and its pool would compete with
+     * the rank threads being measured: set it and start again, once */
+    if (!getenv("OPENBLAS_NUM_THREADS") && setenv("OPENBLAS_NUM_THREADS", "1", 0) == 0)
+        execv("/proc/self/exe", argv);
     bench_opts o = {0, 0};
     const char *name = NULL;
     for (int i = 1; i < argc; i++) {

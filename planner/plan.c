@@ -677,6 +677,13 @@ typedef struct group {
     double f;
 } group;
 
+static int by_f(const void *a, const void *b) {
+    const group *x = a, *y = b;
+    if (x->f != y->f) return x->f < y->f ? -1 : 1;
+    return x->pl - y->pl; /* a fixed order for ties */
+}
+
+/* ... sorted by f, so a scan can stop once f alone exceeds the best found (moves cost >= 0). */
 static int groups_of(const ldt_plan *p, int64_t u, const double *f, group *g) {
     const ldt__sset *ss = p->node_ss[u];
     int n = 0;
@@ -690,6 +697,7 @@ static int groups_of(const ldt_plan *p, int64_t u, const double *f, group *g) {
             g[j].f = f[s];
         }
     }
+    qsort(g, (size_t)n, sizeof *g, by_f);
     return n;
 }
 
@@ -731,7 +739,7 @@ static ldt_status search_global(ldt_plan *p, int32_t *choice) {
                 int to = LDT__SSET_PL(ss, s)[1 + k];
                 if (e.stamp[to] != e.now) { /* strategies repeat an input's placement list */
                     double best = INFINITY;
-                    for (int j = 0; j < ng; j++) {
+                    for (int j = 0; j < ng && g[j].f * share < best; j++) {
                         double c = g[j].f * share + move_cost(p, p->node_class[u], g[j].pl, to, t);
                         if (c < best) best = c;
                     }

@@ -33,7 +33,7 @@ typedef struct ldt__shape_class {
     ldt_dtype dtype;
 } ldt__shape_class;
 
-#define LDT__APPROX_CACHE 4096
+#define LDT__APPROX_CACHE 16384
 typedef struct ldt__approx_slot {
     uint64_t key;
     double seconds;
