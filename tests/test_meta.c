@@ -131,3 +131,205 @@ Test(meta, gpt175b_plans_on_meta) {
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Materialization.
+ */
+#include "core/half.h"
+
+static const ldt_init_kind k_kinds[] = {LDT_INIT_ZEROS, LDT_INIT_ONES, LDT_INIT_FULL,
+                                        LDT_INIT_ARANGE, LDT_INIT_UNIFORM, LDT_INIT_NORMAL,
+                                        LDT_INIT_KAIMING_UNIFORM, LDT_INIT_KAIMING_NORMAL,
+                                        LDT_INIT_XAVIER_UNIFORM, LDT_INIT_XAVIER_NORMAL,
+                                        LDT_INIT_COPY};
+
+static ldt_init recipe(ldt_init_kind k, const void *data) {
+    ldt_init in = {0};
+    in.kind = k;
+    in.a = k == LDT_INIT_UNIFORM ? -0.5 : k == LDT_INIT_FULL ? 3.25 : k == LDT_INIT_ARANGE ? 1.5 : 0.1;
+    in.b = k == LDT_INIT_UNIFORM ? 2.0 : k == LDT_INIT_ARANGE ? 0.25 : 0.7;
+    in.fan_out = k == LDT_INIT_KAIMING_NORMAL;
+    in.data = data;
+    return in;
+}
+
+/* The full tensor of a [6, 9] (dt) parameter with recipe k drawn at (seed 5, offset 3),
+ * materialized on mesh_text under placements pl. */
+static void materialized(ldt_init_kind k, ldt_dtype dt, const char *mesh_text, const char *pl_text,
+                         void *full, int64_t *per_rank_max) {
+    ldt_mesh *meta, *real;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_shape s = {2, {6, 9}};
+    ldt_tensor *w;
+    ldt_placement pl[LDT_MAX_DIMS];
+    const ldt_placement *pls = pl;
+    ldt_shards *sh;
+    ldt_materialize_stats ms = {0};
+    ldt_init in;
+    double src[54];
+    int npl;
+    for (int i = 0; i < 54; i++) src[i] = i * 0.125 - 3;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_META, &meta), LDT_OK);
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &real), LDT_OK);
+    co.mesh = meta;
+    co.seed = 5;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_ctx_set_seed(ctx, 5, 3), LDT_OK);
+    w = ldt_param(ctx, "w", &s, dt);
+    {
+        /* copy's source in the parameter's dtype */
+        static unsigned char buf[54 * 8];
+        for (int i = 0; i < 54; i++) {
+            if (dt == LDT_F64) ((double *)buf)[i] = src[i];
+            else if (dt == LDT_F32) ((float *)buf)[i] = (float)src[i];
+            else ((uint16_t *)buf)[i] = ldt__f32_to_bf16((float)src[i]);
+        }
+        in = recipe(k, buf);
+        cr_assert_eq(ldt_param_init(w, &in), LDT_OK, "%s", ldt_last_error());
+    }
+    cr_assert_eq(ldt_placements_parse(pl_text, 2, pl, LDT_MAX_DIMS, &npl), LDT_OK);
+    cr_assert_eq(ldt_materialize((const ldt_tensor *const[]){w}, &pls, 1, real, &sh, &ms), LDT_OK,
+                 "%s on %s: %s", pl_text, mesh_text, ldt_last_error());
+    cr_assert_eq(ldt_full_tensor(sh, full), LDT_OK);
+    /* each rank made exactly its shard */
+    for (int r = 0; r < ldt_mesh_nranks(real); r++) {
+        int64_t nb;
+        ldt_shards_local(sh, ldt_mesh_rank_at(real, r), &nb);
+        cr_assert_leq(nb, ms.per_rank_allocated_max);
+    }
+    *per_rank_max = ms.per_rank_allocated_max;
+    ldt_shards_destroy(sh);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(meta);
+    ldt_mesh_destroy(real);
+}
+
+Test(meta, materialized_shards_equal_one_device_for_every_recipe_and_placement) {
+    static const struct {
+        const char *mesh, *pl;
+    } cases[] = {{"2", "S0"}, {"4", "S0"}, {"4", "S1"}, {"3", "IS1:3"}, {"2x2", "S0,S1"},
+                 {"2x2", "S1,S1"}, {"2x3", "S1,S0"}, {"2x3", "R,IS0:2"}, {"2x2", "R,R"},
+                 {"2x2x2", "S0,S1,S1"}};
+    const ldt_dtype dts[] = {LDT_F32, LDT_F64, LDT_BF16};
+    for (size_t k = 0; k < sizeof k_kinds / sizeof k_kinds[0]; k++)
+        for (size_t d = 0; d < 3; d++) {
+            unsigned char ref[54 * 8], got[54 * 8];
+            int64_t full = 54 * (int64_t)ldt_dtype_size(dts[d]), rmax;
+            materialized(k_kinds[k], dts[d], "1", "R", ref, &rmax);
+            cr_assert_eq(rmax, full);
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+                materialized(k_kinds[k], dts[d], cases[c].mesh, cases[c].pl, got, &rmax);
+                cr_assert(memcmp(got, ref, (size_t)full) == 0, "recipe %d %s on %s %s differs",
+                          (int)k_kinds[k], ldt_dtype_name(dts[d]), cases[c].mesh, cases[c].pl);
+                if (strchr(cases[c].pl, 'S'))
+                    cr_assert_lt(rmax, full, "a sharded rank never holds the whole tensor");
+            }
+        }
+}
+
+/* The recipe's draws are the random ops' stream: uniform and normal recipes equal
+ * ldt_uniform / ldt_normal recorded at the same stream position, run eagerly. */
+Test(meta, recipes_draw_what_the_random_ops_draw) {
+    for (int normal = 0; normal < 2; normal++) {
+        float ref[54], got[54];
+        int64_t rmax;
+        ldt_ctx *one;
+        ldt_shape s = {2, {6, 9}};
+        materialized(normal ? LDT_INIT_NORMAL : LDT_INIT_UNIFORM, LDT_F32, "2x3", "S1,S0", got, &rmax);
+        cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
+        cr_assert_eq(ldt_ctx_set_seed(one, 5, 3), LDT_OK);
+        cr_assert_eq(ldt_read(normal ? ldt_normal(one, &s, LDT_F32, 0.1, 0.7) : ldt_uniform(one, &s, LDT_F32, -0.5, 2.0),
+                              ref, sizeof ref),
+                     LDT_OK);
+        cr_assert(memcmp(got, ref, sizeof ref) == 0);
+        ldt_ctx_destroy(one);
+    }
+}
+
+/* GPT on a meta mesh: recipes, the plan's placements, materialized on the real mesh; every
+ * parameter gathered equals ldt_model_init's on one device, bit for bit. */
+Test(meta, gpt_materialized_equals_model_init_on_one_device) {
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    ldt_mesh *meta, *real;
+    ldt_ctx *mctx, *one;
+    ldt_ctx_options co = {0};
+    ldt_model *mm, *m1;
+    ldt_plan *plan;
+    int np;
+    cfg.layers = 2;
+    cfg.hidden = 32;
+    cfg.heads = 4;
+    cfg.vocab = 50;
+    cfg.seq = 6;
+    cr_assert_eq(ldt_mesh_parse("dp=2,tp=2", LDT_DEVICE_META, &meta), LDT_OK);
+    cr_assert_eq(ldt_mesh_parse("dp=2,tp=2", LDT_DEVICE_CPU, &real), LDT_OK);
+    co.mesh = meta;
+    cr_assert_eq(ldt_ctx_create(&co, &mctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(mctx, "gpt", &cfg, &mm), LDT_OK);
+    cr_assert_eq(ldt_model_init(mm, 9), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pin(mm, "megatron"), LDT_OK);
+    cr_assert(ldt_model_forward(mm) != NULL);
+    cr_assert_eq(ldt_plan_create(mctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
+    cr_assert_eq(ldt_model_create(one, "gpt", &cfg, &m1), LDT_OK);
+    cr_assert_eq(ldt_model_init(m1, 9), LDT_OK);
+    np = ldt_model_nparams(mm);
+    for (int i = 0; i < np; i++) {
+        const char *name;
+        ldt_tensor *w = ldt_model_param(mm, i, &name), *w1 = ldt_model_param(m1, i, NULL);
+        ldt_placement pl[LDT_MAX_DIMS];
+        const ldt_placement *pls = pl;
+        ldt_shards *sh;
+        ldt_shape s;
+        int64_t nb;
+        void *got, *ref;
+        ldt_tensor_shape(w, &s);
+        nb = 4;
+        for (int d = 0; d < s.ndim; d++) nb *= s.dims[d];
+        got = malloc((size_t)nb);
+        ref = malloc((size_t)nb);
+        cr_assert(got && ref);
+        cr_assert_eq(ldt_plan_placements(plan, w, pl, LDT_MAX_DIMS), LDT_OK);
+        cr_assert_eq(ldt_materialize((const ldt_tensor *const[]){w}, &pls, 1, real, &sh, NULL), LDT_OK,
+                     "%s: %s", name, ldt_last_error());
+        cr_assert_eq(ldt_full_tensor(sh, got), LDT_OK);
+        cr_assert_eq(ldt_read(w1, ref, nb), LDT_OK);
+        cr_assert(memcmp(got, ref, (size_t)nb) == 0, "parameter %s differs from one device", name);
+        ldt_shards_destroy(sh);
+        free(got);
+        free(ref);
+    }
+    ldt_plan_destroy(plan);
+    ldt_model_destroy(mm);
+    ldt_model_destroy(m1);
+    ldt_ctx_destroy(mctx);
+    ldt_ctx_destroy(one);
+    ldt_mesh_destroy(meta);
+    ldt_mesh_destroy(real);
+}
+
+Test(meta, materialize_bad_input) {
+    ldt_mesh *meta;
+    ldt_ctx *ctx = meta_ctx("2", &meta);
+    ldt_tensor *w = ldt_param(ctx, "w", &(ldt_shape){1, {8}}, LDT_F32);
+    ldt_placement s5 = ldt_shard(5);
+    const ldt_placement *pls = &s5;
+    ldt_shards *sh;
+    ldt_init in = {0};
+    cr_assert_eq(ldt_materialize((const ldt_tensor *const[]){w}, &pls, 1, meta, &sh, NULL), LDT_ERR_INVALID_ARGUMENT,
+                 "a meta target");
+    {
+        ldt_mesh *real;
+        cr_assert_eq(ldt_mesh_parse("2", LDT_DEVICE_CPU, &real), LDT_OK);
+        cr_assert_eq(ldt_materialize((const ldt_tensor *const[]){w}, &pls, 1, real, &sh, NULL), LDT_ERR_INVALID_USAGE);
+        cr_assert(strstr(ldt_last_error(), "no init recipe"), "%s", ldt_last_error());
+        in.kind = LDT_INIT_ONES;
+        cr_assert_eq(ldt_param_init(w, &in), LDT_OK);
+        cr_assert_eq(ldt_materialize((const ldt_tensor *const[]){w}, &pls, 1, real, &sh, NULL), LDT_ERR_INVALID_ARGUMENT);
+        cr_assert(strstr(ldt_last_error(), "'w'"), "shard dim 5 of a 1-dim tensor: %s", ldt_last_error());
+        ldt_mesh_destroy(real);
+    }
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(meta);
+}

@@ -132,6 +132,21 @@ ldt_status ldt_to_local(const ldt_shards *s, int rank, void *dst, int64_t nbytes
 /* Number of CUDA devices: 0 when the build has no CUDA or the runtime reports any error
  * (no driver, no device). */
 int ldt_cuda_device_count(void);
+/* ---------------------------------------------------------------------------------------
+ * Materialization of parameters described on a meta mesh (their init recipes, trace.h).
+ */
+typedef struct ldt_materialize_stats {
+    int64_t allocated_bytes;        /* storage made for all ranks: their shards, nothing more */
+    int64_t per_rank_allocated_max; /* the largest rank's */
+    int64_t tensors;
+} ldt_materialize_stats;
+/* Makes out[i] = params[i]'s shards on `mesh` (a real mesh) under placements[i] (one per mesh
+ * dim): each rank thread allocates and computes only its region, from the global indices, so
+ * every placement gives the single-device values bitwise. stats (may be NULL) accumulates. */
+ldt_status ldt_materialize(const ldt_tensor *const *params, const ldt_placement *const *placements,
+                           int n, const ldt_mesh *mesh, ldt_shards **out,
+                           ldt_materialize_stats *stats);
+
 /* Threads each BLAS call may use (OpenBLAS); rank threads set 1, since they use the cores
  * already. Programs that do no GEMM of their own call it early to keep BLAS's pool idle. */
 void ldt_set_blas_threads(int n);
