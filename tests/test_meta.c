@@ -333,3 +333,59 @@ Test(meta, materialize_bad_input) {
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(meta);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * ldt meta-init.
+ */
+#include <cjson/cJSON.h>
+#include <sys/wait.h>
+
+static int run_cli(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    FILE *f;
+    size_t n;
+    int st;
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", LDT_CLI_PATH, args);
+    f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static double jnum(cJSON *j, const char *k) {
+    cJSON *v = cJSON_GetObjectItem(j, k);
+    cr_assert(cJSON_IsNumber(v), "field %s", k);
+    return v->valuedouble;
+}
+
+Test(meta, cli_meta_init_json) {
+    static char out[1 << 16];
+    cJSON *j;
+    int64_t H = 12288, V = 50257, S = 2048, L = 96;
+    /* GPT-3 175B on dp=8,tp=8: planned on meta, nothing allocated */
+    cr_assert_eq(run_cli("meta-init --model gpt --layers 96 --hidden 12288 --heads 96 --vocab 50257 "
+                         "--seq 2048 --mesh dp=8,tp=8 --pins megatron --json", out, sizeof out), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert(j != NULL, "%s", out);
+    cr_assert_eq((int64_t)jnum(j, "params"), V * H + S * H + L * (12 * H * H + 13 * H) + 2 * H);
+    cr_assert_eq((int64_t)jnum(j, "param_bytes"), 4 * (int64_t)jnum(j, "params"));
+    cr_assert_lt(jnum(j, "per_rank_param_bytes_max"), jnum(j, "param_bytes") / 7);
+    cr_assert_eq(jnum(j, "allocated_bytes"), 0);
+    cr_assert_geq(jnum(j, "seconds"), 0);
+    cJSON_Delete(j);
+    /* a small one materialized: the ranks made exactly their shards, summed */
+    cr_assert_eq(run_cli("meta-init --model mlp --hidden 8 --layers 1 --batch 2 --mesh tp=4 --pins megatron "
+                         "--materialize --json", out, sizeof out), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert(j != NULL, "%s", out);
+    /* w1 [32,8] S0, b1 [32] S0, w2 [8,32] S1 split 4 ways; b2 [8] whole on each of 4 ranks */
+    cr_assert_eq((int64_t)jnum(j, "allocated_bytes"), 4 * (32 * 8 + 32 + 8 * 32) + 4 * 4 * 8);
+    cr_assert_eq((int64_t)jnum(j, "per_rank_param_bytes_max"), (4 * (32 * 8 + 32 + 8 * 32) + 4 * 4 * 8) / 4);
+    cJSON_Delete(j);
+    cr_assert_eq(run_cli("meta-init --layers 2", out, sizeof out), 2);
+    cr_assert(strstr(out, "--model is required"), "%s", out);
+    cr_assert_eq(run_cli("meta-init --model gpt --hidden 10 --heads 3", out, sizeof out), 1);
+    cr_assert(strstr(out, "not a multiple"), "%s", out);
+}
