@@ -389,3 +389,19 @@ Test(meta, cli_meta_init_json) {
     cr_assert_eq(run_cli("meta-init --model gpt --hidden 10 --heads 3", out, sizeof out), 1);
     cr_assert(strstr(out, "not a multiple"), "%s", out);
 }
+
+Test(meta, overflowing_shapes_are_refused_even_on_meta) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx = meta_ctx("dp=8,tp=8", &mesh);
+    ldt_shape huge = {3, {(int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 3}}; /* 2^65 elements */
+    ldt_shape big = {2, {(int64_t)1 << 31, (int64_t)1 << 31}};                   /* 2^62 elements: ok */
+    cr_assert_null(ldt_param(ctx, "huge", &huge, LDT_F32));
+    cr_assert_eq(ldt_ctx_status(ctx), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_ctx_errmsg(ctx), "param"), "%s", ldt_ctx_errmsg(ctx));
+    ldt_ctx_clear_error(ctx);
+    cr_assert_null(ldt_param(ctx, "bytes", &big, LDT_F64), "2^62 f64 elements are 2^65 bytes");
+    ldt_ctx_clear_error(ctx);
+    cr_assert_not_null(ldt_param(ctx, "ok", &big, LDT_U8), "2^62 bytes fit");
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
