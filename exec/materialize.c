@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/mesh.h"
+#include "exec/fill.h"
 #include "exec/kcall.h"
 #include "exec/shards.h"
 #include "ldt/exec.h"
@@ -22,17 +23,6 @@ typedef struct mat_job {
     int64_t *allocated; /* per world rank */
 } mat_job;
 
-static void store(void *buf, ldt_dtype dt, int64_t i, double v) {
-    switch (dt) {
-    case LDT_F32: ((float *)buf)[i] = (float)v; break;
-    case LDT_F64: ((double *)buf)[i] = v; break;
-    case LDT_F16: ((uint16_t *)buf)[i] = ldt__f32_to_f16((float)v); break;
-    case LDT_BF16: ((uint16_t *)buf)[i] = ldt__f32_to_bf16((float)v); break;
-    case LDT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case LDT_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    default: ((uint8_t *)buf)[i] = (uint8_t)(v != 0); break;
-    }
-}
 
 /* arange: element i of the global tensor is a + b * i; the local buffer walks its region's
  * runs dim by dim. */
@@ -46,7 +36,7 @@ static void fill_arange(void *buf, ldt_dtype dt, const ldt_region *r, const ldt_
             const ldt_dim_runs *run = &r->runs[d];
             gi = gi * g->dims[d] + (idx[d] / run->len) * run->block_stride + run->start + idx[d] % run->len;
         }
-        store(buf, dt, i, a + b * (double)gi);
+        ldt__store_f64(buf, dt, i, a + b * (double)gi);
         for (int d = nd - 1; d >= 0; d--) { /* the next local multi-index */
             if (++idx[d] < r->local_shape.dims[d]) break;
             idx[d] = 0;
@@ -84,7 +74,7 @@ static ldt_status make_shard(const ldt_tensor *t, const ldt_spec *spec, int rank
     case LDT_INIT_ONES:
     case LDT_INIT_FULL: {
         double v = in->kind == LDT_INIT_ZEROS ? 0 : in->kind == LDT_INIT_ONES ? 1 : in->a;
-        for (int64_t i = 0; i < r.numel; i++) store(buf, dt, i, v);
+        ldt__fill_f64(buf, dt, r.numel, v);
         return LDT_OK;
     }
     case LDT_INIT_ARANGE: fill_arange(buf, dt, &r, t->shape, in->a, in->b); return LDT_OK;

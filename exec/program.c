@@ -8,9 +8,11 @@
 #include "core/error.h"
 #include "core/mesh.h"
 #include "core/half.h"
+#include "exec/fill.h"
 #include "exec/kcall.h"
 #include "exec/shards.h"
 #include "ldt/exec.h"
+#include "exec/groups.h"
 #include "planner/program.h"
 
 typedef struct prun {
@@ -29,40 +31,7 @@ static int64_t val_bytes(const ldt__value *v) {
     return n;
 }
 
-static void fill_value(void *buf, const ldt__value *v, double x) {
-    int64_t n = val_bytes(v) / (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
-    for (int64_t i = 0; i < n; i++) switch ((ldt_dtype)v->dtype) {
-        case LDT_F32: ((float *)buf)[i] = (float)x; break;
-        case LDT_F64: ((double *)buf)[i] = x; break;
-        case LDT_F16: ((uint16_t *)buf)[i] = ldt__f32_to_f16((float)x); break;
-        case LDT_BF16: ((uint16_t *)buf)[i] = ldt__f32_to_bf16((float)x); break;
-        case LDT_I32: ((int32_t *)buf)[i] = (int32_t)x; break;
-        case LDT_I64: ((int64_t *)buf)[i] = (int64_t)x; break;
-        default: ((uint8_t *)buf)[i] = (uint8_t)(x != 0); break;
-        }
-}
 
-static ldt_status group_of(prun *r, const ldt__instr *x, ldt_comm **out) {
-    unsigned mask = 0;
-    for (int i = 0; i < x->ndims; i++) mask |= 1u << x->dims[i];
-    if (!r->groups[mask]) {
-        if (x->ndims == 1) {
-            LDT_CHECK(ldt_comm_mesh_dim(r->world, r->mesh, x->dims[0], &r->groups[mask]));
-        } else {
-            int dims[LDT_MAX_DIMS];
-            ldt_mesh *sub;
-            ldt_status st;
-            for (int i = 0; i < x->ndims; i++) dims[i] = x->dims[i];
-            LDT_CHECK(ldt_mesh_submesh(r->mesh, ldt_comm_world_rank(r->world, ldt_comm_rank(r->world)),
-                                       x->ndims, dims, &sub));
-            st = ldt_comm_group(r->world, sub->nranks, sub->ranks, &r->groups[mask]);
-            ldt_mesh_destroy(sub);
-            LDT_CHECK(st);
-        }
-    }
-    *out = r->groups[mask];
-    return LDT_OK;
-}
 
 static ldt_status run_instr(prun *r, int64_t i) {
     const ldt__program *p = r->p;
@@ -105,14 +74,16 @@ static ldt_status run_instr(prun *r, int64_t i) {
     case LDT__I_ALL_REDUCE: {
         ldt_comm *g = NULL;
         const ldt__value *v = &p->vals[x->out];
-        LDT_CHECK(group_of(r, x, &g));
+        LDT_CHECK(ldt__instr_group(r->world, r->mesh, r->groups, x, &g));
         if (ldt_comm_size(g) == 1) return LDT_OK;
         return ldt_all_reduce(g, r->buf[x->out], r->buf[x->out],
                               val_bytes(v) / (int64_t)ldt__dtype_size((ldt_dtype)v->dtype),
                               (ldt_dtype)v->dtype, (ldt_reduce_op)x->reduce);
     }
     case LDT__I_FILL:
-        fill_value(r->buf[x->out], &p->vals[x->out], x->fill);
+        ldt__fill_f64(r->buf[x->out], (ldt_dtype)p->vals[x->out].dtype,
+                      val_bytes(&p->vals[x->out]) / (int64_t)ldt__dtype_size((ldt_dtype)p->vals[x->out].dtype),
+                      x->fill);
         return LDT_OK;
     default:
         LDT_FAIL(LDT_ERR_INTERNAL, "program: instruction kind %d", x->kind);
@@ -149,6 +120,29 @@ static ldt_status prun_run(prun *r) {
                                      (long long)i, node, t ? ldt__op_name(r->ctx, t->op) : "?");
         }
     }
+    return LDT_OK;
+}
+
+ldt_status ldt__instr_group(ldt_comm *world, const ldt_mesh *mesh, ldt_comm **cache,
+                            const ldt__instr *x, ldt_comm **out) {
+    unsigned mask = 0;
+    for (int i = 0; i < x->ndims; i++) mask |= 1u << x->dims[i];
+    if (!cache[mask]) {
+        if (x->ndims == 1) {
+            LDT_CHECK(ldt_comm_mesh_dim(world, mesh, x->dims[0], &cache[mask]));
+        } else {
+            int dims[LDT_MAX_DIMS];
+            ldt_mesh *sub;
+            ldt_status st;
+            for (int i = 0; i < x->ndims; i++) dims[i] = x->dims[i];
+            LDT_CHECK(ldt_mesh_submesh(mesh, ldt_comm_world_rank(world, ldt_comm_rank(world)),
+                                       x->ndims, dims, &sub));
+            st = ldt_comm_group(world, sub->nranks, sub->ranks, &cache[mask]);
+            ldt_mesh_destroy(sub);
+            LDT_CHECK(st);
+        }
+    }
+    *out = cache[mask];
     return LDT_OK;
 }
 

@@ -17,6 +17,8 @@
 #include "core/half.h"
 #include "core/mesh.h"
 #include "exec/exec_internal.h"
+#include "exec/fill.h"
+#include "exec/groups.h"
 #include "exec/kcall.h"
 #include "exec/shards.h"
 #include "planner/fuse.h"
@@ -95,46 +97,15 @@ static void bind_custom(rank_state *rs, binstr *b, int64_t *nc, int64_t *narg) {
     }
 }
 
-static void fill_value(void *buf, ldt_dtype dt, int64_t n, double x) {
-    for (int64_t i = 0; i < n; i++) switch (dt) {
-        case LDT_F32: ((float *)buf)[i] = (float)x; break;
-        case LDT_F64: ((double *)buf)[i] = x; break;
-        case LDT_F16: ((uint16_t *)buf)[i] = ldt__f32_to_f16((float)x); break;
-        case LDT_BF16: ((uint16_t *)buf)[i] = ldt__f32_to_bf16((float)x); break;
-        case LDT_I32: ((int32_t *)buf)[i] = (int32_t)x; break;
-        case LDT_I64: ((int64_t *)buf)[i] = (int64_t)x; break;
-        default: ((uint8_t *)buf)[i] = (uint8_t)(x != 0); break;
-        }
-}
 
 static ldt_status w_fill(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     int64_t n = val_bytes(&b->rs->prog->vals[b->rs->prog->ins[b->idx].out]) /
                 (int64_t)ldt__dtype_size(c->out.dtype);
-    fill_value(c->out.data, c->out.dtype, n, b->rs->prog->ins[b->idx].fill);
+    ldt__fill_f64(c->out.data, c->out.dtype, n, b->rs->prog->ins[b->idx].fill);
     return LDT_OK;
 }
 
-static ldt_status group_of(rank_state *rs, const ldt__instr *x, ldt_comm **out) {
-    unsigned mask = 0;
-    for (int i = 0; i < x->ndims; i++) mask |= 1u << x->dims[i];
-    if (!rs->groups[mask]) {
-        if (x->ndims == 1) {
-            LDT_CHECK(ldt_comm_mesh_dim(rs->world, rs->e->mesh, x->dims[0], &rs->groups[mask]));
-        } else {
-            int dims[LDT_MAX_DIMS];
-            ldt_mesh *sub;
-            ldt_status st;
-            for (int i = 0; i < x->ndims; i++) dims[i] = x->dims[i];
-            LDT_CHECK(ldt_mesh_submesh(rs->e->mesh, rs->rank, x->ndims, dims, &sub));
-            st = ldt_comm_group(rs->world, sub->nranks, sub->ranks, &rs->groups[mask]);
-            ldt_mesh_destroy(sub);
-            LDT_CHECK(st);
-        }
-    }
-    *out = rs->groups[mask];
-    return LDT_OK;
-}
 
 static ldt_status w_all_reduce(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
@@ -142,7 +113,7 @@ static ldt_status w_all_reduce(const ldt__kcall *c) {
     const ldt__instr *x = &rs->prog->ins[b->idx];
     ldt_comm *g = b->comm;
     if (!g) {
-        LDT_CHECK(group_of(rs, x, &g));
+        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
         b->comm = g;
     }
     if (ldt_comm_size(g) == 1) return LDT_OK;
@@ -158,7 +129,7 @@ static ldt_status w_all_reduce_fused(const ldt__kcall *c) {
     const ldt__instr *x = &rs->prog->ins[b->idx];
     ldt_comm *g = b->comm;
     if (!g) {
-        LDT_CHECK(group_of(rs, x, &g));
+        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
         b->comm = g;
     }
     if (ldt_comm_size(g) == 1) return LDT_OK;
@@ -175,7 +146,7 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
     ldt_comm *g = b->comm;
     char *at = b->scratch;
     if (!g) {
-        LDT_CHECK(group_of(rs, x, &g));
+        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
         b->comm = g;
     }
     if (ldt_comm_size(g) == 1) return LDT_OK;

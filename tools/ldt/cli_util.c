@@ -1,7 +1,10 @@
 /* Flag parsing and error printing shared by the ldt subcommands. */
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "ldt/core.h"
+#include "ldt/models.h"
 #include "tools/ldt/cli.h"
 
 static cli_flag *find(cli_flag *flags, int nflags, const char *name, size_t len) {
@@ -67,4 +70,30 @@ void cli_print_flags(FILE *f, const cli_flag *flags, int nflags) {
 int cli_fail(const char *cmd) {
     fprintf(stderr, "ldt %s: %s\n", cmd, ldt_last_error());
     return 1;
+}
+
+int cli_int(const char *cmd, const cli_flag *flags, int nflags, const char *name, int64_t def,
+            int64_t lo, int64_t *out) {
+    const char *v = cli_get(flags, nflags, name);
+    char *end;
+    *out = def;
+    if (!v) return 0;
+    *out = strtoll(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || *out < lo) {
+        fprintf(stderr, "ldt %s: --%s is '%s', expected an integer >= %lld\n", cmd, name, v,
+                (long long)lo);
+        return 2;
+    }
+    return 0;
+}
+
+int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_model_config *cfg) {
+    const struct {
+        const char *name;
+        int64_t *field;
+    } f[] = {{"layers", &cfg->layers}, {"hidden", &cfg->hidden}, {"heads", &cfg->heads},
+             {"vocab", &cfg->vocab},   {"seq", &cfg->seq},       {"batch", &cfg->batch}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (cli_int(cmd, flags, nflags, f[i].name, *f[i].field, 1, f[i].field)) return 2;
+    return 0;
 }

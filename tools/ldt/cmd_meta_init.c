@@ -14,12 +14,7 @@
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
         {"model", 1, "mlp or gpt (required)", NULL},
-        {"layers", 1, "blocks (default 2)", NULL},
-        {"hidden", 1, "hidden size (default 64)", NULL},
-        {"heads", 1, "gpt attention heads (default 4)", NULL},
-        {"vocab", 1, "gpt vocabulary (default 128)", NULL},
-        {"seq", 1, "gpt sequence length (default 16)", NULL},
-        {"batch", 1, "batch size (default 4)", NULL},
+        CLI_MODEL_SIZE_FLAGS,
         {"mesh", 1, "device mesh: dp=8,tp=8, 4, 2x2, ... (default 4)", NULL},
         {"pins", 1, "megatron or none (default megatron)", NULL},
         {"seed", 1, "random stream seed of the init recipes (default 0)", NULL},
@@ -31,18 +26,6 @@ static cli_flag *flag_table(void) {
     return flags;
 }
 
-static int get_i64(const cli_flag *f, const char *name, int64_t def, int64_t *out) {
-    const char *v = cli_get(f, NFLAGS, name);
-    char *end;
-    *out = def;
-    if (!v) return 0;
-    *out = strtoll(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || *out < 0) {
-        fprintf(stderr, "ldt meta-init: --%s is '%s', expected a non-negative integer\n", name, v);
-        return 2;
-    }
-    return 0;
-}
 
 /* Materializes every parameter on a real mesh shaped like the meta one, under the plan's
  * placements, one parameter at a time (a progress bar on a terminal); the shards are dropped
@@ -121,10 +104,7 @@ int cmd_meta_init(int argc, char **argv) {
         return 2;
     }
     cfg = ldt_model_config_default(kind);
-    if (get_i64(f, "layers", cfg.layers, &cfg.layers) || get_i64(f, "hidden", cfg.hidden, &cfg.hidden) ||
-        get_i64(f, "heads", cfg.heads, &cfg.heads) || get_i64(f, "vocab", cfg.vocab, &cfg.vocab) ||
-        get_i64(f, "seq", cfg.seq, &cfg.seq) || get_i64(f, "batch", cfg.batch, &cfg.batch) ||
-        get_i64(f, "seed", 0, &seed))
+    if (cli_model_sizes("meta-init", f, NFLAGS, &cfg) || cli_int("meta-init", f, NFLAGS, "seed", 0, 0, &seed))
         return 2;
     if (cli_has(f, NFLAGS, "save")) {
         fprintf(stderr, "ldt meta-init: --save is not available yet (sharded checkpoints come "

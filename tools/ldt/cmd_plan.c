@@ -12,12 +12,7 @@ static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
         {"model", 1, "mlp or gpt (required)", NULL},
         {"mesh", 1, "device mesh: 4, 2x2, dp=2,tp=2, [[0,2],[1,3]] (default 4)", NULL},
-        {"layers", 1, "blocks (default 2)", NULL},
-        {"hidden", 1, "hidden size (default 64)", NULL},
-        {"heads", 1, "gpt attention heads (default 4)", NULL},
-        {"vocab", 1, "gpt vocabulary (default 128)", NULL},
-        {"seq", 1, "gpt sequence length (default 16)", NULL},
-        {"batch", 1, "batch size (default 4)", NULL},
+        CLI_MODEL_SIZE_FLAGS,
         {"pins", 1, "megatron or none (default none)", NULL},
         {"strict", 0, "refuse any redistribution not asked for explicitly", NULL},
         {"greedy", 0, "op-by-op choice (each op follows its inputs) instead of the whole graph", NULL},
@@ -32,20 +27,6 @@ static cli_flag *flag_table(void) {
     return flags;
 }
 
-static int get_i64(const cli_flag *f, const char *name, int64_t def, int64_t *out) {
-    const char *v = cli_get(f, NFLAGS, name);
-    char *end;
-    if (!v) {
-        *out = def;
-        return 0;
-    }
-    *out = strtoll(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || *out < 1) {
-        fprintf(stderr, "ldt plan: --%s is '%s', expected a positive integer\n", name, v);
-        return 2;
-    }
-    return 0;
-}
 
 static void print_table(ldt_plan *plan, ldt_ctx *ctx, const ldt_plan_totals *t) {
     (void)ctx;
@@ -92,10 +73,7 @@ int cmd_plan(int argc, char **argv) {
         return 2;
     }
     cfg = ldt_model_config_default(kind);
-    if (get_i64(f, "layers", cfg.layers, &cfg.layers) || get_i64(f, "hidden", cfg.hidden, &cfg.hidden) ||
-        get_i64(f, "heads", cfg.heads, &cfg.heads) || get_i64(f, "vocab", cfg.vocab, &cfg.vocab) ||
-        get_i64(f, "seq", cfg.seq, &cfg.seq) || get_i64(f, "batch", cfg.batch, &cfg.batch))
-        return 2;
+    if (cli_model_sizes("plan", f, NFLAGS, &cfg)) return 2;
     pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : "none";
     prof = cli_get(f, NFLAGS, "profile");
     if (prof && ldt_cost_model_preset(prof, &cm) != LDT_OK && ldt_cost_model_load(prof, &cm) != LDT_OK)

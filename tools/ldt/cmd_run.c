@@ -13,12 +13,7 @@ static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
         {"model", 1, "mlp or gpt (default gpt)", NULL},
         {"mesh", 1, "device mesh of rank threads: 4, 2x2, dp=2,tp=2 (default 4)", NULL},
-        {"layers", 1, "blocks (default 2)", NULL},
-        {"hidden", 1, "hidden size (default 64)", NULL},
-        {"heads", 1, "gpt attention heads (default 4)", NULL},
-        {"vocab", 1, "gpt vocabulary (default 128)", NULL},
-        {"seq", 1, "gpt sequence length (default 16)", NULL},
-        {"batch", 1, "batch size (default 4)", NULL},
+        CLI_MODEL_SIZE_FLAGS,
         {"dropout", 1, "gpt dropout probability, on while training (default 0)", NULL},
         {"pins", 1, "megatron or none (default megatron)", NULL},
         {"steps", 1, "replays (default 5)", NULL},
@@ -104,17 +99,9 @@ int cmd_run(int argc, char **argv) {
     }
     kind = cli_has(f, NFLAGS, "model") ? cli_get(f, NFLAGS, "model") : "gpt";
     cfg = ldt_model_config_default(kind);
-    if (num(f, "layers", (double)cfg.layers, 1, &v[0]) || num(f, "hidden", (double)cfg.hidden, 1, &v[1]) ||
-        num(f, "heads", (double)cfg.heads, 1, &v[2]) || num(f, "vocab", (double)cfg.vocab, 1, &v[3]) ||
-        num(f, "seq", (double)cfg.seq, 1, &v[4]) || num(f, "batch", (double)cfg.batch, 1, &v[5]) ||
-        num(f, "dropout", 0, 0, &v[6]) || num(f, "steps", 5, 1, &v[7]) || num(f, "seed", 0, 0, &v[8]))
+    if (cli_model_sizes("run", f, NFLAGS, &cfg) || num(f, "dropout", 0, 0, &v[6]) ||
+        num(f, "steps", 5, 1, &v[7]) || num(f, "seed", 0, 0, &v[8]))
         return 2;
-    cfg.layers = (int64_t)v[0];
-    cfg.hidden = (int64_t)v[1];
-    cfg.heads = (int64_t)v[2];
-    cfg.vocab = (int64_t)v[3];
-    cfg.seq = (int64_t)v[4];
-    cfg.batch = (int64_t)v[5];
     cfg.dropout = v[6];
     cfg.train = v[6] > 0;
     json = cli_has(f, NFLAGS, "json");
