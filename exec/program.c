@@ -17,6 +17,7 @@
 
 typedef struct prun {
     const ldt__program *p;
+    uint8_t *external; /* per value: its buffer was given, not allocated here */
     const ldt_ctx *ctx;
     const ldt_mesh *mesh;
     ldt_comm *world;
@@ -33,6 +34,25 @@ static int64_t val_bytes(const ldt__value *v) {
 
 
 
+/* arange: element i of the global tensor is a + b * i; the local buffer walks its region's
+ * runs dim by dim. */
+static void fill_arange(void *buf, ldt_dtype dt, const ldt_region *r, const ldt_shape *g, double a,
+                        double b) {
+    int64_t idx[LDT_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < r->numel; i++) {
+        int64_t gi = 0;
+        for (int d = 0; d < r->ndim; d++) {
+            const ldt_dim_runs *run = &r->runs[d];
+            gi = gi * g->dims[d] + (idx[d] / run->len) * run->block_stride + run->start + idx[d] % run->len;
+        }
+        ldt__store_f64(buf, dt, i, a + b * (double)gi);
+        for (int d = r->ndim - 1; d >= 0; d--) { /* the next local multi-index */
+            if (++idx[d] < r->local_shape.dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
 static ldt_status run_instr(prun *r, int64_t i) {
     const ldt__program *p = r->p;
     const ldt__instr *x = &p->ins[i];
@@ -44,14 +64,18 @@ static ldt_status run_instr(prun *r, int64_t i) {
             memset(r->buf[x->out], 0, (size_t)val_bytes(&p->vals[x->out]));
             return LDT_OK;
         }
-        if (t->op == LDT_OP_INPUT && !LDT__P(t)->bound)
+        if (!x->host && t->op == LDT_OP_INPUT && !LDT__P(t)->bound)
             LDT_FAIL(LDT_ERR_INVALID_USAGE, "input '%s' has no data; bind it with ldt_input_bind",
                      LDT__NAME(t) ? LDT__NAME(t) : "");
         if (kr->region.numel)
-            ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype), t->data,
-                             r->buf[x->out], 1);
+            ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype),
+                             x->host ? (void *)x->host : t->data, r->buf[x->out], 1);
         return LDT_OK;
     }
+    case LDT__I_ARANGE:
+        fill_arange(r->buf[x->out], (ldt_dtype)p->vals[x->out].dtype, &p->regions[x->region].region,
+                    &p->regions[x->region].global, x->fill, x->step);
+        return LDT_OK;
     case LDT__I_KERNEL: {
         ldt__operand in[64], out;
         if (x->nin > 64) LDT_FAIL(LDT_ERR_UNSUPPORTED, "%d kernel inputs; up to 64", x->nin);
@@ -92,22 +116,25 @@ static ldt_status run_instr(prun *r, int64_t i) {
 
 static void prun_free(prun *r) {
     if (r->buf)
-        for (int32_t v = 0; v < r->p->nvals; v++) free(r->buf[v]);
+        for (int32_t v = 0; v < r->p->nvals; v++)
+            if (!r->external || !r->external[v]) free(r->buf[v]);
     if (r->rr)
         for (int64_t i = 0; i < r->p->nins; i++) ldt_redist_runner_destroy(r->rr[i]);
     for (unsigned m = 0; m < (1u << LDT_MAX_DIMS); m++) ldt_comm_destroy(r->groups[m]);
     free(r->buf);
     free(r->rr);
+    free(r->external);
 }
 
 /* Runs p on this rank; on success r->buf holds every value (freed by prun_free). */
 static ldt_status prun_run(prun *r) {
     const ldt__program *p = r->p;
-    r->buf = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *r->buf);
+    if (!r->buf) r->buf = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *r->buf);
     r->rr = calloc((size_t)(p->nins ? p->nins : 1), sizeof *r->rr);
     if (!r->buf || !r->rr) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "program: out of memory");
     for (int32_t v = 0; v < p->nvals; v++) {
         int64_t b = val_bytes(&p->vals[v]);
+        if (r->external && r->external[v]) continue;
         if (!(r->buf[v] = malloc((size_t)(b ? b : 1))))
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "program: out of memory for %lld bytes", (long long)b);
     }
@@ -115,7 +142,7 @@ static ldt_status prun_run(prun *r) {
         ldt_status st = run_instr(r, i);
         if (st != LDT_OK) {
             int node = p->ins[i].node;
-            const ldt_tensor *t = node >= 0 && node < r->ctx->nnodes ? r->ctx->nodes[node] : NULL;
+            const ldt_tensor *t = node >= 0 && r->ctx && node < r->ctx->nnodes ? r->ctx->nodes[node] : NULL;
             return ldt__error_prefix(st, "program rank %d, instruction %lld (node %%%d %s)", p->rank,
                                      (long long)i, node, t ? ldt__op_name(r->ctx, t->op) : "?");
         }
@@ -241,5 +268,30 @@ ldt_status ldt_run_eager(ldt_ctx *ctx, const ldt_plan_options *opts, int nout,
     if (st == LDT_OK) st = ldt_plan_run(plan, nout, outs, dst, nbytes);
     ldt_plan_destroy(plan);
     if (st == LDT_OK) ldt__trace_end(ctx); /* the step ran: its random draws stay taken */
+    return st;
+}
+
+ldt_status ldt__program_run_into(ldt_comm *world, const ldt_mesh *mesh, const ldt_ctx *ctx,
+                                 const ldt__program *p, void *const *ext) {
+    prun r;
+    ldt_status st;
+    memset(&r, 0, sizeof r);
+    r.p = p;
+    r.ctx = ctx;
+    r.mesh = mesh;
+    r.world = world;
+    r.buf = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *r.buf);
+    r.external = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
+    if (!r.buf || !r.external) {
+        prun_free(&r);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "program: out of memory");
+    }
+    for (int32_t v = 0; v < p->nvals; v++)
+        if (ext && ext[v]) {
+            r.buf[v] = ext[v];
+            r.external[v] = 1;
+        }
+    st = prun_run(&r);
+    prun_free(&r);
     return st;
 }

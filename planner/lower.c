@@ -54,6 +54,15 @@ static int add_operands(ldt__lower *L, int nin, const int32_t *in) {
     return 1;
 }
 
+static int32_t push_region(ldt__program *p, const ldt_region *region, const ldt_shape *global);
+
+ldt_status ldt__lower_region(ldt__lower *L, const ldt_region *region, const ldt_shape *global,
+                             int32_t *out) {
+    if ((*out = push_region(L->p, region, global)) < 0)
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "lower: out of memory");
+    return LDT_OK;
+}
+
 static int32_t push_region(ldt__program *p, const ldt_region *region, const ldt_shape *global) {
     int64_t cap = p->cap_regions;
     if (!grow((void **)&p->regions, &cap, (int64_t)p->nregions + 1, sizeof *p->regions)) return -1;

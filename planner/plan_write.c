@@ -284,6 +284,7 @@ const char *ldt__instr_name(const ldt_ctx *ctx, const ldt__instr *x) {
     case LDT__I_ALL_REDUCE: return "all_reduce";
     case LDT__I_FILL: return "fill";
     case LDT__I_WAIT: return "wait";
+    case LDT__I_ARANGE: return "arange";
     default: return "?";
     }
 }
@@ -335,6 +336,10 @@ ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f
             break;
         case LDT__I_WAIT:
             fprintf(f, "wait %lld (v%d)", (long long)x->pair, x->out);
+            break;
+        case LDT__I_ARANGE:
+            print_val(f, p, x->out);
+            fprintf(f, " = arange %g + %g i by global index", x->fill, x->step);
             break;
         default:
             fprintf(f, "? kind %d", x->kind);

@@ -13,12 +13,15 @@
 #include "planner/strategy.h"
 
 typedef enum ldt__ikind {
-    LDT__I_LOAD,       /* out = this rank's region of a persistent tensor (src) */
+    LDT__I_LOAD,       /* out = this rank's region of a persistent tensor (src), or of the
+                          host buffer `host` (a copy recipe) shaped like src */
     LDT__I_KERNEL,     /* out = op(in...) on local shards */
     LDT__I_REDIST,     /* out = in redistributed by plan */
     LDT__I_ALL_REDUCE, /* in place: out (== in[0]) reduced over the group of mesh dims; a
                           fused call has nin > 1 operands (one bucket), out the first */
     LDT__I_FILL,       /* out = fill value everywhere */
+    LDT__I_ARANGE,     /* out = fill + step * (global row-major index), over the instruction's
+                          region (init recipes) */
     LDT__I_WAIT,       /* waits for the asynchronous collective at instruction `pair`; its
                           operands are that collective's (input and output), so liveness
                           keeps them until here */
@@ -47,7 +50,9 @@ typedef struct ldt__instr {
     const ldt__attrs *attrs;     /* KERNEL: the node's, or a copy owned by the program */
     const ldt_redist_plan *plan; /* REDIST: owned by the plan */
     const ldt_tensor *src;       /* LOAD: the persistent tensor */
+    const void *host;            /* LOAD: read from here instead of src's data */
     double fill;
+    double step;                 /* ARANGE */
     int64_t pair;   /* async collective: its WAIT; WAIT: its collective */
 } ldt__instr;
 
@@ -107,6 +112,15 @@ ldt_status ldt__lower_kernel(ldt__lower *L, int32_t node, int op, const ldt__att
 ldt_status ldt__lower_all_reduce(ldt__lower *L, int32_t node, int32_t val, ldt_reduce_op op,
                                  int ndims, const int *dims);
 ldt_status ldt__lower_fill(ldt__lower *L, int32_t node, int32_t val, double v);
+/* Stores a region (and the global shape it lies in) in the program; *out its index. */
+ldt_status ldt__lower_region(ldt__lower *L, const ldt_region *region, const ldt_shape *global,
+                             int32_t *out);
+
+/* The program that materializes params[0..n) under placements[i] on this rank (value i is
+ * parameter i's shard): their init recipes as kernels drawing by global index, fills, aranges
+ * and loads of host data (planner/recipes.c). */
+ldt_status ldt__lower_recipes(const ldt_tensor *const *params, const ldt_placement *const *placements,
+                              int n, const ldt_mesh *mesh, int rank, ldt__program **out);
 
 /* The mesh dims on which placement list pl (nd entries) shards tensor dim d (Shard or
  * InterleavedShard); returns how many, dims in *out. */
