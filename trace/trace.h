@@ -102,6 +102,8 @@ struct ldt_ctx {
     /* custom ops, id = LDT_OP_COUNT + index */
     ldt__custom_op *custom;
     int ncustom;
+    /* 0-dim constants 0 and 1 per dtype, made once (autodiff) */
+    ldt_tensor *scalar_const[LDT_DTYPE_COUNT][2];
     /* compiled executables (exec/cache.c), opaque here: trace never calls down */
     void *exec_cache;
     void (*exec_cache_free)(void *cache);

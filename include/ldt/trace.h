@@ -232,6 +232,13 @@ ldt_tensor *ldt_index_put(ldt_tensor *x, ldt_tensor *const *indices, int k, ldt_
 ldt_tensor *ldt_scaled_dot_product_attention(ldt_tensor *q, ldt_tensor *k, ldt_tensor *v,
                                              int causal, double dropout_p, double scale);
 
+/* ---- autodiff ------------------------------------------------------------------------- */
+/* Records the backward pass of `loss` (one floating value) into the current trace: grads[i]
+ * is the gradient of loss with respect to wrt[i] (a parameter, input or op result of this
+ * trace), shaped like it; zeros where loss does not depend on it. Backward nodes are ordinary
+ * nodes, planned and run like the forward. Ops without a rule yet are an error naming them. */
+ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads);
+
 /* ---- custom ops ---------------------------------------------------------------------- */
 /* A custom op's shape rule: the output shape and dtype from the inputs'. Returns LDT_OK, or
  * an error status with a message written into msg (it becomes the op's error). */

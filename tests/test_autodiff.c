@@ -1,0 +1,272 @@
+/* Autodiff: every rule against central finite differences in f64, on one device; gradients
+ * of sharded graphs equal one device's; bad input. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "tests/plan_check.h"
+#include "trace/autodiff.h"
+
+enum { MAXP = 4 };
+
+/* A case: build records its inputs as f64 parameters named p0.. (pc_param) and returns the
+ * output; the loss is sum(output * r), r a fixed weight, so every output element matters. */
+typedef ldt_tensor *(*ad_build)(ldt_ctx *ctx, ldt_tensor **params, int *np, int which);
+
+static ldt_tensor *loss_of(ldt_ctx *ctx, ldt_tensor *y) {
+    ldt_shape s;
+    ldt_tensor *r;
+    ldt_tensor_shape(y, &s);
+    r = pc_input(ctx, "r", s, LDT_F64, 0);
+    return ldt_sum(ldt_mul(y, r), NULL, 0, 0);
+}
+
+static double eval_loss(ad_build build, int which, const double *const *vals, const int64_t *nel) {
+    ldt_ctx *ctx;
+    ldt_tensor *ps[MAXP], *y;
+    int np = 0;
+    double l;
+    cr_assert_eq(ldt_ctx_create(NULL, &ctx), LDT_OK);
+    y = build(ctx, ps, &np, which);
+    cr_assert(y != NULL, "%s", ldt_ctx_errmsg(ctx));
+    for (int k = 0; k < np; k++) cr_assert_eq(ldt_param_set(ps[k], vals[k], nel[k] * 8), LDT_OK);
+    cr_assert_eq(ldt_read(loss_of(ctx, y), &l, sizeof l), LDT_OK, "%s", ldt_ctx_errmsg(ctx));
+    ldt_ctx_destroy(ctx);
+    return l;
+}
+
+/* Checks case `which`: the analytic gradient of every parameter against central differences. */
+static void fd_check(ad_build build, int which, const char *what) {
+    ldt_ctx *ctx;
+    ldt_tensor *ps[MAXP], *gs[MAXP], *y;
+    double *vals[MAXP], *grad[MAXP];
+    int64_t nel[MAXP];
+    int np = 0;
+    cr_assert_eq(ldt_ctx_create(NULL, &ctx), LDT_OK);
+    y = build(ctx, ps, &np, which);
+    cr_assert(y != NULL, "%s: %s", what, ldt_ctx_errmsg(ctx));
+    cr_assert_eq(ldt_grad(loss_of(ctx, y), ps, np, gs), LDT_OK, "%s: %s", what, ldt_last_error());
+    for (int k = 0; k < np; k++) gs[k] = ldt_keep(gs[k]); /* all of them from one run */
+    cr_assert_eq(ldt_sync(ctx), LDT_OK, "%s: %s", what, ldt_ctx_errmsg(ctx));
+    for (int k = 0; k < np; k++) {
+        ldt_shape s;
+        ldt_tensor_shape(ps[k], &s);
+        nel[k] = pc_nbytes(&s, LDT_F64) / 8;
+        vals[k] = malloc((size_t)(nel[k] ? nel[k] : 1) * 8);
+        grad[k] = malloc((size_t)(nel[k] ? nel[k] : 1) * 8);
+        cr_assert(vals[k] && grad[k]);
+        cr_assert_eq(ldt_read(ps[k], vals[k], nel[k] * 8), LDT_OK);
+        cr_assert_eq(ldt_read(gs[k], grad[k], nel[k] * 8), LDT_OK, "%s: %s", what, ldt_ctx_errmsg(ctx));
+    }
+    ldt_ctx_destroy(ctx);
+    for (int k = 0; k < np; k++)
+        for (int64_t i = 0; i < nel[k]; i++) {
+            double x0 = vals[k][i], h = 1e-6 * (1 + fabs(x0)), lp, lm, num;
+            vals[k][i] = x0 + h;
+            lp = eval_loss(build, which, (const double *const *)vals, nel);
+            vals[k][i] = x0 - h;
+            lm = eval_loss(build, which, (const double *const *)vals, nel);
+            vals[k][i] = x0;
+            num = (lp - lm) / (2 * h);
+            cr_assert(fabs(grad[k][i] - num) <= 1e-6 * (1 + fabs(num)),
+                      "%s: d/d p%d[%lld] is %.12g, finite differences %.12g", what, k, (long long)i,
+                      grad[k][i], num);
+        }
+    for (int k = 0; k < np; k++) {
+        free(vals[k]);
+        free(grad[k]);
+    }
+}
+
+static ldt_tensor *P(ldt_ctx *ctx, ldt_tensor **ps, int *np, ldt_shape s) {
+    char name[8];
+    snprintf(name, sizeof name, "p%d", *np);
+    return ps[(*np)++] = pc_param(ctx, name, s, LDT_F64);
+}
+
+/* A positive parameter (for log, sqrt, rsqrt, div): exp of one. */
+static ldt_tensor *Ppos(ldt_ctx *ctx, ldt_tensor **ps, int *np, ldt_shape s) {
+    return ldt_add_scalar(ldt_exp(P(ctx, ps, np, s)), 0.5);
+}
+
+static ldt_tensor *b_elementwise(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
+    ldt_shape s = {2, {3, 4}}, row = {1, {4}}, col = {2, {3, 1}};
+    ldt_tensor *a = P(ctx, ps, np, s);
+    switch (w) {
+    case 0: return ldt_add(a, P(ctx, ps, np, row));
+    case 1: return ldt_sub(P(ctx, ps, np, col), a);
+    case 2: return ldt_mul(a, P(ctx, ps, np, col));
+    case 3: return ldt_div(a, Ppos(ctx, ps, np, row));
+    case 4: return ldt_where(ldt_gt(a, P(ctx, ps, np, row)), a, ldt_mul_scalar(a, 3));
+    case 5: return ldt_add_scalar(ldt_mul_scalar(ldt_sub_scalar(a, 2), -1.5), 7);
+    case 6: return ldt_div_scalar(ldt_rsub_scalar(a, 1), 3);
+    case 7: return ldt_rdiv_scalar(ldt_add_scalar(ldt_exp(a), 0.1), 2);
+    case 8: return ldt_pow_scalar(ldt_add_scalar(ldt_exp(a), 0.1), 2.5);
+    case 9: return ldt_neg(ldt_exp(a));
+    case 10: return ldt_log(Ppos(ctx, ps, np, s));
+    case 11: return ldt_sqrt(Ppos(ctx, ps, np, s));
+    case 12: return ldt_rsqrt(Ppos(ctx, ps, np, s));
+    case 13: return ldt_tanh(a);
+    case 14: return ldt_relu(a);
+    case 15: return ldt_silu(a);
+    case 16: return ldt_gelu(a, 1);
+    default: return ldt_cast(ldt_cast(a, LDT_F32), LDT_F64);
+    }
+}
+
+Test(autodiff, elementwise_rules_match_finite_differences) {
+    for (int w = 0; w < 17; w++) { /* cast through f32 loses precision: checked below */
+        char what[32];
+        snprintf(what, sizeof what, "elementwise %d", w);
+        fd_check(b_elementwise, w, what);
+    }
+}
+
+static ldt_tensor *b_linalg(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
+    switch (w) {
+    case 0: return ldt_matmul(P(ctx, ps, np, (ldt_shape){2, {3, 4}}), P(ctx, ps, np, (ldt_shape){2, {4, 2}}));
+    case 1: /* batched times one matrix: broadcast */
+        return ldt_matmul(P(ctx, ps, np, (ldt_shape){3, {2, 3, 4}}), P(ctx, ps, np, (ldt_shape){2, {4, 2}}));
+    case 2: return ldt_matmul(P(ctx, ps, np, (ldt_shape){1, {4}}), P(ctx, ps, np, (ldt_shape){3, {2, 4, 3}}));
+    case 3: return ldt_matmul(P(ctx, ps, np, (ldt_shape){2, {3, 4}}), P(ctx, ps, np, (ldt_shape){1, {4}}));
+    case 4: return ldt_matmul(P(ctx, ps, np, (ldt_shape){1, {4}}), P(ctx, ps, np, (ldt_shape){1, {4}}));
+    case 5:
+        return ldt_linear(P(ctx, ps, np, (ldt_shape){3, {2, 3, 4}}), P(ctx, ps, np, (ldt_shape){2, {5, 4}}),
+                          P(ctx, ps, np, (ldt_shape){1, {5}}));
+    default: return ldt_linear(P(ctx, ps, np, (ldt_shape){2, {3, 4}}), P(ctx, ps, np, (ldt_shape){2, {2, 4}}), NULL);
+    }
+}
+
+Test(autodiff, linalg_rules_match_finite_differences) {
+    for (int w = 0; w < 7; w++) {
+        char what[32];
+        snprintf(what, sizeof what, "linalg %d", w);
+        fd_check(b_linalg, w, what);
+    }
+}
+
+static ldt_tensor *b_view(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
+    ldt_tensor *a = P(ctx, ps, np, (ldt_shape){3, {2, 3, 4}});
+    switch (w) {
+    case 0: return ldt_reshape(a, &(ldt_shape){2, {6, 4}});
+    case 1: return ldt_permute(a, (int[]){2, 0, 1}, 3);
+    case 2: return ldt_slice(a, 2, 1, 3, 1);
+    case 3: return ldt_slice(a, 1, 0, 3, 2);
+    case 4: return ldt_select(a, 1, -1);
+    case 5: return ldt_cat((ldt_tensor *[]){a, P(ctx, ps, np, (ldt_shape){3, {2, 1, 4}}), a}, 3, 1);
+    case 6: return ldt_expand(P(ctx, ps, np, (ldt_shape){2, {3, 1}}), &(ldt_shape){3, {2, 3, 5}});
+    default: return ldt_transpose(ldt_alias(a), 0, 2);
+    }
+}
+
+Test(autodiff, view_rules_match_finite_differences) {
+    for (int w = 0; w < 8; w++) {
+        char what[32];
+        snprintf(what, sizeof what, "view %d", w);
+        fd_check(b_view, w, what);
+    }
+}
+
+static ldt_tensor *b_reduce(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
+    ldt_tensor *a = P(ctx, ps, np, (ldt_shape){3, {2, 3, 4}});
+    switch (w) {
+    case 0: return ldt_sum(a, (int[]){1}, 1, 0);
+    case 1: return ldt_sum(a, (int[]){0, 2}, 2, 1);
+    case 2: return ldt_mean(a, (int[]){2}, 1, 0);
+    case 3: return ldt_mean(a, NULL, 0, 0);
+    case 4: return ldt_amax(a, (int[]){1}, 1, 0);
+    default: return ldt_amin(a, (int[]){0, 2}, 2, 1);
+    }
+}
+
+Test(autodiff, reduction_rules_match_finite_differences) {
+    for (int w = 0; w < 6; w++) {
+        char what[32];
+        snprintf(what, sizeof what, "reduce %d", w);
+        fd_check(b_reduce, w, what);
+    }
+}
+
+/* A composite: an MLP block's loss, through broadcasts, shared parameters (used twice) and
+ * fan-out, checked the same way. */
+static ldt_tensor *b_mlp(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
+    ldt_tensor *x = P(ctx, ps, np, (ldt_shape){2, {3, 4}}), *w1 = P(ctx, ps, np, (ldt_shape){2, {5, 4}});
+    ldt_tensor *b1 = P(ctx, ps, np, (ldt_shape){1, {5}}), *w2 = P(ctx, ps, np, (ldt_shape){2, {4, 5}});
+    ldt_tensor *h = ldt_tanh(ldt_linear(x, w1, b1));
+    (void)w;
+    return ldt_add(x, ldt_mul(ldt_linear(h, w2, NULL), ldt_silu(x))); /* x used three times */
+}
+
+Test(autodiff, composite_mlp_matches_finite_differences) { fd_check(b_mlp, 0, "mlp block"); }
+
+/* The gradient of a graph planned on meshes equals one device's. */
+static ldt_tensor *g_build(ldt_ctx *ctx, void *arg) {
+    ldt_tensor *ps[MAXP], *gs[MAXP], *y, *loss;
+    int np = 0;
+    y = b_mlp(ctx, ps, &np, 0);
+    loss = loss_of(ctx, y);
+    cr_assert_eq(ldt_grad(loss, ps, np, gs), LDT_OK, "%s", ldt_last_error());
+    return gs[*(int *)arg]; /* the last recorded node must be the one compared: sum it up */
+}
+
+Test(autodiff, sharded_gradients_equal_one_device) {
+    const char *meshes[] = {"2", "4", "2x2"};
+    for (int k = 0; k < 4; k++)
+        for (int m = 0; m < 3; m++) {
+            ldt_ctx *one, *ctx;
+            ldt_mesh *mesh;
+            ldt_ctx_options co = {0};
+            ldt_tensor *g;
+            ldt_plan *plan;
+            ldt_shape s;
+            double ref[64], got[64];
+            void *dst = got;
+            int64_t nb;
+            cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
+            g = g_build(one, &k);
+            ldt_tensor_shape(g, &s);
+            nb = pc_nbytes(&s, LDT_F64);
+            cr_assert_eq(ldt_read(g, ref, nb), LDT_OK, "%s", ldt_ctx_errmsg(one));
+            ldt_ctx_destroy(one);
+            cr_assert_eq(ldt_mesh_parse(meshes[m], LDT_DEVICE_CPU, &mesh), LDT_OK);
+            co.mesh = mesh;
+            cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+            g = g_build(ctx, &k);
+            cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_plan_run(plan, 1, &g, &dst, &nb), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(pc_compare(LDT_F64, got, ref, nb / 8, 1e-12), -1, "gradient %d on %s", k, meshes[m]);
+            ldt_plan_destroy(plan);
+            ldt_ctx_destroy(ctx);
+            ldt_mesh_destroy(mesh);
+        }
+}
+
+Test(autodiff, bad_input_and_missing_rules) {
+    ldt_ctx *ctx;
+    ldt_tensor *x, *w, *g, *i64;
+    cr_assert_eq(ldt_ctx_create(NULL, &ctx), LDT_OK);
+    x = pc_param(ctx, "x", (ldt_shape){2, {3, 4}}, LDT_F64);
+    w = pc_param(ctx, "w", (ldt_shape){1, {4}}, LDT_F64);
+    i64 = pc_input(ctx, "i", (ldt_shape){1, {3}}, LDT_I64, 4);
+    cr_assert_eq(ldt_grad(NULL, &x, 1, &g), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_grad(ldt_mul(x, w), &x, 1, &g), LDT_ERR_INVALID_ARGUMENT, "not one value");
+    cr_assert(strstr(ldt_last_error(), "one floating value"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_grad(ldt_sum(x, NULL, 0, 0), &i64, 1, &g), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "floating"), "%s", ldt_last_error());
+    /* w does not reach this loss: zeros */
+    cr_assert_eq(ldt_grad(ldt_sum(x, NULL, 0, 0), &w, 1, &g), LDT_OK);
+    {
+        double z[4] = {1, 1, 1, 1};
+        cr_assert_eq(ldt_read(g, z, sizeof z), LDT_OK);
+        for (int i = 0; i < 4; i++) cr_assert_eq(z[i], 0.0);
+    }
+    /* the rules still missing are named */
+    cr_assert_eq(ldt_grad(ldt_sum(ldt_gelu(x, 0), NULL, 0, 0), &x, 1, &g), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "gelu"), "%s", ldt_last_error());
+    ldt_ctx_destroy(ctx);
+}
+
+/* The families done so far have a rule for every op (the table is checked, not trusted). */
+Test(autodiff, every_core_op_has_a_rule) {
+    for (int op = LDT_OP_ADD; op <= LDT_OP_AMIN; op++)
+        cr_assert(ldt__has_vjp(op), "op %s has no backward rule", ldt__builtin_op_name(op));
+}

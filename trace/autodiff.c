@@ -1,0 +1,404 @@
+/* Reverse-mode autodiff on the traced graph (docs/autodiff.md): backward nodes are ordinary
+ * nodes of the same trace, recorded by one rule per op (the table below, indexed by the op
+ * enum), so the planner shards the backward like the forward. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "trace/autodiff.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Helpers for rules.
+ */
+/* A 0-dim constant 0 or 1 of dtype dt, made once per context. */
+ldt_tensor *ldt__scalar_const(ldt_ctx *ctx, ldt_dtype dt, int one) {
+    ldt_tensor **slot = &ctx->scalar_const[dt][one != 0];
+    if (!*slot) {
+        unsigned char v[8] = {0};
+        ldt_shape s0 = {0, {0}};
+        switch (dt) {
+        case LDT_F32: *(float *)v = (float)one; break;
+        case LDT_F64: *(double *)v = one; break;
+        case LDT_F16: *(uint16_t *)v = one ? 0x3c00 : 0; break;
+        case LDT_BF16: *(uint16_t *)v = one ? 0x3f80 : 0; break;
+        case LDT_I32: *(int32_t *)v = one; break;
+        case LDT_I64: *(int64_t *)v = one; break;
+        default: v[0] = (unsigned char)one; break;
+        }
+        *slot = ldt_constant(ctx, &s0, dt, v);
+    }
+    return *slot;
+}
+
+ldt_tensor *ldt__zeros_like(ldt_tensor *x) {
+    ldt_tensor *z = ldt__scalar_const(x->ctx, (ldt_dtype)x->dtype, 0);
+    return z ? ldt_expand(z, x->shape) : NULL;
+}
+
+/* g (shaped like a broadcast result) summed back to `shape`: over the leading dims the shape
+ * lacks and the dims where it has 1. */
+ldt_tensor *ldt__unbroadcast(ldt_tensor *g, const ldt_shape *shape) {
+    int dims[LDT_MAX_DIMS], n = 0, lead;
+    if (!g) return NULL;
+    lead = g->shape->ndim - shape->ndim;
+    for (int d = 0; d < g->shape->ndim; d++)
+        if (d < lead || (shape->dims[d - lead] == 1 && g->shape->dims[d] != 1)) dims[n++] = d;
+    if (n) g = ldt_sum(g, dims, n, 1);
+    if (g && (g->shape->ndim != shape->ndim ||
+              memcmp(g->shape->dims, shape->dims, (size_t)shape->ndim * sizeof shape->dims[0])))
+        g = ldt_reshape(g, shape);
+    return g;
+}
+
+/* g of a reduction's output, brought back to the input's shape (keepdim form, expanded). */
+static ldt_tensor *unreduce(ldt_tensor *g, const ldt_shape *in, uint64_t mask) {
+    ldt_shape keep = *in;
+    for (int d = 0; d < in->ndim; d++)
+        if (mask & (1u << d)) keep.dims[d] = 1;
+    return ldt_expand(ldt_reshape(g, &keep), in);
+}
+
+#define IN(t, k) (LDT__IN(t)[k])
+
+/* ---------------------------------------------------------------------------------------
+ * Elementwise.
+ */
+static void r_binary(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *a = IN(t, 0), *b = IN(t, 1);
+    switch (t->op) {
+    case LDT_OP_ADD:
+        gi[0] = ldt__unbroadcast(g, a->shape);
+        gi[1] = ldt__unbroadcast(g, b->shape);
+        break;
+    case LDT_OP_SUB:
+        gi[0] = ldt__unbroadcast(g, a->shape);
+        gi[1] = ldt__unbroadcast(ldt_neg(g), b->shape);
+        break;
+    case LDT_OP_MUL:
+        gi[0] = ldt__unbroadcast(ldt_mul(g, b), a->shape);
+        gi[1] = ldt__unbroadcast(ldt_mul(g, a), b->shape);
+        break;
+    case LDT_OP_DIV: /* d(a/b)/db = -(a/b)/b */
+        gi[0] = ldt__unbroadcast(ldt_div(g, b), a->shape);
+        gi[1] = ldt__unbroadcast(ldt_neg(ldt_div(ldt_mul(g, t), b)), b->shape);
+        break;
+    default: /* comparisons: no gradient */
+        break;
+    }
+}
+
+static void r_where(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *c = IN(t, 0), *z = ldt__scalar_const(t->ctx, (ldt_dtype)g->dtype, 0);
+    gi[1] = ldt__unbroadcast(ldt_where(c, g, z), IN(t, 1)->shape);
+    gi[2] = ldt__unbroadcast(ldt_where(c, z, g), IN(t, 2)->shape);
+}
+
+static void r_scalar(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    double s = t->attrs->f[0];
+    ldt_tensor *x = IN(t, 0);
+    switch (t->op) {
+    case LDT_OP_ADD_SCALAR:
+    case LDT_OP_SUB_SCALAR: gi[0] = g; break;
+    case LDT_OP_RSUB_SCALAR: gi[0] = ldt_neg(g); break;
+    case LDT_OP_MUL_SCALAR: gi[0] = ldt_mul_scalar(g, s); break;
+    case LDT_OP_DIV_SCALAR: gi[0] = ldt_div_scalar(g, s); break;
+    case LDT_OP_RDIV_SCALAR: gi[0] = ldt_neg(ldt_div(ldt_mul(g, t), x)); break; /* -(s/x)/x */
+    case LDT_OP_POW_SCALAR: /* s x^(s-1) */
+        gi[0] = s == 0 ? ldt__zeros_like(x) : ldt_mul(g, ldt_mul_scalar(ldt_pow_scalar(x, s - 1), s));
+        break;
+    default: break;
+    }
+}
+
+static void r_unary(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *x = IN(t, 0);
+    switch (t->op) {
+    case LDT_OP_NEG: gi[0] = ldt_neg(g); break;
+    case LDT_OP_EXP: gi[0] = ldt_mul(g, t); break;
+    case LDT_OP_LOG: gi[0] = ldt_div(g, x); break;
+    case LDT_OP_SQRT: gi[0] = ldt_div(ldt_mul_scalar(g, 0.5), t); break;
+    case LDT_OP_RSQRT: gi[0] = ldt_mul(g, ldt_mul_scalar(ldt_pow_scalar(t, 3), -0.5)); break;
+    case LDT_OP_TANH: gi[0] = ldt_mul(g, ldt_rsub_scalar(ldt_mul(t, t), 1)); break;
+    case LDT_OP_RELU:
+        gi[0] = ldt_where(ldt_gt(x, ldt__scalar_const(t->ctx, (ldt_dtype)x->dtype, 0)), g,
+                          ldt__scalar_const(t->ctx, (ldt_dtype)g->dtype, 0));
+        break;
+    case LDT_OP_SILU: { /* s(x) (1 + x (1 - s(x))), s the logistic function */
+        ldt_tensor *sg = ldt_rdiv_scalar(ldt_add_scalar(ldt_exp(ldt_neg(x)), 1), 1);
+        gi[0] = ldt_mul(g, ldt_mul(sg, ldt_add_scalar(ldt_mul(x, ldt_rsub_scalar(sg, 1)), 1)));
+        break;
+    }
+    case LDT_OP_GELU:
+        if (t->attrs->i[0]) { /* tanh form: 0.5 x (1 + tanh u), u = c (x + 0.044715 x^3) */
+            const double c = 0.7978845608028654; /* sqrt(2 / pi) */
+            ldt_tensor *x2 = ldt_mul(x, x);
+            ldt_tensor *u = ldt_mul_scalar(ldt_add(x, ldt_mul_scalar(ldt_mul(x2, x), 0.044715)), c);
+            ldt_tensor *th = ldt_tanh(u);
+            ldt_tensor *du = ldt_mul_scalar(ldt_add_scalar(ldt_mul_scalar(x2, 3 * 0.044715), 1), c);
+            ldt_tensor *d = ldt_add(ldt_mul_scalar(ldt_add_scalar(th, 1), 0.5),
+                                    ldt_mul(ldt_mul_scalar(x, 0.5),
+                                            ldt_mul(ldt_rsub_scalar(ldt_mul(th, th), 1), du)));
+            gi[0] = ldt_mul(g, d);
+        } else { /* the erf form needs an erf op: no rule yet */
+            ldt__op_error(t->ctx, LDT_ERR_UNSUPPORTED,
+                          "gelu (erf form) has no backward rule yet; the tanh form has");
+        }
+        break;
+    case LDT_OP_CAST: gi[0] = ldt_cast(g, (ldt_dtype)x->dtype); break;
+    default: break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Linear algebra.
+ */
+static ldt_tensor *tr(ldt_tensor *x) { return ldt_transpose(x, -1, -2); }
+
+static void r_matmul(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *a = IN(t, 0), *b = IN(t, 1), *a2 = a, *b2 = b, *g2 = g;
+    ldt_shape s;
+    /* 1-D operands as matrices: [K] -> [1, K] on the left, [K, 1] on the right */
+    if (a->shape->ndim == 1) a2 = ldt_reshape(a, &(ldt_shape){2, {1, a->shape->dims[0]}});
+    if (b->shape->ndim == 1) b2 = ldt_reshape(b, &(ldt_shape){2, {b->shape->dims[0], 1}});
+    if (a->shape->ndim == 1 || b->shape->ndim == 1) {
+        s = *g->shape;
+        if (a->shape->ndim == 1) { /* the output lost M: put it back */
+            s.ndim++;
+            for (int d = s.ndim - 1; d > s.ndim - 1 - (b->shape->ndim >= 2); d--) s.dims[d] = s.dims[d - 1];
+            s.dims[s.ndim - 1 - (b->shape->ndim >= 2)] = 1;
+        }
+        if (b->shape->ndim == 1) s.dims[s.ndim++] = 1; /* and N */
+        g2 = ldt_reshape(g, &s);
+    }
+    gi[0] = ldt__unbroadcast(ldt_matmul(g2, tr(b2)), a2->shape);
+    gi[1] = ldt__unbroadcast(ldt_matmul(tr(a2), g2), b2->shape);
+    if (gi[0] && a2 != a) gi[0] = ldt_reshape(gi[0], a->shape);
+    if (gi[1] && b2 != b) gi[1] = ldt_reshape(gi[1], b->shape);
+}
+
+static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *x = IN(t, 0), *w = IN(t, 1);
+    int64_t out = w->shape->dims[0], in = w->shape->dims[1], rows = 1;
+    for (int d = 0; d < x->shape->ndim - 1; d++) rows *= x->shape->dims[d];
+    gi[0] = ldt_matmul(g, w); /* [..., out] @ [out, in] */
+    gi[1] = ldt_matmul(tr(ldt_reshape(g, &(ldt_shape){2, {rows, out}})),
+                       ldt_reshape(x, &(ldt_shape){2, {rows, in}}));
+    if (t->nin == 3) gi[2] = ldt__unbroadcast(g, IN(t, 2)->shape);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Views and data movement.
+ */
+static void r_view(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *x = IN(t, 0);
+    const int64_t *a = t->attrs->i;
+    switch (t->op) {
+    case LDT_OP_RESHAPE: gi[0] = ldt_reshape(g, x->shape); break;
+    case LDT_OP_PERMUTE: {
+        int inv[LDT_MAX_DIMS];
+        for (int d = 0; d < x->shape->ndim; d++) inv[a[d]] = d;
+        gi[0] = ldt_permute(g, inv, x->shape->ndim);
+        break;
+    }
+    case LDT_OP_SLICE:
+    case LDT_OP_SELECT:
+        if (t->op == LDT_OP_SELECT || a[3] == 1) { /* contiguous: zeros before and after */
+            int dim = (int)a[0];
+            int64_t start = a[1], len = t->op == LDT_OP_SLICE ? t->shape->dims[dim] : 1;
+            ldt_shape s = *x->shape, before, after;
+            ldt_tensor *parts[3], *z = ldt__scalar_const(t->ctx, (ldt_dtype)g->dtype, 0);
+            int np = 0;
+            s.dims[dim] = len;
+            before = after = *x->shape;
+            before.dims[dim] = start;
+            after.dims[dim] = x->shape->dims[dim] - start - len;
+            if (before.dims[dim]) parts[np++] = ldt_expand(z, &before);
+            parts[np++] = ldt_reshape(g, &s);
+            if (after.dims[dim]) parts[np++] = ldt_expand(z, &after);
+            gi[0] = np == 1 ? parts[0] : ldt_cat(parts, np, dim);
+            break;
+        } else { /* strided: scattered into zeros at the taken positions */
+        int dim = (int)a[0];
+        int64_t n = t->op == LDT_OP_SLICE ? t->shape->dims[dim] : 1, *idx;
+        ldt_tensor *gg = g, *index;
+        if (!(idx = malloc((size_t)(n ? n : 1) * sizeof *idx))) {
+            ldt__op_error(t->ctx, LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+            break;
+        }
+        for (int64_t i = 0; i < n; i++) idx[i] = t->op == LDT_OP_SLICE ? a[1] + i * a[3] : a[1];
+        index = ldt_constant(t->ctx, &(ldt_shape){1, {n}}, LDT_I64, idx);
+        free(idx);
+        if (t->op == LDT_OP_SELECT) { /* the removed dim back, of size 1 */
+            ldt_shape s = *x->shape;
+            s.dims[dim] = 1;
+            gg = ldt_reshape(g, &s);
+        }
+        gi[0] = ldt_index_add(ldt__zeros_like(x), dim, index, gg);
+        break;
+    }
+    case LDT_OP_CAT: {
+        int64_t at = 0;
+        int dim = (int)a[0];
+        for (int k = 0; k < t->nin; k++) {
+            int64_t len = IN(t, k)->shape->dims[dim];
+            gi[k] = ldt_slice(g, dim, at, at + len, 1);
+            at += len;
+        }
+        break;
+    }
+    case LDT_OP_EXPAND: gi[0] = ldt__unbroadcast(g, x->shape); break;
+    case LDT_OP_ALIAS:
+    case LDT_OP_REDISTRIBUTE: gi[0] = g; break;
+    default: break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reductions.
+ */
+static void r_reduce(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *x = IN(t, 0), *ge;
+    uint64_t mask = (uint64_t)t->attrs->i[0];
+    int64_t count = 1;
+    for (int d = 0; d < x->shape->ndim; d++)
+        if (mask & (1u << d)) count *= x->shape->dims[d];
+    ge = unreduce(g, x->shape, mask);
+    switch (t->op) {
+    case LDT_OP_SUM: gi[0] = ge; break;
+    case LDT_OP_MEAN: gi[0] = ldt_div_scalar(ge, (double)count); break;
+    case LDT_OP_AMAX:
+    case LDT_OP_AMIN: { /* shared evenly among the elements that reach the extreme, as torch */
+        int dims[LDT_MAX_DIMS], n = 0;
+        ldt_tensor *m = ldt_cast(ldt_eq(x, unreduce(t, x->shape, mask)), (ldt_dtype)x->dtype);
+        for (int d = 0; d < x->shape->ndim; d++)
+            if (mask & (1u << d)) dims[n++] = d;
+        gi[0] = ldt_div(ldt_mul(ge, m), n ? ldt_expand(ldt_sum(m, dims, n, 1), x->shape) : m);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The table: one row per op. Leaves, integer-valued ops and random draws have no gradient
+ * (LDT__NO_GRAD); a NULL row is an op whose rule is still missing.
+ */
+#define LDT__NO_GRAD ((ldt__vjp_fn)1)
+
+static ldt__vjp_fn k_rules[LDT_OP_COUNT] = {
+    [LDT_OP_INPUT] = LDT__NO_GRAD, [LDT_OP_PARAM] = LDT__NO_GRAD, [LDT_OP_CONST] = LDT__NO_GRAD,
+    [LDT_OP_DATA] = LDT__NO_GRAD,  [LDT_OP_ADD] = r_binary,       [LDT_OP_SUB] = r_binary,
+    [LDT_OP_MUL] = r_binary,       [LDT_OP_DIV] = r_binary,       [LDT_OP_EQ] = LDT__NO_GRAD,
+    [LDT_OP_NE] = LDT__NO_GRAD,    [LDT_OP_LT] = LDT__NO_GRAD,    [LDT_OP_LE] = LDT__NO_GRAD,
+    [LDT_OP_GT] = LDT__NO_GRAD,    [LDT_OP_GE] = LDT__NO_GRAD,    [LDT_OP_WHERE] = r_where,
+    [LDT_OP_ADD_SCALAR] = r_scalar, [LDT_OP_SUB_SCALAR] = r_scalar, [LDT_OP_RSUB_SCALAR] = r_scalar,
+    [LDT_OP_MUL_SCALAR] = r_scalar, [LDT_OP_DIV_SCALAR] = r_scalar, [LDT_OP_RDIV_SCALAR] = r_scalar,
+    [LDT_OP_POW_SCALAR] = r_scalar, [LDT_OP_NEG] = r_unary,       [LDT_OP_EXP] = r_unary,
+    [LDT_OP_LOG] = r_unary,        [LDT_OP_SQRT] = r_unary,       [LDT_OP_RSQRT] = r_unary,
+    [LDT_OP_TANH] = r_unary,       [LDT_OP_RELU] = r_unary,       [LDT_OP_GELU] = r_unary,
+    [LDT_OP_SILU] = r_unary,       [LDT_OP_CAST] = r_unary,       [LDT_OP_MATMUL] = r_matmul,
+    [LDT_OP_LINEAR] = r_linear,    [LDT_OP_RESHAPE] = r_view,     [LDT_OP_PERMUTE] = r_view,
+    [LDT_OP_SLICE] = r_view,       [LDT_OP_SELECT] = r_view,      [LDT_OP_CAT] = r_view,
+    [LDT_OP_EXPAND] = r_view,      [LDT_OP_ALIAS] = r_view,       [LDT_OP_REDISTRIBUTE] = r_view,
+    [LDT_OP_SUM] = r_reduce,       [LDT_OP_MEAN] = r_reduce,      [LDT_OP_AMAX] = r_reduce,
+    [LDT_OP_AMIN] = r_reduce,      [LDT_OP_ARGMAX] = LDT__NO_GRAD, [LDT_OP_ARGMIN] = LDT__NO_GRAD,
+    [LDT_OP_TOPK_INDICES] = LDT__NO_GRAD, [LDT_OP_RAND] = LDT__NO_GRAD,
+    [LDT_OP_RANDN] = LDT__NO_GRAD, [LDT_OP_BERNOULLI] = LDT__NO_GRAD,
+    [LDT_OP_ONE_HOT] = LDT__NO_GRAD,
+};
+
+void ldt__set_vjp(int op, ldt__vjp_fn fn) {
+    if (op >= 0 && op < LDT_OP_COUNT) k_rules[op] = fn;
+}
+
+int ldt__has_vjp(int op) {
+    return op >= 0 && op < LDT_OP_COUNT && k_rules[op] != NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The backward pass.
+ */
+ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads) {
+    ldt_ctx *ctx;
+    int64_t nn;
+    ldt_tensor **adj = NULL;
+    char *from_wrt = NULL, *to_loss = NULL;
+    ldt_status st = LDT_OK;
+    if (!loss || n < 0 || (n > 0 && (!wrt || !grads)))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: loss, wrt and grads must be given");
+    ctx = loss->ctx;
+    if (loss->kind != LDT__NODE || loss->gen != ctx->gen)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: the loss is not a result of the current trace");
+    if (!ldt__dtype_is_float((ldt_dtype)loss->dtype) || ldt__nbytes(loss) != (int64_t)ldt__dtype_size((ldt_dtype)loss->dtype))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: the loss must be one floating value (%s, %d dims)",
+                 ldt_dtype_name((ldt_dtype)loss->dtype), loss->shape->ndim);
+    if (ctx->status != LDT_OK) LDT_FAIL(ctx->status, "grad: the trace holds an error: %s", ctx->errmsg);
+    for (int i = 0; i < n; i++) {
+        grads[i] = NULL;
+        if (!wrt[i] || wrt[i]->ctx != ctx)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: wrt[%d] is NULL or from another context", i);
+        if (!ldt__dtype_is_float((ldt_dtype)wrt[i]->dtype))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: wrt[%d] is %s; only floating tensors have gradients",
+                     i, ldt_dtype_name((ldt_dtype)wrt[i]->dtype));
+    }
+    nn = ctx->nnodes; /* the forward; backward nodes are appended after it */
+    adj = calloc((size_t)(nn ? nn : 1), sizeof *adj);
+    from_wrt = calloc((size_t)(nn ? nn : 1), 1);
+    to_loss = calloc((size_t)(nn ? nn : 1), 1);
+    if (!adj || !from_wrt || !to_loss) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+    /* the nodes on a path from some wrt to the loss */
+    for (int i = 0; i < n; i++)
+        if (wrt[i]->gen == ctx->gen && wrt[i]->id >= 0 && wrt[i]->id < nn && ctx->nodes[wrt[i]->id] == wrt[i])
+            from_wrt[wrt[i]->id] = 1;
+    for (int64_t v = 0; v < nn; v++) {
+        ldt_tensor *t = ctx->nodes[v];
+        for (int k = 0; !from_wrt[v] && t->kind == LDT__NODE && k < t->nin; k++)
+            from_wrt[v] = from_wrt[IN(t, k)->id];
+    }
+    to_loss[loss->id] = 1;
+    for (int64_t v = loss->id; v >= 0; v--) {
+        ldt_tensor *t = ctx->nodes[v];
+        if (!to_loss[v] || t->kind != LDT__NODE) continue;
+        for (int k = 0; k < t->nin; k++) to_loss[IN(t, k)->id] = 1;
+    }
+    adj[loss->id] = ldt_expand(ldt__scalar_const(ctx, (ldt_dtype)loss->dtype, 1), loss->shape);
+    for (int64_t v = loss->id; v >= 0; v--) {
+        ldt_tensor *t = ctx->nodes[v], *gi[LDT__MAX_VJP_IN];
+        ldt__vjp_fn rule;
+        if (!adj[v] || !from_wrt[v] || t->kind != LDT__NODE) continue;
+        rule = t->op < LDT_OP_COUNT ? k_rules[t->op] : NULL;
+        if (rule == LDT__NO_GRAD) continue;
+        if (!rule)
+            LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "grad: op %s (node %%%lld) has no backward rule yet",
+                          ldt__op_name(ctx, t->op), (long long)v);
+        if (t->nin > LDT__MAX_VJP_IN)
+            LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "grad: op %s with %d inputs; rules take up to %d",
+                          ldt__op_name(ctx, t->op), t->nin, LDT__MAX_VJP_IN);
+        memset(gi, 0, sizeof gi);
+        rule(t, adj[v], gi);
+        if (ctx->status != LDT_OK) {
+            char msg[1024];
+            st = ctx->status;
+            snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+            ldt__error(st, "grad: the backward of %s (node %%%lld): %s", ldt__op_name(ctx, t->op),
+                       (long long)v, msg);
+            goto fail;
+        }
+        for (int k = 0; k < t->nin; k++) {
+            int64_t u = IN(t, k)->id;
+            if (!gi[k] || !from_wrt[u] || !to_loss[u]) continue;
+            adj[u] = adj[u] ? ldt_add(adj[u], gi[k]) : gi[k];
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        ldt_tensor *w = wrt[i];
+        int used = w->gen == ctx->gen && w->id >= 0 && w->id < nn && ctx->nodes[w->id] == w;
+        grads[i] = used && adj[w->id] ? adj[w->id] : ldt__zeros_like(w);
+        if (!grads[i]) LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_INTERNAL, "grad: %s", ctx->errmsg);
+    }
+fail:
+    free(adj);
+    free(from_wrt);
+    free(to_loss);
+    return st;
+}

@@ -1,0 +1,24 @@
+/* Internal: backward rules (trace/autodiff.c and the family files that add rules). */
+#ifndef LDT_TRACE_AUTODIFF_H
+#define LDT_TRACE_AUTODIFF_H
+
+#include "trace/trace.h"
+
+#define LDT__MAX_VJP_IN 16
+
+/* A rule records, for node t whose output's gradient is g, each input's gradient into
+ * gi[k] (left NULL for inputs without one), with ordinary op constructors. Errors stick on
+ * the context as any op's do. */
+typedef void (*ldt__vjp_fn)(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+
+/* Sets or queries an op's rule (families outside autodiff.c register theirs). */
+void ldt__set_vjp(int op, ldt__vjp_fn fn);
+int ldt__has_vjp(int op);
+
+/* A 0-dim constant 0 or 1 of dtype dt, made once per context; zeros shaped like x; g summed
+ * back to `shape` after broadcasting. */
+ldt_tensor *ldt__scalar_const(ldt_ctx *ctx, ldt_dtype dt, int one);
+ldt_tensor *ldt__zeros_like(ldt_tensor *x);
+ldt_tensor *ldt__unbroadcast(ldt_tensor *g, const ldt_shape *shape);
+
+#endif
