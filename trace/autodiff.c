@@ -285,7 +285,7 @@ static void r_reduce(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
  */
 #define LDT__NO_GRAD ((ldt__vjp_fn)1)
 
-static ldt__vjp_fn k_rules[LDT_OP_COUNT] = {
+static const ldt__vjp_fn k_rules[LDT_OP_COUNT] = {
     [LDT_OP_INPUT] = LDT__NO_GRAD, [LDT_OP_PARAM] = LDT__NO_GRAD, [LDT_OP_CONST] = LDT__NO_GRAD,
     [LDT_OP_DATA] = LDT__NO_GRAD,  [LDT_OP_ADD] = r_binary,       [LDT_OP_SUB] = r_binary,
     [LDT_OP_MUL] = r_binary,       [LDT_OP_DIV] = r_binary,       [LDT_OP_EQ] = LDT__NO_GRAD,
@@ -306,10 +306,6 @@ static ldt__vjp_fn k_rules[LDT_OP_COUNT] = {
     [LDT_OP_RANDN] = LDT__NO_GRAD, [LDT_OP_BERNOULLI] = LDT__NO_GRAD,
     [LDT_OP_ONE_HOT] = LDT__NO_GRAD,
 };
-
-void ldt__set_vjp(int op, ldt__vjp_fn fn) {
-    if (op >= 0 && op < LDT_OP_COUNT) k_rules[op] = fn;
-}
 
 int ldt__has_vjp(int op) {
     return op >= 0 && op < LDT_OP_COUNT && k_rules[op] != NULL;

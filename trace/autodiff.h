@@ -11,8 +11,7 @@
  * the context as any op's do. */
 typedef void (*ldt__vjp_fn)(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 
-/* Sets or queries an op's rule (families outside autodiff.c register theirs). */
-void ldt__set_vjp(int op, ldt__vjp_fn fn);
+/* 1 when op has a rule (or has no gradient by nature). */
 int ldt__has_vjp(int op);
 
 /* A 0-dim constant 0 or 1 of dtype dt, made once per context; zeros shaped like x; g summed
