@@ -158,5 +158,6 @@ ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
     out->modeled_step_seconds = e->model_serial;
     out->modeled_overlap_seconds = e->model_overlap;
     out->overlapped_collectives = e->moved_starts;
+    out->collective_groups = e->collective_groups;
     return LDT_OK;
 }

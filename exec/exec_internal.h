@@ -42,6 +42,7 @@ typedef struct binstr {
     int64_t count;  /* fused ALL_REDUCE: elements in the bucket */
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer */
     ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
+    ldt__kernel_fn gfn;  /* grouped collective: the call inside the group */
     uint64_t done_gen;   /* async collective: the replay it last finished (under the queue lock) */
     ldt_status astatus;  /* its status then */
 } binstr;
@@ -129,7 +130,7 @@ struct ldt_exec {
     /* figures */
     double plan_cost;
     int64_t arena_bytes, bound_bytes, instructions;
-    int64_t collectives, collectives_unfused, pack_buckets, moved_starts;
+    int64_t collectives, collectives_unfused, pack_buckets, moved_starts, collective_groups;
     double model_serial, model_overlap;
     /* the cache's */
     unsigned char *key;

@@ -166,6 +166,20 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
     return LDT_OK;
 }
 
+/* A grouped run: the first opens the group, the last closes it (issuing them all). */
+static ldt_status w_grouped(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    int g = b->rs->prog->ins[b->idx].group;
+    ldt_status st;
+    if (g == 1) LDT_CHECK(ldt_group_start());
+    st = b->gfn(c);
+    if (g == 3) {
+        ldt_status end = ldt_group_end();
+        if (st == LDT_OK) st = end;
+    }
+    return st;
+}
+
 static ldt_status w_redist(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     if (!b->runner) LDT_CHECK(ldt_redist_runner_create(b->rs->world, b->rs->prog->ins[b->idx].plan, &b->runner));
@@ -385,6 +399,11 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
         }
     }
     rs->nins = p->nins;
+    for (int64_t i = 0; i < p->nins; i++) /* grouped runs (before the async wrap below) */
+        if (p->ins[i].group) {
+            rs->ins[i].gfn = rs->ins[i].fn;
+            rs->ins[i].fn = w_grouped;
+        }
     {
         int64_t nasync = 0;
         for (int64_t i = 0; i < p->nins; i++)
@@ -626,7 +645,9 @@ static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
             }
         for (int r = 0; r < e->nprogs && st == LDT_OK; r++) {
             ldt__fuse_stats fs;
+            memset(&fs, 0, sizeof fs);
             if (e->progs[r]) st = ldt__fuse_buckets(e->progs[r], bytes, cap, &fs);
+            if (st == LDT_OK && fs.groups > e->collective_groups) e->collective_groups = fs.groups;
         }
         free(bytes);
         LDT_CHECK(st);
@@ -646,6 +667,7 @@ static ldt_status schedule_all(ldt_exec *e, const ldt_compile_options *o) {
     else LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int overlap = o && o->overlap ? o->overlap > 0 : cores >= 2L * ldt_mesh_nranks(e->mesh);
+    if (overlap) e->collective_groups = 0; /* the schedule issues them one by one, overlapped */
     for (int r = 0; r < e->nprogs; r++) {
         ldt__program *p = e->progs[r];
         double serial, over;

@@ -80,15 +80,48 @@ typedef struct bucket {
     int64_t bytes;
 } bucket;
 
-/* Pass 2: writes the fused program into q (instructions in order, buckets at their close). */
+#define MAX_OPEN 16 /* buckets open at once, one per (group, dtype, reduce op) */
+
+/* The call of bucket b, appended to out: one member stays as it was; more become one call
+ * whose operands are the members, placed back to back by the memory plan. */
+static void emit_bucket(ldt__program *p, bucket *b, ldt__instr *out, int64_t *n, int32_t *ops2,
+                        int64_t *nops2, uint8_t *in_bucket, ldt__fuse_stats *st) {
+    if (b->n == 1) {
+        out[(*n)++] = p->ins[b->members[0]];
+    } else {
+        ldt__instr f = p->ins[b->members[0]];
+        f.nin = b->n;
+        f.in = (int32_t)*nops2;
+        for (int j = 0; j < b->n; j++) {
+            int32_t v = p->ins[b->members[j]].out;
+            ops2[(*nops2)++] = v;
+            p->vgroup[v] = p->ngroups;
+        }
+        p->ngroups++;
+        out[(*n)++] = f;
+        st->fused_calls++;
+        st->fused_members += b->n;
+    }
+    for (int j = 0; j < b->n; j++) in_bucket[p->ins[b->members[j]].out] = 0;
+    b->n = 0;
+    b->bytes = 0;
+}
+
+/* Pass 2: the fused program (instructions in order, buckets where they close). Several
+ * buckets stay open at once, one per (group, dtype, reduce op); when any must close (a reader
+ * of one of its values, another kind of collective, or the end) all close, in the order they
+ * opened, side by side, so pass 3 can issue them as one group. A bucket that would pass the
+ * cap closes alone and starts again. */
 static ldt_status buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
                           ldt__fuse_stats *st) {
     ldt__instr *out = malloc((size_t)(p->nins ? p->nins : 1) * sizeof *out);
     uint8_t *in_bucket = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
     int32_t *ops2 = NULL;
     int64_t n = 0, nops2 = 0;
-    bucket b = {0};
+    bucket bs[MAX_OPEN];
+    int nb = 0;
     ldt_status st_ = LDT_OK;
+    memset(bs, 0, sizeof bs);
     if (!out || !in_bucket) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
     /* fused calls take one operand per member: at most as many operands again */
     if (!(ops2 = malloc((size_t)(p->nops + p->nins + 1) * sizeof *ops2))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
@@ -99,49 +132,41 @@ static ldt_status buckets(ldt__program *p, const int64_t *bytes, int64_t cap_byt
     for (int32_t v = 0; v < p->nvals; v++) p->vgroup[v] = -1;
     for (int64_t i = 0; i <= p->nins; i++) {
         const ldt__instr *x = i < p->nins ? &p->ins[i] : NULL;
-        int close = 0, joins = 0;
+        int close = !x, k;
         if (x && x->kind == LDT__I_ALL_REDUCE && x->nin == 1) {
-            joins = 1;
-            if (b.n && (!same_group(p, &p->ins[b.members[0]], x) || b.bytes + bytes[i] > cap_bytes)) close = 1;
+            for (k = 0; k < nb && !same_group(p, &p->ins[bs[k].members[0]], x); k++) {}
+            if (k < nb && bs[k].bytes + bytes[i] > cap_bytes) /* full: it goes out now */
+                emit_bucket(p, &bs[k], out, &n, ops2, &nops2, in_bucket, st);
+            if (k == nb && nb == MAX_OPEN) close = 1; /* no room: everything goes out */
         } else if (x) {
             if (is_collective(x)) close = 1; /* collectives keep their order on every rank */
-            for (int k = 0; !close && k < x->nin; k++) close = in_bucket[p->ops[x->in + k]];
-        } else {
-            close = 1;
+            for (int j = 0; !close && j < x->nin; j++) close = in_bucket[p->ops[x->in + j]];
         }
-        if (close && b.n) {
-            /* the bucket's call, here: one member stays as it was; more become one call */
-            if (b.n == 1) {
-                out[n++] = p->ins[b.members[0]];
-            } else {
-                ldt__instr f = p->ins[b.members[0]];
-                f.nin = b.n;
-                f.in = (int32_t)nops2;
-                for (int j = 0; j < b.n; j++) {
-                    int32_t v = p->ins[b.members[j]].out;
-                    ops2[nops2++] = v;
-                    p->vgroup[v] = p->ngroups;
-                }
-                p->ngroups++;
-                out[n++] = f;
-                st->fused_calls++;
-                st->fused_members += b.n;
-            }
-            for (int j = 0; j < b.n; j++) in_bucket[p->ins[b.members[j]].out] = 0;
-            b.n = 0;
-            b.bytes = 0;
+        if (close) {
+            for (int j = 0; j < nb; j++)
+                if (bs[j].n) emit_bucket(p, &bs[j], out, &n, ops2, &nops2, in_bucket, st);
+            for (int j = 0; j < nb; j++) free(bs[j].members);
+            memset(bs, 0, sizeof bs);
+            nb = 0;
         }
         if (!x) break;
-        if (joins) {
-            if (b.n == b.cap) {
-                int c = b.cap ? 2 * b.cap : 16;
-                int64_t *m = realloc(b.members, (size_t)c * sizeof *m);
-                if (!m) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-                b.members = m;
-                b.cap = c;
+        if (x->kind == LDT__I_ALL_REDUCE && x->nin == 1) {
+            bucket *b;
+            for (k = 0; k < nb && (!bs[k].n || !same_group(p, &p->ins[bs[k].members[0]], x)); k++) {}
+            if (k == nb) {
+                for (k = 0; k < nb && bs[k].n; k++) {} /* an emptied slot, else a new one */
+                if (k == nb) nb++;
             }
-            b.members[b.n++] = i;
-            b.bytes += bytes[i];
+            b = &bs[k];
+            if (b->n == b->cap) {
+                int c = b->cap ? 2 * b->cap : 16;
+                int64_t *m = realloc(b->members, (size_t)c * sizeof *m);
+                if (!m) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+                b->members = m;
+                b->cap = c;
+            }
+            b->members[b->n++] = i;
+            b->bytes += bytes[i];
             in_bucket[x->out] = 1;
         } else {
             out[n++] = *x;
@@ -161,7 +186,7 @@ fail:
     free(out);
     free(ops2);
     free(in_bucket);
-    free(b.members);
+    for (int j = 0; j < nb; j++) free(bs[j].members);
     return st_;
 }
 
@@ -188,9 +213,32 @@ ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_st
     return LDT_OK;
 }
 
+/* Pass 3: runs of adjacent all_reduces that could not share a bucket (another group, dtype or
+ * reduce op) and do not read each other's results are issued as one group (group start/end),
+ * so a backend overlaps them. Every rank has the same instructions: the same groups. */
+static void group_runs(ldt__program *p, ldt__fuse_stats *st) {
+    for (int64_t i = 0; i < p->nins;) {
+        int64_t j = i;
+        while (j < p->nins && p->ins[j].kind == LDT__I_ALL_REDUCE) {
+            int reads_earlier = 0;
+            for (int64_t k = i; k < j && !reads_earlier; k++)
+                for (int m = 0; m < p->ins[j].nin; m++)
+                    if (p->ops[p->ins[j].in + m] == p->ins[k].out) reads_earlier = 1;
+            if (reads_earlier) break;
+            j++;
+        }
+        if (j - i >= 2) {
+            for (int64_t k = i; k < j; k++) p->ins[k].group = k == i ? 1 : k == j - 1 ? 3 : 2;
+            st->groups++;
+        }
+        i = j > i ? j : i + 1;
+    }
+}
+
 ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
                              ldt__fuse_stats *st) {
     LDT_CHECK(buckets(p, bytes, cap_bytes, st));
+    group_runs(p, st);
     st->collectives_after = ldt__program_collectives(p);
     return LDT_OK;
 }

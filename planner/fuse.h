@@ -16,6 +16,7 @@ typedef struct ldt__fuse_stats {
     int64_t in_place;      /* redistributions turned into in-place all_reduces */
     int64_t fused_calls;   /* calls that merge several all_reduces */
     int64_t fused_members; /* all_reduces merged into them */
+    int64_t groups;        /* runs of unfusable all_reduces issued as one group */
 } ldt__fuse_stats;
 
 /* Collective calls one run of p makes. */

@@ -40,6 +40,7 @@ typedef struct ldt__instr {
                        coordinate 0) */
     uint8_t ndims;  /* ALL_REDUCE: mesh dims of the group */
     uint8_t async;  /* REDIST, ALL_REDUCE: started here, finished by the WAIT at `pair` */
+    uint8_t group;  /* ALL_REDUCE in a run issued as one group: 1 first, 2 middle, 3 last */
     uint8_t dims[LDT_MAX_DIMS];
     int32_t op;     /* KERNEL: op id */
     int32_t node;   /* the trace node it belongs to */

@@ -35,6 +35,9 @@ ldt_status ldt__schedule_overlap(ldt__program *p, int64_t *moved) {
     int64_t nops;
     ldt_status st = LDT_OK;
     if (moved) *moved = 0;
+    /* a group is issued at its last call: with waits in between it would be read before it
+     * ran, and asynchronous collectives overlap anyway */
+    for (int64_t i = 0; i < n; i++) p->ins[i].group = 0;
     start = malloc((size_t)(n + 1) * sizeof *start);
     wait = malloc((size_t)(n + 1) * sizeof *wait);
     last_write = malloc((size_t)(p->nvals + 1) * sizeof *last_write);

@@ -391,3 +391,55 @@ Test(replay, overlapped_collectives_start_early_and_change_no_bit) {
     }
     cr_assert(memcmp(got[0], got[1], sizeof got[0]) == 0, "overlap changes no bit");
 }
+
+/* All_reduces that cannot share a bucket (f32 and f64 alternating) but sit side by side are
+ * issued as one group when collectives run in line; values equal the ungrouped run. */
+Test(replay, unfusable_neighbours_are_grouped) {
+    float got[2][30];
+    double gotd[2][30];
+    for (int mode = 0; mode < 2; mode++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_ctx_options co = {0};
+        ldt_compile_options o = {0};
+        ldt_exec *ex;
+        ldt_exec_stats es;
+        ldt_tensor *ys[4], *outs[2];
+        ldt_placement s1 = ldt_shard(1), s0 = ldt_shard(0), r = ldt_replicate();
+        void *dst[2] = {got[mode], gotd[mode]};
+        cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
+        co.mesh = mesh;
+        cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+        for (int i = 0; i < 4; i++) {
+            char name[16];
+            ldt_dtype dt = i % 2 ? LDT_F64 : LDT_F32;
+            ldt_tensor *x, *w;
+            snprintf(name, sizeof name, "x%d", i);
+            x = pc_input(ctx, name, (ldt_shape){2, {5, 8}}, dt, 0);
+            snprintf(name, sizeof name, "w%d", i);
+            w = pc_param(ctx, name, (ldt_shape){2, {8, 6}}, dt);
+            cr_assert_eq(ldt_pin(x, &s1, 1), LDT_OK);
+            cr_assert_eq(ldt_pin(w, &s0, 1), LDT_OK);
+            ys[i] = ldt_redistribute_to(ldt_matmul(x, w), &r, 1);
+        }
+        outs[0] = ldt_add(ys[0], ys[2]);
+        outs[1] = ldt_add(ys[1], ys[3]);
+        o.no_fuse = mode == 0;
+        o.overlap = -1;
+        cr_assert_eq(ldt_compile(ctx, outs, 2, &o, &ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, 0, dst[0], sizeof got[0]), LDT_OK);
+        cr_assert_eq(ldt_exec_read(ex, 1, dst[1], sizeof gotd[0]), LDT_OK);
+        cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
+        if (mode == 1) {
+            cr_assert_eq(es.collective_groups, 1, "one group of the unfusable run (%lld groups, %lld calls)", (long long)es.collective_groups, (long long)es.collectives);
+            cr_assert_eq(es.collectives, 2, "two buckets: one per dtype");
+        } else {
+            cr_assert_eq(es.collective_groups, 0);
+        }
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+    cr_assert(memcmp(got[0], got[1], sizeof got[0]) == 0);
+    cr_assert(memcmp(gotd[0], gotd[1], sizeof gotd[0]) == 0);
+}

@@ -276,6 +276,8 @@ typedef struct ldt_exec_stats {
     double modeled_step_seconds;    /* compute (roofline estimate) + communication, in series */
     double modeled_overlap_seconds; /* the same with collectives overlapping compute */
     int64_t overlapped_collectives; /* collectives with other work between start and wait */
+    int64_t collective_groups; /* runs of unfusable collectives issued as one group (when
+                                  collectives run in line; overlapped ones need none) */
 } ldt_exec_stats;
 ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
 /* The context's plan cache: compiles answered from it and compiles that built anew. */
