@@ -265,8 +265,78 @@ Test(autodiff, bad_input_and_missing_rules) {
     ldt_ctx_destroy(ctx);
 }
 
-/* The families done so far have a rule for every op (the table is checked, not trusted). */
-Test(autodiff, every_core_op_has_a_rule) {
-    for (int op = LDT_OP_ADD; op <= LDT_OP_AMIN; op++)
-        cr_assert(ldt__has_vjp(op), "op %s has no backward rule", ldt__builtin_op_name(op));
+/* Every op has a rule (or no gradient by nature) but the two still to come, which are
+ * named here so this test changes when they land (gelu's erf form errors inside its rule). */
+Test(autodiff, every_op_has_a_rule_but_two) {
+    for (int op = 0; op < LDT_OP_COUNT; op++) {
+        int pending = op == LDT_OP_SDPA || op == LDT_OP_INDEX_PUT;
+        cr_assert_eq(ldt__has_vjp(op), !pending, "op %s: rule %s", ldt__builtin_op_name(op),
+                     pending ? "expected missing" : "missing");
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * nn and indexing rules.
+ */
+static ldt_tensor *I(ldt_ctx *ctx, const char *name, ldt_shape s, int64_t range) {
+    return pc_input(ctx, name, s, LDT_I64, range);
+}
+
+static ldt_tensor *b_nn(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
+    ldt_shape s = {3, {2, 3, 5}};
+    ldt_tensor *x = P(ctx, ps, np, s);
+    switch (w) {
+    case 0: return ldt_softmax(x, -1);
+    case 1: return ldt_softmax(x, 1);
+    case 2: return ldt_log_softmax(x, -1);
+    case 3: return ldt_layer_norm(x, 1, P(ctx, ps, np, (ldt_shape){1, {5}}), P(ctx, ps, np, (ldt_shape){1, {5}}), 1e-5);
+    case 4: return ldt_layer_norm(x, 2, NULL, NULL, 1e-5);
+    case 5: return ldt_rms_norm(x, 1, P(ctx, ps, np, (ldt_shape){1, {5}}), 1e-6);
+    case 6: return ldt_rms_norm(x, 2, NULL, 1e-6);
+    case 7: /* targets with an ignored one (-1) */
+        return ldt_mul_scalar(ldt_cross_entropy(x, ldt_sub_scalar(I(ctx, "t", (ldt_shape){2, {2, 3}}, 6), 1), -1), 1.0);
+    case 8: return ldt_dropout(x, 0.3, 1);
+    default: return ldt_cross_entropy(x, I(ctx, "t", (ldt_shape){2, {2, 3}}, 5), -100);
+    }
+}
+
+Test(autodiff, nn_rules_match_finite_differences) {
+    for (int w = 0; w < 10; w++) {
+        char what[32];
+        snprintf(what, sizeof what, "nn %d", w);
+        fd_check(b_nn, w, what);
+    }
+}
+
+static ldt_tensor *b_index(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
+    switch (w) {
+    case 0: /* embedding with repeated and negative indices */
+        return ldt_embedding(P(ctx, ps, np, (ldt_shape){2, {6, 3}}),
+                             ldt_sub_scalar(I(ctx, "i", (ldt_shape){2, {2, 4}}, 9), 3));
+    case 1: return ldt_index_select(P(ctx, ps, np, (ldt_shape){2, {5, 3}}), 0, I(ctx, "i", (ldt_shape){1, {7}}, 5));
+    case 2: return ldt_gather(P(ctx, ps, np, (ldt_shape){2, {4, 5}}), 1, I(ctx, "i", (ldt_shape){2, {4, 3}}, 5));
+    case 3: { /* distinct positions per row, so the overwrite is well defined */
+        int64_t idx[8] = {0, 2, 4, 1, 3, 0, 1, 2};
+        ldt_tensor *ix = ldt_input(ctx, "i", &(ldt_shape){2, {2, 4}}, LDT_I64);
+        cr_assert_eq(ldt_input_bind(ix, idx, sizeof idx), LDT_OK);
+        return ldt_scatter(P(ctx, ps, np, (ldt_shape){2, {2, 5}}), 1, ix, P(ctx, ps, np, (ldt_shape){2, {2, 4}}));
+    }
+    case 4: return ldt_scatter_add(P(ctx, ps, np, (ldt_shape){2, {3, 5}}), 1, I(ctx, "i", (ldt_shape){2, {3, 4}}, 5),
+                                   P(ctx, ps, np, (ldt_shape){2, {3, 4}}));
+    case 5: return ldt_index_add(P(ctx, ps, np, (ldt_shape){2, {5, 3}}), 0, I(ctx, "i", (ldt_shape){1, {6}}, 5),
+                                 P(ctx, ps, np, (ldt_shape){2, {6, 3}}));
+    default: {
+        ldt_tensor *v = NULL;
+        cr_assert_eq(ldt_topk(P(ctx, ps, np, (ldt_shape){2, {3, 6}}), 2, 1, 1, &v, NULL), LDT_OK);
+        return v;
+    }
+    }
+}
+
+Test(autodiff, index_rules_match_finite_differences) {
+    for (int w = 0; w < 7; w++) {
+        char what[32];
+        snprintf(what, sizeof what, "index %d", w);
+        fd_check(b_index, w, what);
+    }
 }

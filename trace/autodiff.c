@@ -305,6 +305,13 @@ static const ldt__vjp_fn k_rules[LDT_OP_COUNT] = {
     [LDT_OP_TOPK_INDICES] = LDT__NO_GRAD, [LDT_OP_RAND] = LDT__NO_GRAD,
     [LDT_OP_RANDN] = LDT__NO_GRAD, [LDT_OP_BERNOULLI] = LDT__NO_GRAD,
     [LDT_OP_ONE_HOT] = LDT__NO_GRAD,
+    [LDT_OP_TOPK_VALUES] = ldt__r_topk,
+    [LDT_OP_SOFTMAX] = ldt__r_softmax, [LDT_OP_LOG_SOFTMAX] = ldt__r_softmax,
+    [LDT_OP_LAYER_NORM] = ldt__r_norm, [LDT_OP_RMS_NORM] = ldt__r_norm,
+    [LDT_OP_CROSS_ENTROPY] = ldt__r_cross_entropy, [LDT_OP_DROPOUT] = ldt__r_dropout,
+    [LDT_OP_EMBEDDING] = ldt__r_index, [LDT_OP_INDEX_SELECT] = ldt__r_index,
+    [LDT_OP_GATHER] = ldt__r_index, [LDT_OP_SCATTER] = ldt__r_index,
+    [LDT_OP_SCATTER_ADD] = ldt__r_index, [LDT_OP_INDEX_ADD] = ldt__r_index,
 };
 
 int ldt__has_vjp(int op) {

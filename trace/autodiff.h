@@ -20,4 +20,12 @@ ldt_tensor *ldt__scalar_const(ldt_ctx *ctx, ldt_dtype dt, int one);
 ldt_tensor *ldt__zeros_like(ldt_tensor *x);
 ldt_tensor *ldt__unbroadcast(ldt_tensor *g, const ldt_shape *shape);
 
+/* Rules of the nn and indexing families (trace/autodiff_nn.c). */
+void ldt__r_softmax(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+void ldt__r_norm(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+void ldt__r_cross_entropy(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+void ldt__r_dropout(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+void ldt__r_index(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+void ldt__r_topk(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+
 #endif
