@@ -44,7 +44,7 @@
     X(RSQRT, "rsqrt", 1)                                                                   \
     X(TANH, "tanh", 1)                                                                     \
     X(RELU, "relu", 1)                                                                     \
-    X(GELU, "gelu", 1) /* attrs.i[0]: 0 erf form, 1 tanh form */                          \
+    X(GELU, "gelu", 1) /* attrs.i[0]: 0 erf form, 1 tanh form, 2 the erf form's derivative */\
     X(SILU, "silu", 1)                                                                     \
     X(CAST, "cast", 1) /* to the node's dtype */                                          \
     /* linear algebra */                                                                   \

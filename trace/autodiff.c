@@ -139,9 +139,13 @@ static void r_unary(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
                                     ldt_mul(ldt_mul_scalar(x, 0.5),
                                             ldt_mul(ldt_rsub_scalar(ldt_mul(th, th), 1), du)));
             gi[0] = ldt_mul(g, d);
-        } else { /* the erf form needs an erf op: no rule yet */
-            ldt__op_error(t->ctx, LDT_ERR_UNSUPPORTED,
-                          "gelu (erf form) has no backward rule yet; the tanh form has");
+        } else if (t->attrs->i[0] == 0) { /* erf form: Phi(x) + x phi(x), one kernel (form 2) */
+            ldt_tensor *d = ldt__record_a(t->ctx, LDT_OP_GELU, &x, 1, x->shape, (ldt_dtype)x->dtype);
+            if (d) d->attrs->i[0] = 2;
+            gi[0] = d ? ldt_mul(g, d) : NULL;
+        } else {
+            ldt__op_error(t->ctx, LDT_ERR_UNSUPPORTED, "gelu form %lld has no backward rule",
+                          (long long)t->attrs->i[0]);
         }
         break;
     case LDT_OP_CAST: gi[0] = ldt_cast(g, (ldt_dtype)x->dtype); break;

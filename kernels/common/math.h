@@ -73,6 +73,15 @@ LDT_HD double ldt__gelu_erf_f64(double x) {
     return c == 0.0 ? -0.0 : 0.5 * x * c;
 }
 
+/* The erf form's derivative: Phi(x) + x phi(x), Phi(x) = 0.5 erfc(-x / sqrt 2),
+ * phi(x) = exp(-x^2 / 2) / sqrt(2 pi) (the backward of gelu, attrs form 2). */
+LDT_HD float ldt__gelu_erf_grad_f32(float x) {
+    return 0.5f * erfcf(-x * (float)LDT__SQRT1_2) + x * expf(-0.5f * x * x) * 0.3989422804014327f;
+}
+LDT_HD double ldt__gelu_erf_grad_f64(double x) {
+    return 0.5 * erfc(-x * LDT__SQRT1_2) + x * exp(-0.5 * x * x) * 0.3989422804014327;
+}
+
 /* 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3). */
 LDT_HD float ldt__gelu_tanh_f32(float x) {
     float t = 2.0f * (float)LDT__SQRT_2_PI * (x + (float)LDT__GELU_C * x * x * x);

@@ -267,7 +267,8 @@ typedef void (*unary_fn)(void *o, const void *x, int64_t n);
     UNARY_ROW(relu_##SFX, T, ldt__relu_##SFX(x))                                           \
     UNARY_ROW(gelu_##SFX, T, ldt__gelu_erf_##SFX(x))                                       \
     UNARY_ROW(silu_##SFX, T, ldt__silu_##SFX(x))                                           \
-    UNARY_ROW(gelut_##SFX, T, ldt__gelu_tanh_##SFX(x))
+    UNARY_ROW(gelut_##SFX, T, ldt__gelu_tanh_##SFX(x))                                     \
+    UNARY_ROW(geluerfg_##SFX, T, ldt__gelu_erf_grad_##SFX(x))
 FLOAT_UNARY_ROWS(f32, float)
 FLOAT_UNARY_ROWS(f64, double)
 
@@ -296,6 +297,7 @@ static const unary_fn k_unary[LDT_OP_SILU - LDT_OP_NEG + 1][LDT_DTYPE_COUNT] = {
     [U_(SILU)] = FLOAT_ROWS_OF(silu),
 };
 static const unary_fn k_gelu_tanh[LDT_DTYPE_COUNT] = FLOAT_ROWS_OF(gelut);
+static const unary_fn k_gelu_erf_grad[LDT_DTYPE_COUNT] = FLOAT_ROWS_OF(geluerfg);
 #undef U_
 
 /* ---------------------------------------------------------------------------------------
@@ -743,11 +745,13 @@ ldt_status ldt__k_unary(const ldt__kcall *c) {
                  "changes dtype)", op, ldt_dtype_name(c->out.dtype), ldt_dtype_name(x->dtype));
     const unary_fn *row = k_unary[c->op - LDT_OP_NEG];
     if (c->op == LDT_OP_GELU && c->attrs) {
-        if (c->attrs->i[0] != 0 && c->attrs->i[0] != 1)
+        if (c->attrs->i[0] < 0 || c->attrs->i[0] > 2)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "gelu: attrs.i[0] must be 0 (erf form) or 1 (tanh form), got %lld",
+                     "gelu: attrs.i[0] must be 0 (erf form), 1 (tanh form) or 2 (the erf form's "
+                     "derivative), got %lld",
                      (long long)c->attrs->i[0]);
         if (c->attrs->i[0] == 1) row = k_gelu_tanh;
+        if (c->attrs->i[0] == 2) row = k_gelu_erf_grad;
     }
     if (!row[x->dtype]) {
         unsigned mask;
