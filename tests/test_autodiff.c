@@ -262,20 +262,20 @@ Test(autodiff, bad_input_and_missing_rules) {
     }
     /* the rules still missing are named */
     {
-        ldt_tensor *q = ldt_reshape(x, &(ldt_shape){3, {1, 3, 4}});
-        cr_assert_eq(ldt_grad(ldt_sum(ldt_scaled_dot_product_attention(q, q, q, 0, 0, 0), NULL, 0, 0), &x,
-                              1, &g),
+        ldt_tensor *vals = ldt_reshape(ldt_slice(x, 0, 0, 2, 1), &(ldt_shape){2, {2, 4}});
+        ldt_tensor *ix = pc_input(ctx, "ix", (ldt_shape){1, {2}}, LDT_I64, 3);
+        cr_assert_eq(ldt_grad(ldt_sum(ldt_index_put(x, &ix, 1, vals, 0), NULL, 0, 0), &x, 1, &g),
                      LDT_ERR_UNSUPPORTED);
-        cr_assert(strstr(ldt_last_error(), "scaled_dot_product_attention"), "%s", ldt_last_error());
+        cr_assert(strstr(ldt_last_error(), "index_put"), "%s", ldt_last_error());
     }
     ldt_ctx_destroy(ctx);
 }
 
-/* Every op has a rule (or no gradient by nature) but the two still to come, which are
- * named here so this test changes when they land (gelu's erf form errors inside its rule). */
-Test(autodiff, every_op_has_a_rule_but_two) {
+/* Every op has a rule (or no gradient by nature) but the one still to come, which is named
+ * here so this test changes when it lands. */
+Test(autodiff, every_op_has_a_rule_but_index_put) {
     for (int op = 0; op < LDT_OP_COUNT; op++) {
-        int pending = op == LDT_OP_SDPA || op == LDT_OP_INDEX_PUT;
+        int pending = op == LDT_OP_INDEX_PUT;
         cr_assert_eq(ldt__has_vjp(op), !pending, "op %s: rule %s", ldt__builtin_op_name(op),
                      pending ? "expected missing" : "missing");
     }
@@ -303,6 +303,20 @@ static ldt_tensor *b_nn(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
         return ldt_mul_scalar(ldt_cross_entropy(x, ldt_sub_scalar(I(ctx, "t", (ldt_shape){2, {2, 3}}, 6), 1), -1), 1.0);
     case 8: return ldt_dropout(x, 0.3, 1);
     default: return ldt_cross_entropy(x, I(ctx, "t", (ldt_shape){2, {2, 3}}, 5), -100);
+    }
+}
+
+static ldt_tensor *b_sdpa(ldt_ctx *ctx, ldt_tensor **ps, int *np, int w) {
+    ldt_tensor *q = P(ctx, ps, np, (ldt_shape){4, {2, 2, 3, 4}}), *k = P(ctx, ps, np, (ldt_shape){4, {2, 2, 5, 4}});
+    ldt_tensor *v = P(ctx, ps, np, (ldt_shape){4, {2, 2, 5, 3}});
+    return ldt_scaled_dot_product_attention(q, k, v, w & 1, w & 2 ? 0.25 : 0, w & 4 ? 0.7 : 0);
+}
+
+Test(autodiff, attention_rule_matches_finite_differences) {
+    for (int w = 0; w < 8; w++) {
+        char what[32];
+        snprintf(what, sizeof what, "sdpa %d", w);
+        fd_check(b_sdpa, w, what);
     }
 }
 
@@ -358,16 +372,19 @@ typedef struct grads_run {
     ldt_ctx *ctx;
     ldt_model *m;
     int np;
-    ldt_tensor *g[16];
+    ldt_tensor *g[64];
 } grads_run;
 
-static void grads_open(grads_run *r, const char *mesh_text) {
+static void grads_open(grads_run *r, const char *kind, const char *mesh_text) {
     ldt_ctx_options co = {0};
-    ldt_model_config cfg = ldt_model_config_default("mlp");
-    ldt_tensor *ps[16], *loss;
+    ldt_model_config cfg = ldt_model_config_default(kind);
+    ldt_tensor *ps[64], *loss;
     memset(r, 0, sizeof *r);
     cfg.layers = 2;
     cfg.hidden = 8;
+    cfg.heads = 2;
+    cfg.vocab = 11;
+    cfg.seq = 3;
     cfg.batch = 5;
     cfg.dtype = LDT_F64;
     if (mesh_text) cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &r->mesh), LDT_OK);
@@ -378,8 +395,11 @@ static void grads_open(grads_run *r, const char *mesh_text) {
     for (int i = 0; i < ldt_model_ninputs(r->m); i++) {
         const char *name;
         ldt_tensor *t = ldt_model_input(r->m, i, &name);
-        void *d = pc_data(name, &(ldt_shape){2, {5, 8}}, LDT_F64, 0);
-        cr_assert_eq(ldt_input_bind(t, d, 5 * 8 * 8), LDT_OK);
+        ldt_shape s;
+        void *d;
+        ldt_tensor_shape(t, &s);
+        d = pc_data(name, &s, ldt_tensor_dtype(t), cfg.vocab);
+        cr_assert_eq(ldt_input_bind(t, d, pc_nbytes(&s, ldt_tensor_dtype(t))), LDT_OK);
         free(d);
     }
     if (mesh_text) cr_assert_eq(ldt_model_pin(r->m, "megatron"), LDT_OK);
@@ -395,12 +415,12 @@ static void grads_close(grads_run *r) {
     ldt_mesh_destroy(r->mesh);
 }
 
-Test(autodiff, mlp_gradients_on_meshes_equal_one_device) {
+static void model_grads(const char *kind) {
     const char *meshes[] = {"tp=2", "dp=2", "dp=2,tp=2"};
     grads_run one;
-    double *ref[16], *got[16];
-    int64_t nb[16];
-    grads_open(&one, NULL);
+    double *ref[64], *got[64];
+    int64_t nb[64];
+    grads_open(&one, kind, NULL);
     for (int i = 0; i < one.np; i++) {
         ldt_shape s;
         ldt_tensor_shape(one.g[i], &s);
@@ -414,12 +434,12 @@ Test(autodiff, mlp_gradients_on_meshes_equal_one_device) {
     for (int m = 0; m < 3; m++) {
         grads_run r;
         ldt_plan *plan;
-        grads_open(&r, meshes[m]);
+        grads_open(&r, kind, meshes[m]);
         cr_assert_eq(ldt_plan_create(r.ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
         cr_assert_eq(ldt_plan_run(plan, r.np, r.g, (void *const *)got, nb), LDT_OK, "%s", ldt_last_error());
         for (int i = 0; i < r.np; i++)
-            cr_assert_eq(pc_compare(LDT_F64, got[i], ref[i], nb[i] / 8, 1e-12), -1, "parameter %d on %s", i,
-                         meshes[m]);
+            cr_assert_eq(pc_compare(LDT_F64, got[i], ref[i], nb[i] / 8, 1e-12), -1, "%s parameter %d on %s",
+                         kind, i, meshes[m]);
         ldt_plan_destroy(plan);
         grads_close(&r);
     }
@@ -428,4 +448,9 @@ Test(autodiff, mlp_gradients_on_meshes_equal_one_device) {
         free(got[i]);
     }
     grads_close(&one);
+}
+
+Test(autodiff, model_gradients_on_meshes_equal_one_device) {
+    model_grads("mlp");
+    model_grads("gpt");
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "core/error.h"
 #include "trace/autodiff.h"
 
@@ -28,6 +30,36 @@ ldt_tensor *ldt__scalar_const(ldt_ctx *ctx, ldt_dtype dt, int one) {
         *slot = ldt_constant(ctx, &s0, dt, v);
     }
     return *slot;
+}
+
+ldt_tensor *ldt__cached_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, const void *data) {
+    int64_t nb = (int64_t)ldt__dtype_size(dt);
+    uint64_t key, head[2 + LDT_MAX_DIMS] = {(uint64_t)dt, (uint64_t)shape->ndim};
+    XXH3_state_t *h = XXH3_createState();
+    ldt_tensor *t;
+    int slot;
+    for (int d = 0; d < shape->ndim; d++) {
+        nb *= shape->dims[d];
+        head[2 + d] = (uint64_t)shape->dims[d];
+    }
+    if (!h) return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+    XXH3_64bits_reset(h);
+    XXH3_64bits_update(h, head, (size_t)(2 + shape->ndim) * sizeof head[0]);
+    XXH3_64bits_update(h, data, (size_t)nb);
+    key = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    for (int i = 0; i < 16; i++) {
+        t = ctx->const_cache[i];
+        if (t && ctx->const_cache_key[i] == key && t->dtype == dt && ldt_shape_equal(t->shape, shape) &&
+            memcmp(t->data, data, (size_t)nb) == 0)
+            return t;
+    }
+    if (!(t = ldt_constant(ctx, shape, dt, data))) return NULL;
+    slot = ctx->const_cache_next;
+    ctx->const_cache_next = (slot + 1) % 16; /* an evicted one stays alive with the context */
+    ctx->const_cache[slot] = t;
+    ctx->const_cache_key[slot] = key;
+    return t;
 }
 
 ldt_tensor *ldt__zeros_like(ldt_tensor *x) {
@@ -230,7 +262,7 @@ static void r_view(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
             break;
         }
         for (int64_t i = 0; i < n; i++) idx[i] = t->op == LDT_OP_SLICE ? a[1] + i * a[3] : a[1];
-        index = ldt_constant(t->ctx, &(ldt_shape){1, {n}}, LDT_I64, idx);
+        index = ldt__cached_constant(t->ctx, &(ldt_shape){1, {n}}, LDT_I64, idx);
         free(idx);
         if (t->op == LDT_OP_SELECT) { /* the removed dim back, of size 1 */
             ldt_shape s = *x->shape;
@@ -316,6 +348,7 @@ static const ldt__vjp_fn k_rules[LDT_OP_COUNT] = {
     [LDT_OP_EMBEDDING] = ldt__r_index, [LDT_OP_INDEX_SELECT] = ldt__r_index,
     [LDT_OP_GATHER] = ldt__r_index, [LDT_OP_SCATTER] = ldt__r_index,
     [LDT_OP_SCATTER_ADD] = ldt__r_index, [LDT_OP_INDEX_ADD] = ldt__r_index,
+    [LDT_OP_SDPA] = ldt__r_sdpa,
 };
 
 int ldt__has_vjp(int op) {

@@ -19,6 +19,9 @@ int ldt__has_vjp(int op);
 ldt_tensor *ldt__scalar_const(ldt_ctx *ctx, ldt_dtype dt, int one);
 ldt_tensor *ldt__zeros_like(ldt_tensor *x);
 ldt_tensor *ldt__unbroadcast(ldt_tensor *g, const ldt_shape *shape);
+/* A constant with this shape, dtype and data, reused while the context holds one with the
+ * same content (a few are kept): rules run every step and must not pile up constants. */
+ldt_tensor *ldt__cached_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, const void *data);
 
 /* Rules of the nn and indexing families (trace/autodiff_nn.c). */
 void ldt__r_softmax(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
@@ -27,5 +30,6 @@ void ldt__r_cross_entropy(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 void ldt__r_dropout(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 void ldt__r_index(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 void ldt__r_topk(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+void ldt__r_sdpa(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 
 #endif

@@ -2,6 +2,9 @@
  * planner shards them like any other (softmax through its output; norms recompute the
  * normalised input; cross_entropy as softmax minus the one-hot target over the count of
  * targets that count; dropout as the same mask on the gradient). */
+#include <math.h>
+#include <stdlib.h>
+
 #include "core/error.h"
 #include "trace/autodiff.h"
 
@@ -116,4 +119,58 @@ void ldt__r_topk(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     const int64_t *a = t->attrs->i;
     if (ldt_topk(x, a[1], (int)a[0], (int)a[2], NULL, &idx) != LDT_OK || !idx) return;
     gi[0] = ldt_scatter_add(ldt__zeros_like(x), (int)a[0], idx, g);
+}
+
+/* Attention, recomputing the weights: S = scale q k^T (causal: -inf above the diagonal,
+ * top-left aligned as the kernel), P = softmax(S), Pd = dropout(P) with the forward's seed and
+ * offset (the very mask: it is drawn by the weights' global index, as dropout's), O = Pd v.
+ * Then gv = Pd^T g, gP = dropout(g v^T), gS = P (gP - sum(gP P)), gq = scale gS k,
+ * gk = scale gS^T q. */
+void ldt__r_sdpa(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *q = IN(t, 0), *k = IN(t, 1), *v = IN(t, 2), *s, *p, *pd, *gp, *gs;
+    int n = q->shape->ndim, last = n - 1;
+    int64_t Lq = q->shape->dims[n - 2], Lk = k->shape->dims[n - 2];
+    double scale = t->attrs->f[1], drop = t->attrs->f[0];
+    ldt_dtype dt = (ldt_dtype)q->dtype;
+    s = ldt_mul_scalar(ldt_matmul(q, ldt_transpose(k, -1, -2)), scale);
+    if (t->attrs->i[2]) { /* causal: key j is seen by query i when j <= i */
+        unsigned char *m = malloc((size_t)(Lq * Lk > 0 ? Lq * Lk : 1));
+        ldt_tensor *mask, *ninf;
+        double inf = -INFINITY;
+        if (!m) {
+            ldt__op_error(t->ctx, LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+            return;
+        }
+        for (int64_t i = 0; i < Lq; i++)
+            for (int64_t j = 0; j < Lk; j++) m[i * Lk + j] = j <= i;
+        mask = ldt__cached_constant(t->ctx, &(ldt_shape){2, {Lq, Lk}}, LDT_BOOL, m);
+        free(m);
+        ninf = ldt__cached_constant(t->ctx, &(ldt_shape){0, {0}}, LDT_F64, &inf);
+        s = ldt_where(mask, s, dt == LDT_F64 ? ninf : ldt_cast(ninf, dt));
+    }
+    p = ldt_softmax(s, last);
+    pd = p;
+    if (drop > 0) {
+        ldt_tensor *d = ldt__record_a(t->ctx, LDT_OP_DROPOUT, &p, 1, p->shape, dt);
+        if (d) {
+            d->attrs->i[0] = t->attrs->i[0];
+            d->attrs->i[1] = t->attrs->i[1];
+            d->attrs->f[0] = drop;
+        }
+        pd = d;
+    }
+    gi[2] = ldt_matmul(ldt_transpose(pd, -1, -2), g);
+    gp = ldt_matmul(g, ldt_transpose(v, -1, -2));
+    if (drop > 0) {
+        ldt_tensor *d = ldt__record_a(t->ctx, LDT_OP_DROPOUT, &gp, 1, gp->shape, dt);
+        if (d) {
+            d->attrs->i[0] = t->attrs->i[0];
+            d->attrs->i[1] = t->attrs->i[1];
+            d->attrs->f[0] = drop;
+        }
+        gp = d;
+    }
+    gs = ldt_mul(p, ldt_sub(gp, ldt_sum(ldt_mul(gp, p), &last, 1, 1)));
+    gi[0] = ldt_mul_scalar(ldt_matmul(gs, k), scale);
+    gi[1] = ldt_mul_scalar(ldt_matmul(ldt_transpose(gs, -1, -2), q), scale);
 }

@@ -104,6 +104,10 @@ struct ldt_ctx {
     int ncustom;
     /* 0-dim constants 0 and 1 per dtype, made once (autodiff) */
     ldt_tensor *scalar_const[LDT_DTYPE_COUNT][2];
+    /* constants backward rules make (causal masks, index lists), by content, made once */
+    ldt_tensor *const_cache[16];
+    uint64_t const_cache_key[16];
+    int const_cache_next;
     /* compiled executables (exec/cache.c), opaque here: trace never calls down */
     void *exec_cache;
     void (*exec_cache_free)(void *cache);
