@@ -348,7 +348,7 @@ static const ldt__vjp_fn k_rules[LDT_OP_COUNT] = {
     [LDT_OP_EMBEDDING] = ldt__r_index, [LDT_OP_INDEX_SELECT] = ldt__r_index,
     [LDT_OP_GATHER] = ldt__r_index, [LDT_OP_SCATTER] = ldt__r_index,
     [LDT_OP_SCATTER_ADD] = ldt__r_index, [LDT_OP_INDEX_ADD] = ldt__r_index,
-    [LDT_OP_SDPA] = ldt__r_sdpa,
+    [LDT_OP_SDPA] = ldt__r_sdpa, [LDT_OP_INDEX_PUT] = ldt__r_index_put,
 };
 
 int ldt__has_vjp(int op) {

@@ -31,5 +31,6 @@ void ldt__r_dropout(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 void ldt__r_index(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 void ldt__r_topk(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 void ldt__r_sdpa(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
+void ldt__r_index_put(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 
 #endif

@@ -174,3 +174,32 @@ void ldt__r_sdpa(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     gi[0] = ldt_mul_scalar(ldt_matmul(gs, k), scale);
     gi[1] = ldt_mul_scalar(ldt_matmul(ldt_transpose(gs, -1, -2), q), scale);
 }
+
+/* index_put: x[idx_0[j], ..., idx_{k-1}[j], ...] = values[j, ...] (or +=). The gradient of x
+ * is g with the written positions zeroed (g itself when accumulating); values get g read at
+ * those positions: the first k dims flattened, each j's flat index (negative indices counted
+ * from the end) picking a row, summed back over the broadcast values took. */
+void ldt__r_index_put(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
+    ldt_tensor *x = IN(t, 0), *vals = IN(t, 1), *flat = NULL, *rows;
+    int k = (int)t->attrs->i[1], n = x->shape->ndim;
+    int64_t lead = 1;
+    ldt_shape fs = {0, {0}};
+    for (int d = 0; d < k; d++) { /* flat = ((i0 d1 + i1) d2 + i2) ... */
+        ldt_tensor *ix = IN(t, 2 + d), *z = ldt__scalar_const(t->ctx, (ldt_dtype)ix->dtype, 0);
+        ix = ldt_where(ldt_lt(ix, z), ldt_add_scalar(ix, (double)x->shape->dims[d]), ix);
+        if (ix && ix->dtype != LDT_I64) ix = ldt_cast(ix, LDT_I64);
+        flat = flat ? ldt_add(ldt_mul_scalar(flat, (double)x->shape->dims[d]), ix) : ix;
+        lead *= x->shape->dims[d];
+    }
+    fs.dims[fs.ndim++] = lead;
+    for (int d = k; d < n; d++) fs.dims[fs.ndim++] = x->shape->dims[d];
+    rows = ldt_index_select(ldt_reshape(g, &fs), 0, flat); /* [L, rest] */
+    gi[1] = ldt__unbroadcast(rows, vals->shape);
+    if (t->attrs->i[0]) {
+        gi[0] = g;
+    } else { /* the written positions take nothing from x */
+        ldt_tensor *idx[LDT_MAX_DIMS];
+        for (int d = 0; d < k; d++) idx[d] = IN(t, 2 + d);
+        gi[0] = ldt_index_put(g, idx, k, ldt__scalar_const(t->ctx, (ldt_dtype)g->dtype, 0), 0);
+    }
+}
