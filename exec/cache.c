@@ -97,6 +97,10 @@ ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "compile: ctx, outputs and out must be given");
     *out = NULL;
     if (ctx->status != LDT_OK) LDT_FAIL(ctx->status, "compile: the trace holds an error: %s", ctx->errmsg);
+    if (ctx->nkeeps)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: the trace assigns or keeps %lld tensors; compiled "
+                 "steps do not write persistent tensors yet (run it with ldt_run_eager or ldt_sync)",
+                 (long long)ctx->nkeeps);
     for (int i = 0; i < nout; i++)
         if (!outputs[i] || outputs[i]->ctx != ctx || outputs[i]->kind != LDT__NODE ||
             outputs[i]->gen != ctx->gen)

@@ -261,13 +261,45 @@ ldt_status ldt_plan_run(ldt_plan *plan, int nout, ldt_tensor *const *outs, void 
 
 ldt_status ldt_run_eager(ldt_ctx *ctx, const ldt_plan_options *opts, int nout,
                          ldt_tensor *const *outs, void *const *dst, const int64_t *nbytes) {
-    ldt_plan *plan;
+    ldt_plan *plan = NULL;
     ldt_status st;
-    if (!ctx) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "run eager: ctx is NULL");
+    int n;
+    ldt_tensor **o = NULL;
+    void **d = NULL;
+    int64_t *nb = NULL;
+    if (!ctx || nout < 0) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "run eager: ctx is NULL");
+    /* the values kept or assigned (ldt_keep, ldt_assign) are gathered with the outputs, into
+     * their tensors' storage */
+    n = nout + (int)ctx->nkeeps;
+    o = malloc((size_t)(n ? n : 1) * sizeof *o);
+    d = malloc((size_t)(n ? n : 1) * sizeof *d);
+    nb = malloc((size_t)(n ? n : 1) * sizeof *nb);
+    if (!o || !d || !nb) {
+        st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "run eager: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nout; i++) {
+        o[i] = outs[i];
+        d[i] = dst[i];
+        nb[i] = nbytes[i];
+    }
+    for (int64_t i = 0; i < ctx->nkeeps; i++) {
+        ldt_tensor *k = ctx->keeps[i];
+        o[nout + i] = LDT__P(k)->source;
+        d[nout + i] = k->data;
+        nb[nout + i] = ldt__nbytes(k);
+    }
     st = ldt_plan_create(ctx, opts, &plan);
-    if (st == LDT_OK) st = ldt_plan_run(plan, nout, outs, dst, nbytes);
+    if (st == LDT_OK) st = ldt_plan_run(plan, n, o, d, nb);
+    if (st == LDT_OK) {
+        for (int64_t i = 0; i < ctx->nkeeps; i++) LDT__P(ctx->keeps[i])->version++;
+        ldt__trace_end(ctx); /* the step ran: its random draws stay taken */
+    }
+done:
     ldt_plan_destroy(plan);
-    if (st == LDT_OK) ldt__trace_end(ctx); /* the step ran: its random draws stay taken */
+    free(o);
+    free(d);
+    free(nb);
     return st;
 }
 

@@ -232,6 +232,40 @@ ldt_status ldt_param_set(ldt_tensor *param, const void *data, int64_t nbytes) {
     return set_data(param, LDT_OP_PARAM, "param_set", data, nbytes);
 }
 
+ldt_status ldt_assign(ldt_tensor *dst, ldt_tensor *value) {
+    ldt_ctx *ctx;
+    char d[256], v[256];
+    if (!dst || !value) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "assign: dst and value must not be NULL");
+    if (!(ctx = ldt__check_inputs("assign", &value, 1)))
+        return LDT_ERR_INVALID_ARGUMENT; /* the message says which: NULL, expired, ... */
+    if (dst->ctx != ctx || dst->kind != LDT__PERSISTENT || (dst->op != LDT_OP_PARAM && dst->op != LDT_OP_DATA))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "assign: dst must be a parameter (or kept tensor) of the "
+                 "value's context");
+    ldt__describe(dst, d, sizeof d);
+    ldt__describe(value, v, sizeof v);
+    if (dst->dtype != value->dtype || !ldt_shape_equal(dst->shape, value->shape))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "assign '%s': dst %s %s, value %s %s; expected the same "
+                 "shape and dtype", LDT__NAME(dst) ? LDT__NAME(dst) : "", d,
+                 ldt_dtype_name((ldt_dtype)dst->dtype), v, ldt_dtype_name((ldt_dtype)value->dtype));
+    if (!dst->data && ldt__nbytes(dst))
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "assign '%s': a meta tensor holds no data", LDT__NAME(dst) ? LDT__NAME(dst) : "");
+    if (LDT__P(dst)->source)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "assign '%s': it already receives a value in this trace",
+                 LDT__NAME(dst) ? LDT__NAME(dst) : "");
+    if (value->kind == LDT__PERSISTENT) value = ldt_alias(value); /* a node of this trace */
+    if (!value) return ctx->status;
+    if (ctx->nkeeps == ctx->cap_keeps) {
+        int64_t cap = ctx->cap_keeps ? ctx->cap_keeps * 2 : 16;
+        ldt_tensor **p = realloc(ctx->keeps, (size_t)cap * sizeof *p);
+        if (!p) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "assign: out of memory");
+        ctx->keeps = p;
+        ctx->cap_keeps = cap;
+    }
+    LDT__P(dst)->source = value;
+    ctx->keeps[ctx->nkeeps++] = dst;
+    return LDT_OK;
+}
+
 ldt_tensor *ldt_keep(ldt_tensor *t) {
     ldt_ctx *ctx;
     ldt_tensor *k;

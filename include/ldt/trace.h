@@ -102,6 +102,9 @@ ldt_status ldt_param_recipe(const ldt_tensor *param, ldt_init *init, uint64_t *s
 /* 1 when the context's mesh is on the meta device (tensors there hold no data). */
 int ldt_ctx_is_meta(const ldt_ctx *ctx);
 
+/* When the trace runs, dst (a parameter) receives value's value (same shape and dtype): how a
+ * step updates its parameters and optimizer state in place. One value per dst per trace. */
+ldt_status ldt_assign(ldt_tensor *dst, ldt_tensor *value);
 /* A persistent tensor that receives t's value when t's trace runs; usable in later traces
  * (as a data node). NULL on error. */
 ldt_tensor *ldt_keep(ldt_tensor *t);
@@ -238,6 +241,40 @@ ldt_tensor *ldt_scaled_dot_product_attention(ldt_tensor *q, ldt_tensor *k, ldt_t
  * trace), shaped like it; zeros where loss does not depend on it. Backward nodes are ordinary
  * nodes, planned and run like the forward. Ops without a rule yet are an error naming them. */
 ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads);
+
+/* ---- optimizers (graph ops inside the step) ------------------------------------------ */
+typedef enum ldt_optim_kind { LDT_OPTIM_SGD, LDT_OPTIM_ADAMW } ldt_optim_kind;
+typedef enum ldt_lr_schedule {
+    LDT_LR_CONSTANT,
+    LDT_LR_WARMUP_LINEAR, /* lr (t+1) / warmup for t < warmup, then lr */
+    LDT_LR_COSINE         /* the warmup, then lr_min + (lr - lr_min)(1 + cos(pi p)) / 2 */
+} ldt_lr_schedule;
+
+typedef struct ldt_optim_config {
+    ldt_optim_kind kind;
+    double lr;
+    double momentum;       /* sgd (0: none) */
+    double beta1, beta2, eps; /* adamw */
+    double weight_decay;   /* sgd: added to the gradient; adamw: decoupled */
+    double clip_norm;      /* clip every gradient by the global norm to this (0: no clipping) */
+    ldt_lr_schedule schedule;
+    int64_t warmup_steps, total_steps; /* total_steps >= 1; from then on the rate stays */
+    double lr_min;         /* cosine */
+} ldt_optim_config;
+
+typedef struct ldt_optim ldt_optim;
+/* An optimizer for params (floating parameters of ctx): its state (momentum, Adam's moments)
+ * as parameters "<name>.m", "<name>.v", a step counter "optim.step" and the schedule's rate
+ * table, all persistent. */
+ldt_status ldt_optim_create(ldt_ctx *ctx, const ldt_optim_config *cfg, ldt_tensor *const *params,
+                            int n, ldt_optim **out);
+void ldt_optim_destroy(ldt_optim *o);
+/* Records one update from grads (one per parameter, this trace): clipping, the rate read at
+ * the step counter, the update; parameters, state and counter are assigned (ldt_assign). */
+ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads);
+/* The schedule's rate at 0-based step t (the table's entries). */
+double ldt_optim_rate(const ldt_optim_config *cfg, int64_t t);
+ldt_tensor *ldt_optim_step_counter(const ldt_optim *o);
 
 /* ---- custom ops ---------------------------------------------------------------------- */
 /* A custom op's shape rule: the output shape and dtype from the inputs'. Returns LDT_OK, or

@@ -1,0 +1,205 @@
+/* Optimizers as graph ops inside the step (docs/autodiff.md): the update of every parameter,
+ * its state, the step counter and the learning rate are ordinary nodes of the trace, written
+ * back with ldt_assign, so a planned or captured step shards and replays them like the rest.
+ * The learning rate is the schedule's table read at the step counter, a persistent value:
+ * the same step replays without re-tracing. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "trace/autodiff.h"
+
+struct ldt_optim {
+    ldt_ctx *ctx;
+    ldt_optim_config cfg;
+    int n;
+    ldt_tensor **params;
+    ldt_tensor **m, **v; /* momentum (SGD) or Adam's moments; NULL when unused */
+    ldt_tensor *step;    /* f64 0-dim: steps taken */
+    ldt_tensor *lrs;     /* f64 [total]: the schedule's rate of each step */
+};
+
+void ldt_optim_destroy(ldt_optim *o) {
+    if (!o) return;
+    free(o->params);
+    free(o->m);
+    free(o->v);
+    free(o);
+}
+
+/* The schedule's rate for step t (0-based); from total_steps on, the rate at total_steps. */
+static double rate(const ldt_optim_config *c, int64_t t) {
+    double lr = c->lr;
+    if (t > c->total_steps) t = c->total_steps;
+    switch (c->schedule) {
+    case LDT_LR_WARMUP_LINEAR:
+        return t < c->warmup_steps ? lr * (double)(t + 1) / (double)c->warmup_steps : lr;
+    case LDT_LR_COSINE: {
+        double p;
+        if (t < c->warmup_steps) return lr * (double)(t + 1) / (double)c->warmup_steps;
+        p = (double)(t - c->warmup_steps) / (double)(c->total_steps - c->warmup_steps);
+        if (p > 1) p = 1;
+        return c->lr_min + 0.5 * (lr - c->lr_min) * (1 + cos(3.14159265358979323846 * p));
+    }
+    default: return lr;
+    }
+}
+
+double ldt_optim_rate(const ldt_optim_config *c, int64_t t) { return c ? rate(c, t) : 0; }
+
+static ldt_status check_config(const ldt_optim_config *c) {
+    if (c->kind != LDT_OPTIM_SGD && c->kind != LDT_OPTIM_ADAMW)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim: kind %d, expected sgd or adamw", (int)c->kind);
+    if (!(c->lr > 0) || !isfinite(c->lr))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim: lr %g, expected a positive number", c->lr);
+    if (!(c->momentum >= 0 && c->momentum < 1))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim: momentum %g, expected 0 <= momentum < 1", c->momentum);
+    if (c->kind == LDT_OPTIM_ADAMW &&
+        (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) || !(c->eps > 0)))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim: adamw betas %g, %g and eps %g; expected betas in "
+                 "[0, 1) and eps > 0", c->beta1, c->beta2, c->eps);
+    if (!(c->weight_decay >= 0) || !(c->clip_norm >= 0))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim: weight_decay %g, clip_norm %g; expected >= 0",
+                 c->weight_decay, c->clip_norm);
+    if (c->total_steps < 1 || c->total_steps > ((int64_t)1 << 30) || c->warmup_steps < 0 ||
+        (c->schedule == LDT_LR_COSINE && c->warmup_steps >= c->total_steps))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim: total_steps %lld, warmup_steps %lld; expected "
+                 "1 <= total <= 2^30, 0 <= warmup (< total for cosine)",
+                 (long long)c->total_steps, (long long)c->warmup_steps);
+    if (c->schedule != LDT_LR_CONSTANT && c->schedule != LDT_LR_WARMUP_LINEAR && c->schedule != LDT_LR_COSINE)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim: schedule %d, expected constant, warmup_linear or cosine",
+                 (int)c->schedule);
+    if (c->schedule != LDT_LR_CONSTANT && c->warmup_steps == 0 && c->schedule == LDT_LR_WARMUP_LINEAR)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim: warmup_linear with 0 warmup steps");
+    return LDT_OK;
+}
+
+/* A state tensor named "<param>.<what>", zeros. */
+static ldt_tensor *state(ldt_ctx *ctx, ldt_tensor *p, const char *what) {
+    char name[512];
+    snprintf(name, sizeof name, "%s.%s", LDT__NAME(p) ? LDT__NAME(p) : "param", what);
+    return ldt_param(ctx, name, p->shape, (ldt_dtype)p->dtype);
+}
+
+ldt_status ldt_optim_create(ldt_ctx *ctx, const ldt_optim_config *cfg, ldt_tensor *const *params,
+                            int n, ldt_optim **out) {
+    ldt_optim *o;
+    ldt_status st = LDT_OK;
+    double *tab;
+    if (!ctx || !cfg || !out || n < 1 || !params)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim_create: ctx, cfg, params (n >= 1) and out must be given");
+    *out = NULL;
+    LDT_CHECK(check_config(cfg));
+    for (int i = 0; i < n; i++)
+        if (!params[i] || params[i]->ctx != ctx || params[i]->kind != LDT__PERSISTENT ||
+            params[i]->op != LDT_OP_PARAM || !ldt__dtype_is_float((ldt_dtype)params[i]->dtype))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim_create: params[%d] is not a floating parameter of ctx", i);
+    if (!(o = calloc(1, sizeof *o))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "optim_create: out of memory");
+    o->ctx = ctx;
+    o->cfg = *cfg;
+    o->n = n;
+    o->params = malloc((size_t)n * sizeof *o->params);
+    o->m = calloc((size_t)n, sizeof *o->m);
+    o->v = calloc((size_t)n, sizeof *o->v);
+    tab = malloc((size_t)(cfg->total_steps + 1) * sizeof *tab);
+    if (!o->params || !o->m || !o->v || !tab) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "optim_create: out of memory");
+    memcpy(o->params, params, (size_t)n * sizeof *params);
+    for (int i = 0; i < n; i++) {
+        if (cfg->kind == LDT_OPTIM_ADAMW || cfg->momentum > 0) o->m[i] = state(ctx, params[i], "m");
+        if (cfg->kind == LDT_OPTIM_ADAMW) o->v[i] = state(ctx, params[i], "v");
+        if ((o->m[i] == NULL && (cfg->kind == LDT_OPTIM_ADAMW || cfg->momentum > 0)) ||
+            (cfg->kind == LDT_OPTIM_ADAMW && !o->v[i]))
+            LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_OUT_OF_MEMORY, "optim_create: %s", ctx->errmsg);
+    }
+    o->step = ldt_param(ctx, "optim.step", &(ldt_shape){0, {0}}, LDT_F64);
+    /* one entry past the end: the rate from there on */
+    for (int64_t t = 0; t <= cfg->total_steps; t++) tab[t] = rate(cfg, t);
+    o->lrs = ldt_constant(ctx, &(ldt_shape){1, {cfg->total_steps + 1}}, LDT_F64, tab);
+    if (!o->step || !o->lrs) LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_OUT_OF_MEMORY, "optim_create: %s", ctx->errmsg);
+    *out = o;
+    o = NULL;
+fail:
+    free(tab);
+    ldt_optim_destroy(o);
+    return st;
+}
+
+ldt_tensor *ldt_optim_step_counter(const ldt_optim *o) { return o ? o->step : NULL; }
+
+/* The step's rate, read from the table at the counter (clamped to the last entry). */
+static ldt_tensor *lr_now(ldt_optim *o) {
+    ldt_tensor *t = ldt_cast(o->step, LDT_I64);
+    ldt_tensor *last = ldt__cached_constant(o->ctx, &(ldt_shape){0, {0}}, LDT_I64,
+                                            &(int64_t){o->cfg.total_steps});
+    t = ldt_where(ldt_gt(t, last), last, t);
+    return ldt_reshape(ldt_index_select(o->lrs, 0, ldt_reshape(t, &(ldt_shape){1, {1}})),
+                       &(ldt_shape){0, {0}});
+}
+
+ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
+    const ldt_optim_config *c;
+    ldt_tensor **g, *lr, *scale = NULL, *t1;
+    ldt_ctx *ctx;
+    ldt_status st = LDT_OK;
+    if (!o || !grads) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim_step: optim and grads must be given");
+    c = &o->cfg;
+    ctx = o->ctx;
+    if (!(g = malloc((size_t)o->n * sizeof *g))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "optim_step: out of memory");
+    for (int i = 0; i < o->n; i++) {
+        if (!grads[i] || !ldt_shape_equal(grads[i]->shape, o->params[i]->shape))
+            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "optim_step: grads[%d] is missing or not shaped like its "
+                          "parameter", i);
+        g[i] = grads[i];
+    }
+    lr = lr_now(o);
+    t1 = ldt_add_scalar(o->step, 1); /* this step's 1-based count */
+    if (c->clip_norm > 0) { /* by the global norm: one reduction over every gradient */
+        ldt_tensor *sq = NULL;
+        for (int i = 0; i < o->n; i++) {
+            ldt_tensor *s = ldt_cast(ldt_sum(ldt_mul(g[i], g[i]), NULL, 0, 0), LDT_F64);
+            sq = sq ? ldt_add(sq, s) : s;
+        }
+        /* min(1, clip / (norm + 1e-6)), as torch's clip_grad_norm_ */
+        scale = ldt_rdiv_scalar(ldt_add_scalar(ldt_sqrt(sq), 1e-6), c->clip_norm);
+        {
+            ldt_tensor *one = ldt__scalar_const(ctx, LDT_F64, 1);
+            scale = ldt_where(ldt_lt(scale, one), scale, one);
+        }
+    }
+    for (int i = 0; i < o->n; i++) {
+        ldt_tensor *p = o->params[i], *gi = g[i], *upd, *lrp;
+        ldt_dtype dt = (ldt_dtype)p->dtype;
+        if (scale) gi = ldt_mul(gi, ldt_cast(scale, dt));
+        lrp = ldt_cast(lr, dt);
+        if (c->kind == LDT_OPTIM_SGD) {
+            if (c->weight_decay > 0) gi = ldt_add(gi, ldt_mul_scalar(p, c->weight_decay));
+            if (o->m[i]) { /* buf = momentum buf + g */
+                ldt_tensor *buf = ldt_add(ldt_mul_scalar(o->m[i], c->momentum), gi);
+                if ((st = ldt_assign(o->m[i], buf)) != LDT_OK) goto fail;
+                gi = buf;
+            }
+            upd = ldt_sub(p, ldt_mul(gi, lrp));
+        } else { /* AdamW: decoupled decay, bias-corrected moments */
+            ldt_tensor *m = ldt_add(ldt_mul_scalar(o->m[i], c->beta1), ldt_mul_scalar(gi, 1 - c->beta1));
+            ldt_tensor *v = ldt_add(ldt_mul_scalar(o->v[i], c->beta2), ldt_mul_scalar(ldt_mul(gi, gi), 1 - c->beta2));
+            /* 1 - beta^t = 1 - exp(t log beta) */
+            ldt_tensor *bc1 = ldt_cast(ldt_rsub_scalar(ldt_exp(ldt_mul_scalar(t1, log(c->beta1 > 0 ? c->beta1 : 1e-300))), 1), dt);
+            ldt_tensor *bc2 = ldt_cast(ldt_rsub_scalar(ldt_exp(ldt_mul_scalar(t1, log(c->beta2 > 0 ? c->beta2 : 1e-300))), 1), dt);
+            ldt_tensor *den = ldt_add_scalar(ldt_sqrt(ldt_div(v, bc2)), c->eps);
+            ldt_tensor *pd = c->weight_decay > 0 ? ldt_sub(p, ldt_mul(ldt_mul_scalar(p, c->weight_decay), lrp)) : p;
+            if ((st = ldt_assign(o->m[i], m)) != LDT_OK || (st = ldt_assign(o->v[i], v)) != LDT_OK) goto fail;
+            upd = ldt_sub(pd, ldt_mul(lrp, ldt_div(ldt_div(m, bc1), den)));
+        }
+        if ((st = ldt_assign(p, upd)) != LDT_OK) goto fail;
+    }
+    st = ldt_assign(o->step, t1);
+fail:
+    if (st == LDT_OK && ctx->status != LDT_OK) {
+        st = ctx->status;
+        ldt__error(st, "optim_step: %s", ctx->errmsg);
+    }
+    free(g);
+    return st;
+}
