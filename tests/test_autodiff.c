@@ -462,3 +462,104 @@ Test(autodiff, model_gradients_on_meshes_equal_one_device) {
     model_grads("mlp");
     model_grads("gpt");
 }
+
+/* ---------------------------------------------------------------------------------------
+ * For every strategy of an op (forced on the forward node, the rest planned around it), the
+ * gradients of its inputs on a sharded mesh equal one device's.
+ */
+typedef ldt_tensor *(*op_build)(ldt_ctx *ctx, ldt_tensor **ps, int *np);
+
+static ldt_tensor *o_mul(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_mul(P(c, ps, np, (ldt_shape){2, {5, 6}}), P(c, ps, np, (ldt_shape){1, {6}}));
+}
+static ldt_tensor *o_matmul(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_matmul(P(c, ps, np, (ldt_shape){3, {2, 5, 6}}), P(c, ps, np, (ldt_shape){2, {6, 3}}));
+}
+static ldt_tensor *o_linear(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_linear(P(c, ps, np, (ldt_shape){2, {5, 6}}), P(c, ps, np, (ldt_shape){2, {7, 6}}),
+                      P(c, ps, np, (ldt_shape){1, {7}}));
+}
+static ldt_tensor *o_softmax(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_softmax(P(c, ps, np, (ldt_shape){2, {5, 6}}), 1); }
+static ldt_tensor *o_norm(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_layer_norm(P(c, ps, np, (ldt_shape){2, {5, 6}}), 1, P(c, ps, np, (ldt_shape){1, {6}}),
+                          P(c, ps, np, (ldt_shape){1, {6}}), 1e-5);
+}
+static ldt_tensor *o_sum(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_sum(P(c, ps, np, (ldt_shape){2, {5, 6}}), (int[]){0}, 1, 0); }
+static ldt_tensor *o_amax(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_amax(P(c, ps, np, (ldt_shape){2, {5, 6}}), (int[]){1}, 1, 1); }
+static ldt_tensor *o_ce(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_cross_entropy(P(c, ps, np, (ldt_shape){2, {5, 6}}), I(c, "t", (ldt_shape){1, {5}}, 6), -1);
+}
+static ldt_tensor *o_emb(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_embedding(P(c, ps, np, (ldt_shape){2, {7, 4}}), I(c, "t", (ldt_shape){2, {3, 5}}, 7));
+}
+static ldt_tensor *o_sdpa(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_scaled_dot_product_attention(P(c, ps, np, (ldt_shape){3, {3, 4, 2}}), P(c, ps, np, (ldt_shape){3, {3, 5, 2}}),
+                                            P(c, ps, np, (ldt_shape){3, {3, 5, 3}}), 0, 0.2, 0);
+}
+
+/* Builds the op, its loss and gradients; *op_id gets the op node's id; grads kept. */
+static void op_grads(ldt_ctx *ctx, op_build b, ldt_tensor **gs, int *np, int64_t *op_id) {
+    ldt_tensor *ps[MAXP], *y = b(ctx, ps, np);
+    cr_assert(y != NULL, "%s", ldt_ctx_errmsg(ctx));
+    *op_id = ldt_trace_nodes(ctx) - 1;
+    cr_assert_eq(ldt_grad(loss_of(ctx, y), ps, *np, gs), LDT_OK, "%s", ldt_last_error());
+}
+
+Test(autodiff, every_forward_strategy_gives_one_device_gradients) {
+    const op_build ops[] = {o_mul, o_matmul, o_linear, o_softmax, o_norm, o_sum, o_amax, o_ce, o_emb, o_sdpa};
+    const char *meshes[] = {"2", "2x2", "3"};
+    for (size_t b = 0; b < sizeof ops / sizeof ops[0]; b++) {
+        ldt_ctx *one;
+        ldt_tensor *gs[MAXP];
+        double ref[MAXP][128];
+        int64_t nb[MAXP], id;
+        int np = 0;
+        cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
+        op_grads(one, ops[b], gs, &np, &id);
+        for (int k = 0; k < np; k++) {
+            ldt_shape s;
+            ldt_tensor_shape(gs[k], &s);
+            nb[k] = pc_nbytes(&s, LDT_F64);
+            cr_assert_leq(nb[k], (int64_t)sizeof ref[k]);
+            gs[k] = ldt_keep(gs[k]);
+        }
+        cr_assert_eq(ldt_sync(one), LDT_OK, "%s", ldt_ctx_errmsg(one));
+        for (int k = 0; k < np; k++) cr_assert_eq(ldt_read(gs[k], ref[k], nb[k]), LDT_OK);
+        ldt_ctx_destroy(one);
+        for (int m = 0; m < 3; m++) {
+            ldt_mesh *mesh;
+            ldt_ctx *ctx;
+            ldt_ctx_options co = {0};
+            ldt_plan *plan;
+            int32_t *forced;
+            int nstrat;
+            np = 0;
+            cr_assert_eq(ldt_mesh_parse(meshes[m], LDT_DEVICE_CPU, &mesh), LDT_OK);
+            co.mesh = mesh;
+            cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+            op_grads(ctx, ops[b], gs, &np, &id);
+            forced = malloc((size_t)ldt_trace_nodes(ctx) * sizeof *forced);
+            for (int64_t i = 0; i < ldt_trace_nodes(ctx); i++) forced[i] = -1;
+            cr_assert_eq(ldt__plan_create_forced(ctx, NULL, forced, &plan), LDT_OK, "%s", ldt_last_error());
+            nstrat = ldt__plan_nstrategies(plan, id);
+            ldt_plan_destroy(plan);
+            cr_assert_gt(nstrat, 1);
+            for (int s = 0; s < nstrat; s++) {
+                double got[MAXP][128];
+                void *dst[MAXP];
+                forced[id] = s;
+                for (int k = 0; k < np; k++) dst[k] = got[k];
+                cr_assert_eq(ldt__plan_create_forced(ctx, NULL, forced, &plan), LDT_OK, "%s", ldt_last_error());
+                cr_assert_eq(ldt_plan_run(plan, np, gs, dst, nb), LDT_OK, "op %zu on %s, strategy %d: %s", b,
+                             meshes[m], s, ldt_last_error());
+                for (int k = 0; k < np; k++)
+                    cr_assert_eq(pc_compare(LDT_F64, got[k], ref[k], nb[k] / 8, 1e-12), -1,
+                                 "op %zu on %s, strategy %d: the gradient of input %d differs", b, meshes[m], s, k);
+                ldt_plan_destroy(plan);
+            }
+            free(forced);
+            ldt_ctx_destroy(ctx);
+            ldt_mesh_destroy(mesh);
+        }
+    }
+}
