@@ -82,6 +82,12 @@ static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         }
     put_i64(k, nout);
     for (int i = 0; i < nout; i++) put_i64(k, outputs[i]->id);
+    /* the tensors the step writes, and with what */
+    put_i64(k, ctx->nkeeps);
+    for (int64_t i = 0; i < ctx->nkeeps; i++) {
+        put_i64(k, (int64_t)(uintptr_t)ctx->keeps[i]);
+        put_i64(k, LDT__P(ctx->keeps[i])->source->id);
+    }
     if (k->oom) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     return LDT_OK;
 }
@@ -97,10 +103,9 @@ ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "compile: ctx, outputs and out must be given");
     *out = NULL;
     if (ctx->status != LDT_OK) LDT_FAIL(ctx->status, "compile: the trace holds an error: %s", ctx->errmsg);
-    if (ctx->nkeeps)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: the trace assigns or keeps %lld tensors; compiled "
-                 "steps do not write persistent tensors yet (run it with ldt_run_eager or ldt_sync)",
-                 (long long)ctx->nkeeps);
+    for (int64_t i = 0; i < ctx->nkeeps; i++)
+        if (ctx->keeps[i]->op == LDT_OP_DATA && LDT__P(ctx->keeps[i])->source->kind == LDT__PERSISTENT)
+            LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a kept persistent tensor");
     for (int i = 0; i < nout; i++)
         if (!outputs[i] || outputs[i]->ctx != ctx || outputs[i]->kind != LDT__NODE ||
             outputs[i]->gen != ctx->gen)

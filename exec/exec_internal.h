@@ -103,7 +103,7 @@ typedef struct ldt__exec_out {
     int64_t node;
     int64_t nbytes;
     ldt_shards *shards;
-    int fresh;
+    ldt_tensor *assign_to; /* an assigned value: the persistent tensor it lands in */
 } ldt__exec_out;
 
 struct ldt_exec {
@@ -116,8 +116,8 @@ struct ldt_exec {
     int nranks;
     rank_state **ranks;
     ldt_threads *threads;
-    ldt__exec_out *outs;
-    int nout;
+    ldt__exec_out *outs; /* the nout outputs, then the nassign assigned values */
+    int nout, nassign;
     ldt__binding *bindings;
     int nbindings;
     int rebind;

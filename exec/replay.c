@@ -312,7 +312,7 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
     if (!rs->cin || !rs->cshapes || !rs->cdtypes)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     ncustom = ncarg = 0;
-    for (int i = 0; i < e->nout; i++) keep[p->node_val[e->outs[i].node]] = 1;
+    for (int i = 0; i < e->nout + e->nassign; i++) keep[p->node_val[e->outs[i].node]] = 1;
     LDT_CHECK_GOTO(ldt__memory_plan(p, outside, keep, &rs->mem));
     rs->arena = malloc((size_t)(rs->mem.arena_bytes ? rs->mem.arena_bytes : 1));
     rs->opnds = calloc((size_t)(nops ? nops : 1), sizeof *rs->opnds);
@@ -507,8 +507,8 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
                                  (long long)i, ldt__instr_name(e->ctx, &rs->prog->ins[i]),
                                  rs->prog->ins[i].node);
     }
-    /* outputs into the gathering shards */
-    for (int i = 0; i < e->nout; i++) {
+    /* outputs (and assigned values) into the gathering shards */
+    for (int i = 0; i < e->nout + e->nassign; i++) {
         int64_t nb;
         void *dst = ldt_shards_local(e->outs[i].shards, rank, &nb);
         int32_t v = rs->prog->node_val[e->outs[i].node];
@@ -528,7 +528,13 @@ ldt_status ldt_replay(ldt_exec *e) {
     e->ctx->rng_offset += e->rng_advance; /* as the eager step would have */
     e->ctx->trace_rng_base = e->ctx->rng_offset;
     e->replays++;
-    for (int i = 0; i < e->nout; i++) e->outs[i].fresh = 0;
+    /* assigned values land in their persistent tensors; a new version makes every rank reload
+     * its shard of them at the next replay */
+    for (int i = e->nout; i < e->nout + e->nassign; i++) {
+        ldt_tensor *t = e->outs[i].assign_to;
+        LDT_CHECK(ldt_full_tensor(e->outs[i].shards, t->data));
+        LDT__P(t)->version++;
+    }
     if (e->profile) LDT_CHECK(ldt__exec_write_trace(e));
     return LDT_OK;
 }
@@ -601,7 +607,7 @@ void ldt__exec_destroy(ldt_exec *e) {
         free(e->progs[r]);
     }
     for (int64_t i = 0; i < e->nrplans; i++) ldt_redist_plan_destroy(e->rplans[i]);
-    for (int i = 0; i < e->nout; i++) ldt_shards_destroy(e->outs[i].shards);
+    for (int i = 0; i < e->nout + e->nassign; i++) ldt_shards_destroy(e->outs[i].shards);
     ldt_threads_destroy(e->threads);
     free(e->progs);
     free(e->rplans);
@@ -627,7 +633,7 @@ static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
                                      ? ldt__program_collectives(p) : e->collectives_unfused;
         if (o && o->no_fuse) continue;
         if (!(keep = calloc((size_t)(p->nvals ? p->nvals : 1), 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-        for (int i = 0; i < e->nout; i++) keep[p->node_val[e->outs[i].node]] = 1;
+        for (int i = 0; i < e->nout + e->nassign; i++) keep[p->node_val[e->outs[i].node]] = 1;
         st = ldt__fuse_in_place(p, keep, &fs);
         free(keep);
         LDT_CHECK(st);
@@ -701,18 +707,22 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     e->profile = e->trace_path != NULL;
     LDT_CHECK_GOTO(ldt_plan_create(ctx, o ? &o->plan : NULL, &plan));
     e->plan_cost = ldt_plan_cost(plan);
-    /* outputs: their shape, dtype and chosen placements, and shards to gather into */
-    if (!(e->outs = calloc((size_t)(nout ? nout : 1), sizeof *e->outs)))
+    /* outputs, then the values assigned to persistent tensors (ldt_assign, ldt_keep): their
+     * shape, dtype and chosen placements, and shards to gather into */
+    if (!(e->outs = calloc((size_t)(nout + ctx->nkeeps ? nout + ctx->nkeeps : 1), sizeof *e->outs)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     e->nout = nout;
-    for (int i = 0; i < nout; i++) {
+    e->nassign = (int)ctx->nkeeps;
+    for (int i = 0; i < nout + e->nassign; i++) {
         ldt_spec spec;
         ldt_placement pl[LDT_MAX_DIMS];
-        LDT_CHECK_GOTO(ldt_plan_placements(plan, outputs[i], pl, LDT_MAX_DIMS));
-        e->outs[i].node = outputs[i]->id;
-        e->outs[i].nbytes = ldt__nbytes(outputs[i]);
-        LDT_CHECK_GOTO(ldt_spec_init(&spec, mesh, outputs[i]->shape, pl, ldt_mesh_ndim(mesh),
-                                     (ldt_dtype)outputs[i]->dtype));
+        ldt_tensor *src = i < nout ? outputs[i] : LDT__P(ctx->keeps[i - nout])->source;
+        if (i >= nout) e->outs[i].assign_to = ctx->keeps[i - nout];
+        LDT_CHECK_GOTO(ldt_plan_placements(plan, src, pl, LDT_MAX_DIMS));
+        e->outs[i].node = src->id;
+        e->outs[i].nbytes = ldt__nbytes(src);
+        LDT_CHECK_GOTO(ldt_spec_init(&spec, mesh, src->shape, pl, ldt_mesh_ndim(mesh),
+                                     (ldt_dtype)src->dtype));
         if (ldt_mesh_device(mesh) != LDT_DEVICE_META) LDT_CHECK_GOTO(ldt_shards_create(&spec, &e->outs[i].shards));
     }
     /* inputs, by name */
