@@ -18,7 +18,7 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	./$(BUILD)/ldt run --model gpt --mesh 4 --pins megatron --steps 3
+	./$(BUILD)/ldt train --mesh dp=2,tp=2 --steps 200 --trace $(BUILD)/demo-trace.json
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
