@@ -88,3 +88,23 @@ Test(train, bad_flags) {
     cr_assert_eq(run_cli("train --hidden 30 --heads 4 --steps 1", out, sizeof out), 1);
     cr_assert(strstr(out, "multiple"), "%s", out);
 }
+
+/* ldt plan --train plans the whole step: more nodes than the forward, the gradients' and the
+ * update's collectives included, the same JSON. */
+Test(train, plan_train_json) {
+    static char out[1 << 20];
+    cJSON *fwd, *step;
+    cr_assert_eq(run_cli("plan --model mlp --mesh dp=2,tp=2 --pins megatron --json", out, sizeof out), 0, "%s", out);
+    fwd = cJSON_Parse(out);
+    cr_assert_eq(run_cli("plan --model mlp --mesh dp=2,tp=2 --pins megatron --train --json", out, sizeof out), 0,
+                 "%s", out);
+    step = cJSON_Parse(out);
+    cr_assert(fwd && step, "%s", out);
+    cr_assert_gt(cJSON_GetObjectItem(cJSON_GetObjectItem(step, "totals"), "nodes")->valuedouble,
+                 2 * cJSON_GetObjectItem(cJSON_GetObjectItem(fwd, "totals"), "nodes")->valuedouble);
+    /* data parallel: the weight gradients are reduced over dp, so the step communicates more */
+    cr_assert_gt(cJSON_GetObjectItem(cJSON_GetObjectItem(step, "totals"), "collectives")->valuedouble,
+                 cJSON_GetObjectItem(cJSON_GetObjectItem(fwd, "totals"), "collectives")->valuedouble);
+    cJSON_Delete(fwd);
+    cJSON_Delete(step);
+}

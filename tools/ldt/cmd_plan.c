@@ -6,7 +6,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 18
+#define NFLAGS 19
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -20,6 +20,7 @@ static cli_flag *flag_table(void) {
         {"json", 0, "one JSON object: nodes and totals", NULL},
         {"dot", 1, "write the planned graph as Graphviz DOT to FILE", NULL},
         {"program", 0, "print each rank's program (or --rank R's)", NULL},
+        {"train", 0, "plan the whole training step: forward, backward and an AdamW update", NULL},
         {"rank", 1, "with --program: only this rank", NULL},
         {"meta", 0, "plan on a meta mesh (no data; what huge models use)", NULL},
         {"help", 0, "this help", NULL},
@@ -42,6 +43,32 @@ static void print_table(ldt_plan *plan, ldt_ctx *ctx, const ldt_plan_totals *t) 
     }
 }
 
+/* The rest of a training step after the forward: gradients of every parameter and an AdamW
+ * update (assigned in place), as ldt train records it. */
+static ldt_status train_step(ldt_model *m, ldt_tensor *loss) {
+    int np = ldt_model_nparams(m);
+    ldt_tensor **ps = malloc((size_t)np * sizeof *ps), **gs = malloc((size_t)np * sizeof *gs);
+    ldt_optim_config oc = {0};
+    ldt_optim *o = NULL;
+    ldt_status st;
+    if (!ps || !gs) {
+        free(ps);
+        free(gs);
+        return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan --train: out of memory");
+    }
+    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(m, i, NULL);
+    oc.kind = LDT_OPTIM_ADAMW;
+    oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8, oc.weight_decay = 0.01;
+    oc.clip_norm = 1.0, oc.total_steps = 1;
+    st = ldt_grad(loss, ps, np, gs);
+    if (st == LDT_OK) st = ldt_optim_create(ldt_tensor_ctx(loss), &oc, ps, np, &o);
+    if (st == LDT_OK) st = ldt_optim_step(o, gs);
+    ldt_optim_destroy(o);
+    free(ps);
+    free(gs);
+    return st;
+}
+
 int cmd_plan(int argc, char **argv) {
     cli_flag *f = flag_table();
     ldt_mesh *mesh = NULL;
@@ -59,7 +86,7 @@ int cmd_plan(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt plan --model mlp|gpt [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
-               "                [--profile F] [--json] [--dot FILE] [--program [--rank R]]\n\n"
+               "                [--profile F] [--json] [--dot FILE] [--program [--rank R]] [--train]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
                "whole graph under the cost model (pins honoured), and reports the placements,\n"
                "every redistribution with its collectives, and the totals (per-rank figures\n"
@@ -88,9 +115,13 @@ int cmd_plan(int argc, char **argv) {
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_pin(model, pins) != LDT_OK)
         goto fail;
-    if (!ldt_model_forward(model)) {
-        ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
-        goto fail;
+    {
+        ldt_tensor *loss = ldt_model_forward(model);
+        if (!loss) {
+            ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
+            goto fail;
+        }
+        if (cli_has(f, NFLAGS, "train") && train_step(model, loss) != LDT_OK) goto fail;
     }
     if (ldt_plan_create(ctx, &po, &plan) != LDT_OK || ldt_plan_totals_get(plan, &tot) != LDT_OK)
         goto fail;
