@@ -22,7 +22,9 @@
     X(fusion, "collective calls and step time of a gradient-sync pattern on 4 ranks, with "   \
               "and without collective fusion")                                               \
     X(meta_init, "GPT-3 175B and a 1T GPT described, initialised and planned on a meta mesh: "  \
-                 "seconds and host bytes")
+                 "seconds and host bytes")                                                      \
+    X(train_step, "the demo's training step replayed against eager on dp=2,tp=2: time outside "  \
+                  "kernels and collectives, speed-up")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)
