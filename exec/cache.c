@@ -70,7 +70,7 @@ static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     put_f64(k, cm.local_overhead_s);
     put_i64(k, o ? o->plan.search : 0);
     put_i64(k, o ? o->plan.strict : 0);
-    put_i64(k, o && o->trace_path ? 1 : 0);
+    put_i64(k, o && (o->trace_path || o->profile) ? 1 : 0);
     put_i64(k, o ? o->no_fuse : 0);
     put_i64(k, o ? o->bucket_bytes : 0);
     put_i64(k, o ? o->overlap : 0);

@@ -535,7 +535,7 @@ ldt_status ldt_replay(ldt_exec *e) {
         LDT_CHECK(ldt_full_tensor(e->outs[i].shards, t->data));
         LDT__P(t)->version++;
     }
-    if (e->profile) LDT_CHECK(ldt__exec_write_trace(e));
+    if (e->trace_path) LDT_CHECK(ldt__exec_write_trace(e));
     return LDT_OK;
 }
 
@@ -704,7 +704,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     e->rng_advance = ctx->rng_offset - ctx->trace_rng_base;
     if (o && o->trace_path && !(e->trace_path = strdup(o->trace_path)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-    e->profile = e->trace_path != NULL;
+    e->profile = e->trace_path != NULL || (o && o->profile);
     LDT_CHECK_GOTO(ldt_plan_create(ctx, o ? &o->plan : NULL, &plan));
     e->plan_cost = ldt_plan_cost(plan);
     /* outputs, then the values assigned to persistent tensors (ldt_assign, ldt_keep): their

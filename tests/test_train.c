@@ -108,3 +108,27 @@ Test(train, plan_train_json) {
     cJSON_Delete(fwd);
     cJSON_Delete(step);
 }
+
+Test(train, step_bench_json) {
+    static char out[1 << 18];
+    cJSON *j, *ops;
+    double sum = 0;
+    cr_assert_eq(run_cli("step-bench --model mlp --hidden 16 --batch 4 --mesh dp=2,tp=2 --steps 3 --json", out,
+                         sizeof out), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert(j != NULL, "%s", out);
+    cr_assert_gt(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "step_seconds"), "median")->valuedouble, 0);
+    cr_assert_gt(cJSON_GetObjectItem(j, "arena_bytes_per_rank")->valuedouble, 0);
+    cr_assert_gt(cJSON_GetObjectItem(j, "modeled_step_seconds")->valuedouble, 0);
+    ops = cJSON_GetObjectItem(j, "ops");
+    cr_assert(cJSON_IsArray(ops) && cJSON_GetArraySize(ops) > 3);
+    for (int i = 0; i < cJSON_GetArraySize(ops); i++) {
+        cJSON *o = cJSON_GetArrayItem(ops, i);
+        cr_assert(cJSON_IsString(cJSON_GetObjectItem(o, "name")));
+        sum += cJSON_GetObjectItem(o, "flops")->valuedouble;
+    }
+    /* the linears' forward and backward GEMMs: the FLOP count is not zero */
+    cr_assert_gt(sum, 0);
+    cJSON_Delete(j);
+    cr_assert_eq(run_cli("step-bench --steps 0", out, sizeof out), 2);
+}

@@ -244,6 +244,7 @@ typedef struct ldt_exec ldt_exec;
 typedef struct ldt_compile_options {
     ldt_plan_options plan;
     const char *trace_path; /* write a Chrome trace JSON of each replay here (NULL: none) */
+    int profile;            /* time every instruction of each replay (ldt_exec_breakdown) */
     int no_fuse;            /* keep every collective a call of its own */
     /* collectives on a communication thread per rank, overlapping compute: 1 on, -1 off, 0
      * auto (on when the machine has a core for every rank and communication thread; on
@@ -280,6 +281,18 @@ typedef struct ldt_exec_stats {
                                   collectives run in line; overlapped ones need none) */
 } ldt_exec_stats;
 ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
+/* The last profiled replay's time by op (kernels by op name, collectives by kind, loads), on
+ * its busiest rank: calls, seconds, floating-point operations (GEMM-like ops) and bytes
+ * moved (collectives: per rank, as the ring algorithms move them). Needs profile or
+ * trace_path at compile. Entries in first-seen order; *n of them (at most cap). */
+typedef struct ldt_exec_op_time {
+    char name[48];
+    int collective;
+    int64_t calls;
+    double seconds, flops, bytes;
+} ldt_exec_op_time;
+ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap, int *n);
+
 /* The context's plan cache: compiles answered from it and compiles that built anew. */
 ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses);
 

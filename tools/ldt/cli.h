@@ -44,5 +44,6 @@ int cmd_plan(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_meta_init(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_step_bench(int argc, char **argv);
 
 #endif

@@ -1,0 +1,168 @@
+/* ldt step-bench: capture a model's training step (forward, backward, AdamW) once, replay it
+ * N times and report where the time goes: step time, a per-op and per-collective breakdown,
+ * achieved FLOP/s and bus bandwidth, modeled against measured, and the arena per rank. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ldt/ldt.h"
+#include "tools/ldt/cli.h"
+
+#define NFLAGS 14
+#define MAXOPS 64
+
+static cli_flag *flag_table(void) {
+    static cli_flag flags[NFLAGS] = {
+        {"model", 1, "mlp or gpt (default gpt)", NULL},
+        CLI_MODEL_SIZE_FLAGS,
+        {"mesh", 1, "device mesh of rank threads (default dp=2,tp=2)", NULL},
+        {"pins", 1, "megatron or none (default megatron)", NULL},
+        {"steps", 1, "replays to time (default 10)", NULL},
+        {"forward", 0, "the forward pass only, not the training step", NULL},
+        {"json", 0, "one JSON object", NULL},
+        {"help", 0, "this help", NULL},
+    };
+    return flags;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The step: the forward, and unless forward_only its gradients and an AdamW update. */
+static ldt_status record(ldt_model *m, ldt_optim *o, int forward_only, ldt_tensor **loss) {
+    ldt_tensor *ps[4096], *gs[4096];
+    int np = ldt_model_nparams(m);
+    ldt_status st;
+    if (!(*loss = ldt_model_forward(m)))
+        return ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "the forward pass failed: %s", ldt_last_error());
+    if (forward_only) return LDT_OK;
+    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(m, i, NULL);
+    if ((st = ldt_grad(*loss, ps, np, gs)) != LDT_OK) return st;
+    return ldt_optim_step(o, gs);
+}
+
+int cmd_step_bench(int argc, char **argv) {
+    cli_flag *f = flag_table();
+    ldt_mesh *mesh = NULL;
+    ldt_ctx *ctx = NULL;
+    ldt_model *m = NULL;
+    ldt_optim *o = NULL;
+    ldt_ctx_options co = {0};
+    ldt_compile_options copt = {0};
+    ldt_optim_config oc = {0};
+    ldt_model_config cfg;
+    ldt_exec *ex = NULL;
+    ldt_exec_stats es;
+    ldt_exec_op_time ops[MAXOPS];
+    ldt_tensor *loss, *ps[4096];
+    const char *kind;
+    double *t = NULL, total_flops = 0, inside = 0;
+    int64_t steps;
+    int rc = 1, nops = 0, fwd, json;
+    if (cli_parse("step-bench", argc, argv, f, NFLAGS)) return 2;
+    if (cli_has(f, NFLAGS, "help")) {
+        printf("usage: ldt step-bench [--model mlp|gpt] [--layers N --hidden H --heads A --vocab V\n"
+               "                      --seq S --batch B] [--mesh M] [--pins megatron|none]\n"
+               "                      [--steps N] [--forward] [--json]\n\n"
+               "Captures the training step once, replays it N times and reports step time, a\n"
+               "breakdown by op and collective (FLOP/s, bus bandwidth), modeled against measured,\n"
+               "and the arena per rank.\n\nflags:\n");
+        cli_print_flags(stdout, f, NFLAGS);
+        return 0;
+    }
+    kind = cli_has(f, NFLAGS, "model") ? cli_get(f, NFLAGS, "model") : "gpt";
+    cfg = ldt_model_config_default(kind);
+    if (cli_model_sizes("step-bench", f, NFLAGS, &cfg) || cli_int("step-bench", f, NFLAGS, "steps", 10, 1, &steps))
+        return 2;
+    fwd = cli_has(f, NFLAGS, "forward");
+    json = cli_has(f, NFLAGS, "json");
+    if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "dp=2,tp=2", LDT_DEVICE_CPU,
+                       &mesh) != LDT_OK)
+        return cli_fail("step-bench");
+    co.mesh = mesh;
+    if (!(t = calloc((size_t)steps, sizeof *t))) goto fail;
+    if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &m) != LDT_OK ||
+        ldt_model_init(m, 1) != LDT_OK ||
+        ldt_model_pin(m, cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : "megatron") != LDT_OK)
+        goto fail;
+    for (int i = 0; i < ldt_model_ninputs(m); i++) { /* deterministic data */
+        ldt_tensor *in = ldt_model_input(m, i, NULL);
+        ldt_shape s;
+        int64_t n = 1, es_ = (int64_t)ldt_dtype_size(ldt_tensor_dtype(in));
+        char *d;
+        ldt_tensor_shape(in, &s);
+        for (int k = 0; k < s.ndim; k++) n *= s.dims[k];
+        if (!(d = calloc((size_t)(n * es_ > 0 ? n * es_ : 1), 1))) goto fail;
+        for (int64_t k = 0; k < n; k++)
+            if (ldt_tensor_dtype(in) == LDT_I64) ((int64_t *)d)[k] = (k * 7 + i) % cfg.vocab;
+            else if (ldt_tensor_dtype(in) == LDT_F32) ((float *)d)[k] = (float)((k * 7 + i) % 13) / 13.0f - 0.5f;
+        if (ldt_input_bind(in, d, n * es_) != LDT_OK) {
+            free(d);
+            goto fail;
+        }
+        free(d);
+    }
+    for (int i = 0; i < ldt_model_nparams(m) && i < 4096; i++) ps[i] = ldt_model_param(m, i, NULL);
+    oc.kind = LDT_OPTIM_ADAMW, oc.lr = 1e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
+    oc.total_steps = steps + 2;
+    if (!fwd && ldt_optim_create(ctx, &oc, ps, ldt_model_nparams(m), &o) != LDT_OK) goto fail;
+    copt.profile = 1;
+    copt.overlap = -1; /* collectives in line: their time is their own in the breakdown */
+    for (int64_t k = 0; k < steps + 1; k++) { /* one warm-up replay, then the timed ones */
+        double t0;
+        if (record(m, o, fwd, &loss) != LDT_OK || ldt_compile(ctx, &loss, 1, &copt, &ex) != LDT_OK) goto fail;
+        t0 = now_s();
+        if (ldt_replay(ex) != LDT_OK) goto fail;
+        if (k) t[k - 1] = now_s() - t0;
+    }
+    if (ldt_exec_stats_get(ex, &es) != LDT_OK || ldt_exec_breakdown(ex, ops, MAXOPS, &nops) != LDT_OK) goto fail;
+    qsort(t, (size_t)steps, sizeof *t, cmp_d);
+    for (int i = 0; i < nops; i++) {
+        total_flops += ops[i].flops;
+        inside += ops[i].seconds;
+    }
+    if (json) {
+        printf("{\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},\"ops\":[", t[steps / 2], t[0],
+               t[steps - 1]);
+        for (int i = 0; i < nops; i++)
+            printf("%s{\"name\":\"%s\",\"collective\":%s,\"calls\":%lld,\"seconds\":%.9g,\"flops\":%.9g,"
+                   "\"flops_per_second\":%.9g,\"bus_bytes_per_second\":%.9g}",
+                   i ? "," : "", ops[i].name, ops[i].collective ? "true" : "false", (long long)ops[i].calls,
+                   ops[i].seconds, ops[i].flops, ops[i].seconds > 0 ? ops[i].flops / ops[i].seconds : 0,
+                   ops[i].collective && ops[i].seconds > 0 ? ops[i].bytes / ops[i].seconds : 0);
+        printf("],\"flops_per_second\":%.9g,\"modeled_step_seconds\":%.9g,\"measured_step_seconds\":%.9g,"
+               "\"arena_bytes_per_rank\":%lld,\"instructions_per_rank\":%lld}\n",
+               total_flops / t[steps / 2], es.modeled_step_seconds, t[steps / 2], (long long)es.arena_bytes,
+               (long long)es.instructions);
+    } else {
+        printf("step %.3f ms median (min %.3f, max %.3f) over %lld replays; %.2f GFLOP/s; modeled %.3f ms; "
+               "arena %lld B per rank, %lld instructions\n",
+               t[steps / 2] * 1e3, t[0] * 1e3, t[steps - 1] * 1e3, (long long)steps, total_flops / t[steps / 2] / 1e9,
+               es.modeled_step_seconds * 1e3, (long long)es.arena_bytes, (long long)es.instructions);
+        printf("%-28s %6s %10s %7s %12s %14s\n", "op (busiest rank)", "calls", "ms", "share", "GFLOP/s", "bus GB/s");
+        for (int i = 0; i < nops; i++)
+            printf("%-28s %6lld %10.3f %6.1f%% %12.2f %14.3f\n", ops[i].name, (long long)ops[i].calls,
+                   ops[i].seconds * 1e3, inside > 0 ? 100 * ops[i].seconds / inside : 0,
+                   ops[i].seconds > 0 ? ops[i].flops / ops[i].seconds / 1e9 : 0,
+                   ops[i].collective && ops[i].seconds > 0 ? ops[i].bytes / ops[i].seconds / 1e9 : 0);
+    }
+    rc = 0;
+    goto done;
+fail:
+    rc = cli_fail("step-bench");
+done:
+    free(t);
+    ldt_optim_destroy(o);
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+    return rc;
+}
