@@ -216,3 +216,58 @@ Test(optim, assign_writes_after_the_run_and_refuses_bad_input) {
     cr_assert_eq(ldt_assign(NULL, w), LDT_ERR_INVALID_ARGUMENT);
     ldt_ctx_destroy(ctx);
 }
+
+/* ZeRO: states pinned sharded over dp; the plan keeps them sharded (the update runs on shards)
+ * and the parameters come out as without it. */
+Test(optim, zero_sharded_states_give_the_same_parameters) {
+    ldt_optim_config c = {0};
+    double ref[NP][10], got[NP][10];
+    c.kind = LDT_OPTIM_ADAMW;
+    c.lr = 0.01, c.beta1 = 0.9, c.beta2 = 0.999, c.eps = 1e-8, c.weight_decay = 0.1;
+    c.total_steps = STEPS;
+    for (int k = 0; k < NP; k++)
+        for (int64_t i = 0; i < k_n[k]; i++) ref[k][i] = got[k][i] = 0.3 * (double)i - 0.7 * k;
+    reference(&c, ref, 3);
+    {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_ctx_options co = {0};
+        ldt_tensor *ps[NP];
+        ldt_optim *o;
+        ldt_plan *plan;
+        cr_assert_eq(ldt_mesh_parse("dp=2,tp=2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+        co.mesh = mesh;
+        cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+        for (int k = 0; k < NP; k++) {
+            char name[8];
+            snprintf(name, sizeof name, "w%d", k);
+            ps[k] = ldt_param(ctx, name, k ? &(ldt_shape){1, {10}} : &(ldt_shape){2, {2, 3}}, LDT_F64);
+            cr_assert_eq(ldt_param_set(ps[k], got[k], k_n[k] * 8), LDT_OK);
+        }
+        cr_assert_eq(ldt_optim_create(ctx, &c, ps, NP, &o), LDT_OK);
+        cr_assert_eq(ldt_optim_shard_states(o, 0), LDT_OK);
+        cr_assert_eq(ldt_optim_shard_states(o, 5), LDT_ERR_INVALID_ARGUMENT);
+        for (int t = 0; t < 3; t++) {
+            ldt_tensor *g[NP];
+            cr_assert_eq(ldt_grad(loss_of(ctx, ps), ps, NP, g), LDT_OK);
+            cr_assert_eq(ldt_optim_step(o, g), LDT_OK);
+            if (t == 0) { /* the moments of w1 ([10]) are held split over dp, the update on shards */
+                ldt_placement pl[2];
+                cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+                for (int which = 0; which < 2; which++) {
+                    cr_assert_eq(ldt_plan_placements(plan, ldt_optim_state(o, 1, which), pl, 2), LDT_OK);
+                    cr_assert(pl[0].kind == LDT_PLACE_SHARD && pl[0].dim == 0, "state %d of w1 is split over dp", which);
+                }
+                ldt_plan_destroy(plan);
+            }
+            cr_assert_eq(ldt_run_eager(ctx, NULL, 0, NULL, NULL, NULL), LDT_OK, "%s", ldt_last_error());
+        }
+        for (int k = 0; k < NP; k++) cr_assert_eq(ldt_read(ps[k], got[k], k_n[k] * 8), LDT_OK);
+        ldt_optim_destroy(o);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+    for (int k = 0; k < NP; k++)
+        for (int64_t i = 0; i < k_n[k]; i++)
+            cr_assert(fabs(got[k][i] - ref[k][i]) <= 1e-12 * (1 + fabs(ref[k][i])), "w%d[%lld]", k, (long long)i);
+}

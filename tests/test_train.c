@@ -38,7 +38,7 @@ static cJSON *train(const char *args, double *losses, int n) {
 }
 
 Test(train, every_mesh_matches_one_device) {
-    const char *meshes[] = {"dp=2,tp=2", "tp=4", "dp=4", "tp=2"};
+    const char *meshes[] = {"dp=2,tp=2", "tp=4", "dp=4", "tp=2", "dp=2,tp=2 --zero"};
     const char *small = "--steps 20 --hidden 32 --heads 4 --seq 16 --batch 4 --dropout 0.1";
     double ref64[20], ref32[20], got[20];
     char args[256];
@@ -47,7 +47,7 @@ Test(train, every_mesh_matches_one_device) {
     snprintf(args, sizeof args, "%s --dtype f32 --mesh 1", small);
     cJSON_Delete(train(args, ref32, 20));
     cr_assert_lt(ref64[19], ref64[0], "the loss falls");
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m < 5; m++) {
         snprintf(args, sizeof args, "%s --dtype f64 --mesh %s", small, meshes[m]);
         cJSON_Delete(train(args, got, 20));
         for (int i = 0; i < 20; i++)

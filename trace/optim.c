@@ -128,6 +128,40 @@ fail:
 
 ldt_tensor *ldt_optim_step_counter(const ldt_optim *o) { return o ? o->step : NULL; }
 
+ldt_tensor *ldt_optim_state(const ldt_optim *o, int i, int which) {
+    if (!o || i < 0 || i >= o->n) return NULL;
+    return which ? o->v[i] : o->m[i];
+}
+
+ldt_status ldt_optim_shard_states(ldt_optim *o, int mesh_dim) {
+    const ldt_mesh *mesh;
+    int nd;
+    if (!o) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim_shard_states: optim is NULL");
+    mesh = ldt_ctx_mesh(o->ctx);
+    nd = ldt_mesh_ndim(mesh);
+    if (mesh_dim < 0 || mesh_dim >= nd)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim_shard_states: mesh dim %d, the mesh has %d", mesh_dim, nd);
+    for (int i = 0; i < o->n; i++) {
+        ldt_tensor *st[2] = {o->m[i], o->v[i]};
+        const ldt_tensor *p = o->params[i];
+        ldt_placement pl[LDT_MAX_DIMS];
+        if (p->shape->ndim == 0) continue;
+        /* the state follows its parameter's pin on the other mesh dims, dim 0 split on this one
+         * (unless that dim is already split there) */
+        for (int d = 0; d < nd; d++) pl[d] = p->pin ? p->pin[d] : ldt_replicate();
+        {
+            int taken = 0;
+            for (int d = 0; d < nd; d++)
+                taken |= (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) && pl[d].dim == 0;
+            if (taken || p->shape->dims[0] < ldt_mesh_dim_size(mesh, mesh_dim)) continue;
+        }
+        pl[mesh_dim] = ldt_shard(0);
+        for (int k = 0; k < 2; k++)
+            if (st[k]) LDT_CHECK(ldt_pin(st[k], pl, nd));
+    }
+    return LDT_OK;
+}
+
 /* The step's rate, read from the table at the counter (clamped to the last entry). */
 static ldt_tensor *lr_now(ldt_optim *o) {
     ldt_tensor *t = ldt_cast(o->step, LDT_I64);

@@ -275,6 +275,14 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads);
 /* The schedule's rate at 0-based step t (the table's entries). */
 double ldt_optim_rate(const ldt_optim_config *cfg, int64_t t);
 ldt_tensor *ldt_optim_step_counter(const ldt_optim *o);
+/* Parameter i's state: which 0 the momentum or first moment, 1 the second moment (NULL when
+ * the optimizer keeps none). */
+ldt_tensor *ldt_optim_state(const ldt_optim *o, int i, int which);
+/* ZeRO-style: pins every state tensor (momentum, Adam's moments) sharded on its dim 0 over
+ * mesh dim `mesh_dim` (the data-parallel one), keeping the parameter's pins elsewhere; the
+ * planner then reduce-scatters the gradients, updates the shards and gathers the
+ * parameters. Parameters too small to split, or already split on dim 0, keep whole states. */
+ldt_status ldt_optim_shard_states(ldt_optim *o, int mesh_dim);
 
 /* ---- custom ops ---------------------------------------------------------------------- */
 /* A custom op's shape rule: the output shape and dtype from the inputs'. Returns LDT_OK, or

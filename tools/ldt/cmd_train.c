@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 20
+#define NFLAGS 21
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -25,6 +25,7 @@ static cli_flag *flag_table(void) {
         {"data", 1, "train on this text file instead of the built-in arithmetic corpus", NULL},
         {"sample", 1, "characters to generate from a prompt after training (default 40)", NULL},
         {"trace", 1, "write a Chrome trace JSON of the last step to FILE", NULL},
+        {"zero", 0, "shard the optimizer state over the dp mesh dim (ZeRO)", NULL},
         {"json", 0, "one JSON object", NULL},
         {"help", 0, "this help", NULL},
     };
@@ -147,7 +148,7 @@ int cmd_train(int argc, char **argv) {
         printf("usage: ldt train [--model gpt] [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16] [--dropout P] [--data FILE]\n"
-               "                 [--sample N] [--trace FILE] [--json]\n\n"
+               "                 [--sample N] [--trace FILE] [--zero] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
@@ -220,6 +221,14 @@ int cmd_train(int argc, char **argv) {
     oc.warmup_steps = steps < 10 ? 1 : 10;
     oc.total_steps = steps;
     if (ldt_optim_create(ctx, &oc, ps, np, &opt) != LDT_OK) goto fail;
+    if (cli_has(f, NFLAGS, "zero")) {
+        int dp;
+        if (ldt_mesh_dim_index(mesh, "dp", &dp) != LDT_OK) {
+            ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--zero needs a mesh dim named dp (e.g. --mesh dp=2,tp=2)");
+            goto fail;
+        }
+        if (ldt_optim_shard_states(opt, dp) != LDT_OK) goto fail;
+    }
     ldt_ctx_set_seed(ctx, (uint64_t)seed, ldt_ctx_rng_offset(ctx));
     for (int k = 0; k < steps; k++) {
         ldt_tensor *loss, *g[4096];
