@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "core/half.h"
 #include "tests/plan_check.h"
 
 enum { NP = 2, STEPS = 6 };
@@ -270,4 +271,46 @@ Test(optim, zero_sharded_states_give_the_same_parameters) {
     for (int k = 0; k < NP; k++)
         for (int64_t i = 0; i < k_n[k]; i++)
             cr_assert(fabs(got[k][i] - ref[k][i]) <= 1e-12 * (1 + fabs(ref[k][i])), "w%d[%lld]", k, (long long)i);
+}
+
+/* Mixed precision: a bf16 parameter's update runs on its f32 master; the parameter is the
+ * master rounded to bf16, the master what f32 arithmetic gives. */
+Test(optim, bf16_parameters_have_f32_masters) {
+    ldt_ctx *ctx;
+    ldt_tensor *w, *master, *g;
+    ldt_optim *o;
+    ldt_optim_config c = {0};
+    uint16_t wb[4], got[4];
+    float w0[4] = {0.5f, -1.25f, 3.0f, 0.1f}, m[4];
+    c.kind = LDT_OPTIM_SGD;
+    c.lr = 0.1;
+    c.total_steps = 1;
+    cr_assert_eq(ldt_ctx_create(NULL, &ctx), LDT_OK);
+    w = ldt_param(ctx, "w", &(ldt_shape){1, {4}}, LDT_BF16);
+    for (int i = 0; i < 4; i++) wb[i] = ldt__f32_to_bf16(w0[i]);
+    cr_assert_eq(ldt_param_set(w, wb, sizeof wb), LDT_OK);
+    cr_assert_eq(ldt_optim_create(ctx, &c, &w, 1, &o), LDT_OK, "%s", ldt_last_error());
+    /* loss = sum(w^2 / 2): gradient w */
+    cr_assert_eq(ldt_grad(ldt_mul_scalar(ldt_sum(ldt_mul(w, w), NULL, 0, 0), 0.5), &w, 1, &g), LDT_OK);
+    cr_assert_eq(ldt_optim_step(o, &g), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_sync(ctx), LDT_OK, "%s", ldt_ctx_errmsg(ctx));
+    cr_assert_eq(ldt_read(w, got, sizeof got), LDT_OK);
+    master = ldt_optim_state(o, 0, 2);
+    cr_assert(master != NULL && ldt_tensor_dtype(master) == LDT_F32);
+    {
+        float mv[4];
+        cr_assert_eq(ldt_read(master, mv, sizeof mv), LDT_OK);
+        for (int i = 0; i < 4; i++) {
+            float x = ldt__bf16_to_f32(wb[i]);
+            cr_assert_eq(mv[i], x - (float)0.1 * x, "master[%d] in f32", i);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        float x = ldt__bf16_to_f32(wb[i]), g32 = ldt__bf16_to_f32(wb[i]);
+        m[i] = x - (float)0.1 * g32;
+        cr_assert_eq(got[i], ldt__f32_to_bf16(m[i]), "w[%d]: %g, expected bf16(%.9g)", i,
+                     ldt__bf16_to_f32(got[i]), m[i]);
+    }
+    ldt_optim_destroy(o);
+    ldt_ctx_destroy(ctx);
 }

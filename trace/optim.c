@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "trace/autodiff.h"
 
 struct ldt_optim {
@@ -17,6 +18,7 @@ struct ldt_optim {
     int n;
     ldt_tensor **params;
     ldt_tensor **m, **v; /* momentum (SGD) or Adam's moments; NULL when unused */
+    ldt_tensor **master; /* f32 masters of f16/bf16 parameters (the update runs on them) */
     ldt_tensor *step;    /* f64 0-dim: steps taken */
     ldt_tensor *lrs;     /* f64 [total]: the schedule's rate of each step */
 };
@@ -26,6 +28,7 @@ void ldt_optim_destroy(ldt_optim *o) {
     free(o->params);
     free(o->m);
     free(o->v);
+    free(o->master);
     free(o);
 }
 
@@ -77,10 +80,25 @@ static ldt_status check_config(const ldt_optim_config *c) {
 }
 
 /* A state tensor named "<param>.<what>", zeros. */
+/* A state tensor named "<param>.<what>", zeros; f32 for half parameters (mixed precision). */
 static ldt_tensor *state(ldt_ctx *ctx, ldt_tensor *p, const char *what) {
     char name[512];
+    ldt_dtype dt = (ldt_dtype)p->dtype;
     snprintf(name, sizeof name, "%s.%s", LDT__NAME(p) ? LDT__NAME(p) : "param", what);
-    return ldt_param(ctx, name, p->shape, (ldt_dtype)p->dtype);
+    return ldt_param(ctx, name, p->shape, dt == LDT_F16 || dt == LDT_BF16 ? LDT_F32 : dt);
+}
+
+/* The f32 master of a half parameter, holding its current values. */
+static ldt_tensor *master_of(ldt_ctx *ctx, ldt_tensor *p) {
+    ldt_tensor *m = state(ctx, p, "master");
+    int64_t n = ldt__nbytes(p) / 2;
+    if (m && p->data && m->data) {
+        const uint16_t *src = p->data;
+        float *dst = m->data;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = p->dtype == LDT_BF16 ? ldt__bf16_to_f32(src[i]) : ldt__f16_to_f32(src[i]);
+    }
+    return m;
 }
 
 ldt_status ldt_optim_create(ldt_ctx *ctx, const ldt_optim_config *cfg, ldt_tensor *const *params,
@@ -103,12 +121,15 @@ ldt_status ldt_optim_create(ldt_ctx *ctx, const ldt_optim_config *cfg, ldt_tenso
     o->params = malloc((size_t)n * sizeof *o->params);
     o->m = calloc((size_t)n, sizeof *o->m);
     o->v = calloc((size_t)n, sizeof *o->v);
+    o->master = calloc((size_t)n, sizeof *o->master);
     tab = malloc((size_t)(cfg->total_steps + 1) * sizeof *tab);
-    if (!o->params || !o->m || !o->v || !tab) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "optim_create: out of memory");
+    if (!o->params || !o->m || !o->v || !o->master || !tab) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "optim_create: out of memory");
     memcpy(o->params, params, (size_t)n * sizeof *params);
     for (int i = 0; i < n; i++) {
         if (cfg->kind == LDT_OPTIM_ADAMW || cfg->momentum > 0) o->m[i] = state(ctx, params[i], "m");
         if (cfg->kind == LDT_OPTIM_ADAMW) o->v[i] = state(ctx, params[i], "v");
+        if ((params[i]->dtype == LDT_F16 || params[i]->dtype == LDT_BF16) && !(o->master[i] = master_of(ctx, params[i])))
+            LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_OUT_OF_MEMORY, "optim_create: %s", ctx->errmsg);
         if ((o->m[i] == NULL && (cfg->kind == LDT_OPTIM_ADAMW || cfg->momentum > 0)) ||
             (cfg->kind == LDT_OPTIM_ADAMW && !o->v[i]))
             LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_OUT_OF_MEMORY, "optim_create: %s", ctx->errmsg);
@@ -130,7 +151,7 @@ ldt_tensor *ldt_optim_step_counter(const ldt_optim *o) { return o ? o->step : NU
 
 ldt_tensor *ldt_optim_state(const ldt_optim *o, int i, int which) {
     if (!o || i < 0 || i >= o->n) return NULL;
-    return which ? o->v[i] : o->m[i];
+    return which == 2 ? o->master[i] : which ? o->v[i] : o->m[i];
 }
 
 ldt_status ldt_optim_shard_states(ldt_optim *o, int mesh_dim) {
@@ -203,7 +224,9 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
         }
     }
     for (int i = 0; i < o->n; i++) {
-        ldt_tensor *p = o->params[i], *gi = g[i], *upd, *lrp;
+        /* half parameters: the update runs on the f32 master, the parameter gets its rounding */
+        ldt_tensor *p = o->master[i] ? o->master[i] : o->params[i], *upd, *lrp;
+        ldt_tensor *gi = o->master[i] ? ldt_cast(g[i], LDT_F32) : g[i];
         ldt_dtype dt = (ldt_dtype)p->dtype;
         if (scale) gi = ldt_mul(gi, ldt_cast(scale, dt));
         lrp = ldt_cast(lr, dt);
@@ -227,6 +250,8 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
             upd = ldt_sub(pd, ldt_mul(lrp, ldt_div(ldt_div(m, bc1), den)));
         }
         if ((st = ldt_assign(p, upd)) != LDT_OK) goto fail;
+        if (o->master[i] && (st = ldt_assign(o->params[i], ldt_cast(upd, (ldt_dtype)o->params[i]->dtype))) != LDT_OK)
+            goto fail;
     }
     st = ldt_assign(o->step, t1);
 fail:

@@ -265,7 +265,9 @@ typedef struct ldt_optim_config {
 typedef struct ldt_optim ldt_optim;
 /* An optimizer for params (floating parameters of ctx): its state (momentum, Adam's moments)
  * as parameters "<name>.m", "<name>.v", a step counter "optim.step" and the schedule's rate
- * table, all persistent. */
+ * table, all persistent. f16/bf16 parameters get f32 masters ("<name>.master", copied from
+ * their values now) and f32 states: the update runs in f32, the parameter takes its rounding
+ * (mixed precision). */
 ldt_status ldt_optim_create(ldt_ctx *ctx, const ldt_optim_config *cfg, ldt_tensor *const *params,
                             int n, ldt_optim **out);
 void ldt_optim_destroy(ldt_optim *o);
@@ -275,8 +277,8 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads);
 /* The schedule's rate at 0-based step t (the table's entries). */
 double ldt_optim_rate(const ldt_optim_config *cfg, int64_t t);
 ldt_tensor *ldt_optim_step_counter(const ldt_optim *o);
-/* Parameter i's state: which 0 the momentum or first moment, 1 the second moment (NULL when
- * the optimizer keeps none). */
+/* Parameter i's state: which 0 the momentum or first moment, 1 the second moment, 2 the f32
+ * master of a half parameter (NULL when the optimizer keeps none). */
 ldt_tensor *ldt_optim_state(const ldt_optim *o, int i, int which);
 /* ZeRO-style: pins every state tensor (momentum, Adam's moments) sharded on its dim 0 over
  * mesh dim `mesh_dim` (the data-parallel one), keeping the parameter's pins elsewhere; the
