@@ -3,10 +3,11 @@
  * 1. In place: a redistribution that is one all_reduce step (P -> R on some mesh dims) whose
  *    source nobody else reads becomes an all_reduce on the source's own buffer; later readers
  *    of the moved value read the source.
- * 2. Buckets: consecutive-in-effect all_reduces of the same group, dtype and reduce op are
- *    delayed and merged into one call, up to a byte cap, the bucket closing before the first
- *    instruction that reads one of its values (or before any other collective, so every rank
- *    issues its collectives in one order). The members become one memory-plan group, placed
+ * 2. Buckets: all_reduces of the same group, dtype and reduce op are taken in the order their
+ *    values become ready and merged into one call, up to a byte cap, while every member can
+ *    still run at one point: after the last member is ready and before the first reads a
+ *    result. The call is issued right after the last member is ready (data-parallel gradient
+ *    buckets start during the backward). The members become one memory-plan group, placed
  *    back to back, so the fused call works in place on one contiguous range: no packing.
  *
  * Decisions must be the same on every rank (ranks meet at collectives), so sizes come from
@@ -17,10 +18,6 @@
 
 #include "core/error.h"
 #include "planner/fuse.h"
-
-static int is_collective(const ldt__instr *x) {
-    return x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE;
-}
 
 /* The single all_reduce step of a redistribution, or NULL. */
 static int single_all_reduce(const ldt__instr *x, ldt_redist_step *s) {
@@ -74,121 +71,7 @@ static int same_group(const ldt__program *p, const ldt__instr *a, const ldt__ins
     return 1;
 }
 
-typedef struct bucket {
-    int64_t *members; /* instruction indices, in program order */
-    int n, cap;
-    int64_t bytes;
-} bucket;
-
 #define MAX_OPEN 16 /* buckets open at once, one per (group, dtype, reduce op) */
-
-/* The call of bucket b, appended to out: one member stays as it was; more become one call
- * whose operands are the members, placed back to back by the memory plan. */
-static void emit_bucket(ldt__program *p, bucket *b, ldt__instr *out, int64_t *n, int32_t *ops2,
-                        int64_t *nops2, uint8_t *in_bucket, ldt__fuse_stats *st) {
-    if (b->n == 1) {
-        out[(*n)++] = p->ins[b->members[0]];
-    } else {
-        ldt__instr f = p->ins[b->members[0]];
-        f.nin = b->n;
-        f.in = (int32_t)*nops2;
-        for (int j = 0; j < b->n; j++) {
-            int32_t v = p->ins[b->members[j]].out;
-            ops2[(*nops2)++] = v;
-            p->vgroup[v] = p->ngroups;
-        }
-        p->ngroups++;
-        out[(*n)++] = f;
-        st->fused_calls++;
-        st->fused_members += b->n;
-    }
-    for (int j = 0; j < b->n; j++) in_bucket[p->ins[b->members[j]].out] = 0;
-    b->n = 0;
-    b->bytes = 0;
-}
-
-/* Pass 2: the fused program (instructions in order, buckets where they close). Several
- * buckets stay open at once, one per (group, dtype, reduce op); when any must close (a reader
- * of one of its values, another kind of collective, or the end) all close, in the order they
- * opened, side by side, so pass 3 can issue them as one group. A bucket that would pass the
- * cap closes alone and starts again. */
-static ldt_status buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
-                          ldt__fuse_stats *st) {
-    ldt__instr *out = malloc((size_t)(p->nins ? p->nins : 1) * sizeof *out);
-    uint8_t *in_bucket = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
-    int32_t *ops2 = NULL;
-    int64_t n = 0, nops2 = 0;
-    bucket bs[MAX_OPEN];
-    int nb = 0;
-    ldt_status st_ = LDT_OK;
-    memset(bs, 0, sizeof bs);
-    if (!out || !in_bucket) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-    /* fused calls take one operand per member: at most as many operands again */
-    if (!(ops2 = malloc((size_t)(p->nops + p->nins + 1) * sizeof *ops2))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-    memcpy(ops2, p->ops, (size_t)p->nops * sizeof *ops2);
-    nops2 = p->nops;
-    if (!(p->vgroup = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *p->vgroup)))
-        LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-    for (int32_t v = 0; v < p->nvals; v++) p->vgroup[v] = -1;
-    for (int64_t i = 0; i <= p->nins; i++) {
-        const ldt__instr *x = i < p->nins ? &p->ins[i] : NULL;
-        int close = !x, k;
-        if (x && x->kind == LDT__I_ALL_REDUCE && x->nin == 1) {
-            for (k = 0; k < nb && !same_group(p, &p->ins[bs[k].members[0]], x); k++) {}
-            if (k < nb && bs[k].bytes + bytes[i] > cap_bytes) /* full: it goes out now */
-                emit_bucket(p, &bs[k], out, &n, ops2, &nops2, in_bucket, st);
-            if (k == nb && nb == MAX_OPEN) close = 1; /* no room: everything goes out */
-        } else if (x) {
-            if (is_collective(x)) close = 1; /* collectives keep their order on every rank */
-            for (int j = 0; !close && j < x->nin; j++) close = in_bucket[p->ops[x->in + j]];
-        }
-        if (close) {
-            for (int j = 0; j < nb; j++)
-                if (bs[j].n) emit_bucket(p, &bs[j], out, &n, ops2, &nops2, in_bucket, st);
-            for (int j = 0; j < nb; j++) free(bs[j].members);
-            memset(bs, 0, sizeof bs);
-            nb = 0;
-        }
-        if (!x) break;
-        if (x->kind == LDT__I_ALL_REDUCE && x->nin == 1) {
-            bucket *b;
-            for (k = 0; k < nb && (!bs[k].n || !same_group(p, &p->ins[bs[k].members[0]], x)); k++) {}
-            if (k == nb) {
-                for (k = 0; k < nb && bs[k].n; k++) {} /* an emptied slot, else a new one */
-                if (k == nb) nb++;
-            }
-            b = &bs[k];
-            if (b->n == b->cap) {
-                int c = b->cap ? 2 * b->cap : 16;
-                int64_t *m = realloc(b->members, (size_t)c * sizeof *m);
-                if (!m) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-                b->members = m;
-                b->cap = c;
-            }
-            b->members[b->n++] = i;
-            b->bytes += bytes[i];
-            in_bucket[x->out] = 1;
-        } else {
-            out[n++] = *x;
-        }
-    }
-    free(p->ins);
-    p->ins = out;
-    p->nins = n;
-    p->cap_ins = p->nins ? p->nins : 1;
-    out = NULL;
-    free(p->ops);
-    p->ops = ops2;
-    p->nops = nops2;
-    p->cap_ops = p->nops + p->nins + 1;
-    ops2 = NULL;
-fail:
-    free(out);
-    free(ops2);
-    free(in_bucket);
-    for (int j = 0; j < nb; j++) free(bs[j].members);
-    return st_;
-}
 
 int64_t ldt__program_collectives(const ldt__program *p) {
     int64_t n = 0;
@@ -235,9 +118,212 @@ static void group_runs(ldt__program *p, ldt__fuse_stats *st) {
     }
 }
 
+/* Pass 2 by readiness (the one used): all_reduces are taken in the order their values become
+ * ready (the instruction that last writes them), as data-parallel gradients are in a
+ * backward pass, and each joins an open bucket of its (group, dtype, op) while every member
+ * can still run where the bucket will: after the last member is ready and before the first
+ * reads a result. A bucket is issued right after its last member is ready, so gradient
+ * buckets start during the backward; a lone all_reduce stays where it was. The positions
+ * depend on the program's shape only: every rank decides alike. */
+typedef struct rb {
+    int64_t *m; /* members, instruction indices */
+    int n, cap;
+    int64_t bytes, ready, need;
+} rb;
+
+static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
+                                   ldt__fuse_stats *st) {
+    int64_t n = p->nins, ne = 0, *ready = NULL, *need = NULL, *order = NULL, *lastw = NULL, *pos = NULL;
+    int64_t nb = 0, capb = 0, nout = 0, nops2;
+    rb *bs = NULL, open[MAX_OPEN];
+    int nopen = 0;
+    ldt__instr *out = NULL;
+    int32_t *ops2 = NULL;
+    int64_t *bucket_of = NULL;
+    ldt_status st_ = LDT_OK;
+    memset(open, 0, sizeof open);
+    ready = malloc((size_t)(n + 1) * sizeof *ready);
+    need = malloc((size_t)(n + 1) * sizeof *need);
+    order = malloc((size_t)(n + 1) * sizeof *order);
+    lastw = malloc((size_t)(p->nvals + 1) * sizeof *lastw);
+    bucket_of = malloc((size_t)(n + 1) * sizeof *bucket_of);
+    if (!ready || !need || !order || !lastw || !bucket_of) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+    for (int32_t v = 0; v < p->nvals; v++) lastw[v] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const ldt__instr *x = &p->ins[i];
+        bucket_of[i] = -1;
+        if (x->kind == LDT__I_ALL_REDUCE && x->nin == 1 && !x->async) {
+            ready[i] = lastw[x->out];
+            need[i] = n;
+            for (int64_t j = ready[i] + 1; j < n && need[i] == n; j++) {
+                const ldt__instr *y = &p->ins[j];
+                if (j == i) continue;
+                if (y->out == x->out) need[i] = j;
+                for (int k = 0; k < y->nin && need[i] == n; k++)
+                    if (p->ops[y->in + k] == x->out) need[i] = j;
+            }
+            order[ne++] = i;
+        }
+        lastw[x->out] = i;
+    }
+    /* readiness order, ties by position (insertion sort: stable, deterministic) */
+    for (int64_t a = 1; a < ne; a++)
+        for (int64_t b = a; b > 0 && (ready[order[b]] < ready[order[b - 1]]); b--) {
+            int64_t t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    for (int64_t q = 0; q <= ne; q++) {
+        int64_t i = q < ne ? order[q] : -1;
+        int k = -1, fresh;
+        if (i >= 0)
+            for (k = 0; k < nopen; k++) {
+                rb *b = &open[k];
+                int64_t r = ready[i] > b->ready ? ready[i] : b->ready, nd = need[i] < b->need ? need[i] : b->need;
+                if (same_group(p, &p->ins[b->m[0]], &p->ins[i]) && b->bytes + bytes[i] <= cap_bytes && r < nd) break;
+            }
+        fresh = k == nopen; /* no open bucket takes it: a new one, after closing its kind's */
+        /* close the open bucket of the same kind that cannot take it (or all, at the end) */
+        for (int c = 0; c < nopen; c++) {
+            int close = i < 0 || (fresh && same_group(p, &p->ins[open[c].m[0]], &p->ins[i]));
+            if (!close) continue;
+            if (nb == capb) {
+                int64_t nc = capb ? 2 * capb : 16;
+                rb *nbs = realloc(bs, (size_t)nc * sizeof *nbs);
+                if (!nbs) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+                bs = nbs;
+                capb = nc;
+            }
+            for (int j = 0; j < open[c].n; j++) bucket_of[open[c].m[j]] = nb;
+            bs[nb++] = open[c];
+            open[c] = open[--nopen];
+            memset(&open[nopen], 0, sizeof open[nopen]);
+            c--;
+        }
+        if (i < 0) break;
+        if (fresh) {
+            if (nopen == MAX_OPEN) { /* no room: the oldest goes out */
+                if (nb == capb) {
+                    int64_t nc = capb ? 2 * capb : 16;
+                    rb *nbs = realloc(bs, (size_t)nc * sizeof *nbs);
+                    if (!nbs) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+                    bs = nbs;
+                    capb = nc;
+                }
+                for (int j = 0; j < open[0].n; j++) bucket_of[open[0].m[j]] = nb;
+                bs[nb++] = open[0];
+                open[0] = open[--nopen];
+                memset(&open[nopen], 0, sizeof open[nopen]);
+            }
+            k = nopen++;
+            open[k].ready = ready[i];
+            open[k].need = need[i];
+        }
+        {
+            rb *b = &open[k];
+            if (b->n == b->cap) {
+                int c = b->cap ? 2 * b->cap : 8;
+                int64_t *nm = realloc(b->m, (size_t)c * sizeof *nm);
+                if (!nm) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+                b->m = nm;
+                b->cap = c;
+            }
+            b->m[b->n++] = i;
+            b->bytes += bytes[i];
+            if (ready[i] > b->ready) b->ready = ready[i];
+            if (need[i] < b->need) b->need = need[i];
+        }
+    }
+    {
+        int64_t members = 0;
+        for (int64_t b = 0; b < nb; b++) members += bs[b].n;
+        if (members != ne) LDT_FAIL_GOTO_(st_, "fuse: internal error: %lld of %lld all_reduces bucketed", (long long)members, (long long)ne);
+    }
+    /* where each bucket goes: after its last member is ready (a lone one: where it was) */
+    if (!(pos = malloc((size_t)(nb ? nb : 1) * sizeof *pos))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+    for (int64_t b = 0; b < nb; b++) pos[b] = bs[b].n == 1 ? bs[b].m[0] - 1 : bs[b].ready;
+    /* buckets of different kinds whose windows meet go to one point, side by side, so pass 3
+     * issues them as one group; a kind never waits for its own next bucket */
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t need_all = bs[b].need;
+        for (int64_t d = 0; d < nb; d++)
+            if (pos[d] == pos[b] && bs[d].need < need_all) need_all = bs[d].need;
+        for (int64_t c = 0; c < nb; c++) {
+            int clash = 0;
+            if (c == b || pos[c] <= pos[b] || pos[c] >= need_all) continue;
+            for (int64_t d = 0; d < nb && !clash; d++)
+                clash = (d == b || pos[d] == pos[b]) && same_group(p, &p->ins[bs[d].m[0]], &p->ins[bs[c].m[0]]);
+            if (clash) continue;
+            for (int64_t d = 0; d < nb; d++)
+                if (d != b && pos[d] == pos[b]) pos[d] = pos[c];
+            pos[b] = pos[c];
+            if (bs[c].need < need_all) need_all = bs[c].need;
+        }
+    }
+    out = malloc((size_t)(n + 1) * sizeof *out);
+    if (!out || !(ops2 = malloc((size_t)(p->nops + n + 1) * sizeof *ops2))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+    memcpy(ops2, p->ops, (size_t)p->nops * sizeof *ops2);
+    nops2 = p->nops;
+    if (!(p->vgroup = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *p->vgroup))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+    for (int32_t v = 0; v < p->nvals; v++) p->vgroup[v] = -1;
+    for (int64_t at = -1; at < n; at++) {
+        if (at >= 0 && bucket_of[at] < 0) out[nout++] = p->ins[at];
+        for (int64_t b = 0; b < nb; b++) {
+            if (pos[b] != at) continue;
+            if (bs[b].n == 1) {
+                out[nout++] = p->ins[bs[b].m[0]];
+            } else {
+                ldt__instr f = p->ins[bs[b].m[0]];
+                /* members in program order: the memory plan places them so */
+                for (int a = 1; a < bs[b].n; a++)
+                    for (int c = a; c > 0 && bs[b].m[c] < bs[b].m[c - 1]; c--) {
+                        int64_t t = bs[b].m[c];
+                        bs[b].m[c] = bs[b].m[c - 1];
+                        bs[b].m[c - 1] = t;
+                    }
+                f = p->ins[bs[b].m[0]];
+                f.nin = bs[b].n;
+                f.in = (int32_t)nops2;
+                for (int j = 0; j < bs[b].n; j++) {
+                    int32_t v = p->ins[bs[b].m[j]].out;
+                    ops2[nops2++] = v;
+                    p->vgroup[v] = p->ngroups;
+                }
+                p->ngroups++;
+                out[nout++] = f;
+                st->fused_calls++;
+                st->fused_members += bs[b].n;
+            }
+        }
+    }
+    free(p->ins);
+    p->ins = out;
+    p->nins = nout;
+    p->cap_ins = nout ? nout : 1;
+    out = NULL;
+    free(p->ops);
+    p->ops = ops2;
+    p->nops = nops2;
+    p->cap_ops = nops2 + 1;
+    ops2 = NULL;
+fail:
+    for (int64_t b = 0; b < nb; b++) free(bs[b].m);
+    for (int c = 0; c < nopen; c++) free(open[c].m);
+    free(bs);
+    free(ready);
+    free(need);
+    free(order);
+    free(lastw);
+    free(pos);
+    free(bucket_of);
+    free(out);
+    free(ops2);
+    return st_;
+}
+
 ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
                              ldt__fuse_stats *st) {
-    LDT_CHECK(buckets(p, bytes, cap_bytes, st));
+    LDT_CHECK(buckets_by_ready(p, bytes, cap_bytes, st));
     group_runs(p, st);
     st->collectives_after = ldt__program_collectives(p);
     return LDT_OK;
