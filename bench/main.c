@@ -24,7 +24,9 @@
     X(meta_init, "GPT-3 175B and a 1T GPT described, initialised and planned on a meta mesh: "  \
                  "seconds and host bytes")                                                      \
     X(train_step, "the demo's training step replayed against eager on dp=2,tp=2: time outside "  \
-                  "kernels and collectives, speed-up")
+                  "kernels and collectives, speed-up")                                         \
+    X(rng, "random values per second on one core from the stream's CPU fillers: uniform, "   \
+           "normal, trunc_normal, randint (GB/s of f32)")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)

@@ -75,6 +75,9 @@
     X(RAND, "rand", 0)                                                                     \
     X(RANDN, "randn", 0)                                                                   \
     X(BERNOULLI, "bernoulli", 0)                                                           \
+    /* f = {mean, std}, i[2], i[3] = the bounds a, b as double bit patterns */             \
+    X(TRUNC_NORMAL, "trunc_normal", 0)                                                     \
+    X(RANDINT, "randint", 0) /* i[2], i[3] = low, high: integers in [low, high) */         \
     /* neural-network ops (kernels/cpu/nn.c) */                                            \
     X(SOFTMAX, "softmax", 1)         /* attrs.i[0] = dim */                                \
     X(LOG_SOFTMAX, "log_softmax", 1) /* attrs.i[0] = dim */                                \

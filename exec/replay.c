@@ -275,7 +275,9 @@ static int draws_random(const ldt__instr *x) {
     switch (x->op) {
     case LDT_OP_RAND:
     case LDT_OP_RANDN:
-    case LDT_OP_BERNOULLI: return 1;
+    case LDT_OP_BERNOULLI:
+    case LDT_OP_TRUNC_NORMAL:
+    case LDT_OP_RANDINT: return 1;
     case LDT_OP_DROPOUT:
     case LDT_OP_SDPA: return x->attrs->f[0] > 0;
     default: return 0;

@@ -183,3 +183,110 @@ Test(cli, plan_dot_program_and_errors) {
     cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --strict", out, sizeof out, 1), 1);
     cr_assert(strstr(out, "strict"), "%s", out);
 }
+
+/* ---- ldt rand ----------------------------------------------------------------------------- */
+
+/* `ldt rand ... --json`: the hash string and the values array (caller frees root). */
+static cJSON *rand_json(const char *args, const char **hash) {
+    static char out[1 << 14];
+    char cmd[512];
+    cJSON *root;
+    snprintf(cmd, sizeof cmd, "rand %s --json", args);
+    cr_assert_eq(run(cmd, out, sizeof out, 0), 0, "ldt %s failed", cmd);
+    root = cJSON_Parse(out);
+    cr_assert_not_null(root, "not JSON: %s", out);
+    cr_assert(cJSON_IsString(cJSON_GetObjectItem(root, "xxh64")), "%s", out);
+    *hash = cJSON_GetObjectItem(root, "xxh64")->valuestring;
+    cr_assert_eq(strlen(*hash), 16, "%s", out);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "values")), 8, "%s", out);
+    return root;
+}
+
+Test(cli, rand_same_hash_on_every_mesh) {
+    static const char *dists[] = {"normal", "uniform", "trunc_normal", "bernoulli", "randint"};
+    static const char *meshes[] = {"--mesh 2x3 --placements S1,S0", "--mesh 4 --placements S0",
+                                   "--mesh 1", "--mesh 2x2 --placements S0,S0",
+                                   "--mesh 3 --placements S1"};
+    for (int d = 0; d < 5; d++) {
+        char first[17] = {0}, args[256];
+        char *values0 = NULL;
+        for (int m = 0; m < 5; m++) {
+            const char *h;
+            cJSON *root;
+            char *vals;
+            snprintf(args, sizeof args, "%s --shape 1001,37 --dist %s --seed 7", meshes[m], dists[d]);
+            root = rand_json(args, &h);
+            vals = cJSON_PrintUnformatted(cJSON_GetObjectItem(root, "values"));
+            if (m == 0) {
+                memcpy(first, h, 16);
+                values0 = vals;
+            } else {
+                cr_expect_str_eq(h, first, "%s: %s vs %s", args, h, first);
+                cr_expect_str_eq(vals, values0, "%s", args);
+                free(vals);
+            }
+            cJSON_Delete(root);
+        }
+        free(values0);
+    }
+}
+
+Test(cli, rand_seed_offset_and_values) {
+    const char *h;
+    char h0[17] = {0};
+    cJSON *root = rand_json("--mesh 2 --shape 10 --dist randint --low 0 --high 10 --seed 7", &h);
+    cJSON *v = cJSON_GetObjectItem(root, "values");
+    memcpy(h0, h, 16);
+    for (int i = 0; i < 8; i++) {
+        double x = cJSON_GetArrayItem(v, i)->valuedouble;
+        cr_expect(x >= 0 && x < 10 && x == (double)(long long)x, "value %g", x);
+    }
+    cJSON_Delete(root);
+    /* another seed, another offset: other values */
+    root = rand_json("--mesh 2 --shape 10 --dist randint --seed 8", &h);
+    cr_expect_str_neq(h, h0);
+    cJSON_Delete(root);
+    root = rand_json("--mesh 2 --shape 10 --dist randint --seed 7 --offset 1", &h);
+    cr_expect_str_neq(h, h0);
+    cJSON_Delete(root);
+    /* trunc_normal stays in its bounds; a tiny tensor gives fewer values */
+    root = rand_json("--mesh 2x2 --placements S0,S1 --shape 8,9 --dist trunc_normal --a -0.5 --b 0.25",
+                     &h);
+    v = cJSON_GetObjectItem(root, "values");
+    for (int i = 0; i < 8; i++) {
+        double x = cJSON_GetArrayItem(v, i)->valuedouble;
+        cr_expect(x >= -0.5 && x <= 0.25, "value %g", x);
+    }
+    cJSON_Delete(root);
+}
+
+Test(cli, rand_text_help_and_bad_input) {
+    static char out[1 << 14];
+    cr_assert_eq(run("rand --mesh 2 --shape 3,4 --dist uniform", out, sizeof out, 0), 0);
+    cr_expect(strstr(out, "xxh64") && strstr(out, "uniform"), "%s", out);
+    cr_assert_eq(run("rand --help", out, sizeof out, 0), 0);
+    cr_expect(strstr(out, "--dist") != NULL);
+    static const struct {
+        const char *args, *needle;
+    } bad[] = {
+        {"rand --shape 4", "--mesh is required"},
+        {"rand --mesh 2", "--shape is required"},
+        {"rand --mesh 2 --shape 4 --dist gamma", "--dist is 'gamma'"},
+        {"rand --mesh 2 --shape 4 --seed -1", "--seed"},
+        {"rand --mesh 2 --shape 4 --seed x", "--seed"},
+        {"rand --mesh 2 --shape 4 --std nan", "--std"},
+        {"rand --mesh 2x2 --shape 4 --placements S0", "one per mesh dim"},
+        {"rand --mesh 2 --shape 4 --placements S3", "--placements"},
+        {"rand --mesh 2 --shape 4 --dist trunc_normal --a 1 --b 1", "a < b"},
+        {"rand --mesh 2 --shape 4 --dist normal --std -1", "std"},
+        {"rand --mesh 2 --shape 4 --dist randint --low 3 --high 3", "low < high"},
+        {"rand --mesh 2 --shape 4 --dist randint --high 99999999", "holds exactly"},
+        {"rand --mesh 2 --shape 4 --dist bernoulli --p 2", "p = 2"},
+        {"rand --mesh 2 --shape 4 --bogus 1", "unknown flag"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(run(bad[i].args, out, sizeof out, 1), 2, "ldt %s", bad[i].args);
+        cr_expect(strstr(out, bad[i].needle) != NULL, "ldt %s: '%s' lacks '%s'", bad[i].args, out,
+                  bad[i].needle);
+    }
+}

@@ -340,6 +340,7 @@ static const ldt__vjp_fn k_rules[LDT_OP_COUNT] = {
     [LDT_OP_AMIN] = r_reduce,      [LDT_OP_ARGMAX] = LDT__NO_GRAD, [LDT_OP_ARGMIN] = LDT__NO_GRAD,
     [LDT_OP_TOPK_INDICES] = LDT__NO_GRAD, [LDT_OP_RAND] = LDT__NO_GRAD,
     [LDT_OP_RANDN] = LDT__NO_GRAD, [LDT_OP_BERNOULLI] = LDT__NO_GRAD,
+    [LDT_OP_TRUNC_NORMAL] = LDT__NO_GRAD, [LDT_OP_RANDINT] = LDT__NO_GRAD,
     [LDT_OP_ONE_HOT] = LDT__NO_GRAD,
     [LDT_OP_TOPK_VALUES] = ldt__r_topk,
     [LDT_OP_SOFTMAX] = ldt__r_softmax, [LDT_OP_LOG_SOFTMAX] = ldt__r_softmax,

@@ -178,6 +178,7 @@ uint64_t ldt_trace_hash(const ldt_ctx *ctx) {
         memcpy(r.dims, t->shape->dims, (size_t)t->shape->ndim * sizeof r.dims[0]);
         if (t->kind == LDT__NODE) r.attrs = *t->attrs;
         if (t->op == LDT_OP_RAND || t->op == LDT_OP_RANDN || t->op == LDT_OP_BERNOULLI ||
+            t->op == LDT_OP_TRUNC_NORMAL || t->op == LDT_OP_RANDINT ||
             ((t->op == LDT_OP_DROPOUT || t->op == LDT_OP_SDPA) && t->attrs->f[0] > 0)) {
             r.attrs.i[0] = 0;
             r.attrs.i[1] = (int64_t)((uint64_t)t->attrs->i[1] - ctx->trace_rng_base);
@@ -243,6 +244,18 @@ static void attrs_text(const ldt_tensor *t, char *buf, size_t cap) {
     case LDT_OP_RAND: case LDT_OP_RANDN: case LDT_OP_BERNOULLI:
         snprintf(buf, cap, " seed=%llu offset=%llu f=%g,%g", (unsigned long long)a->i[0],
                  (unsigned long long)a->i[1], a->f[0], a->f[1]);
+        break;
+    case LDT_OP_TRUNC_NORMAL: {
+        double lo, hi;
+        memcpy(&lo, &a->i[2], sizeof lo);
+        memcpy(&hi, &a->i[3], sizeof hi);
+        snprintf(buf, cap, " seed=%llu offset=%llu mean=%g std=%g a=%g b=%g",
+                 (unsigned long long)a->i[0], (unsigned long long)a->i[1], a->f[0], a->f[1], lo, hi);
+        break;
+    }
+    case LDT_OP_RANDINT:
+        snprintf(buf, cap, " seed=%llu offset=%llu low=%lld high=%lld", (unsigned long long)a->i[0],
+                 (unsigned long long)a->i[1], (long long)a->i[2], (long long)a->i[3]);
         break;
     default: break;
     }

@@ -11,6 +11,8 @@
 #ifndef LDT_EXEC_H
 #define LDT_EXEC_H
 
+#include <stdio.h>
+
 #include "ldt/core.h"
 #include "ldt/planner.h"
 
@@ -295,6 +297,39 @@ ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap,
 
 /* The context's plan cache: compiles answered from it and compiles that built anew. */
 ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses);
+
+/* ---------------------------------------------------------------------------------------
+ * Sharded checkpoints (docs/checkpoint.md): one safetensors file per rank,
+ * DIR/rank-<r>.safetensors, each holding its shards with their sharding and an xxHash64 in
+ * __metadata__. Replicated regions are written once (by the lowest rank holding them);
+ * Partial placements are reduced before saving. Loading reshards onto any spec; a merge makes
+ * one standard safetensors file of the full tensors. Corrupt or incomplete files are
+ * LDT_ERR_CORRUPT with a message naming the file and tensor; a failed call returns nothing.
+ *
+ *   ldt_ckpt_save("ckpt", 2, (const char *[]){"w", "b"}, (ldt_shards *[]){w, b});
+ *   ldt_ckpt_load("ckpt", "w", &other_spec, &w2);     // another mesh and placements
+ *   ldt_ckpt_merge("ckpt", "model.safetensors");       // offline, no mesh needed
+ */
+/* Saves n tensors under distinct names (non-empty UTF-8, no control characters, not
+ * "__metadata__" or "lazydt") into dir (created if absent). Files are written under
+ * temporary names and renamed when all are complete; rank files of an earlier, larger save
+ * in dir are removed. */
+ldt_status ldt_ckpt_save(const char *dir, int n, const char *const *names,
+                         ldt_shards *const *tensors);
+/* Reads tensor `name` from dir as shards of `target` (its shape and dtype must match the
+ * saved tensor; mesh and placements are free). Checksums and coverage are verified. */
+ldt_status ldt_ckpt_load(const char *dir, const char *name, const ldt_spec *target,
+                         ldt_shards **out);
+/* Loads n tensors with one reading of the headers (cheaper than n loads): out[i] gets
+ * names[i] as shards of targets[i]. All or nothing: on any error every out[i] is NULL. */
+ldt_status ldt_ckpt_load_n(const char *dir, int n, const char *const *names,
+                           const ldt_spec *const *targets, ldt_shards **out);
+/* Writes every full tensor of dir into one single-device safetensors file at out_path
+ * (names sorted, data contiguous, header padded to 8 bytes), via a temporary file. */
+ldt_status ldt_ckpt_merge(const char *dir, const char *out_path);
+/* Prints dir's tensors with their dtype, shape, mesh, placements, stored shards and sizes.
+ * Headers are checked; the data is not read. */
+ldt_status ldt_ckpt_info(const char *dir, FILE *f);
 
 #ifdef __cplusplus
 }

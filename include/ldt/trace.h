@@ -209,6 +209,14 @@ ldt_tensor *ldt_randn(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt);  /* N
 ldt_tensor *ldt_normal(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, double mean,
                        double std);
 ldt_tensor *ldt_bernoulli(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, double p);
+/* N(mean, std) truncated to [a, b] (raw units, as torch.nn.init.trunc_normal_), by the
+ * inverse CDF: one draw per element, no rejection. Needs std > 0 and finite a < b. */
+ldt_tensor *ldt_trunc_normal(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, double mean,
+                             double std, double a, double b);
+/* Integers in [low, high), high - low <= 2^32; dt i32, i64, u8, or a float dtype holding them
+ * exactly (|v| <= 2^24 for f32). */
+ldt_tensor *ldt_randint(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, int64_t low,
+                        int64_t high);
 
 /* ---- neural-network ops ------------------------------------------------------------- */
 ldt_tensor *ldt_softmax(ldt_tensor *x, int dim);

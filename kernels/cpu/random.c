@@ -1,4 +1,5 @@
-/* CPU kernels for rand, randn and bernoulli, by global index on the philox stream. */
+/* CPU kernels for rand, randn, bernoulli, trunc_normal and randint, by global index on the
+ * philox stream. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -17,14 +18,109 @@ typedef struct rn_params {
     uint64_t seed, offset;
     float a, b; /* rand: lo, hi; randn: mean, std */
     double p;   /* bernoulli */
+    ldt__trunc_normal tn;   /* trunc_normal */
+    int64_t low;            /* randint: [low, low + range) */
+    uint64_t range;
 } rn_params;
 
 static const char *rn_name(int op) {
-    return op == LDT_OP_RAND ? "rand" : op == LDT_OP_RANDN ? "randn" : "bernoulli";
+    switch (op) {
+    case LDT_OP_RAND: return "rand";
+    case LDT_OP_RANDN: return "randn";
+    case LDT_OP_BERNOULLI: return "bernoulli";
+    case LDT_OP_TRUNC_NORMAL: return "trunc_normal";
+    default: return "randint";
+    }
+}
+
+/* d rounded to f32 by round-to-odd (towards zero, then the last bit set if inexact): rounding
+ * that once more to f16 or bf16 (11 or 8 bits, well under 24 - 2) gives d correctly rounded to
+ * them, one rounding as if made directly from the double. */
+static float rn_f64_to_f32_odd(double d) {
+    float f = (float)d;
+    if ((double)f != d && isfinite(d)) {
+        uint32_t b = ldt__f32_bits(f);
+        if ((b & 1u) == 0) /* rounded to the even neighbour: take the odd one across d */
+            b = fabs((double)f) > fabs(d) ? b - 1u : b + 1u;
+        f = ldt__bits_f32(b);
+    }
+    return f;
+}
+
+/* n doubles (trunc_normal values) into the output dtype, each rounded once. */
+static void rn_store_f64(ldt_dtype t, void *dst, const double *v, int64_t n) {
+    switch (t) {
+    case LDT_F64: memcpy(dst, v, (size_t)n * sizeof *v); break;
+    case LDT_F32:
+        for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = (float)v[j];
+        break;
+    case LDT_F16:
+        for (int64_t j = 0; j < n; j++)
+            ((uint16_t *)dst)[j] = ldt__f32_to_f16(rn_f64_to_f32_odd(v[j]));
+        break;
+    case LDT_BF16:
+        for (int64_t j = 0; j < n; j++)
+            ((uint16_t *)dst)[j] = ldt__f32_to_bf16(rn_f64_to_f32_odd(v[j]));
+        break;
+    default: break; /* rejected by the caller */
+    }
+}
+
+/* n integers (randint values, already checked to fit and to be exact in t) into dtype t. */
+static void rn_store_i64(ldt_dtype t, void *dst, const int64_t *v, int64_t n) {
+    switch (t) {
+    case LDT_I64: memcpy(dst, v, (size_t)n * sizeof *v); break;
+    case LDT_I32:
+        for (int64_t j = 0; j < n; j++) ((int32_t *)dst)[j] = (int32_t)v[j];
+        break;
+    case LDT_U8:
+        for (int64_t j = 0; j < n; j++) ((uint8_t *)dst)[j] = (uint8_t)v[j];
+        break;
+    case LDT_F64:
+        for (int64_t j = 0; j < n; j++) ((double *)dst)[j] = (double)v[j];
+        break;
+    case LDT_F32:
+        for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = (float)v[j];
+        break;
+    case LDT_F16:
+        for (int64_t j = 0; j < n; j++) ((uint16_t *)dst)[j] = ldt__f32_to_f16((float)v[j]);
+        break;
+    case LDT_BF16:
+        for (int64_t j = 0; j < n; j++) ((uint16_t *)dst)[j] = ldt__f32_to_bf16((float)v[j]);
+        break;
+    default: break;
+    }
 }
 
 /* Stream values of global elements [start, start + n) into dst[0..n) of the output dtype. */
 static void rn_fill_run(const rn_params *p, void *dst, int64_t start, int64_t n) {
+    size_t esz = ldt_dtype_size(p->dtype);
+    if (p->op == LDT_OP_TRUNC_NORMAL) { /* doubles, each rounded once to the dtype */
+        if (p->dtype == LDT_F64) {
+            ldt__rand_fill_trunc_normal_f64(dst, p->seed, p->offset, start, n, &p->tn);
+            return;
+        }
+        double v[RN_CHUNK];
+        for (int64_t k0 = 0; k0 < n; k0 += RN_CHUNK) {
+            int64_t m = n - k0 < RN_CHUNK ? n - k0 : RN_CHUNK;
+            ldt__rand_fill_trunc_normal_f64(v, p->seed, p->offset, start + k0, m, &p->tn);
+            rn_store_f64(p->dtype, (char *)dst + (size_t)k0 * esz, v, m);
+        }
+        return;
+    }
+    if (p->op == LDT_OP_RANDINT) {
+        if (p->dtype == LDT_I64) {
+            ldt__rand_fill_randint_i64(dst, p->seed, p->offset, start, n, p->low, p->range);
+            return;
+        }
+        int64_t v[RN_CHUNK];
+        for (int64_t k0 = 0; k0 < n; k0 += RN_CHUNK) {
+            int64_t m = n - k0 < RN_CHUNK ? n - k0 : RN_CHUNK;
+            ldt__rand_fill_randint_i64(v, p->seed, p->offset, start + k0, m, p->low, p->range);
+            rn_store_i64(p->dtype, (char *)dst + (size_t)k0 * esz, v, m);
+        }
+        return;
+    }
     /* the fillers' own dtypes go straight into the output */
     if (p->dtype == LDT_F32 && p->op == LDT_OP_RAND) {
         ldt__rand_fill_uniform_f32(dst, p->seed, p->offset, start, n, p->a, p->b);
@@ -161,11 +257,38 @@ static ldt_status random_kernel(const ldt__kcall *c) {
     int isf = ldt_dtype_is_float(p.dtype);
     int isint =
         p.dtype == LDT_BOOL || p.dtype == LDT_U8 || p.dtype == LDT_I32 || p.dtype == LDT_I64;
-    if (!isf && !(c->op == LDT_OP_BERNOULLI && isint))
+    if (!isf && !(c->op == LDT_OP_BERNOULLI && isint) &&
+        !(c->op == LDT_OP_RANDINT && isint && p.dtype != LDT_BOOL))
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (f32, f64, f16, bf16%s)", name,
-                 ldt_dtype_name(p.dtype), c->op == LDT_OP_BERNOULLI ? ", bool, u8, i32, i64" : "");
+                 ldt_dtype_name(p.dtype),
+                 c->op == LDT_OP_BERNOULLI ? ", bool, u8, i32, i64"
+                 : c->op == LDT_OP_RANDINT ? ", u8, i32, i64" : "");
     double f0 = c->attrs->f[0], f1 = c->attrs->f[1];
-    if (c->op == LDT_OP_RAND) {
+    if (c->op == LDT_OP_TRUNC_NORMAL) {
+        double lo, hi;
+        int64_t ia = c->attrs->i[2], ib = c->attrs->i[3];
+        memcpy(&lo, &ia, sizeof lo);
+        memcpy(&hi, &ib, sizeof hi);
+        if (!isfinite(f0) || !isfinite(f1) || !(f1 > 0) || !isfinite(lo) || !isfinite(hi) ||
+            !(lo < hi))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "trunc_normal: mean %g, std %g, bounds [%g, %g]; expected finite values, "
+                     "std > 0 and a < b",
+                     f0, f1, lo, hi);
+        p.tn = ldt__rand_trunc_normal_init(f0, f1, lo, hi);
+    } else if (c->op == LDT_OP_RANDINT) {
+        int64_t low = c->attrs->i[2], high = c->attrs->i[3], mn, mx;
+        uint64_t range = (uint64_t)high - (uint64_t)low;
+        ldt__randint_limits(p.dtype, &mn, &mx);
+        if (!(high > low) || range > LDT__RANDINT_MAX_RANGE || low < mn || high - 1 > mx)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "randint: [%lld, %lld) as %s; expected low < high, high - low <= 2^32 and "
+                     "values within [%lld, %lld]",
+                     (long long)low, (long long)high, ldt_dtype_name(p.dtype), (long long)mn,
+                     (long long)mx);
+        p.low = low;
+        p.range = range;
+    } else if (c->op == LDT_OP_RAND) {
         /* the values are made in f32: the range must be a non-empty finite f32 range */
         p.a = (float)f0;
         p.b = (float)f1;
@@ -202,8 +325,12 @@ ldt_status ldt__k_random(const ldt__kcall *c) {
     switch (c->op) {
     case LDT_OP_RAND:
     case LDT_OP_RANDN:
-    case LDT_OP_BERNOULLI: return random_kernel(c);
+    case LDT_OP_BERNOULLI:
+    case LDT_OP_TRUNC_NORMAL:
+    case LDT_OP_RANDINT: return random_kernel(c);
     default:
-        LDT_FAIL(LDT_ERR_INTERNAL, "random kernels: op %d is not rand, randn or bernoulli", c->op);
+        LDT_FAIL(LDT_ERR_INTERNAL,
+                 "random kernels: op %d is not rand, randn, bernoulli, trunc_normal or randint",
+                 c->op);
     }
 }

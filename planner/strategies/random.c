@@ -1,6 +1,6 @@
-/* Strategies of rand, randn and bernoulli: no inputs, and element i draws from the stream at
- * global index i whatever the placement, so any Shard (or InterleavedShard) is exact; the
- * kernel gets the rank's region. */
+/* Strategies of rand, randn, bernoulli, trunc_normal and randint: no inputs, and element i
+ * draws from the stream at global index i whatever the placement, so any Shard (or
+ * InterleavedShard) is exact; the kernel gets the rank's region. */
 #include "planner/strategy.h"
 
 static void so_random(ldt__opts1 *o) {
@@ -15,7 +15,10 @@ static void so_random(ldt__opts1 *o) {
 }
 
 void ldt__strategies_random(ldt__op_strategy *rows) {
-    for (int op = LDT_OP_RAND; op <= LDT_OP_BERNOULLI; op++) {
+    static const int ops[] = {LDT_OP_RAND, LDT_OP_RANDN, LDT_OP_BERNOULLI, LDT_OP_TRUNC_NORMAL,
+                              LDT_OP_RANDINT};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        int op = ops[k];
         rows[op].options = so_random;
         rows[op].needs_region = 1;
     }

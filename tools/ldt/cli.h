@@ -45,5 +45,7 @@ int cmd_run(int argc, char **argv);
 int cmd_meta_init(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_step_bench(int argc, char **argv);
+int cmd_rand(int argc, char **argv);
+int cmd_ckpt(int argc, char **argv);
 
 #endif

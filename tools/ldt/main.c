@@ -23,6 +23,8 @@ static const command k_commands[] = {
     {"step-bench", cmd_step_bench, "capture a training step, replay it, report where the time goes"},
     {"meta-init", cmd_meta_init, "describe a model on a meta mesh and report its memory per rank"},
     {"calibrate", cmd_calibrate, "measure latency and bandwidth per mesh dim into a cost profile"},
+    {"rand", cmd_rand, "make a random tensor sharded on a mesh; its hash is the same on every mesh"},
+    {"ckpt", cmd_ckpt, "sharded checkpoints: merge into one safetensors file, info"},
 };
 
 static void usage(FILE *f) {

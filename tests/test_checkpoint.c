@@ -1,0 +1,799 @@
+/* Sharded checkpoints: save -> load on other meshes and placements, merge against the
+ * single-device tensors, every corruption case with its message, and a header fuzz loop. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+
+#include "ldt/exec.h"
+#include "tests/test_util.h"
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static char *tmpdir(void) {
+    char *d = strdup("/tmp/ldt-ckpt-XXXXXX");
+    cr_assert(d && mkdtemp(d), "mkdtemp failed");
+    return d;
+}
+
+static void rmtree(char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[512];
+    if (d) {
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+static char *rank_file(const char *dir, int r) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/rank-%d.safetensors", dir, r);
+    return buf[k];
+}
+
+static unsigned char *slurp(const char *path, long *n) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *b;
+    cr_assert(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = malloc((size_t)*n + 1);
+    cr_assert(fread(b, 1, (size_t)*n, f) == (size_t)*n);
+    b[*n] = 0;
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const void *b, long n) {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "cannot write %s", path);
+    if (n) cr_assert(fwrite(b, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+}
+
+static uint64_t le64(const unsigned char *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | b[i];
+    return v;
+}
+
+/* Distinct small integers, exact in every dtype: element i holds (i * 7 + 3) % 61 - 20
+ * (unsigned and bool: their own range). */
+static void fill(void *buf, int64_t n, ldt_dtype dt, int salt) {
+    for (int64_t i = 0; i < n; i++) {
+        int v = (int)((i * 7 + 3 + salt) % 61) - 20;
+        switch (dt) {
+        case LDT_F32: ((float *)buf)[i] = (float)v * 0.5f; break;
+        case LDT_F64: ((double *)buf)[i] = v * 0.25; break;
+        case LDT_F16: ((uint16_t *)buf)[i] = ldt_f32_to_f16((float)v); break;
+        case LDT_BF16: ((uint16_t *)buf)[i] = ldt_f32_to_bf16((float)v); break;
+        case LDT_I32: ((int32_t *)buf)[i] = v * 1000; break;
+        case LDT_I64: ((int64_t *)buf)[i] = (int64_t)v * ((int64_t)1 << 40); break;
+        case LDT_U8: ((uint8_t *)buf)[i] = (uint8_t)(v + 20); break;
+        default: ((uint8_t *)buf)[i] = (uint8_t)((i * 5 + salt) % 3 == 0); break;
+        }
+    }
+}
+
+/* One tensor: its mesh, spec, shards and full (reduced) value. */
+typedef struct tcase {
+    const char *name, *mesh, *pl, *shape;
+    ldt_dtype dt;
+    const char *tmesh, *tpl; /* load target */
+    ldt_mesh *m;
+    ldt_spec spec;
+    ldt_shards *sh;
+    void *full;
+    int64_t nbytes;
+} tcase;
+
+static void make_spec(const char *mesh_text, const char *pl_text, const char *shape_text,
+                      ldt_dtype dt, ldt_mesh **m, ldt_spec *spec) {
+    ldt_shape shape;
+    ldt_placement pl[LDT_MAX_DIMS];
+    int npl;
+    cr_assert_eq(ldt_shape_parse(shape_text, &shape), LDT_OK);
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, m), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_placements_parse(pl_text, shape.ndim, pl, LDT_MAX_DIMS, &npl), LDT_OK);
+    cr_assert_eq(ldt_spec_init(spec, *m, &shape, pl, npl, dt), LDT_OK, "%s", ldt_last_error());
+}
+
+static void tcase_make(tcase *t, int salt) {
+    int64_t numel;
+    void *src;
+    make_spec(t->mesh, t->pl, t->shape, t->dt, &t->m, &t->spec);
+    cr_assert_eq(ldt_shape_nbytes(&t->spec.shape, t->dt, &t->nbytes), LDT_OK);
+    ldt_shape_numel(&t->spec.shape, &numel);
+    src = malloc((size_t)t->nbytes + 1);
+    t->full = malloc((size_t)t->nbytes + 1);
+    fill(src, numel, t->dt, salt);
+    /* Partial dims hold addends whose reduction is the tensor exactly */
+    cr_assert_eq(ldt_distribute_addends(src, &t->spec, 7 + (uint64_t)salt, &t->sh), LDT_OK, "%s",
+                 ldt_last_error());
+    cr_assert_eq(ldt_full_tensor(t->sh, t->full), LDT_OK);
+    cr_assert(memcmp(src, t->full, (size_t)t->nbytes) == 0, "%s: addends do not reduce back",
+              t->name);
+    free(src);
+}
+
+static void tcase_free(tcase *t) {
+    ldt_shards_destroy(t->sh);
+    ldt_mesh_destroy(t->m);
+    free(t->full);
+    t->sh = NULL;
+    t->m = NULL;
+    t->full = NULL;
+}
+
+static ldt_status save_cases(const char *dir, tcase *ts, int n) {
+    const char *names[16];
+    ldt_shards *sh[16];
+    for (int i = 0; i < n; i++) {
+        names[i] = ts[i].name;
+        sh[i] = ts[i].sh;
+    }
+    return ldt_ckpt_save(dir, n, names, sh);
+}
+
+/* Loads t from dir onto (mesh, pl) and checks it against t's full value bitwise. */
+static void check_load(const char *dir, const tcase *t, const char *mesh, const char *pl) {
+    ldt_mesh *m;
+    ldt_spec spec;
+    ldt_shards *out = NULL;
+    void *got = malloc((size_t)t->nbytes + 1);
+    make_spec(mesh, pl, t->shape, t->dt, &m, &spec);
+    cr_assert_eq(ldt_ckpt_load(dir, t->name, &spec, &out), LDT_OK, "%s onto %s (%s): %s",
+                 t->name, mesh, pl, ldt_last_error());
+    cr_assert_eq(ldt_full_tensor(out, got), LDT_OK);
+    cr_assert(t->nbytes == 0 || memcmp(got, t->full, (size_t)t->nbytes) == 0,
+              "%s saved from %s (%s) loaded onto %s (%s) differs", t->name, t->mesh, t->pl,
+              mesh, pl);
+    ldt_shards_destroy(out);
+    ldt_mesh_destroy(m);
+    free(got);
+}
+
+/* ---- round trips -------------------------------------------------------------------- */
+
+static tcase k_cases[] = {
+    {"w.f32", "dp=2,tp=2", "S0,S1", "7,5", LDT_F32, "4", "S1", NULL, {0}, NULL, NULL, 0},
+    {"w.f64", "2x2", "R,S0", "5,3", LDT_F64, "3", "S0", NULL, {0}, NULL, NULL, 0},
+    {"qkv.f16", "4", "IS0:3", "6,5", LDT_F16, "2x2", "S1,R", NULL, {0}, NULL, NULL, 0},
+    {"grad.i32", "2x2", "P,S1", "4,7", LDT_I32, "2", "R", NULL, {0}, NULL, NULL, 0},
+    {"grad.bf16", "2x2", "Pmax,S0", "3,4", LDT_BF16, "1", "R", NULL, {0}, NULL, NULL, 0},
+    {"avg.f32", "2", "Pavg", "9", LDT_F32, "4", "S0", NULL, {0}, NULL, NULL, 0},
+    {"ids.i64", "[[0,2],[1,3]]", "S1,S0", "3,10", LDT_I64, "dp=2,tp=2", "IS1:2,S0", NULL, {0}, NULL, NULL, 0},
+    {"bytes.u8", "4", "S0", "5,2,3", LDT_U8, "2x2", "S2,S0", NULL, {0}, NULL, NULL, 0},
+    {"mask.bool", "2x2", "S0,R", "5", LDT_BOOL, "3", "S0", NULL, {0}, NULL, NULL, 0},
+    {"scalar", "2x2", "R,R", "", LDT_F32, "1", "R", NULL, {0}, NULL, NULL, 0},
+    {"empty", "2", "S1", "0,3", LDT_F32, "4", "S0", NULL, {0}, NULL, NULL, 0},
+    {"tail.f32", "dp=2,tp=3", "S0,S0", "4,3", LDT_F32, "2", "P", NULL, {0}, NULL, NULL, 0},
+};
+#define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
+
+Test(checkpoint, save_then_load_on_other_meshes_is_bitwise_equal) {
+    char *dir = tmpdir();
+    for (int i = 0; i < NCASES; i++) tcase_make(&k_cases[i], i);
+    cr_assert_eq(save_cases(dir, k_cases, NCASES), LDT_OK, "%s", ldt_last_error());
+    for (int i = 0; i < NCASES; i++) {
+        check_load(dir, &k_cases[i], k_cases[i].tmesh, k_cases[i].tpl);
+        check_load(dir, &k_cases[i], k_cases[i].mesh, k_cases[i].pl); /* its own spec */
+    }
+    /* all at once, and all or nothing */
+    {
+        const char *names[NCASES + 1];
+        const ldt_spec *targets[NCASES + 1];
+        ldt_shards *outs[NCASES + 1];
+        for (int i = 0; i < NCASES; i++) {
+            names[i] = k_cases[i].name;
+            targets[i] = &k_cases[i].spec;
+        }
+        cr_assert_eq(ldt_ckpt_load_n(dir, NCASES, names, targets, outs), LDT_OK, "%s",
+                     ldt_last_error());
+        for (int i = 0; i < NCASES; i++) {
+            void *got = malloc((size_t)k_cases[i].nbytes + 1);
+            cr_assert_eq(ldt_full_tensor(outs[i], got), LDT_OK);
+            cr_assert(k_cases[i].nbytes == 0 ||
+                          memcmp(got, k_cases[i].full, (size_t)k_cases[i].nbytes) == 0,
+                      "load_n: %s differs", names[i]);
+            free(got);
+            ldt_shards_destroy(outs[i]);
+        }
+        names[NCASES] = "absent";
+        targets[NCASES] = &k_cases[0].spec;
+        cr_assert_eq(ldt_ckpt_load_n(dir, NCASES + 1, names, targets, outs),
+                     LDT_ERR_INVALID_ARGUMENT);
+        cr_assert(strstr(ldt_last_error(), "'absent'"), "%s", ldt_last_error());
+        for (int i = 0; i <= NCASES; i++) cr_assert_null(outs[i], "half-loaded: %d", i);
+    }
+    /* the world is the largest rank of any mesh + 1: dp=2,tp=3 has 6 ranks */
+    for (int r = 0; r < 6; r++) cr_assert_eq(access(rank_file(dir, r), F_OK), 0, "rank %d", r);
+    cr_assert_neq(access(rank_file(dir, 6), F_OK), 0);
+    /* saving a smaller world into the same directory removes the larger world's files */
+    cr_assert_eq(save_cases(dir, k_cases, 2), LDT_OK, "%s", ldt_last_error());
+    cr_assert_neq(access(rank_file(dir, 4), F_OK), 0);
+    check_load(dir, &k_cases[1], "2", "S1");
+    for (int i = 0; i < NCASES; i++) tcase_free(&k_cases[i]);
+    rmtree(dir);
+}
+
+Test(checkpoint, replicated_regions_are_written_once_by_the_lowest_rank) {
+    char *dir = tmpdir();
+    tcase t = {"w", "[[3,1],[2,0]]", "R,S0", "4,2", LDT_F32, NULL, NULL, NULL, {0}, NULL, NULL, 0};
+    long n0, n3;
+    unsigned char *b0, *b3;
+    tcase_make(&t, 0);
+    cr_assert_eq(ldt_ckpt_save(dir, 1, (const char *[]){"w"}, (ldt_shards *[]){t.sh}), LDT_OK,
+                 "%s", ldt_last_error());
+    /* rows 0:2 live on ranks 3 and 2, rows 2:4 on 1 and 0: ranks 0 and 2 write them */
+    b0 = slurp(rank_file(dir, 0), &n0);
+    b3 = slurp(rank_file(dir, 3), &n3);
+    cr_assert(strstr((char *)b0 + 8, "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2]"), "%.*s",
+              (int)le64(b0), b0 + 8);
+    cr_assert_null(strstr((char *)b3 + 8, "\"w\":{"), "rank 3 holds a replica only");
+    check_load(dir, &t, "1", "R");
+    free(b0);
+    free(b3);
+    tcase_free(&t);
+    rmtree(dir);
+}
+
+/* ---- merge -------------------------------------------------------------------------- */
+
+static void check_merged(const char *path, tcase *ts, int n) {
+    long size;
+    unsigned char *b = slurp(path, &size);
+    uint64_t hl = le64(b);
+    cJSON *h, *e;
+    const char *prev = "";
+    int k = 0;
+    int64_t expect_off = 0;
+    cr_assert(hl % 8 == 0 && (long)(8 + hl) <= size, "header length %llu", (unsigned long long)hl);
+    h = cJSON_ParseWithLength((char *)b + 8, hl);
+    cr_assert(h, "merged header is not JSON");
+    cJSON_ArrayForEach(e, h) {
+        const cJSON *off, *dt;
+        int found = -1;
+        if (!strcmp(e->string, "__metadata__")) continue;
+        cr_assert(strcmp(prev, e->string) < 0, "names not sorted: %s after %s", e->string, prev);
+        prev = e->string;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(ts[i].name, e->string)) found = i;
+        cr_assert(found >= 0, "unexpected tensor %s", e->string);
+        off = cJSON_GetObjectItem(e, "data_offsets");
+        dt = cJSON_GetObjectItem(e, "dtype");
+        cr_assert_eq((int64_t)cJSON_GetArrayItem(off, 0)->valuedouble, expect_off, "%s", e->string);
+        cr_assert_eq((int64_t)cJSON_GetArrayItem(off, 1)->valuedouble,
+                     expect_off + ts[found].nbytes);
+        cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(e, "shape")), ts[found].spec.shape.ndim);
+        cr_assert(cJSON_IsString(dt));
+        cr_assert(ts[found].nbytes == 0 ||
+                      memcmp(b + 8 + hl + expect_off, ts[found].full, (size_t)ts[found].nbytes) == 0,
+                  "merged %s differs from the single-device tensor", e->string);
+        expect_off += ts[found].nbytes;
+        k++;
+    }
+    cr_assert_eq(k, n);
+    cr_assert_eq((long)(8 + hl + (uint64_t)expect_off), size, "data is not contiguous to the end");
+    cJSON_Delete(h);
+    free(b);
+}
+
+Test(checkpoint, merge_equals_single_device_and_a_one_rank_save_byte_for_byte) {
+    char *d4 = tmpdir(), *d1 = tmpdir(), m4[600], m1[600];
+    tcase four[] = {
+        {"layers.0.w", "dp=2,tp=2", "R,S1", "6,5", LDT_F32, NULL, NULL, NULL, {0}, NULL, NULL, 0},
+        {"layers.0.b", "dp=2,tp=2", "S0,R", "5", LDT_BF16, NULL, NULL, NULL, {0}, NULL, NULL, 0},
+        {"emb", "dp=2,tp=2", "P,IS0:2", "4,3", LDT_F64, NULL, NULL, NULL, {0}, NULL, NULL, 0},
+        {"step", "dp=2,tp=2", "R,R", "", LDT_I64, NULL, NULL, NULL, {0}, NULL, NULL, 0},
+        {"ids", "dp=2,tp=2", "S0,S0", "7", LDT_I32, NULL, NULL, NULL, {0}, NULL, NULL, 0},
+        {"flags", "dp=2,tp=2", "S0,R", "3", LDT_BOOL, NULL, NULL, NULL, {0}, NULL, NULL, 0},
+    };
+    tcase one[6];
+    int n = 6;
+    long s4, s1;
+    unsigned char *b4, *b1;
+    for (int i = 0; i < n; i++) {
+        tcase_make(&four[i], i);
+        one[i] = four[i];
+        one[i].mesh = "1";
+        one[i].pl = "R";
+        tcase_make(&one[i], i);
+    }
+    cr_assert_eq(save_cases(d4, four, n), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(save_cases(d1, one, n), LDT_OK, "%s", ldt_last_error());
+    snprintf(m4, sizeof m4, "%s/merged.safetensors", d4);
+    snprintf(m1, sizeof m1, "%s/merged.safetensors", d1);
+    cr_assert_eq(ldt_ckpt_merge(d4, m4), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_ckpt_merge(d1, m1), LDT_OK, "%s", ldt_last_error());
+    check_merged(m4, four, n);
+    b4 = slurp(m4, &s4);
+    b1 = slurp(m1, &s1);
+    cr_assert(s4 == s1 && memcmp(b4, b1, (size_t)s4) == 0,
+              "the merge of a dp=2,tp=2 save differs from the merge of a 1-rank save");
+    /* info lists every tensor with its sharding */
+    {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        cr_assert_eq(ldt_ckpt_info(d4, f), LDT_OK, "%s", ldt_last_error());
+        fclose(f);
+        cr_assert(strstr(text, "4 rank files") && strstr(text, "emb  f64 [4,3]  mesh dp=2,tp=2  placements P,IS0:2"),
+                  "%s", text);
+        cr_assert(strstr(text, "x2 step 2"), "interleaved runs shown: %s", text);
+        free(text);
+    }
+    free(b4);
+    free(b1);
+    for (int i = 0; i < n; i++) {
+        tcase_free(&four[i]);
+        tcase_free(&one[i]);
+    }
+    rmtree(d4);
+    rmtree(d1);
+}
+
+/* ---- corruption ------------------------------------------------------------------------ */
+
+/* A 4-rank checkpoint of "w" [8,3] (S0 over 4 ranks: rows 2r:2r+2 on rank r) and "b". */
+typedef struct fixture {
+    char *dir;
+    tcase w, b;
+    ldt_mesh *tm;
+    ldt_spec target;
+} fixture;
+
+static void fixture_make(fixture *fx) {
+    fx->dir = tmpdir();
+    fx->w = (tcase){"w", "4", "S0", "8,3", LDT_F32, NULL, NULL, NULL, {0}, NULL, NULL, 0};
+    fx->b = (tcase){"b", "2x2", "R,S0", "5", LDT_I32, NULL, NULL, NULL, {0}, NULL, NULL, 0};
+    tcase_make(&fx->w, 1);
+    tcase_make(&fx->b, 2);
+    cr_assert_eq(ldt_ckpt_save(fx->dir, 2, (const char *[]){"w", "b"},
+                               (ldt_shards *[]){fx->w.sh, fx->b.sh}),
+                 LDT_OK, "%s", ldt_last_error());
+    make_spec("2", "S1", "8,3", LDT_F32, &fx->tm, &fx->target);
+}
+
+static void fixture_free(fixture *fx) {
+    tcase_free(&fx->w);
+    tcase_free(&fx->b);
+    ldt_mesh_destroy(fx->tm);
+    rmtree(fx->dir);
+}
+
+/* Loading w must fail with st and a message holding every one of the needles. */
+static void expect_load_error(fixture *fx, ldt_status st, const char *const *needles, int n) {
+    ldt_shards *out = (ldt_shards *)0x1;
+    char merged[600];
+    ldt_status got = ldt_ckpt_load(fx->dir, "w", &fx->target, &out);
+    cr_assert_eq(got, st, "status %d (%s), expected %d", got, ldt_last_error(), st);
+    cr_assert_null(out, "a failed load returns nothing");
+    for (int i = 0; i < n; i++)
+        cr_assert(strstr(ldt_last_error(), needles[i]), "message lacks '%s': %s", needles[i],
+                  ldt_last_error());
+    /* the merge refuses the same checkpoint and leaves no output behind */
+    snprintf(merged, sizeof merged, "%s.merged", fx->dir);
+    cr_assert_eq(ldt_ckpt_merge(fx->dir, merged), st, "merge: %s", ldt_last_error());
+    cr_assert_neq(access(merged, F_OK), 0);
+}
+
+/* Rewrites rank r's header through fn (JSON in, JSON out), keeping the data section. */
+static void edit_header(const char *dir, int r, void (*fn)(cJSON *h, void *arg), void *arg) {
+    long n;
+    unsigned char *b = slurp(rank_file(dir, r), &n), len8[8];
+    uint64_t hl = le64(b);
+    cJSON *h = cJSON_ParseWithLength((char *)b + 8, hl);
+    char *text;
+    size_t tl;
+    FILE *f;
+    cr_assert(h);
+    fn(h, arg);
+    text = cJSON_PrintUnformatted(h);
+    tl = strlen(text);
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)tl >> (8 * i));
+    f = fopen(rank_file(dir, r), "wb");
+    fwrite(len8, 1, 8, f);
+    fwrite(text, 1, tl, f);
+    fwrite(b + 8 + hl, 1, (size_t)(n - 8 - (long)hl), f);
+    fclose(f);
+    cJSON_free(text);
+    cJSON_Delete(h);
+    free(b);
+}
+
+static void set_entry_field(cJSON *h, void *arg) {
+    const char *const *kv = arg; /* tensor, field, JSON value */
+    cJSON *e = cJSON_GetObjectItem(h, kv[0]);
+    cr_assert(e);
+    cJSON_ReplaceItemInObject(e, kv[1], cJSON_Parse(kv[2]));
+}
+
+static void set_meta_field(cJSON *h, void *arg) {
+    const char *const *kv = arg;
+    cJSON *meta = cJSON_GetObjectItem(h, "__metadata__");
+    cJSON *m = cJSON_Parse(cJSON_GetObjectItem(meta, kv[0])->valuestring);
+    char *s;
+    cJSON_ReplaceItemInObject(m, kv[1], cJSON_Parse(kv[2]));
+    s = cJSON_PrintUnformatted(m);
+    cJSON_ReplaceItemInObject(meta, kv[0], cJSON_CreateString(s));
+    cJSON_free(s);
+    cJSON_Delete(m);
+}
+
+static void drop_tensor(cJSON *h, void *arg) {
+    cJSON_DeleteItemFromObject(h, (const char *)arg);
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(h, "__metadata__"), (const char *)arg);
+}
+
+static void write_len(const char *path, uint64_t v) {
+    long n;
+    unsigned char *b = slurp(path, &n);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+    spit(path, b, n);
+    free(b);
+}
+
+Test(checkpoint, truncated_files_and_bad_header_lengths) {
+    fixture fx;
+    long n;
+    unsigned char *b;
+    fixture_make(&fx);
+    b = slurp(rank_file(fx.dir, 1), &n);
+    spit(rank_file(fx.dir, 1), b, 5);
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"rank-1.safetensors", "truncated", "5 bytes"}, 3);
+    /* cut inside the data: w's offsets run past the end (b's 8 bytes come last) */
+    spit(rank_file(fx.dir, 1), b, n - 12);
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"rank-1.safetensors", "tensor 'w'", "data_offsets"}, 3);
+    /* cut inside the header */
+    spit(rank_file(fx.dir, 1), b, 8 + (long)le64(b) / 2);
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"rank-1.safetensors", "truncated", "past the end"}, 3);
+    spit(rank_file(fx.dir, 1), b, n);
+    write_len(rank_file(fx.dir, 1), (uint64_t)1 << 40);
+    expect_load_error(&fx, LDT_ERR_CORRUPT, (const char *[]){"rank-1.safetensors", "cap"}, 2);
+    write_len(rank_file(fx.dir, 1), UINT64_MAX);
+    expect_load_error(&fx, LDT_ERR_CORRUPT, (const char *[]){"rank-1.safetensors", "cap"}, 2);
+    spit(rank_file(fx.dir, 1), b, n);
+    check_load(fx.dir, &fx.w, "1", "R"); /* restored: fine again */
+    free(b);
+    fixture_free(&fx);
+}
+
+Test(checkpoint, bad_json_dtypes_shapes_and_offsets) {
+    fixture fx;
+    long n;
+    unsigned char *b;
+    fixture_make(&fx);
+    b = slurp(rank_file(fx.dir, 2), &n);
+    {
+        unsigned char *c = malloc((size_t)n);
+        memcpy(c, b, (size_t)n);
+        c[8] = '[';
+        c[9] = '}';
+        spit(rank_file(fx.dir, 2), c, n);
+        expect_load_error(&fx, LDT_ERR_CORRUPT,
+                          (const char *[]){"rank-2.safetensors", "bad JSON"}, 2);
+        free(c);
+    }
+    struct {
+        const char *kv[3];
+        const char *needle;
+    } edits[] = {
+        {{"w", "dtype", "\"Q7\""}, "bad dtype 'Q7'"},
+        {{"w", "dtype", "\"F64\""}, "data_offsets hold"},
+        {{"w", "shape", "[2,-3]"}, "bad shape"},
+        {{"w", "shape", "[2,3.5]"}, "bad shape"},
+        {{"w", "shape", "[1,1,1,1,1,1,1,1,2,3]"}, "bad shape"},
+        {{"w", "shape", "[4,3]"}, "data_offsets hold"},
+        {{"w", "shape", "[9007199254740992,9007199254740992]"}, "overflows"},
+        {{"w", "data_offsets", "[0,999999]"}, "bad data_offsets"},
+        {{"w", "data_offsets", "[8,4]"}, "bad data_offsets"},
+        {{"w", "data_offsets", "[0]"}, "bad data_offsets"},
+        {{"w", "data_offsets", "\"0,24\""}, "bad data_offsets"},
+        {{"w", "data_offsets", "[4,28]"}, "bad data_offsets"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        spit(rank_file(fx.dir, 2), b, n);
+        edit_header(fx.dir, 2, set_entry_field, (void *)edits[i].kv);
+        expect_load_error(&fx, LDT_ERR_CORRUPT,
+                          (const char *[]){"rank-2.safetensors", "tensor 'w'", edits[i].needle}, 3);
+    }
+    struct {
+        const char *kv[3];
+        const char *needle;
+    } meta_edits[] = {
+        {{"w", "dtype", "\"f64\""}, "dtype"},
+        {{"w", "shape", "[8]"}, "region"},
+        {{"w", "shape", "[8,2]"}, "does not fit"},
+        {{"w", "region", "[[4,2,1,8],[0,3,1,3,9]]"}, "region dim 1"},
+        {{"w", "region", "[[7,2,1,8],[0,3,1,3]]"}, "does not fit"},
+        {{"w", "region", "[[4,1,2,0],[0,3,1,3]]"}, "does not fit"},
+        {{"w", "rank", "0"}, "another rank"},
+        {{"w", "xxh64", "\"zz\""}, "checksum"},
+        {{"w", "mesh", "3"}, "mesh or placements"},
+    };
+    for (size_t i = 0; i < sizeof meta_edits / sizeof meta_edits[0]; i++) {
+        spit(rank_file(fx.dir, 2), b, n);
+        edit_header(fx.dir, 2, set_meta_field, (void *)meta_edits[i].kv);
+        expect_load_error(&fx, LDT_ERR_CORRUPT,
+                          (const char *[]){"rank-2.safetensors", "tensor 'w'", meta_edits[i].needle},
+                          3);
+    }
+    spit(rank_file(fx.dir, 2), b, n);
+    check_load(fx.dir, &fx.w, "3", "S0");
+    free(b);
+    fixture_free(&fx);
+}
+
+Test(checkpoint, checksum_mismatch_names_file_and_tensor) {
+    fixture fx;
+    long n;
+    unsigned char *b;
+    fixture_make(&fx);
+    b = slurp(rank_file(fx.dir, 3), &n);
+    b[n - 1] ^= 0x40; /* the last byte of w's rows 6:8 */
+    spit(rank_file(fx.dir, 3), b, n);
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"rank-3.safetensors", "tensor 'w'", "checksum mismatch"}, 3);
+    free(b);
+    fixture_free(&fx);
+}
+
+Test(checkpoint, missing_rank_files) {
+    fixture fx;
+    long n;
+    unsigned char *b;
+    fixture_make(&fx);
+    b = slurp(rank_file(fx.dir, 2), &n);
+    unlink(rank_file(fx.dir, 2));
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"rank-2.safetensors is missing", "4 ranks"}, 2);
+    spit(rank_file(fx.dir, 2), b, n);
+    free(b);
+    b = slurp(rank_file(fx.dir, 0), &n);
+    unlink(rank_file(fx.dir, 0));
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"rank-0.safetensors is missing", "4 ranks"}, 2);
+    spit(rank_file(fx.dir, 0), b, n);
+    free(b);
+    check_load(fx.dir, &fx.w, "2", "S0");
+    {
+        char *empty = tmpdir();
+        ldt_shards *out = NULL;
+        cr_assert_eq(ldt_ckpt_load(empty, "w", &fx.target, &out), LDT_ERR_CORRUPT);
+        cr_assert(strstr(ldt_last_error(), "no rank-<r>.safetensors"), "%s", ldt_last_error());
+        rmtree(empty);
+        cr_assert_eq(ldt_ckpt_load("/nonexistent/ckpt", "w", &fx.target, &out), LDT_ERR_SYSTEM);
+        cr_assert(strstr(ldt_last_error(), "/nonexistent/ckpt"), "%s", ldt_last_error());
+    }
+    fixture_free(&fx);
+}
+
+Test(checkpoint, overlapping_and_missing_regions) {
+    fixture fx;
+    long n;
+    unsigned char *b;
+    const char *overlap[3] = {"w", "region", "[[1,2,1,8],[0,3,1,3]]"};
+    fixture_make(&fx);
+    b = slurp(rank_file(fx.dir, 1), &n);
+    /* rank 1 claims rows 1:3: row 1 is rank 0's too */
+    edit_header(fx.dir, 1, set_meta_field, (void *)overlap);
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"rank-1.safetensors", "tensor 'w'", "overlapping regions",
+                                       "[1,0]", "rank-0.safetensors"},
+                      5);
+    spit(rank_file(fx.dir, 1), b, n);
+    edit_header(fx.dir, 1, drop_tensor, (void *)"w");
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"tensor 'w'", "missing regions", "18 of 24"}, 3);
+    spit(rank_file(fx.dir, 1), b, n);
+    /* overlap and gap that balance: the element count alone would pass */
+    {
+        const char *shift[3] = {"w", "region", "[[4,2,1,8],[0,3,1,3]]"};
+        edit_header(fx.dir, 1, set_meta_field, (void *)shift);
+        expect_load_error(&fx, LDT_ERR_CORRUPT,
+                          (const char *[]){"tensor 'w'", "overlapping regions"}, 2);
+    }
+    spit(rank_file(fx.dir, 1), b, n);
+    /* an empty region claiming 2^53 blocks per dim: no overflow, just a gap */
+    {
+        const char *shape[3] = {"w", "shape", "[0,0]"}, *offs[3] = {"w", "data_offsets", "[0,0]"};
+        const char *reg[3] = {"w", "region",
+                              "[[0,0,9007199254740992,0],[0,0,9007199254740992,0]]"};
+        edit_header(fx.dir, 1, set_entry_field, (void *)shape);
+        edit_header(fx.dir, 1, set_entry_field, (void *)offs);
+        edit_header(fx.dir, 1, set_meta_field, (void *)reg);
+        expect_load_error(&fx, LDT_ERR_CORRUPT,
+                          (const char *[]){"tensor 'w'", "missing regions", "18 of 24"}, 3);
+    }
+    spit(rank_file(fx.dir, 1), b, n);
+    /* a file from another save with the same world */
+    {
+        char *other = tmpdir();
+        tcase w2 = {"w", "4", "S0", "8,3", LDT_F32, NULL, NULL, NULL, {0}, NULL, NULL, 0};
+        long n2;
+        unsigned char *b2;
+        tcase_make(&w2, 9);
+        cr_assert_eq(ldt_ckpt_save(other, 1, (const char *[]){"w"}, (ldt_shards *[]){w2.sh}),
+                     LDT_OK);
+        b2 = slurp(rank_file(other, 3), &n2);
+        spit(rank_file(fx.dir, 3), b2, n2);
+        expect_load_error(&fx, LDT_ERR_CORRUPT,
+                          (const char *[]){"rank-3.safetensors", "another save"}, 2);
+        free(b2);
+        tcase_free(&w2);
+        rmtree(other);
+    }
+    free(b);
+    fixture_free(&fx);
+}
+
+Test(checkpoint, bad_arguments) {
+    fixture fx;
+    ldt_shards *out = NULL;
+    ldt_mesh *m;
+    ldt_spec spec;
+    fixture_make(&fx);
+    cr_assert_eq(ldt_ckpt_load(fx.dir, "nope", &fx.target, &out), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "'nope' is not in"), "%s", ldt_last_error());
+    make_spec("2", "S0", "8,4", LDT_F32, &m, &spec);
+    cr_assert_eq(ldt_ckpt_load(fx.dir, "w", &spec, &out), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "[8,3] f32") && strstr(ldt_last_error(), "[8,4] f32"), "%s",
+              ldt_last_error());
+    cr_assert_null(out);
+    ldt_mesh_destroy(m);
+    {
+        const char *bad[] = {"", "a\nb", "\xff\xfe", "\xc0\xaf", "__metadata__", "lazydt"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            cr_assert_eq(ldt_ckpt_save(fx.dir, 1, (const char *[]){bad[i]},
+                                       (ldt_shards *[]){fx.w.sh}),
+                         LDT_ERR_INVALID_ARGUMENT, "name %zu accepted", i);
+            cr_assert(strstr(ldt_last_error(), "not allowed"), "%s", ldt_last_error());
+        }
+        cr_assert_eq(ldt_ckpt_save(fx.dir, 2, (const char *[]){"x", "x"},
+                                   (ldt_shards *[]){fx.w.sh, fx.b.sh}),
+                     LDT_ERR_INVALID_ARGUMENT);
+        cr_assert(strstr(ldt_last_error(), "'x' is given twice"), "%s", ldt_last_error());
+        /* UTF-8 names are fine */
+        cr_assert_eq(ldt_ckpt_save(fx.dir, 1, (const char *[]){"poids.\xc3\xa9t\xc3\xa9 \"q\""},
+                                   (ldt_shards *[]){fx.w.sh}),
+                     LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_ckpt_load(fx.dir, "poids.\xc3\xa9t\xc3\xa9 \"q\"", &fx.target, &out),
+                     LDT_OK, "%s", ldt_last_error());
+        ldt_shards_destroy(out);
+    }
+    fixture_free(&fx);
+}
+
+/* ---- fuzz ------------------------------------------------------------------------------ */
+
+/* Every number node under j, depth first. */
+static int collect_numbers(cJSON *j, cJSON **out, int n, int cap) {
+    cJSON *e;
+    if (cJSON_IsNumber(j) && n < cap) out[n++] = j;
+    cJSON_ArrayForEach(e, j) n = collect_numbers(e, out, n, cap);
+    return n;
+}
+
+static const double k_odd_values[] = {0, 1, 2, 3, 7, 8, 24, -1, 0.5, 9007199254740992.0,
+                                      9007199254740993.0, 1e19, 1e300, 4294967296.0};
+
+/* Sets one random number of rank r's header, or of one tensor's metadata JSON, to an odd
+ * value: the JSON stays valid, so the checks past the parser are what is exercised. */
+static long mutate_number(const unsigned char *orig, long n, unsigned char *out, uint64_t *rng) {
+    uint64_t hl = le64(orig);
+    cJSON *h = cJSON_ParseWithLength((const char *)orig + 8, hl), *nums[256], *meta, *target;
+    double v = k_odd_values[ldt_test_range(rng, 0, sizeof k_odd_values / sizeof k_odd_values[0] - 1)];
+    char *text;
+    long len;
+    size_t tl;
+    cr_assert(h);
+    meta = cJSON_GetObjectItem(h, "__metadata__");
+    target = cJSON_GetArrayItem(meta, (int)ldt_test_range(rng, 0, cJSON_GetArraySize(meta) - 1));
+    if (ldt_test_range(rng, 0, 1)) { /* inside a metadata string */
+        cJSON *m = cJSON_Parse(target->valuestring);
+        int k = collect_numbers(m, nums, 0, 256);
+        char *ms;
+        if (k) cJSON_SetNumberValue(nums[ldt_test_range(rng, 0, k - 1)], v);
+        ms = cJSON_PrintUnformatted(m);
+        cJSON_ReplaceItemInObject(meta, target->string, cJSON_CreateString(ms));
+        cJSON_free(ms);
+        cJSON_Delete(m);
+    } else {
+        int k = collect_numbers(h, nums, 0, 256);
+        if (k) cJSON_SetNumberValue(nums[ldt_test_range(rng, 0, k - 1)], v);
+    }
+    text = cJSON_PrintUnformatted(h);
+    tl = strlen(text);
+    for (int i = 0; i < 8; i++) out[i] = (unsigned char)((uint64_t)tl >> (8 * i));
+    memcpy(out + 8, text, tl);
+    len = 8 + (long)tl;
+    memcpy(out + len, orig + 8 + hl, (size_t)(n - 8 - (long)hl));
+    len += n - 8 - (long)hl;
+    cJSON_free(text);
+    cJSON_Delete(h);
+    return len;
+}
+
+Test(checkpoint, flipped_and_truncated_headers_never_crash) {
+    fixture fx;
+    long n;
+    unsigned char *orig, *b;
+    uint64_t rng = 2024;
+    int cases = ldt_test_cases(400), ok = 0;
+    char merged[600];
+    FILE *devnull = fopen("/dev/null", "w");
+    fixture_make(&fx);
+    snprintf(merged, sizeof merged, "%s.merged", fx.dir);
+    orig = slurp(rank_file(fx.dir, 1), &n);
+    b = malloc((size_t)n + 4096);
+    for (int c = 0; c < cases; c++) {
+        long len = n, hl = (long)le64(orig);
+        int kind = (int)ldt_test_range(&rng, 0, 5);
+        ldt_shards *out = NULL;
+        ldt_status st;
+        memcpy(b, orig, (size_t)n);
+        if (kind == 0) { /* flip bits in the header */
+            int flips = (int)ldt_test_range(&rng, 1, 4);
+            for (int k = 0; k < flips; k++)
+                b[ldt_test_range(&rng, 8, 8 + hl - 1)] ^= (unsigned char)(1u << ldt_test_range(&rng, 0, 7));
+        } else if (kind == 1) { /* a random byte anywhere */
+            b[ldt_test_range(&rng, 0, n - 1)] = (unsigned char)ldt_test_range(&rng, 0, 255);
+        } else if (kind == 2) { /* truncate */
+            len = (long)ldt_test_range(&rng, 0, n - 1);
+        } else if (kind == 3) { /* a printable byte in the header, so the JSON may survive */
+            static const char k_chars[] = "0123456789[]{},:\" -.eE";
+            b[ldt_test_range(&rng, 8, 8 + hl - 1)] =
+                (unsigned char)k_chars[ldt_test_range(&rng, 0, (int64_t)sizeof k_chars - 2)];
+        } else if (kind == 4) { /* the length field */
+            b[ldt_test_range(&rng, 0, 7)] = (unsigned char)ldt_test_range(&rng, 0, 255);
+        } else { /* valid JSON, odd numbers */
+            len = mutate_number(orig, n, b, &rng);
+        }
+        spit(rank_file(fx.dir, 1), b, len);
+        st = ldt_ckpt_load(fx.dir, "w", &fx.target, &out);
+        cr_assert(st == LDT_OK || (st < 0 && st >= LDT_ERR_INTERNAL && st != LDT_ERR_INTERNAL),
+                  "case %d: status %d: %s", c, st, ldt_last_error());
+        if (st == LDT_OK) {
+            /* whatever still loads is the saved tensor: checksums and regions saw to it */
+            void *got = malloc((size_t)fx.w.nbytes);
+            ok++;
+            cr_assert_not_null(out);
+            cr_assert_eq(ldt_full_tensor(out, got), LDT_OK);
+            cr_assert(memcmp(got, fx.w.full, (size_t)fx.w.nbytes) == 0,
+                      "case %d (kind %d) loaded other values", c, kind);
+            free(got);
+            ldt_shards_destroy(out);
+        } else
+            cr_assert_null(out);
+        st = ldt_ckpt_merge(fx.dir, merged);
+        cr_assert(st == LDT_OK || (st < 0 && st != LDT_ERR_INTERNAL), "case %d: merge %d: %s", c,
+                  st, ldt_last_error());
+        unlink(merged);
+        ldt_ckpt_info(fx.dir, devnull);
+    }
+    cr_log_info("fuzz: %d of %d mutated checkpoints still loaded", ok, cases);
+    fclose(devnull);
+    free(b);
+    spit(rank_file(fx.dir, 1), orig, n);
+    free(orig);
+    fixture_free(&fx);
+}
