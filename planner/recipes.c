@@ -16,13 +16,20 @@ static void fans(const ldt_shape *s, double *fin, double *fout) {
     *fout = (double)s->dims[0] * rec;
 }
 
-/* The random op and its (f0, f1) that draw recipe `in`; 0 for the non-random kinds. */
-static int random_op(const ldt_init *in, const ldt_shape *s, double *f0, double *f1) {
+/* The random op and its (f0, f1) that draw recipe `in`; 0 for the non-random kinds.
+ * trunc_normal's bounds go to i[2], i[3] as double bits, as ldt_trunc_normal records them. */
+static int random_op(const ldt_init *in, const ldt_shape *s, double *f0, double *f1, int64_t *i2,
+                     int64_t *i3) {
     double fin = 0, fout = 0, gain;
     if (in->kind >= LDT_INIT_KAIMING_UNIFORM && in->kind <= LDT_INIT_XAVIER_NORMAL) fans(s, &fin, &fout);
     switch (in->kind) {
     case LDT_INIT_UNIFORM: *f0 = in->a, *f1 = in->b; return LDT_OP_RAND;
     case LDT_INIT_NORMAL: *f0 = in->a, *f1 = in->b; return LDT_OP_RANDN;
+    case LDT_INIT_TRUNC_NORMAL:
+        *f0 = in->a, *f1 = in->b;
+        memcpy(i2, &in->lo, sizeof *i2);
+        memcpy(i3, &in->hi, sizeof *i3);
+        return LDT_OP_TRUNC_NORMAL;
     case LDT_INIT_KAIMING_UNIFORM:
         gain = sqrt(2.0 / (1.0 + in->a * in->a)); /* leaky_relu with negative slope a */
         *f1 = gain * sqrt(3.0 / (in->fan_out ? fout : fin));
@@ -53,16 +60,19 @@ static ldt_status lower_one(ldt__lower *L, const ldt_tensor *t, const ldt_placem
     ldt_region r;
     int32_t v;
     double f0 = 0, f1 = 0;
+    int64_t i2 = 0, i3 = 0;
     int op;
     LDT_CHECK(ldt_spec_init(&spec, L->mesh, t->shape, pl, ldt_mesh_ndim(L->mesh), (ldt_dtype)t->dtype));
     LDT_CHECK(ldt_layout(&spec, rank, &r));
     if ((v = ldt__lower_value(L, &r.local_shape, (ldt_dtype)t->dtype, node)) < 0)
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "recipes: out of memory");
-    if ((op = random_op(in, t->shape, &f0, &f1)) != 0) {
+    if ((op = random_op(in, t->shape, &f0, &f1, &i2, &i3)) != 0) {
         ldt__attrs a;
         memset(&a, 0, sizeof a);
         a.i[0] = (int64_t)p->init_seed;
         a.i[1] = (int64_t)p->init_offset;
+        a.i[2] = i2;
+        a.i[3] = i3;
         a.f[0] = f0;
         a.f[1] = f1;
         return ldt__lower_kernel(L, node, op, &a, 0, NULL, v, &r, t->shape);

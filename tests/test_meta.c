@@ -139,7 +139,7 @@ Test(meta, gpt175b_plans_on_meta) {
 
 static const ldt_init_kind k_kinds[] = {LDT_INIT_ZEROS, LDT_INIT_ONES, LDT_INIT_FULL,
                                         LDT_INIT_ARANGE, LDT_INIT_UNIFORM, LDT_INIT_NORMAL,
-                                        LDT_INIT_KAIMING_UNIFORM, LDT_INIT_KAIMING_NORMAL,
+                                        LDT_INIT_TRUNC_NORMAL, LDT_INIT_KAIMING_UNIFORM, LDT_INIT_KAIMING_NORMAL,
                                         LDT_INIT_XAVIER_UNIFORM, LDT_INIT_XAVIER_NORMAL,
                                         LDT_INIT_COPY};
 
@@ -149,6 +149,8 @@ static ldt_init recipe(ldt_init_kind k, const void *data) {
     in.a = k == LDT_INIT_UNIFORM ? -0.5 : k == LDT_INIT_FULL ? 3.25 : k == LDT_INIT_ARANGE ? 1.5 : 0.1;
     in.b = k == LDT_INIT_UNIFORM ? 2.0 : k == LDT_INIT_ARANGE ? 0.25 : 0.7;
     in.fan_out = k == LDT_INIT_KAIMING_NORMAL;
+    in.lo = -0.4; /* trunc_normal: [mean - 0.7 std, mean + 1.4 std] */
+    in.hi = 1.08;
     in.data = data;
     return in;
 }
@@ -228,21 +230,27 @@ Test(meta, materialized_shards_equal_one_device_for_every_recipe_and_placement) 
         }
 }
 
-/* The recipe's draws are the random ops' stream: uniform and normal recipes equal
- * ldt_uniform / ldt_normal recorded at the same stream position, run eagerly. */
+/* The recipe's draws are the random ops' stream: uniform, normal and trunc_normal recipes
+ * equal ldt_uniform / ldt_normal / ldt_trunc_normal recorded at the same stream position, run
+ * eagerly on one device. */
 Test(meta, recipes_draw_what_the_random_ops_draw) {
-    for (int normal = 0; normal < 2; normal++) {
+    static const ldt_init_kind kinds[] = {LDT_INIT_UNIFORM, LDT_INIT_NORMAL, LDT_INIT_TRUNC_NORMAL};
+    for (int k = 0; k < 3; k++) {
         float ref[54], got[54];
         int64_t rmax;
         ldt_ctx *one;
+        ldt_tensor *t;
         ldt_shape s = {2, {6, 9}};
-        materialized(normal ? LDT_INIT_NORMAL : LDT_INIT_UNIFORM, LDT_F32, "2x3", "S1,S0", got, &rmax);
+        materialized(kinds[k], LDT_F32, "2x3", "S1,S0", got, &rmax);
         cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
         cr_assert_eq(ldt_ctx_set_seed(one, 5, 3), LDT_OK);
-        cr_assert_eq(ldt_read(normal ? ldt_normal(one, &s, LDT_F32, 0.1, 0.7) : ldt_uniform(one, &s, LDT_F32, -0.5, 2.0),
-                              ref, sizeof ref),
-                     LDT_OK);
-        cr_assert(memcmp(got, ref, sizeof ref) == 0);
+        t = k == 0   ? ldt_uniform(one, &s, LDT_F32, -0.5, 2.0)
+            : k == 1 ? ldt_normal(one, &s, LDT_F32, 0.1, 0.7)
+                     : ldt_trunc_normal(one, &s, LDT_F32, 0.1, 0.7, -0.4, 1.08);
+        cr_assert_eq(ldt_read(t, ref, sizeof ref), LDT_OK, "%s", ldt_last_error());
+        cr_assert(memcmp(got, ref, sizeof ref) == 0, "recipe kind %d", (int)kinds[k]);
+        if (k == 2)
+            for (int i = 0; i < 54; i++) cr_assert(got[i] >= -0.4f && got[i] <= 1.08f, "%g", got[i]);
         ldt_ctx_destroy(one);
     }
 }
@@ -404,4 +412,90 @@ Test(meta, overflowing_shapes_are_refused_even_on_meta) {
     cr_assert_not_null(ldt_param(ctx, "ok", &big, LDT_U8), "2^62 bytes fit");
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
+}
+
+/* ldt meta-init --save: a GPT materialized on dp=2,tp=2 and saved; each parameter loaded back
+ * onto one rank equals ldt_model_init's on one device bit for bit, and the merge of that save
+ * equals the merge of a 1-rank save byte for byte. */
+static void read_file_all(const char *path, unsigned char **buf, long *n) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *buf = malloc((size_t)*n + 1);
+    cr_assert_eq(fread(*buf, 1, (size_t)*n, f), (size_t)*n);
+    fclose(f);
+}
+
+Test(meta, cli_meta_init_save_loads_as_one_device) {
+    static char out[1 << 16];
+    char dir[64], dir1[96], args[512], m4[128], m1[128];
+    const char *sizes = "--model gpt --layers 2 --hidden 32 --heads 4 --vocab 50 --seq 8 --seed 9";
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    ldt_ctx *one;
+    ldt_model *m;
+    ldt_mesh *mesh1;
+    unsigned char *a, *b;
+    long na, nb;
+    snprintf(dir, sizeof dir, "/tmp/ldt-meta-save-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(dir1, sizeof dir1, "%s/one", dir);
+    snprintf(args, sizeof args, "meta-init %s --mesh dp=2,tp=2 --save %s/four", sizes, dir);
+    cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s", out);
+    snprintf(args, sizeof args, "meta-init %s --mesh 1 --save %s", sizes, dir1);
+    cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s", out);
+    snprintf(m4, sizeof m4, "%s/m4.safetensors", dir);
+    snprintf(m1, sizeof m1, "%s/m1.safetensors", dir);
+    snprintf(args, sizeof args, "ckpt merge %s/four %s", dir, m4);
+    cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s", out);
+    snprintf(args, sizeof args, "ckpt merge %s %s", dir1, m1);
+    cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s", out);
+    read_file_all(m4, &a, &na);
+    read_file_all(m1, &b, &nb);
+    cr_assert(na == nb && memcmp(a, b, (size_t)na) == 0, "merges differ (%ld, %ld bytes)", na, nb);
+    free(a);
+    free(b);
+    /* every parameter, loaded onto one rank, is one device's ldt_model_init */
+    cfg.layers = 2;
+    cfg.hidden = 32;
+    cfg.heads = 4;
+    cfg.vocab = 50;
+    cfg.seq = 8;
+    cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
+    cr_assert_eq(ldt_model_create(one, "gpt", &cfg, &m), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_init(m, 9), LDT_OK);
+    cr_assert_eq(ldt_mesh_parse("1", LDT_DEVICE_CPU, &mesh1), LDT_OK);
+    snprintf(dir1, sizeof dir1, "%s/four", dir);
+    for (int i = 0; i < ldt_model_nparams(m); i++) {
+        const char *name;
+        ldt_tensor *w = ldt_model_param(m, i, &name);
+        ldt_placement r = ldt_replicate();
+        ldt_spec spec;
+        ldt_shards *sh;
+        ldt_shape s;
+        int64_t n = 4;
+        void *got, *ref;
+        ldt_tensor_shape(w, &s);
+        for (int d = 0; d < s.ndim; d++) n *= s.dims[d];
+        got = malloc((size_t)n);
+        ref = malloc((size_t)n);
+        cr_assert_eq(ldt_spec_init(&spec, mesh1, &s, &r, 1, LDT_F32), LDT_OK);
+        cr_assert_eq(ldt_ckpt_load(dir1, name, &spec, &sh), LDT_OK, "%s: %s", name, ldt_last_error());
+        cr_assert_eq(ldt_full_tensor(sh, got), LDT_OK);
+        cr_assert_eq(ldt_read(w, ref, n), LDT_OK);
+        cr_assert(memcmp(got, ref, (size_t)n) == 0, "%s differs from one device", name);
+        ldt_shards_destroy(sh);
+        free(got);
+        free(ref);
+    }
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(one);
+    ldt_mesh_destroy(mesh1);
+    /* a save that cannot be written fails with the reason (a file where the directory goes) */
+    snprintf(args, sizeof args, "meta-init %s --mesh 2 --save %s", sizes, m4);
+    cr_assert_eq(run_cli(args, out, sizeof out), 1, "%s", out);
+    cr_assert(strstr(out, m4), "names the path: %s", out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
 }

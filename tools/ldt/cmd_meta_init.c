@@ -1,5 +1,6 @@
 /* ldt meta-init: describe a model on a meta mesh (no data anywhere), give its parameters
  * their init recipes, plan the sharding and report the parameter memory per rank. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,7 +20,7 @@ static cli_flag *flag_table(void) {
         {"pins", 1, "megatron or none (default megatron)", NULL},
         {"seed", 1, "random stream seed of the init recipes (default 0)", NULL},
         {"materialize", 0, "allocate and compute each rank's shard on a real mesh of threads", NULL},
-        {"save", 1, "save the materialized model to DIR (the checkpoint issue)", NULL},
+        {"save", 1, "materialize and save the model as a sharded checkpoint in DIR", NULL},
         {"json", 0, "one JSON object", NULL},
         {"help", 0, "this help", NULL},
     };
@@ -28,34 +29,43 @@ static cli_flag *flag_table(void) {
 
 
 /* Materializes every parameter on a real mesh shaped like the meta one, under the plan's
- * placements, one parameter at a time (a progress bar on a terminal); the shards are dropped
- * once made: this command shows the allocation, keeping or saving them is --save's. */
-static int materialize_all(ldt_model *m, ldt_plan *plan, const ldt_mesh *meta, int64_t *allocated) {
+ * placements, a batch of parameters per launch of the rank threads (a progress bar on a
+ * terminal). Without save_dir the shards are dropped once made (this shows the allocation);
+ * with it they are kept and saved as a sharded checkpoint (docs/checkpoint.md). */
+static int materialize_all(ldt_model *m, ldt_plan *plan, const ldt_mesh *meta, const char *save_dir,
+                           int64_t *allocated) {
     ldt_mesh *real = NULL;
     char text[512];
-    int np = ldt_model_nparams(m), tty = isatty(2);
+    int np = ldt_model_nparams(m), tty = isatty(2), rc = 1, made = 0;
     ldt_materialize_stats ms = {0};
+    ldt_shards **kept = NULL;
+    const char **names = NULL;
     ldt_mesh_format(meta, text, sizeof text);
     if (ldt_mesh_parse(text, LDT_DEVICE_CPU, &real) != LDT_OK) return 1;
-    for (int i0 = 0; i0 < np; i0 += BATCH) { /* a batch per launch of the rank threads */
+    if (save_dir && (!(kept = calloc((size_t)np + 1, sizeof *kept)) ||
+                     !(names = calloc((size_t)np + 1, sizeof *names)))) {
+        ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "meta-init: out of memory keeping %d parameters", np);
+        goto done;
+    }
+    for (int i0 = 0; i0 < np; i0 += BATCH) {
         const ldt_tensor *ws[BATCH];
         ldt_placement pl[BATCH][LDT_MAX_DIMS];
         const ldt_placement *pls[BATCH];
         ldt_shards *sh[BATCH];
         int n = np - i0 < BATCH ? np - i0 : BATCH;
         for (int j = 0; j < n; j++) {
-            ws[j] = ldt_model_param(m, i0 + j, NULL);
+            const char *name = NULL;
+            ws[j] = ldt_model_param(m, i0 + j, &name);
+            if (names) names[i0 + j] = name;
             pls[j] = pl[j];
-            if (ldt_plan_placements(plan, ws[j], pl[j], LDT_MAX_DIMS) != LDT_OK) {
-                ldt_mesh_destroy(real);
-                return 1;
-            }
+            if (ldt_plan_placements(plan, ws[j], pl[j], LDT_MAX_DIMS) != LDT_OK) goto done;
         }
-        if (ldt_materialize(ws, pls, n, real, sh, &ms) != LDT_OK) {
-            ldt_mesh_destroy(real);
-            return 1;
+        if (ldt_materialize(ws, pls, n, real, sh, &ms) != LDT_OK) goto done;
+        for (int j = 0; j < n; j++) {
+            if (kept) kept[i0 + j] = sh[j];
+            else ldt_shards_destroy(sh[j]);
         }
-        for (int j = 0; j < n; j++) ldt_shards_destroy(sh[j]);
+        made = i0 + n;
         if (tty) {
             int w40 = (int)(40L * (i0 + n) / np);
             fprintf(stderr, "\rmaterialize [%.*s%*s] %d/%d", w40, "########################################",
@@ -64,8 +74,15 @@ static int materialize_all(ldt_model *m, ldt_plan *plan, const ldt_mesh *meta, i
         }
     }
     *allocated = ms.allocated_bytes;
+    if (save_dir && ldt_ckpt_save(save_dir, np, names, (ldt_shards *const *)kept) != LDT_OK) goto done;
+    rc = 0;
+done:
+    if (kept)
+        for (int i = 0; i < made; i++) ldt_shards_destroy(kept[i]);
+    free(kept);
+    free(names);
     ldt_mesh_destroy(real);
-    return 0;
+    return rc;
 }
 
 static double now_s(void) {
@@ -83,7 +100,7 @@ int cmd_meta_init(int argc, char **argv) {
     ldt_ctx_options co = {0};
     ldt_model_config cfg;
     ldt_plan_memory mem;
-    const char *kind;
+    const char *kind, *save_dir;
     int64_t seed, allocated = 0;
     double t0;
     int rc = 1;
@@ -106,10 +123,10 @@ int cmd_meta_init(int argc, char **argv) {
     cfg = ldt_model_config_default(kind);
     if (cli_model_sizes("meta-init", f, NFLAGS, &cfg) || cli_int("meta-init", f, NFLAGS, "seed", 0, 0, &seed))
         return 2;
-    if (cli_has(f, NFLAGS, "save")) {
-        fprintf(stderr, "ldt meta-init: --save is not available yet (sharded checkpoints come "
-                        "next)\n");
-        return 1;
+    save_dir = cli_get(f, NFLAGS, "save");
+    if (save_dir && !*save_dir) {
+        fprintf(stderr, "ldt meta-init: --save is empty, expected a directory\n");
+        return 2;
     }
     t0 = now_s();
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "4", LDT_DEVICE_META,
@@ -125,7 +142,9 @@ int cmd_meta_init(int argc, char **argv) {
         goto fail;
     }
     if (ldt_plan_create(ctx, NULL, &plan) != LDT_OK || ldt_plan_memory_get(plan, &mem) != LDT_OK) goto fail;
-    if (cli_has(f, NFLAGS, "materialize") && materialize_all(model, plan, mesh, &allocated) != 0) goto fail;
+    if ((cli_has(f, NFLAGS, "materialize") || save_dir) &&
+        materialize_all(model, plan, mesh, save_dir, &allocated) != 0)
+        goto fail;
     if (cli_has(f, NFLAGS, "json")) {
         printf("{\"params\":%lld,\"param_bytes\":%lld,\"per_rank_param_bytes_max\":%lld,"
                "\"per_rank_grad_bytes_max\":%lld,\"per_rank_adam_bytes_max\":%lld,"
