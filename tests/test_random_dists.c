@@ -478,3 +478,45 @@ Test(sharded, pinned_nested_and_interleaved) {
     }
     ldt_mesh_destroy(mesh);
 }
+
+/* A 3-D mesh: every distribution pinned to nested, uneven and interleaved placements equals
+ * one device bitwise. */
+Test(sharded, three_d_mesh_pinned) {
+    static const char *pins[] = {"S0,S1,S0", "S1,S1,S1", "IS0:2,R,S1", "R,S1,IS0:3", "S0,S0,S0"};
+    ldt_shape shape = {2, {12, 7}}; /* 7 over 8 ranks: empty shards; 12 over 8: uneven */
+    ldt_mesh *mesh;
+    cr_assert_eq(ldt_mesh_parse("2x2x2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    for (int dist = 0; dist < 5; dist++) {
+        dist_arg a = {dist, shape, dist == 4 ? LDT_I32 : LDT_F32};
+        ldt_ctx *one, *ctx;
+        ldt_ctx_options co = {mesh, 0};
+        int32_t ref[84], got[84];
+        int64_t nb = sizeof got;
+        cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
+        read_all(build_dist(one, &a), ref, sizeof ref);
+        ldt_ctx_destroy(one);
+        for (size_t p = 0; p < sizeof pins / sizeof pins[0]; p++) {
+            ldt_placement pl[LDT_MAX_DIMS];
+            int npl;
+            ldt_plan *plan;
+            ldt_tensor *t;
+            void *dst = got;
+            cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+            t = build_dist(ctx, &a);
+            cr_assert_not_null(t);
+            cr_assert_eq(ldt_placements_parse(pins[p], 3, pl, LDT_MAX_DIMS, &npl), LDT_OK, "%s",
+                         ldt_last_error());
+            cr_assert_eq(ldt_pin(t, pl, npl), LDT_OK, "%s: %s", pins[p], ldt_last_error());
+            cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s: %s", pins[p],
+                         ldt_last_error());
+            memset(got, 0, sizeof got);
+            cr_assert_eq(ldt_plan_run(plan, 1, &t, &dst, &nb), LDT_OK, "%s: %s", pins[p],
+                         ldt_last_error());
+            cr_assert(memcmp(got, ref, sizeof ref) == 0, "dist %d pinned %s on 2x2x2 differs", dist,
+                      pins[p]);
+            ldt_plan_destroy(plan);
+            ldt_ctx_destroy(ctx);
+        }
+    }
+    ldt_mesh_destroy(mesh);
+}
