@@ -131,6 +131,7 @@ struct ldt_exec {
     double plan_cost;
     int64_t arena_bytes, bound_bytes, instructions;
     int64_t collectives, collectives_unfused, pack_buckets, moved_starts, collective_groups;
+    int64_t early_all_reduces; /* in-place all_reduce calls with matmul work after them */
     double model_serial, model_overlap;
     /* the cache's */
     unsigned char *key;

@@ -661,9 +661,17 @@ static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
         LDT_CHECK(st);
     }
 count:
-    for (int r = 0; r < e->nprogs; r++)
-        if (e->progs[r] && ldt__program_collectives(e->progs[r]) > e->collectives)
-            e->collectives = ldt__program_collectives(e->progs[r]);
+    for (int r = 0; r < e->nprogs; r++) {
+        const ldt__program *p = e->progs[r];
+        int64_t last_mm = -1, early = 0;
+        if (!p) continue;
+        if (ldt__program_collectives(p) > e->collectives) e->collectives = ldt__program_collectives(p);
+        for (int64_t i = 0; i < p->nins; i++)
+            if (p->ins[i].kind == LDT__I_KERNEL && (p->ins[i].op == LDT_OP_MATMUL || p->ins[i].op == LDT_OP_LINEAR))
+                last_mm = i;
+        for (int64_t i = 0; i < last_mm; i++) early += p->ins[i].kind == LDT__I_ALL_REDUCE;
+        if (early > e->early_all_reduces) e->early_all_reduces = early;
+    }
     return LDT_OK;
 }
 

@@ -123,7 +123,7 @@ static void group_runs(ldt__program *p, ldt__fuse_stats *st) {
  * backward pass, and each joins an open bucket of its (group, dtype, op) while every member
  * can still run where the bucket will: after the last member is ready and before the first
  * reads a result. A bucket is issued right after its last member is ready, so gradient
- * buckets start during the backward; a lone all_reduce stays where it was. The positions
+ * buckets start during the backward (a lone all_reduce too). The positions
  * depend on the program's shape only: every rank decides alike. */
 typedef struct rb {
     int64_t *m; /* members, instruction indices */
@@ -239,9 +239,9 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
         for (int64_t b = 0; b < nb; b++) members += bs[b].n;
         if (members != ne) LDT_FAIL_GOTO_(st_, "fuse: internal error: %lld of %lld all_reduces bucketed", (long long)members, (long long)ne);
     }
-    /* where each bucket goes: after its last member is ready (a lone one: where it was) */
+    /* where each bucket goes: right after its last member is ready */
     if (!(pos = malloc((size_t)(nb ? nb : 1) * sizeof *pos))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-    for (int64_t b = 0; b < nb; b++) pos[b] = bs[b].n == 1 ? bs[b].m[0] - 1 : bs[b].ready;
+    for (int64_t b = 0; b < nb; b++) pos[b] = bs[b].ready;
     /* buckets of different kinds whose windows meet go to one point, side by side, so pass 3
      * issues them as one group; a kind never waits for its own next bucket */
     for (int64_t b = 0; b < nb; b++) {

@@ -563,3 +563,92 @@ Test(autodiff, every_forward_strategy_gives_one_device_gradients) {
         }
     }
 }
+
+/* Data-parallel gradient synchronisation: an MLP with its batch sharded over dp=2 and its
+ * parameters replicated, compiled: the gradients' all_reduces are fused into buckets issued
+ * as soon as their last gradient is ready, while the backward still has matmuls to run, and
+ * the gradients equal one device's. */
+static void dp_grads(const char *mesh_text, int64_t cap, double **out, int64_t *nb, int *np,
+                     ldt_exec_stats *es) {
+    ldt_ctx_options co = {0};
+    ldt_model_config cfg = ldt_model_config_default("mlp");
+    ldt_mesh *mesh = NULL;
+    ldt_ctx *ctx;
+    ldt_model *m;
+    ldt_tensor *ps[64], *g[64], *loss;
+    ldt_placement s0 = ldt_shard(0), r = ldt_replicate();
+    cfg.layers = 3;
+    cfg.hidden = 8;
+    cfg.batch = 512; /* activations outweigh the weights: their gradients are what is reduced */
+    cfg.dtype = LDT_F64;
+    if (mesh_text) cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(ctx, "mlp", &cfg, &m), LDT_OK);
+    cr_assert_eq(ldt_model_init(m, 3), LDT_OK);
+    for (int i = 0; i < ldt_model_ninputs(m); i++) {
+        const char *name;
+        ldt_tensor *t = ldt_model_input(m, i, &name);
+        ldt_shape s;
+        void *d;
+        ldt_tensor_shape(t, &s);
+        d = pc_data(name, &s, ldt_tensor_dtype(t), 7);
+        cr_assert_eq(ldt_input_bind(t, d, pc_nbytes(&s, ldt_tensor_dtype(t))), LDT_OK);
+        free(d);
+        if (mesh) cr_assert_eq(ldt_pin(t, &s0, 1), LDT_OK);
+    }
+    loss = ldt_model_forward(m);
+    *np = ldt_model_nparams(m);
+    for (int i = 0; i < *np; i++) {
+        ps[i] = ldt_model_param(m, i, NULL);
+        if (mesh) cr_assert_eq(ldt_pin(ps[i], &r, 1), LDT_OK);
+    }
+    cr_assert_eq(ldt_grad(loss, ps, *np, g), LDT_OK, "%s", ldt_last_error());
+    for (int i = 0; i < *np; i++) {
+        ldt_shape s;
+        if (mesh) g[i] = ldt_redistribute_to(g[i], &r, 1); /* as a replicated update needs them */
+        ldt_tensor_shape(g[i], &s);
+        nb[i] = pc_nbytes(&s, LDT_F64);
+        out[i] = malloc((size_t)nb[i]);
+    }
+    if (!mesh) {
+        for (int i = 0; i < *np; i++) g[i] = ldt_keep(g[i]);
+        cr_assert_eq(ldt_sync(ctx), LDT_OK, "%s", ldt_ctx_errmsg(ctx));
+        for (int i = 0; i < *np; i++) cr_assert_eq(ldt_read(g[i], out[i], nb[i]), LDT_OK);
+    } else {
+        ldt_compile_options o = {0};
+        ldt_exec *ex;
+        o.bucket_bytes = cap;
+        cr_assert_eq(ldt_compile(ctx, g, *np, &o, &ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < *np; i++) cr_assert_eq(ldt_exec_read(ex, i, out[i], nb[i]), LDT_OK);
+        cr_assert_eq(ldt_exec_stats_get(ex, es), LDT_OK);
+    }
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+Test(autodiff, dp_gradient_buckets_start_during_the_backward) {
+    double *ref[64], *got[64];
+    int64_t nb[64];
+    int np;
+    ldt_exec_stats es;
+    dp_grads(NULL, 0, ref, nb, &np, NULL);
+    for (int cap = 0; cap < 2; cap++) {
+        dp_grads("dp=2", cap ? 4000 : 0, got, nb, &np, &es); /* 4000 B: two or so gradients a bucket */
+        for (int i = 0; i < np; i++) {
+            cr_assert_eq(pc_compare(LDT_F64, got[i], ref[i], nb[i] / 8, 1e-12), -1, "parameter %d", i);
+            free(got[i]);
+        }
+        cr_assert_geq(es.collectives_unfused, 3, "all_reduces of every layer's gradients before fusion: %lld for %d",
+                      (long long)es.collectives_unfused, np);
+        cr_assert_lt(es.collectives, es.collectives_unfused, "fused: %lld of %lld", (long long)es.collectives,
+                     (long long)es.collectives_unfused);
+        if (cap)
+            cr_assert_geq(es.early_all_reduces, 1, "a bucket starts before the last backward matmul "
+                          "(%lld calls)", (long long)es.collectives);
+        cr_assert_eq(es.pack_buckets, 0);
+    }
+    for (int i = 0; i < np; i++) free(ref[i]);
+}

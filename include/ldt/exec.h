@@ -281,6 +281,9 @@ typedef struct ldt_exec_stats {
     int64_t overlapped_collectives; /* collectives with other work between start and wait */
     int64_t collective_groups; /* runs of unfusable collectives issued as one group (when
                                   collectives run in line; overlapped ones need none) */
+    int64_t early_all_reduces; /* all_reduce calls (after fusion) issued while matmul work is
+                                  still to come on the rank: in a training step, gradient
+                                  buckets started during the backward */
 } ldt_exec_stats;
 ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
 /* The last profiled replay's time by op (kernels by op name, collectives by kind, loads), on
