@@ -31,6 +31,7 @@ static ldt_status run_node(ldt_ctx *ctx, ldt_tensor *t) {
 static ldt_status run_trace(ldt_ctx *ctx, const ldt_tensor *keep_alive) {
     int64_t n = ctx->nnodes, *last = NULL;
     ldt_status st = LDT_OK;
+    LDT_CHECK(ldt__host_sync(ctx)); /* parameters an executable updated in place */
     if (ctx->status != LDT_OK) {
         /* the error stuck at recording is reported again now, as at compile */
         ldt__error(ctx->status, "%s", ctx->errmsg);
@@ -120,6 +121,7 @@ ldt_status ldt_read(ldt_tensor *t, void *dst, int64_t nbytes) {
         ldt__trace_end(ctx);
         return st;
     }
+    LDT_CHECK(ldt__host_sync(ctx));
     if (t->op == LDT_OP_DATA && LDT__P(t)->source) LDT_CHECK(ldt_sync(ctx)); /* its value is pending */
     if (t->op == LDT_OP_INPUT && !LDT__P(t)->bound)
         LDT_FAIL(LDT_ERR_INVALID_USAGE, "read: input '%s' has no data bound",

@@ -89,6 +89,8 @@ struct rank_state {
     ldt_comm *world;
     ldt_comm *groups[1 << LDT_MAX_DIMS];
     ldt__prof *prof;
+    int64_t *assign_load; /* per assigned value: the LOAD instruction of its tensor whose
+                             buffer it is written into (in place), or -1 */
     ldt__commq q;
     int has_async;
     char err[1024]; /* the communication thread's last error, for the wait that reports it */
@@ -118,6 +120,9 @@ struct ldt_exec {
     ldt_threads *threads;
     ldt__exec_out *outs; /* the nout outputs, then the nassign assigned values */
     int nout, nassign;
+    uint8_t *inplace; /* per assigned value: it persists in the ranks' load buffers (its
+                         tensor's host data is brought up to date on demand) */
+    int any_inplace;
     ldt__binding *bindings;
     int nbindings;
     int rebind;

@@ -228,6 +228,7 @@ ldt_status ldt_plan_run(ldt_plan *plan, int nout, ldt_tensor *const *outs, void 
     if (ldt_mesh_device(mesh) == LDT_DEVICE_META)
         LDT_FAIL(LDT_ERR_INVALID_USAGE, "plan run: the mesh is on the meta device, which plans "
                                         "and reports but never executes");
+    LDT_CHECK(ldt__host_sync(ctx)); /* parameters an executable updated in place */
     for (int i = 0; i < nout; i++) {
         ldt_placement pl[LDT_MAX_DIMS];
         if (!outs[i]) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan run: output %d is NULL", i);

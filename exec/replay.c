@@ -509,12 +509,98 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
                                  (long long)i, ldt__instr_name(e->ctx, &rs->prog->ins[i]),
                                  rs->prog->ins[i].node);
     }
-    /* outputs (and assigned values) into the gathering shards */
+    /* outputs into the gathering shards; assigned values into their tensors' load buffers
+     * (in place: the next replay's load finds them there) or, failing that, shards too */
     for (int i = 0; i < e->nout + e->nassign; i++) {
         int64_t nb;
-        void *dst = ldt_shards_local(e->outs[i].shards, rank, &nb);
+        void *dst;
         int32_t v = rs->prog->node_val[e->outs[i].node];
+        if (i >= e->nout && e->inplace && e->inplace[i - e->nout]) {
+            void *buf = rs->ins[rs->assign_load[i - e->nout]].call.out.data;
+            nb = val_bytes(&rs->prog->vals[v]);
+            if (nb && buf != rs->val_now[v]) memcpy(buf, rs->val_now[v], (size_t)nb);
+            continue;
+        }
+        dst = ldt_shards_local(e->outs[i].shards, rank, &nb);
         if (nb) memcpy(dst, rs->val_now[v], (size_t)nb);
+    }
+    return LDT_OK;
+}
+
+/* The host data of every tensor the stale executable assigned in place, from the ranks'
+ * load buffers (each rank its region; replicated elements written alike by each holder). */
+static ldt_status host_flush(ldt_ctx *ctx) {
+    ldt_exec *e = ctx->stale_exec;
+    ctx->stale_exec = NULL;
+    if (!e) return LDT_OK;
+    for (int a = 0; a < e->nassign; a++) {
+        ldt_tensor *t = e->outs[e->nout + a].assign_to;
+        if (!e->inplace[a]) continue;
+        for (int r = 0; r < e->nranks; r++) {
+            rank_state *rs = e->ranks[r];
+            const binstr *lb;
+            const ldt__kregion *kr;
+            if (!rs) continue;
+            lb = &rs->ins[rs->assign_load[a]];
+            kr = &rs->prog->regions[rs->prog->ins[lb->idx].region];
+            if (kr->region.numel)
+                ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype), t->data,
+                                 lb->call.out.data, 0);
+        }
+    }
+    return LDT_OK;
+}
+
+static int region_equal(const ldt_region *a, const ldt_region *b) {
+    if (a->ndim != b->ndim || a->numel != b->numel || a->nslices != b->nslices) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->offset[d] != b->offset[d] || a->local_shape.dims[d] != b->local_shape.dims[d] ||
+            a->runs[d].start != b->runs[d].start || a->runs[d].len != b->runs[d].len ||
+            a->runs[d].blocks != b->runs[d].blocks || a->runs[d].block_stride != b->runs[d].block_stride)
+            return 0;
+    return 1;
+}
+
+/* Which assigned values persist in place: on every rank the tensor is loaded exactly once,
+ * and that load's region is the assigned value's, so the value can overwrite the load
+ * buffer at the end of a replay and the next replay's load has nothing to do. */
+static ldt_status find_inplace(ldt_exec *e) {
+    if (!e->nassign || ldt_mesh_device(e->mesh) == LDT_DEVICE_META) return LDT_OK;
+    if (!(e->inplace = calloc((size_t)e->nassign, 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int r = 0; r < e->nranks; r++) {
+        rank_state *rs = e->ranks[r];
+        if (!rs) continue;
+        if (!(rs->assign_load = malloc((size_t)e->nassign * sizeof *rs->assign_load)))
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        for (int a = 0; a < e->nassign; a++) rs->assign_load[a] = -1;
+    }
+    for (int a = 0; a < e->nassign; a++) {
+        const ldt__exec_out *o = &e->outs[e->nout + a];
+        int ok = 1;
+        for (int r = 0; r < e->nranks && ok; r++) {
+            rank_state *rs = e->ranks[r];
+            ldt_region reg;
+            int64_t found = -1, nloads = 0;
+            int32_t v;
+            if (!rs) continue;
+            v = rs->prog->node_val[o->node];
+            if (v < 0 || ldt_layout(ldt_shards_spec(o->shards), r, &reg) != LDT_OK) {
+                ok = 0;
+                break;
+            }
+            for (int64_t i = 0; i < rs->nins; i++) {
+                const ldt__instr *x = &rs->prog->ins[i];
+                if (x->kind != LDT__I_LOAD || x->src != o->assign_to) continue;
+                nloads++;
+                if (!x->reduce && !x->host && region_equal(&rs->prog->regions[x->region].region, &reg) &&
+                    rs->prog->vals[x->out].dtype == rs->prog->vals[v].dtype)
+                    found = i;
+            }
+            if (nloads != 1 || found < 0) ok = 0;
+            else rs->assign_load[a] = found;
+        }
+        e->inplace[a] = (uint8_t)ok;
+        e->any_inplace |= ok;
     }
     return LDT_OK;
 }
@@ -522,6 +608,7 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
 ldt_status ldt_replay(ldt_exec *e) {
     ldt_status st;
     if (!e) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "replay: the executable is NULL");
+    if (e->ctx->stale_exec && e->ctx->stale_exec != e) LDT_CHECK(ldt__host_sync(e->ctx));
     e->rng_now = e->ctx->rng_offset;
     if (e->profile) e->t_origin = now_s();
     st = ldt_threads_run(e->threads, rank_replay, e);
@@ -530,12 +617,24 @@ ldt_status ldt_replay(ldt_exec *e) {
     e->ctx->rng_offset += e->rng_advance; /* as the eager step would have */
     e->ctx->trace_rng_base = e->ctx->rng_offset;
     e->replays++;
-    /* assigned values land in their persistent tensors; a new version makes every rank reload
-     * its shard of them at the next replay */
+    /* assigned values are their tensors' new versions. In place, they already sit in the
+     * ranks' load buffers, which now hold that version (the host copy follows on demand,
+     * host_flush); otherwise they land in the host data and every rank reloads its shard */
     for (int i = e->nout; i < e->nout + e->nassign; i++) {
         ldt_tensor *t = e->outs[i].assign_to;
+        int a = i - e->nout;
+        if (e->inplace && e->inplace[a]) {
+            LDT__P(t)->version++;
+            for (int r = 0; r < e->nranks; r++)
+                if (e->ranks[r]) e->ranks[r]->ins[e->ranks[r]->assign_load[a]].version = LDT__P(t)->version;
+            continue;
+        }
         LDT_CHECK(ldt_full_tensor(e->outs[i].shards, t->data));
         LDT__P(t)->version++;
+    }
+    if (e->any_inplace) {
+        e->ctx->stale_exec = e;
+        e->ctx->host_flush = host_flush;
     }
     if (e->trace_path) LDT_CHECK(ldt__exec_write_trace(e));
     return LDT_OK;
@@ -579,6 +678,7 @@ int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t) {
 
 void ldt__exec_destroy(ldt_exec *e) {
     if (!e) return;
+    if (e->ctx && e->ctx->stale_exec == e) host_flush(e->ctx); /* its ranks hold the newest values */
     for (int r = 0; r < e->nranks; r++) {
         rank_state *rs = e->ranks[r];
         if (!rs) continue;
@@ -602,6 +702,7 @@ void ldt__exec_destroy(ldt_exec *e) {
         free(rs->opnds);
         free(rs->rand);
         free(rs->prof);
+        free(rs->assign_load);
         free(rs);
     }
     for (int r = 0; r < e->nprogs; r++) {
@@ -615,6 +716,7 @@ void ldt__exec_destroy(ldt_exec *e) {
     free(e->rplans);
     free(e->ranks);
     free(e->outs);
+    free(e->inplace);
     free(e->bindings);
     free(e->trace_path);
     free(e->key);
@@ -701,6 +803,59 @@ static ldt_status schedule_all(ldt_exec *e, const ldt_compile_options *o) {
     return LDT_OK;
 }
 
+/* Parameters persist in place only if the value assigned to each is in the placement the
+ * parameter is loaded in. Where the plan chose another (say, an update on dp shards), the
+ * assigned value is redistributed to the parameter's placement inside the step (the gather
+ * ZeRO does) and the step planned again with the parameters held where they were. */
+static ldt_status assign_in_param_placement(ldt_ctx *ctx, const ldt_compile_options *o, ldt_plan **plan) {
+    ldt_placement *saved = NULL;
+    ldt_tensor **pinned = NULL;
+    int npinned = 0, nd = ldt_mesh_ndim(ctx->mesh);
+    ldt_status st = LDT_OK;
+    if (ldt_mesh_device(ctx->mesh) == LDT_DEVICE_META || !ctx->nkeeps) return LDT_OK;
+    for (int64_t k = 0; k < ctx->nkeeps && st == LDT_OK; k++) {
+        ldt_tensor *p = ctx->keeps[k], *src = LDT__P(p)->source, *r;
+        ldt_placement pp[LDT_MAX_DIMS], ps[LDT_MAX_DIMS];
+        int same = 1;
+        if (p->op != LDT_OP_PARAM || !src) continue;
+        if (ldt_plan_placements(*plan, p, pp, LDT_MAX_DIMS) != LDT_OK) continue; /* not read in the step */
+        if ((st = ldt_plan_placements(*plan, src, ps, LDT_MAX_DIMS)) != LDT_OK) break;
+        for (int d = 0; d < nd; d++) same &= ldt_placement_equal(&pp[d], &ps[d]);
+        if (same) continue;
+        if (!pinned) {
+            pinned = calloc((size_t)ctx->nkeeps, sizeof *pinned);
+            saved = calloc((size_t)ctx->nkeeps * LDT_MAX_DIMS + 1, sizeof *saved);
+            if (!pinned || !saved) {
+                st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+                break;
+            }
+        }
+        if (!(r = ldt_redistribute_to(src, pp, nd))) {
+            st = ldt__error(ctx->status, "compile: %s", ctx->errmsg);
+            break;
+        }
+        LDT__P(p)->source = r;
+        /* the parameter held where it is for the second plan; the pin is put back after */
+        pinned[npinned] = p;
+        if (p->pin) memcpy(&saved[(size_t)npinned * LDT_MAX_DIMS], p->pin, (size_t)nd * sizeof *saved);
+        else saved[(size_t)npinned * LDT_MAX_DIMS].kind = 0xff; /* none */
+        npinned++;
+        st = ldt_pin(p, pp, nd);
+    }
+    if (st == LDT_OK && npinned) {
+        ldt_plan_destroy(*plan);
+        *plan = NULL;
+        st = ldt_plan_create(ctx, o ? &o->plan : NULL, plan);
+    }
+    for (int i = 0; i < npinned; i++) {
+        if (saved[(size_t)i * LDT_MAX_DIMS].kind == 0xff) pinned[i]->pin = NULL;
+        else memcpy(pinned[i]->pin, &saved[(size_t)i * LDT_MAX_DIMS], (size_t)nd * sizeof *saved);
+    }
+    free(pinned);
+    free(saved);
+    return st;
+}
+
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, ldt_exec **out) {
     ldt_exec *e = calloc(1, sizeof *e);
@@ -716,6 +871,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     e->profile = e->trace_path != NULL || (o && o->profile);
     LDT_CHECK_GOTO(ldt_plan_create(ctx, o ? &o->plan : NULL, &plan));
+    LDT_CHECK_GOTO(assign_in_param_placement(ctx, o, &plan));
     e->plan_cost = ldt_plan_cost(plan);
     /* outputs, then the values assigned to persistent tensors (ldt_assign, ldt_keep): their
      * shape, dtype and chosen placements, and shards to gather into */
@@ -767,6 +923,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         e->bound_bytes = rs->mem.bound_bytes > e->bound_bytes ? rs->mem.bound_bytes : e->bound_bytes;
         e->instructions = rs->nins > e->instructions ? rs->nins : e->instructions;
     }
+    LDT_CHECK_GOTO(find_inplace(e));
     if (ldt_mesh_device(mesh) != LDT_DEVICE_META) LDT_CHECK_GOTO(ldt_threads_create(e->nranks, NULL, &e->threads));
     *out = e;
     e = NULL;

@@ -528,3 +528,103 @@ Test(replay, training_steps_replayed_equal_eager_steps) {
         cr_assert(le[7] < le[0], "the loss falls: %g -> %g", le[0], le[7]);
     }
 }
+
+/* Parameters and optimizer states persist in place on the ranks between replays; the host
+ * copy is brought up to date whenever the host looks (read, eager run, another executable,
+ * param_set). A sequence of training steps, an evaluation compiled separately, a parameter
+ * overwritten from the host and more steps gives the same bits compiled as eager. */
+static void mixed_run(int compiled, double *losses, double *w0, int64_t *in_place, int *nassign) {
+    ldt_ctx_options co = {0};
+    ldt_model_config cfg = ldt_model_config_default("mlp");
+    ldt_mesh *m = NULL;
+    ldt_ctx *ctx;
+    ldt_model *model;
+    ldt_optim *opt;
+    ldt_optim_config oc = {0};
+    ldt_tensor *ps[16];
+    double w_new[32 * 8];
+    int np, nl = 0;
+    cfg.layers = 2;
+    cfg.hidden = 8;
+    cfg.batch = 6;
+    cfg.dtype = LDT_F64;
+    cr_assert_eq(ldt_mesh_parse("dp=2,tp=2", LDT_DEVICE_CPU, &m), LDT_OK);
+    co.mesh = m;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(ctx, "mlp", &cfg, &model), LDT_OK);
+    cr_assert_eq(ldt_model_init(model, 4), LDT_OK);
+    cr_assert_eq(ldt_model_pin(model, "megatron"), LDT_OK);
+    np = ldt_model_nparams(model);
+    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(model, i, NULL);
+    oc.kind = LDT_OPTIM_ADAMW;
+    oc.lr = 0.01;
+    oc.beta1 = 0.9;
+    oc.beta2 = 0.99;
+    oc.eps = 1e-8;
+    oc.total_steps = 6;
+    cr_assert_eq(ldt_optim_create(ctx, &oc, ps, np, &opt), LDT_OK, "%s", ldt_last_error());
+    for (int i = 0; i < 32 * 8; i++) w_new[i] = 0.01 * (double)(i % 7) - 0.03;
+    for (int step = 0; step < 6; step++) {
+        ldt_tensor *loss, *g[16];
+        for (int i = 0; i < ldt_model_ninputs(model); i++) {
+            const char *name;
+            ldt_tensor *t = ldt_model_input(model, i, &name);
+            char key[32];
+            void *d;
+            snprintf(key, sizeof key, "%s%d", name, step);
+            d = pc_data(key, &(ldt_shape){2, {6, 8}}, LDT_F64, 0);
+            cr_assert_eq(ldt_input_bind(t, d, 6 * 8 * 8), LDT_OK);
+            free(d);
+        }
+        if (step == 3) { /* an evaluation (forward only), then the host overwrites a weight */
+            loss = ldt_model_forward(model);
+            if (compiled) {
+                ldt_exec *ev;
+                cr_assert_eq(ldt_compile(ctx, &loss, 1, NULL, &ev), LDT_OK, "%s", ldt_last_error());
+                cr_assert_eq(ldt_replay(ev), LDT_OK, "%s", ldt_last_error());
+                cr_assert_eq(ldt_exec_read(ev, 0, &losses[nl++], 8), LDT_OK);
+            } else {
+                void *dst = &losses[nl++];
+                int64_t nb = 8;
+                cr_assert_eq(ldt_run_eager(ctx, NULL, 1, &loss, &dst, &nb), LDT_OK, "%s", ldt_last_error());
+            }
+            cr_assert_eq(ldt_param_set(ps[0], w_new, sizeof w_new), LDT_OK);
+        }
+        loss = ldt_model_forward(model);
+        cr_assert_eq(ldt_grad(loss, ps, np, g), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_optim_step(opt, g), LDT_OK, "%s", ldt_last_error());
+        if (compiled) {
+            ldt_exec *ex;
+            ldt_exec_stats es;
+            cr_assert_eq(ldt_compile(ctx, &loss, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_exec_read(ex, 0, &losses[nl++], 8), LDT_OK);
+            cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
+            *in_place = es.assigned_in_place;
+            *nassign = (int)es.assigned;
+        } else {
+            void *dst = &losses[nl++];
+            int64_t nb = 8;
+            cr_assert_eq(ldt_run_eager(ctx, NULL, 1, &loss, &dst, &nb), LDT_OK, "%s", ldt_last_error());
+        }
+        if (step == 1) cr_assert_eq(ldt_read(ps[2], w0, 8 * 32 * 8), LDT_OK); /* mid-way, from the host */
+    }
+    cr_assert_eq(ldt_read(ps[0], w0 + 256, 8 * 32 * 8), LDT_OK);
+    ldt_optim_destroy(opt);
+    ldt_model_destroy(model);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(m);
+}
+
+Test(replay, parameters_persist_in_place_and_the_host_sees_them) {
+    double le[7], lr[7], we[512], wr[512];
+    int64_t in_place = 0;
+    int nassign = 0;
+    mixed_run(0, le, we, &in_place, &nassign);
+    mixed_run(1, lr, wr, &in_place, &nassign);
+    cr_assert(memcmp(le, lr, sizeof le) == 0, "losses");
+    cr_assert(memcmp(we, wr, sizeof we) == 0, "weights read mid-way and at the end");
+    cr_assert_gt(nassign, 0);
+    cr_assert_eq(in_place, nassign, "every parameter and state persists in place (%lld of %d)",
+                 (long long)in_place, nassign);
+}

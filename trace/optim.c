@@ -92,7 +92,7 @@ static ldt_tensor *state(ldt_ctx *ctx, ldt_tensor *p, const char *what) {
 static ldt_tensor *master_of(ldt_ctx *ctx, ldt_tensor *p) {
     ldt_tensor *m = state(ctx, p, "master");
     int64_t n = ldt__nbytes(p) / 2;
-    if (m && p->data && m->data) {
+    if (m && p->data && m->data && ldt__host_sync(ctx) == LDT_OK) {
         const uint16_t *src = p->data;
         float *dst = m->data;
         for (int64_t i = 0; i < n; i++)

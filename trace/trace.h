@@ -111,10 +111,19 @@ struct ldt_ctx {
     /* compiled executables (exec/cache.c), opaque here: trace never calls down */
     void *exec_cache;
     void (*exec_cache_free)(void *cache);
+    /* persistent tensors whose newest values an executable's ranks hold (assigned in place at
+     * its last replay) while their host data is older: host_flush brings them home. Every
+     * host reader or writer of persistent data calls ldt__host_sync first. */
+    void *stale_exec;
+    ldt_status (*host_flush)(ldt_ctx *ctx);
     /* errors */
     ldt_status status; /* stuck on the current trace */
     char errmsg[1024];
 };
+
+static inline ldt_status ldt__host_sync(ldt_ctx *ctx) {
+    return ctx && ctx->stale_exec && ctx->host_flush ? ctx->host_flush(ctx) : LDT_OK;
+}
 
 /* name and arity of a built-in op (arity -1: variadic) */
 const char *ldt__op_name(const ldt_ctx *ctx, int op);

@@ -284,6 +284,10 @@ typedef struct ldt_exec_stats {
     int64_t early_all_reduces; /* all_reduce calls (after fusion) issued while matmul work is
                                   still to come on the rank: in a training step, gradient
                                   buckets started during the backward */
+    int64_t assigned;          /* values assigned to persistent tensors (ldt_assign) */
+    int64_t assigned_in_place; /* of them, those that persist in the ranks' buffers between
+                                  replays (no host copy per replay; the host's is brought up
+                                  to date when read) */
 } ldt_exec_stats;
 ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
 /* The last profiled replay's time by op (kernels by op name, collectives by kind, loads), on
