@@ -290,3 +290,18 @@ Test(cli, rand_text_help_and_bad_input) {
                   bad[i].needle);
     }
 }
+
+/* Every command's help: exit 0, a usage line, and every flag row names a flag (a flag table
+ * whose count runs past its entries printed "--(null)"). */
+Test(cli, every_command_has_whole_help) {
+    static char out[1 << 16];
+    static const char *cmds[] = {"layout", "info", "redistribute", "plan", "run", "train", "step-bench",
+                                 "meta-init", "calibrate", "rand", "ckpt"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", cmds[i]);
+        cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s: %s", cmds[i], out);
+        cr_assert(strstr(out, "usage") != NULL, "%s: %s", cmds[i], out);
+        cr_assert(strstr(out, "(null)") == NULL, "%s help prints a missing entry:\n%s", cmds[i], out);
+    }
+}

@@ -8,7 +8,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 14
+#define NFLAGS 13
 #define MAXOPS 64
 
 static cli_flag *flag_table(void) {

@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 21
+#define NFLAGS 20
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
