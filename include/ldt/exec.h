@@ -51,6 +51,16 @@ ldt_status ldt_threads_run(ldt_threads *t, ldt_rank_fn fn, void *arg);
 ldt_status ldt_threads_launch(int nranks, const ldt_comm_options *opts, ldt_rank_fn fn,
                               void *arg);
 
+/* The MPI backend: one process per rank (mpirun). The world communicator of this process
+ * over MPI_COMM_WORLD, initialising MPI (MPI_THREAD_MULTIPLE) if nobody has; or over an
+ * existing communicator the caller owns: mpi_comm points to an MPI_Comm (this header does
+ * not include mpi.h). Reductions give the threaded backend's bits. LDT_ERR_UNSUPPORTED in a
+ * build without MPI. */
+ldt_status ldt_mpi_world(const ldt_comm_options *opts, ldt_comm **out);
+ldt_status ldt_mpi_world_from(const void *mpi_comm, const ldt_comm_options *opts, ldt_comm **out);
+/* Frees a world made above (a collective over it); finalises MPI if ldt_mpi_world began it. */
+void ldt_mpi_world_destroy(ldt_comm *world);
+
 int ldt_comm_rank(const ldt_comm *c); /* rank within the group */
 int ldt_comm_size(const ldt_comm *c);
 /* The global (world) rank of group member r; -1 if out of range. */
