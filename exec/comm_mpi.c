@@ -75,7 +75,9 @@ static ldt_status mpi_err(int rc, const char *what) {
 }
 
 /* Waits for req, polling, until the communicator's timeout. On a timeout the request is
- * left to MPI (collectives cannot be cancelled); the communicator is then unusable. */
+ * left to MPI (collectives cannot be cancelled): the buffers MPI may still touch are leaked
+ * rather than freed, and the communicator is unusable (abandon the world; mpirun ends a job
+ * whose process exits). */
 static ldt_status wait_req(mpi_comm *c, MPI_Request *req, const char *what) {
     double t0 = now_ms();
     int done = 0, spins = 0;
@@ -153,7 +155,8 @@ static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const int64_t *co
     }
     st = mpi_err(MPI_Ialltoallv(op->send, sc, sd, type_of(op->dtype), tmp, rc, rd, type_of(op->dtype),
                                 c->comm, &req), what);
-    if (st == LDT_OK) st = wait_req(c, &req, what);
+    if (st == LDT_OK && (st = wait_req(c, &req, what)) == LDT_ERR_TIMEOUT)
+        sc = NULL, tmp = NULL; /* MPI may still touch them: leaked with the dead communicator */
     if (st != LDT_OK) goto done;
     for (int r = 0; r < n; r++) srcs[r] = tmp + (size_t)r * (size_t)mine * es;
     if (mine) ldt__reduce_at(out, srcs, n, 0, mine, op->dtype, op->reduce, n);
@@ -178,7 +181,7 @@ static ldt_status gather_v(mpi_comm *c, const void *send, void *recv, const int6
         st = mpi_err(MPI_Iallgatherv(send == at ? MPI_IN_PLACE : send, ic[me], type_of(dt), recv, ic,
                                      ic + n, type_of(dt), c->comm, &req), what);
     }
-    if (st == LDT_OK) st = wait_req(c, &req, what);
+    if (st == LDT_OK && (st = wait_req(c, &req, what)) == LDT_ERR_TIMEOUT) ic = NULL; /* MPI may read it */
     free(ic);
     return st;
 }
@@ -205,6 +208,7 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
         if (!mine) st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
         if (st == LDT_OK) st = reduce_parts(c, op, parts, mine, what);
         if (st == LDT_OK) st = gather_v(c, mine, op->recv, parts, op->dtype, what);
+        if (st == LDT_ERR_TIMEOUT) mine = NULL; /* MPI may still read it */
         free(mine);
         free(parts);
         return st;
@@ -243,7 +247,7 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
         if (st == LDT_OK)
             st = mpi_err(MPI_Ialltoallv(op->send, t, t + n, type_of(op->dtype), op->recv, t + 2 * n,
                                         t + 3 * n, type_of(op->dtype), c->comm, &req), what);
-        if (st == LDT_OK) st = wait_req(c, &req, what);
+        if (st == LDT_OK && (st = wait_req(c, &req, what)) == LDT_ERR_TIMEOUT) t = NULL; /* MPI may read it */
         free(t);
         free(eq);
         return st;

@@ -118,6 +118,9 @@ struct ldt_exec {
     int nranks;
     rank_state **ranks;
     ldt_threads *threads;
+    ldt_comm *world; /* process mode (ctx->world): this process runs rank `me` only */
+    int me;
+    int64_t *gathered; /* process mode, per output: the replay its shards were gathered at */
     ldt__exec_out *outs; /* the nout outputs, then the nassign assigned values */
     int nout, nassign;
     uint8_t *inplace; /* per assigned value: it persists in the ranks' load buffers (its

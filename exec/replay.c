@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -527,6 +528,37 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
     return LDT_OK;
 }
 
+/* Process mode: every rank's local piece of shards s into every process's copy (this
+ * process's own piece already in place). A collective over the world: every process calls it
+ * at the same point of the same code. */
+static ldt_status gather_shards(ldt_exec *e, ldt_shards *s) {
+    int n = e->nranks;
+    int64_t *counts = calloc((size_t)n, sizeof *counts), total = 0, at = 0, mine = 0;
+    char *buf = NULL;
+    ldt_status st = LDT_OK;
+    if (!counts) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "gather: out of memory");
+    for (int r = 0; r < n; r++) {
+        ldt_shards_local(s, r, &counts[r]);
+        total += counts[r];
+    }
+    for (int r = 0; r < e->me; r++) at += counts[r];
+    mine = counts[e->me];
+    if (!(buf = malloc((size_t)(total ? total : 1)))) {
+        free(counts);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "gather: out of memory for %lld bytes", (long long)total);
+    }
+    if (mine) memcpy(buf + at, ldt_shards_local(s, e->me, NULL), (size_t)mine);
+    st = ldt_all_gather_v(e->world, buf + at, buf, counts, LDT_U8);
+    at = 0;
+    for (int r = 0; r < n && st == LDT_OK; r++) {
+        if (counts[r] && r != e->me) memcpy(ldt_shards_local(s, r, NULL), buf + at, (size_t)counts[r]);
+        at += counts[r];
+    }
+    free(buf);
+    free(counts);
+    return st == LDT_OK ? LDT_OK : ldt__trace(ldt__error_prefix(st, "gather the ranks' shards"), __FILE__, __LINE__);
+}
+
 /* The host data of every tensor the stale executable assigned in place, from the ranks'
  * load buffers (each rank its region; replicated elements written alike by each holder). */
 static ldt_status host_flush(ldt_ctx *ctx) {
@@ -536,6 +568,16 @@ static ldt_status host_flush(ldt_ctx *ctx) {
     for (int a = 0; a < e->nassign; a++) {
         ldt_tensor *t = e->outs[e->nout + a].assign_to;
         if (!e->inplace[a]) continue;
+        if (e->world) { /* the other ranks' buffers are in other processes: through the shards */
+            ldt_shards *sh = e->outs[e->nout + a].shards;
+            rank_state *rs = e->ranks[e->me];
+            int64_t nb;
+            void *mine = ldt_shards_local(sh, e->me, &nb);
+            if (nb) memcpy(mine, rs->ins[rs->assign_load[a]].call.out.data, (size_t)nb);
+            LDT_CHECK(gather_shards(e, sh));
+            LDT_CHECK(ldt_full_tensor(sh, t->data));
+            continue;
+        }
         for (int r = 0; r < e->nranks; r++) {
             rank_state *rs = e->ranks[r];
             const binstr *lb;
@@ -600,9 +642,87 @@ static ldt_status find_inplace(ldt_exec *e) {
             else rs->assign_load[a] = found;
         }
         e->inplace[a] = (uint8_t)ok;
-        e->any_inplace |= ok;
     }
+    if (e->world) { /* in place only where every process's rank can: gathers are collective */
+        int32_t *f = malloc((size_t)e->nassign * sizeof *f);
+        ldt_status st;
+        if (!f) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        for (int a = 0; a < e->nassign; a++) f[a] = e->inplace[a];
+        st = ldt_all_reduce(e->world, f, f, e->nassign, LDT_I32, LDT_REDUCE_MIN);
+        for (int a = 0; a < e->nassign; a++) e->inplace[a] = (uint8_t)(f[a] != 0);
+        free(f);
+        LDT_CHECK(st);
+    }
+    for (int a = 0; a < e->nassign; a++) e->any_inplace |= e->inplace[a];
     return LDT_OK;
+}
+
+/* Process mode: the processes must have planned alike (same trace, same numbers). Each hashes
+ * every rank's program per trace node; the totals are compared and, on a difference, the
+ * first node whose hash differs from rank 0's is named. */
+static ldt_status agree(ldt_exec *e) {
+    int n = e->nranks;
+    int64_t nn = 0, *nodes = NULL, *counts = NULL, total = 0, *all = NULL, *sum = NULL;
+    ldt_status st = LDT_OK;
+    for (int r = 0; r < e->nprogs; r++)
+        if (e->progs[r] && e->progs[r]->nnodes > nn) nn = e->progs[r]->nnodes;
+    nodes = calloc((size_t)(nn + 1), sizeof *nodes);
+    counts = calloc((size_t)n, sizeof *counts);
+    sum = calloc((size_t)n * 2, sizeof *sum);
+    if (!nodes || !counts || !sum) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int r = 0; r < e->nprogs; r++) {
+        const ldt__program *p = e->progs[r];
+        for (int64_t i = 0; p && i < p->nins; i++) {
+            const ldt__instr *x = &p->ins[i];
+            const ldt__value *v = &p->vals[x->out];
+            int64_t h[4 + LDT_MAX_DIMS] = {x->kind, x->op, r, v->dtype};
+            int64_t node = x->node >= 0 && x->node < nn ? x->node : nn;
+            for (int d = 0; d < v->shape.ndim; d++) h[4 + d] = v->shape.dims[d];
+            nodes[node] = (int64_t)(XXH3_64bits_withSeed(h, sizeof h, (uint64_t)nodes[node]) >> 1);
+        }
+    }
+    sum[0] = nn;
+    sum[1] = (int64_t)(XXH3_64bits(nodes, (size_t)(nn + 1) * sizeof *nodes) >> 1);
+    {
+        int64_t pair[2] = {sum[0], sum[1]};
+        LDT_CHECK_GOTO(ldt_all_gather(e->world, pair, sum, 2, LDT_I64));
+    }
+    {
+        int same = 1;
+        for (int r = 1; r < n; r++) same &= sum[2 * r] == sum[0] && sum[2 * r + 1] == sum[1];
+        if (same) goto done;
+    }
+    for (int r = 0; r < n; r++) total += counts[r] = sum[2 * r] + 1;
+    if (!(all = malloc((size_t)total * sizeof *all))) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    {
+        int64_t at = 0;
+        for (int r = 0; r < e->me; r++) at += counts[r];
+        memcpy(all + at, nodes, (size_t)(nn + 1) * sizeof *nodes);
+        LDT_CHECK_GOTO(ldt_all_gather_v(e->world, all + at, all, counts, LDT_I64));
+    }
+    {
+        int64_t at = counts[0];
+        for (int r = 1; r < n; r++) {
+            for (int64_t k = 0; k < counts[r] && k < counts[0]; k++)
+                if (all[at + k] != all[k]) {
+                    const char *op = k < e->ctx->nnodes ? ldt__op_name(e->ctx, e->ctx->nodes[k]->op) : "?";
+                    LDT_FAIL_GOTO(LDT_ERR_INVALID_USAGE, "compile: the processes planned differently: rank %d's "
+                                  "programs differ from rank 0's first at node %%%lld (%s); every process must "
+                                  "trace the same step with the same inputs' shapes and options", r, (long long)k, op);
+                }
+            if (counts[r] != counts[0])
+                LDT_FAIL_GOTO(LDT_ERR_INVALID_USAGE, "compile: the processes planned differently: rank %d traced "
+                              "%lld nodes, rank 0 %lld", r, (long long)counts[r] - 1, (long long)counts[0] - 1);
+            at += counts[r];
+        }
+    }
+done:
+fail:
+    free(nodes);
+    free(counts);
+    free(sum);
+    free(all);
+    return st;
 }
 
 ldt_status ldt_replay(ldt_exec *e) {
@@ -611,7 +731,12 @@ ldt_status ldt_replay(ldt_exec *e) {
     if (e->ctx->stale_exec && e->ctx->stale_exec != e) LDT_CHECK(ldt__host_sync(e->ctx));
     e->rng_now = e->ctx->rng_offset;
     if (e->profile) e->t_origin = now_s();
-    st = ldt_threads_run(e->threads, rank_replay, e);
+    if (e->world) { /* process mode: this process's rank, here */
+        st = rank_replay(e->world, e);
+        if (st != LDT_OK) ldt__error_prefix(st, "rank %d", e->me);
+    } else {
+        st = ldt_threads_run(e->threads, rank_replay, e);
+    }
     e->rebind = 0;
     if (st != LDT_OK) return st;
     e->ctx->rng_offset += e->rng_advance; /* as the eager step would have */
@@ -629,6 +754,7 @@ ldt_status ldt_replay(ldt_exec *e) {
                 if (e->ranks[r]) e->ranks[r]->ins[e->ranks[r]->assign_load[a]].version = LDT__P(t)->version;
             continue;
         }
+        if (e->world) LDT_CHECK(gather_shards(e, e->outs[i].shards));
         LDT_CHECK(ldt_full_tensor(e->outs[i].shards, t->data));
         LDT__P(t)->version++;
     }
@@ -648,6 +774,10 @@ ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec read: output %d holds %lld bytes, %lld given", i,
                  (long long)e->outs[i].nbytes, (long long)nbytes);
     if (!e->replays) LDT_FAIL(LDT_ERR_INVALID_USAGE, "exec read: nothing has been replayed yet");
+    if (e->world && e->gathered[i] != e->replays) { /* a collective: every process reads it */
+        LDT_CHECK(gather_shards(e, e->outs[i].shards));
+        e->gathered[i] = e->replays;
+    }
     return ldt_full_tensor(e->outs[i].shards, dst);
 }
 
@@ -717,6 +847,7 @@ void ldt__exec_destroy(ldt_exec *e) {
     free(e->ranks);
     free(e->outs);
     free(e->inplace);
+    free(e->gathered);
     free(e->bindings);
     free(e->trace_path);
     free(e->key);
@@ -862,7 +993,11 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     ldt_plan *plan = NULL;
     ldt_status st = LDT_OK;
     const ldt_mesh *mesh = ctx->mesh;
+    ldt_compile_options oc;
+    ldt_cost_model cm;
     if (!e) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    memset(&oc, 0, sizeof oc);
+    e->me = -1;
     e->ctx = ctx;
     e->mesh = mesh;
     e->rng_base = ctx->trace_rng_base;
@@ -870,6 +1005,28 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     if (o && o->trace_path && !(e->trace_path = strdup(o->trace_path)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     e->profile = e->trace_path != NULL || (o && o->profile);
+    if (ctx->world) { /* process mode: one rank here; every process plans with rank 0's numbers */
+        e->world = ctx->world;
+        e->me = ldt_comm_rank(ctx->world);
+        if (ldt_comm_size(ctx->world) != mesh->max_rank + 1)
+            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "compile: the mesh has %d ranks but the world %d "
+                          "processes; expected one process per rank", mesh->max_rank + 1,
+                          ldt_comm_size(ctx->world));
+        if (o) oc = *o;
+        if (o && o->plan.cost) {
+            cm = *o->plan.cost;
+            LDT_CHECK_GOTO(ldt_broadcast(ctx->world, &cm, (int64_t)sizeof cm, LDT_U8, 0));
+            oc.plan.cost = &cm;
+        }
+        o = &oc;
+        if (e->trace_path && e->me > 0) { /* each process writes its rank's trace */
+            char *p = malloc(strlen(e->trace_path) + 16);
+            if (!p) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+            sprintf(p, "%s.rank%d", e->trace_path, e->me);
+            free(e->trace_path);
+            e->trace_path = p;
+        }
+    }
     LDT_CHECK_GOTO(ldt_plan_create(ctx, o ? &o->plan : NULL, &plan));
     LDT_CHECK_GOTO(assign_in_param_placement(ctx, o, &plan));
     e->plan_cost = ldt_plan_cost(plan);
@@ -906,9 +1063,10 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     LDT_CHECK_GOTO(schedule_all(e, o));
     if (!(e->ranks = calloc((size_t)e->nranks, sizeof *e->ranks)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    if (e->world) LDT_CHECK_GOTO(agree(e));
     for (int r = 0; r < e->nprogs && r < e->nranks; r++) {
         rank_state *rs;
-        if (!e->progs[r]) continue;
+        if (!e->progs[r] || (e->world && r != e->me)) continue;
         if (!(rs = e->ranks[r] = calloc(1, sizeof *rs))) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
         rs->e = e;
         rs->rank = r;
@@ -924,7 +1082,10 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         e->instructions = rs->nins > e->instructions ? rs->nins : e->instructions;
     }
     LDT_CHECK_GOTO(find_inplace(e));
-    if (ldt_mesh_device(mesh) != LDT_DEVICE_META) LDT_CHECK_GOTO(ldt_threads_create(e->nranks, NULL, &e->threads));
+    if (e->world && !(e->gathered = calloc((size_t)(e->nout ? e->nout : 1), sizeof *e->gathered)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    if (ldt_mesh_device(mesh) != LDT_DEVICE_META && !e->world)
+        LDT_CHECK_GOTO(ldt_threads_create(e->nranks, NULL, &e->threads));
     *out = e;
     e = NULL;
 fail:

@@ -296,7 +296,7 @@ Test(cli, rand_text_help_and_bad_input) {
 Test(cli, every_command_has_whole_help) {
     static char out[1 << 16];
     static const char *cmds[] = {"layout", "info", "redistribute", "plan", "run", "train", "step-bench",
-                                 "meta-init", "calibrate", "rand", "ckpt"};
+                                 "meta-init", "calibrate", "rand", "ckpt", "spec"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
         snprintf(args, sizeof args, "%s --help", cmds[i]);

@@ -448,7 +448,7 @@ Test(sharded, pinned_nested_and_interleaved) {
     for (int dist = 3; dist < 5; dist++) {
         dist_arg a = {dist, shape, dist == 3 ? LDT_F32 : LDT_I32};
         ldt_ctx *one, *ctx;
-        ldt_ctx_options co = {mesh, 0};
+        ldt_ctx_options co = {mesh, 0, NULL};
         int32_t ref[72], got[72]; /* 4-byte elements either way */
         int64_t nb = sizeof got;
         cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
@@ -489,7 +489,7 @@ Test(sharded, three_d_mesh_pinned) {
     for (int dist = 0; dist < 5; dist++) {
         dist_arg a = {dist, shape, dist == 4 ? LDT_I32 : LDT_F32};
         ldt_ctx *one, *ctx;
-        ldt_ctx_options co = {mesh, 0};
+        ldt_ctx_options co = {mesh, 0, NULL};
         int32_t ref[84], got[84];
         int64_t nb = sizeof got;
         cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);

@@ -255,7 +255,7 @@ Test(materialize, read_sync_keep_and_expiry) {
 
 Test(pins, pin_dump_and_dot) {
     ldt_mesh *mesh;
-    ldt_ctx_options o = {NULL, 0};
+    ldt_ctx_options o = {NULL, 0, NULL};
     ldt_ctx *ctx;
     ldt_tensor *x, *y, *r;
     char *buf = NULL;

@@ -28,6 +28,7 @@ ldt_status ldt_ctx_create(const ldt_ctx_options *opts, ldt_ctx **out) {
         return ldt__trace(st, __FILE__, __LINE__);
     }
     ctx->seed = opts ? opts->seed : 0;
+    ctx->world = opts ? opts->world : NULL;
     ldt__arena_init(&ctx->arenas[0], TRACE_CHUNK);
     ldt__arena_init(&ctx->arenas[1], TRACE_CHUNK);
     ctx->arena = &ctx->arenas[1]; /* gen 1 uses arena 1 (gen & 1), as ldt__trace_end picks */

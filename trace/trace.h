@@ -84,6 +84,7 @@ typedef struct ldt__custom_op {
 
 struct ldt_ctx {
     ldt_mesh *mesh; /* owned copy */
+    struct ldt_comm *world; /* process mode: this process's world (borrowed), else NULL */
     uint64_t seed, rng_offset;
     uint64_t trace_rng_base; /* rng_offset when the current trace started */
     ldt__attrs no_attrs;     /* all zero, never written: the attrs of nodes without any */

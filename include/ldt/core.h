@@ -271,6 +271,35 @@ ldt_status ldt_region_slice(const ldt_region *r, int64_t i, int64_t *offset, int
 /* torch.chunk of a dim of size n into k parts: start and length of part i. */
 void ldt_chunk(int64_t n, int64_t k, int64_t i, int64_t *start, int64_t *len);
 
+/* ---------------------------------------------------------------------------------------
+ * Other systems' sharding notations (docs/notations.md). ColossalAI/Alpa "[S01,R]" and
+ * PyTorch/XLA "((0, 1), None)" have one entry per TENSOR dim naming the mesh dims that shard
+ * it; our placements have one per MESH dim. A tensor dim sharded on several mesh dims lists
+ * them in increasing mesh-dim order, the order ldt_layout splits it in; another order ("S10")
+ * and Partial or InterleavedShard placements have no counterpart and are errors.
+ * Formatters write into buf (cap bytes) and set *need (may be NULL) to the text's length;
+ * a buffer too small is an error. Parsers fill mesh_ndim placements (cap >= mesh_ndim);
+ * tensor_ndim >= 0 requires that many entries, < 0 takes the count as written.
+ */
+/* Placements -> ColossalAI/Alpa sharding sequence: R,S0 on a 2-D mesh, 3-D tensor -> "[S1,R,R]". */
+ldt_status ldt_colossal_format(const ldt_placement *pl, int nplace, int tensor_ndim, char *buf,
+                               size_t cap, size_t *need);
+/* "[S0,R]", "[S01,R]", Alpa's "S01R" -> one placement per mesh dim (mesh dims it names
+ * nowhere: R). */
+ldt_status ldt_colossal_parse(const char *text, int mesh_ndim, int tensor_ndim, ldt_placement *out,
+                              int cap, int *n);
+/* Placements -> torch_xla partition spec as Python writes it: R,S0 -> "(1, None, None)",
+ * S0,S0 (1-D tensor) -> "((0, 1),)"; the mesh axes of one dim go major first. */
+ldt_status ldt_xla_format(const ldt_placement *pl, int nplace, int tensor_ndim, char *buf,
+                          size_t cap, size_t *need);
+/* "(1, None, None)", "((0, 1), None)" -> one placement per mesh dim. */
+ldt_status ldt_xla_parse(const char *text, int mesh_ndim, int tensor_ndim, ldt_placement *out,
+                         int cap, int *n);
+/* The HLO sharding of a spec, device ids from the mesh's rank array: R,S0 on 2x4, 3-D ->
+ * "{devices=[4,1,1,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}"; "{replicated}" if unsharded.
+ * Refuses a dim split unevenly over several mesh dims where nested torch.chunk != XLA tiles. */
+ldt_status ldt_hlo_sharding_format(const ldt_spec *spec, char *buf, size_t cap, size_t *need);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,6 +36,10 @@ typedef struct ldt_tensor ldt_tensor;
 typedef struct ldt_ctx_options {
     const ldt_mesh *mesh; /* borrowed; NULL: a 1-D mesh of one rank */
     uint64_t seed;        /* the random stream's seed (offset starts at 0) */
+    /* One process per rank (ldt_mpi_world): this process is the world's rank r and runs only
+     * rank r of compiled steps; every process runs the same code (SPMD). Borrowed; NULL: all
+     * ranks run here as threads. Eager runs stay local (every process computes them whole). */
+    struct ldt_comm *world;
 } ldt_ctx_options;
 
 ldt_status ldt_ctx_create(const ldt_ctx_options *opts, ldt_ctx **out);

@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 20
+#define NFLAGS 21
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -26,6 +26,8 @@ static cli_flag *flag_table(void) {
         {"sample", 1, "characters to generate from a prompt after training (default 40)", NULL},
         {"trace", 1, "write a Chrome trace JSON of the last step to FILE", NULL},
         {"zero", 0, "shard the optimizer state over the dp mesh dim (ZeRO)", NULL},
+        {"backend", 1, "threads (default: every rank a thread here) or mpi (one process per rank, "
+                       "under mpirun -np <ranks>; rank 0 prints)", NULL},
         {"json", 0, "one JSON object", NULL},
         {"help", 0, "this help", NULL},
     };
@@ -143,12 +145,13 @@ int cmd_train(int argc, char **argv) {
     char *text = NULL, *end;
     const char *s_opt, *s_dt, *v;
     int rc = 1, np, json, tty = isatty(2);
+    ldt_comm *world = NULL;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt train [--model gpt] [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16] [--dropout P] [--data FILE]\n"
-               "                 [--sample N] [--trace FILE] [--zero] [--json]\n\n"
+               "                 [--sample N] [--trace FILE] [--zero] [--backend threads|mpi] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
@@ -192,12 +195,29 @@ int cmd_train(int argc, char **argv) {
         free(text);
         return 1;
     }
+    if ((v = cli_get(f, NFLAGS, "backend")) && strcmp(v, "threads") != 0 && strcmp(v, "mpi") != 0) {
+        fprintf(stderr, "ldt train: --backend %s, expected threads or mpi\n", v);
+        free(text);
+        return 2;
+    }
+    if (v && strcmp(v, "mpi") == 0) { /* every process runs this; rank 0 speaks */
+        if (ldt_mpi_world(NULL, &world) != LDT_OK) {
+            free(text);
+            return cli_fail("train");
+        }
+        if (ldt_comm_rank(world) != 0) {
+            tty = 0;
+            if (!freopen("/dev/null", "w", stdout)) tty = 0;
+        }
+    }
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "dp=2,tp=2", LDT_DEVICE_CPU,
                        &mesh) != LDT_OK) {
         free(text);
+        ldt_mpi_world_destroy(world);
         return cli_fail("train");
     }
     co.mesh = mesh;
+    co.world = world;
     co.seed = (uint64_t)seed;
     losses = calloc((size_t)steps, sizeof *losses);
     times = calloc((size_t)steps, sizeof *times);
@@ -319,6 +339,7 @@ done:
     ldt_model_destroy(model);
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
+    ldt_mpi_world_destroy(world);
     free(text);
     free(losses);
     free(times);

@@ -25,6 +25,7 @@ static const command k_commands[] = {
     {"calibrate", cmd_calibrate, "measure latency and bandwidth per mesh dim into a cost profile"},
     {"rand", cmd_rand, "make a random tensor sharded on a mesh; its hash is the same on every mesh"},
     {"ckpt", cmd_ckpt, "sharded checkpoints: merge into one safetensors file, info"},
+    {"spec", cmd_spec, "one sharding in ColossalAI, torch_xla and HLO notation (and back)"},
 };
 
 static void usage(FILE *f) {
