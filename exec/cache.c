@@ -58,6 +58,7 @@ static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     if (o && o->plan.cost) cm = *o->plan.cost;
     else LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
     put_i64(k, (int64_t)ldt_trace_hash(ctx));
+    put_i64(k, (int64_t)ldt_passes_hash(ctx)); /* registered passes and this trace's bypass marks */
     ldt_mesh_format(ctx->mesh, mesh, sizeof mesh);
     put(k, mesh, strlen(mesh) + 1);
     put_i64(k, cm.nlinks);

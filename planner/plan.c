@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "planner/passes.h"
 #include "planner/plan_internal.h"
 
 #define STRICT_PENALTY 1e9
@@ -926,6 +927,31 @@ static ldt_status strict_check(ldt_plan *p) {
     return LDT_OK;
 }
 
+/* After a post-plan pass: the changed choices priced again (every move must have a
+ * redistribution) and strict mode checked again. */
+static ldt_status revalidate(ldt_plan *p) {
+    p->cost_chosen = price(p, p->choice);
+    if (!isfinite(p->cost_chosen))
+        for (int64_t v = 0; v < p->nnodes; v++) {
+            const ldt_tensor *t = p->ctx->nodes[v];
+            if (is_leaf(t)) continue;
+            for (int k = 0; k < t->nin; k++) {
+                int64_t u = LDT__IN(t)[k]->id;
+                char from[128], to[128];
+                if (isfinite(real_cost(p, p->node_class[u], ldt__chosen_out(p, u), ldt__chosen_in(p, v, k))))
+                    continue;
+                ldt_placements_format(ldt__plist(p, ldt__chosen_out(p, u)), p->nd, from, sizeof from);
+                ldt_placements_format(ldt__plist(p, ldt__chosen_in(p, v, k)), p->nd, to, sizeof to);
+                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                         "op %s (node %%%lld) needs input %d as %s, but its producer (node %%%lld) "
+                         "gives %s and no redistribution makes one from the other",
+                         ldt__op_name(p->ctx, t->op), (long long)v, k, to, (long long)u, from);
+            }
+        }
+    if (p->opts.strict) LDT_CHECK(strict_check(p));
+    return LDT_OK;
+}
+
 static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const int32_t *forced,
                               ldt_plan **out) {
     ldt_plan *p;
@@ -937,6 +963,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
     *out = NULL;
     if (ctx->status != LDT_OK)
         LDT_FAIL(ctx->status, "plan: the trace holds an error: %s", ctx->errmsg);
+    LDT_CHECK(ldt__passes_run(ctx, LDT_PASS_PRE_PLAN, NULL, NULL)); /* they may pin: first */
     if (!(p = calloc(1, sizeof *p))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
     p->ctx = ctx;
     p->mesh = ctx->mesh;
@@ -970,6 +997,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
             LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "plan: node %%%lld has %d strategies, %d forced",
                           (long long)v, p->node_ss[v]->n, forced[v]);
     }
+    LDT_CHECK_GOTO(ldt__bypass_apply(p));
     LDT_CHECK_GOTO(search_greedy(p, greedy));
     p->cost_greedy = price(p, greedy);
     if (p->opts.search == LDT_PLAN_GREEDY && !forced) {
@@ -980,7 +1008,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         for (int64_t v = 0; v < p->nnodes; v++) {
             double best = INFINITY;
             p->choice[v] = 0;
-            if (forced[v] >= 0) {
+            if (forced[v] >= 0 && forced[v] < p->node_ss[v]->n) { /* a bypass has one */
                 p->choice[v] = forced[v];
                 continue;
             }
@@ -1015,6 +1043,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
     p->cost_chosen = price(p, p->choice);
     if (!isfinite(p->cost_chosen))
         LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "plan: no finite-cost plan (a move has no redistribution)");
+    LDT_CHECK_GOTO(ldt__passes_run(ctx, LDT_PASS_POST_PLAN, p, revalidate));
     if (p->opts.strict) LDT_CHECK_GOTO(strict_check(p));
     p->plan_seconds = now_s() - t0;
     *out = p;

@@ -46,6 +46,7 @@ static void free_persistent(ldt_tensor *t) {
 void ldt_ctx_destroy(ldt_ctx *ctx) {
     if (!ctx) return;
     if (ctx->exec_cache_free) ctx->exec_cache_free(ctx->exec_cache); /* before what it holds */
+    if (ctx->passes_free) ctx->passes_free(ctx->passes);
     for (int64_t i = 0; i < ctx->nnodes; i++)
         if (ctx->nodes[i]->kind == LDT__NODE) free(ctx->nodes[i]->data);
     for (int64_t i = 0; i < ctx->npersist; i++) free_persistent(ctx->persist[i]);

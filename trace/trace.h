@@ -112,6 +112,9 @@ struct ldt_ctx {
     /* compiled executables (exec/cache.c), opaque here: trace never calls down */
     void *exec_cache;
     void (*exec_cache_free)(void *cache);
+    /* user passes and bypass marks (planner/passes.c), opaque here for the same reason */
+    void *passes;
+    void (*passes_free)(void *passes);
     /* persistent tensors whose newest values an executable's ranks hold (assigned in place at
      * its last replay) while their host data is older: host_flush brings them home. Every
      * host reader or writer of persistent data calls ldt__host_sync first. */

@@ -253,6 +253,64 @@ ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f);
 /* The program of one rank, one instruction per line. */
 ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f);
 
+/* ---------------------------------------------------------------------------------------
+ * User graph passes and bypass (docs/planner.md), veScale's dispatch patches for a whole
+ * graph at once: functions that run at every ldt_plan_create on a context (so every compile
+ * and eager run), in registration order.
+ *
+ *   static ldt_status seq_parallel_ln(ldt_ctx *ctx, ldt_plan *plan, void *user) {
+ *       for (int64_t i = 0; i < ldt_trace_nodes(ctx); i++) {       // trace.h walks the graph
+ *           ldt_tensor *t = ldt_trace_node(ctx, i);
+ *           if (strcmp(ldt_tensor_op(t), "layer_norm") == 0) ldt_pin(t, seq, 1);
+ *       }
+ *       return LDT_OK;
+ *   }
+ *   ldt_pass_register(ctx, LDT_PASS_PRE_PLAN, "seq-parallel-ln", seq_parallel_ln, NULL);
+ *
+ * Pre-plan passes (plan is NULL) see the traced graph and may annotate it: ldt_pin on any node
+ * and ldt_bypass on op results; they must not record ops (an error). Post-plan passes see the
+ * chosen strategies (ldt_plan_placements, ldt_plan_input_placements) and may change a node's
+ * with ldt_plan_set_placements; after each post-plan pass the plan is validated again (moves
+ * repriced, strict mode re-checked). A pass returns LDT_OK or an error (with ldt_set_error for
+ * its message); any error, or an invalid change, fails ldt_plan_create with a message that
+ * starts "pass '<name>'". Passes should be pure functions of the graph and `user`: the plan
+ * cache keys on which passes are registered (ldt_passes_hash), not on what they decide.
+ */
+typedef enum ldt_pass_stage {
+    LDT_PASS_PRE_PLAN,  /* before the strategy search: pin, bypass */
+    LDT_PASS_POST_PLAN, /* after it: inspect, change chosen strategies */
+    LDT_PASS_STAGE_COUNT
+} ldt_pass_stage;
+
+typedef ldt_status (*ldt_pass_fn)(ldt_ctx *ctx, ldt_plan *plan, void *user);
+
+/* Registers fn under a unique name (1..63 characters) to run at `stage` of every plan of ctx;
+ * user is handed back, borrowed. */
+ldt_status ldt_pass_register(ldt_ctx *ctx, ldt_pass_stage stage, const char *name, ldt_pass_fn fn,
+                             void *user);
+/* Passes registered on ctx (all stages). */
+int ldt_pass_count(const ldt_ctx *ctx);
+/* Bypass (veScale's bypass-for-sharding-prop): the op that produced t (a result of the current
+ * trace) gets the fixed output placements out (one per mesh dim); the search does not choose its
+ * strategy: it takes the first of the op's strategies (enumeration order) with that output,
+ * and its inputs are redistributed to what that strategy needs. No such strategy (S on a
+ * normalised dim, P(max) out of a matmul, ...) fails ldt_plan_create naming the node. */
+ldt_status ldt_bypass(ldt_tensor *t, const ldt_placement *out, int n);
+/* The placements t's chosen strategy needs its input k to have (where the planner moves data
+ * when the producer chose otherwise). */
+ldt_status ldt_plan_input_placements(const ldt_plan *p, const ldt_tensor *t, int k,
+                                     ldt_placement *out, int cap);
+/* Post-plan passes: gives node t (an op result or a leaf of the planned trace) the strategy
+ * whose output is out (n placements, one per mesh dim) and, when in is not NULL, whose inputs
+ * are in[k*n .. k*n+n) for each input k; among several, the one whose inputs need the fewest
+ * moves from what their producers chose. Consumers' moves follow. No such strategy: an error
+ * naming the node, op and placements, and the change is not made. */
+ldt_status ldt_plan_set_placements(ldt_plan *p, ldt_tensor *t, const ldt_placement *out,
+                                   const ldt_placement *in, int n);
+/* Hash of ctx's registered passes (stage, name, function, user pointer, in order) and the
+ * current trace's bypass marks: part of the plan cache's key. 0 when there are none. */
+uint64_t ldt_passes_hash(const ldt_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -136,6 +136,22 @@ uint64_t ldt_trace_hash(const ldt_ctx *ctx);
 ldt_status ldt_trace_dump(const ldt_ctx *ctx, FILE *f);
 /* Graphviz DOT of the current trace. */
 ldt_status ldt_trace_dot(const ldt_ctx *ctx, FILE *f);
+/* Walking the current trace (user graph passes, planner.h): node i in recording order (op
+ * results and the persistent tensors they read), 0 <= i < ldt_trace_nodes(ctx); NULL with the
+ * thread error when out of range. */
+ldt_tensor *ldt_trace_node(const ldt_ctx *ctx, int64_t i);
+/* t's index in the current trace; -1 when it is not in it (ended trace, unused leaf). */
+int64_t ldt_tensor_node(const ldt_tensor *t);
+/* "matmul", "layer_norm", a custom op's name; "input", "param", "const" or "data" for
+ * persistent tensors; "" for NULL. */
+const char *ldt_tensor_op(const ldt_tensor *t);
+/* An op result's inputs (persistent tensors have none); input k, NULL when out of range. */
+int ldt_tensor_ninputs(const ldt_tensor *t);
+ldt_tensor *ldt_tensor_input(const ldt_tensor *t, int k);
+/* A persistent tensor's name; NULL for op results. */
+const char *ldt_tensor_name(const ldt_tensor *t);
+/* t's pin into out (cap >= the mesh's dims); *pinned 0 when it has none (out untouched). */
+ldt_status ldt_tensor_pin(const ldt_tensor *t, ldt_placement *out, int cap, int *pinned);
 
 /* ---- sharding annotations ---------------------------------------------------------- */
 /* Fixes t's placements on the context's mesh (like mark_sharding); one per mesh dim. */
