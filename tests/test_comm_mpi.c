@@ -253,6 +253,61 @@ static void check_nan(ldt_comm *c, const int *members) {
     free(srcs);
 }
 
+/* Process mode (ldt_ctx_options.world): a compiled matmul + sum over a 1-D mesh of all the
+ * processes gives what the same graph gives on rank threads inside this one process; and
+ * when one process traces another shape, compile fails on every process, naming a node. */
+static ldt_tensor *graph(ldt_ctx *ctx, int64_t k, float *xs, float *ws) {
+    ldt_shape sx = {2, {6, k}}, sw = {2, {k, 5}};
+    ldt_tensor *x = ldt_input(ctx, "x", &sx, LDT_F32), *w = ldt_param(ctx, "w", &sw, LDT_F32);
+    ldt_placement s1 = ldt_shard(1), s0 = ldt_shard(0);
+    int d = 1;
+    for (int64_t i = 0; i < 6 * k; i++) xs[i] = (float)value((int)(i % 5), i) * 0.5f;
+    for (int64_t i = 0; i < k * 5; i++) ws[i] = (float)value(3, i) * 0.25f;
+    OK(ldt_input_bind(x, xs, 6 * k * 4));
+    OK(ldt_param_set(w, ws, k * 5 * 4));
+    OK(ldt_pin(x, &s1, 1));
+    OK(ldt_pin(w, &s0, 1));
+    return ldt_sum(ldt_matmul(x, w), &d, 1, 0);
+}
+
+static void check_process_mode(ldt_comm *world) {
+    char text[16];
+    ldt_mesh *mesh;
+    ldt_ctx_options co = {0};
+    ldt_ctx *local, *spmd;
+    ldt_exec *el, *es;
+    float xs[6 * 16], ws[16 * 5], want[6], got[6];
+    snprintf(text, sizeof text, "%d", g_size);
+    OK(ldt_mesh_parse(text, LDT_DEVICE_CPU, &mesh));
+    co.mesh = mesh;
+    OK(ldt_ctx_create(&co, &local));
+    co.world = world;
+    OK(ldt_ctx_create(&co, &spmd));
+    {
+        ldt_tensor *yl = graph(local, 11, xs, ws), *ys = graph(spmd, 11, xs, ws);
+        OK(ldt_compile(local, &yl, 1, NULL, &el));
+        OK(ldt_replay(el));
+        OK(ldt_exec_read(el, 0, want, sizeof want));
+        OK(ldt_compile(spmd, &ys, 1, NULL, &es));
+        OK(ldt_replay(es));
+        OK(ldt_exec_read(es, 0, got, sizeof got));
+        CHECK(memcmp(want, got, sizeof got) == 0, "process mode differs from rank threads: %g vs %g", got[0], want[0]);
+    }
+    /* rank 1 traces k = 12, the others 11: nobody runs a plan the others do not share */
+    if (g_size > 1) {
+        ldt_tensor *y = graph(spmd, g_rank == 1 ? 12 : 11, xs, ws);
+        ldt_exec *bad = NULL;
+        ldt_status st = y ? ldt_compile(spmd, &y, 1, NULL, &bad) : LDT_ERR_INVALID_ARGUMENT;
+        CHECK(st == LDT_ERR_INVALID_USAGE && strstr(ldt_last_error(), "planned differently") &&
+                  strstr(ldt_last_error(), "node"),
+              "a different trace on rank 1: %s: %s", ldt_status_name(st), ldt_last_error());
+        ldt_trace_discard(spmd);
+    }
+    ldt_ctx_destroy(spmd);
+    ldt_ctx_destroy(local);
+    ldt_mesh_destroy(mesh);
+}
+
 int main(int argc, char **argv) {
     ldt_comm *world, *quick = NULL;
     ldt_comm_options qo = {300};
@@ -292,6 +347,7 @@ int main(int argc, char **argv) {
         }
         ldt_mesh_destroy(mesh);
     }
+    check_process_mode(world);
     /* bad input */
     CHECK(ldt_mpi_world_from(NULL, NULL, &quick) == LDT_ERR_INVALID_ARGUMENT && strstr(ldt_last_error(), "NULL"),
           "a NULL communicator: %s", ldt_last_error());
