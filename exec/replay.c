@@ -732,8 +732,7 @@ ldt_status ldt_replay(ldt_exec *e) {
     e->rng_now = e->ctx->rng_offset;
     if (e->profile) e->t_origin = now_s();
     if (e->world) { /* process mode: this process's rank, here */
-        st = rank_replay(e->world, e);
-        if (st != LDT_OK) ldt__error_prefix(st, "rank %d", e->me);
+        st = rank_replay(e->world, e); /* its errors name the rank already */
     } else {
         st = ldt_threads_run(e->threads, rank_replay, e);
     }
