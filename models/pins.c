@@ -1,6 +1,7 @@
 /* Sharding schemes for the model builders, set as pins on parameters and inputs (public API
- * only). "megatron": tensor parallel on the mesh dim named "tp" (else the last), the batch on
- * the dim named "dp" (else the first, on a 2-D+ mesh); the planner derives the rest. */
+ * only). "megatron": tensor parallel on the mesh dim named "tp" (else the last, unless a dim
+ * is named "dp": then none), the batch on the dim named "dp" (else, on a 2-D+ mesh, the first
+ * that is not tp); the planner derives the rest. */
 #include <string.h>
 
 #include "models/model.h"
@@ -32,8 +33,10 @@ ldt_status ldt_model_pin(ldt_model *m, const char *scheme) {
     mesh = ldt_ctx_mesh(m->ctx);
     nd = ldt_mesh_ndim(mesh);
     ldt_clear_error();
-    tp = find_dim(mesh, "tp", nd - 1);
-    dp = find_dim(mesh, "dp", nd >= 2 ? 0 : -1);
+    /* a mesh that names a dp dim but no tp dim is data parallel only: nothing on tp */
+    dp = find_dim(mesh, "dp", -1);
+    tp = find_dim(mesh, "tp", dp >= 0 ? -1 : nd - 1);
+    if (dp < 0 && nd >= 2) dp = tp == 0 ? 1 : 0;
     if (dp == tp) dp = -1;
     ldt_clear_error();
     for (int i = 0; i < m->ninputs; i++) /* the batch on dp, replicated on tp */

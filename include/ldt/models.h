@@ -56,8 +56,9 @@ ldt_status ldt_model_init(ldt_model *m, uint64_t seed);
 ldt_tensor *ldt_model_forward(ldt_model *m);
 ldt_tensor *ldt_model_output(const ldt_model *m);
 /* Pins a sharding scheme on the parameters and inputs (the planner derives the rest):
- * "megatron" (tensor parallel on the mesh dim named "tp", else the last; the batch on the dim
- * named "dp", else the first of a 2-D+ mesh): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
+ * "megatron" (tensor parallel on the mesh dim named "tp", else the last unless one is named
+ * "dp": a dp-only mesh is data parallel; the batch on the dim named "dp", else the first
+ * non-tp dim of a 2-D+ mesh): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
  * IS0:3 (q, k and v each split by heads), attention and MLP output projections S1, c_fc S0,
  * the token embedding (and tied LM head) S0 on the vocab; inputs S0 on dp. "none": nothing. */
 ldt_status ldt_model_pin(ldt_model *m, const char *scheme);
