@@ -250,3 +250,41 @@ Test(plan_models, megatron_gpt_two_all_reduces_per_block_logits_never_gathered) 
     }
     g_big = 0;
 }
+
+/* Megatron pins by mesh dim names: on "dp=4" the model is data parallel (every parameter
+ * replicated, inputs split on the batch); on "tp=4" tensor parallel (inputs whole); on
+ * "dp=2,tp=2" both; an unnamed 2-D mesh takes tp last and dp first. */
+Test(plan_models, megatron_pins_follow_the_mesh_dim_names) {
+    static const struct {
+        const char *mesh;
+        int dp, tp; /* mesh dims, -1: none */
+    } cases[] = {{"dp=4", 0, -1}, {"tp=4", -1, 0}, {"dp=2,tp=2", 0, 1}, {"tp=2,dp=2", 1, 0}, {"2x2", 0, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        model_run r;
+        int sharded_on_tp = 0;
+        model_open(&r, "gpt", cases[c].mesh, "megatron", 1);
+        for (int i = 0; i < ldt_model_ninputs(r.m); i++) {
+            ldt_placement pl[LDT_MAX_DIMS];
+            int pinned;
+            cr_assert_eq(ldt_tensor_pin(ldt_model_input(r.m, i, NULL), pl, LDT_MAX_DIMS, &pinned), LDT_OK);
+            cr_assert(pinned);
+            for (int d = 0; d < ldt_mesh_ndim(r.mesh); d++)
+                cr_assert_eq(pl[d].kind, d == cases[c].dp ? LDT_PLACE_SHARD : LDT_PLACE_REPLICATE,
+                             "%s: input %d mesh dim %d", cases[c].mesh, i, d);
+        }
+        for (int i = 0; i < ldt_model_nparams(r.m); i++) {
+            ldt_placement pl[LDT_MAX_DIMS];
+            int pinned;
+            const char *name;
+            cr_assert_eq(ldt_tensor_pin(ldt_model_param(r.m, i, &name), pl, LDT_MAX_DIMS, &pinned), LDT_OK);
+            if (!pinned) continue;
+            for (int d = 0; d < ldt_mesh_ndim(r.mesh); d++) {
+                if (d == cases[c].tp) sharded_on_tp |= pl[d].kind != LDT_PLACE_REPLICATE;
+                else cr_assert_eq(pl[d].kind, LDT_PLACE_REPLICATE, "%s: %s split on mesh dim %d (not tp)",
+                                  cases[c].mesh, name, d);
+            }
+        }
+        cr_assert_eq(sharded_on_tp, cases[c].tp >= 0, "%s: weights split on tp", cases[c].mesh);
+        model_close(&r);
+    }
+}
