@@ -131,6 +131,23 @@ typedef struct rb {
     int64_t bytes, ready, need;
 } rb;
 
+/* Closes open bucket c: it joins the closed ones (its members learn their bucket) and the
+ * last open one takes its slot. 0 when out of memory. */
+static int close_open(rb *open, int *nopen, int c, rb **bs, int64_t *nb, int64_t *capb, int64_t *bucket_of) {
+    if (*nb == *capb) {
+        int64_t nc = *capb ? 2 * *capb : 16;
+        rb *nbs = realloc(*bs, (size_t)nc * sizeof *nbs);
+        if (!nbs) return 0;
+        *bs = nbs;
+        *capb = nc;
+    }
+    for (int j = 0; j < open[c].n; j++) bucket_of[open[c].m[j]] = *nb;
+    (*bs)[(*nb)++] = open[c];
+    open[c] = open[--*nopen];
+    memset(&open[*nopen], 0, sizeof open[*nopen]);
+    return 1;
+}
+
 static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
                                    ldt__fuse_stats *st) {
     int64_t n = p->nins, ne = 0, *ready = NULL, *need = NULL, *order = NULL, *lastw = NULL, *pos = NULL;
@@ -187,34 +204,13 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
         for (int c = 0; c < nopen; c++) {
             int close = i < 0 || (fresh && same_group(p, &p->ins[open[c].m[0]], &p->ins[i]));
             if (!close) continue;
-            if (nb == capb) {
-                int64_t nc = capb ? 2 * capb : 16;
-                rb *nbs = realloc(bs, (size_t)nc * sizeof *nbs);
-                if (!nbs) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-                bs = nbs;
-                capb = nc;
-            }
-            for (int j = 0; j < open[c].n; j++) bucket_of[open[c].m[j]] = nb;
-            bs[nb++] = open[c];
-            open[c] = open[--nopen];
-            memset(&open[nopen], 0, sizeof open[nopen]);
+            if (!close_open(open, &nopen, c, &bs, &nb, &capb, bucket_of)) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
             c--;
         }
         if (i < 0) break;
         if (fresh) {
-            if (nopen == MAX_OPEN) { /* no room: the oldest goes out */
-                if (nb == capb) {
-                    int64_t nc = capb ? 2 * capb : 16;
-                    rb *nbs = realloc(bs, (size_t)nc * sizeof *nbs);
-                    if (!nbs) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-                    bs = nbs;
-                    capb = nc;
-                }
-                for (int j = 0; j < open[0].n; j++) bucket_of[open[0].m[j]] = nb;
-                bs[nb++] = open[0];
-                open[0] = open[--nopen];
-                memset(&open[nopen], 0, sizeof open[nopen]);
-            }
+            if (nopen == MAX_OPEN && !close_open(open, &nopen, 0, &bs, &nb, &capb, bucket_of))
+                LDT_FAIL_GOTO_(st_, "fuse: out of memory"); /* no room: the oldest goes out */
             k = nopen++;
             open[k].ready = ready[i];
             open[k].need = need[i];

@@ -439,22 +439,28 @@ Test(sharded, every_strategy_equals_one_device) {
     cr_log_info("%d strategies checked", total);
 }
 
-/* A 2x2 mesh pinned to nested and interleaved placements, planned normally (not forced). */
-Test(sharded, pinned_nested_and_interleaved) {
-    static const char *pins[] = {"S0,S0", "S1,S0", "IS0:2,S1", "S1,IS0:3", "R,S1", "IS1:3,S0"};
-    ldt_shape shape = {2, {12, 6}};
+/* Distributions dists[0..ndist) of `shape` on mesh_text, each pinned to every entry of pins
+ * and planned normally (not forced): every result equals one device's bit for bit. */
+static void check_pinned(const char *mesh_text, const char *const *pins, size_t npins, ldt_shape shape,
+                         const int *dists, int ndist) {
     ldt_mesh *mesh;
-    cr_assert_eq(ldt_mesh_parse("2x2", LDT_DEVICE_CPU, &mesh), LDT_OK);
-    for (int dist = 3; dist < 5; dist++) {
-        dist_arg a = {dist, shape, dist == 3 ? LDT_F32 : LDT_I32};
+    int nd;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &mesh), LDT_OK);
+    nd = ldt_mesh_ndim(mesh);
+    for (int k = 0; k < ndist; k++) {
+        int dist = dists[k];
+        dist_arg a = {dist, shape, dist == 4 ? LDT_I32 : LDT_F32};
         ldt_ctx *one, *ctx;
         ldt_ctx_options co = {mesh, 0, NULL};
-        int32_t ref[72], got[72]; /* 4-byte elements either way */
-        int64_t nb = sizeof got;
+        int64_t nb = 4;
+        int32_t *ref, *got; /* 4-byte elements either way */
+        for (int d = 0; d < shape.ndim; d++) nb *= shape.dims[d];
+        ref = malloc((size_t)nb);
+        got = malloc((size_t)nb);
         cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
-        read_all(build_dist(one, &a), ref, sizeof ref);
+        read_all(build_dist(one, &a), ref, nb);
         ldt_ctx_destroy(one);
-        for (size_t p = 0; p < sizeof pins / sizeof pins[0]; p++) {
+        for (size_t p = 0; p < npins; p++) {
             ldt_placement pl[LDT_MAX_DIMS];
             int npl;
             ldt_plan *plan;
@@ -463,60 +469,35 @@ Test(sharded, pinned_nested_and_interleaved) {
             cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
             t = build_dist(ctx, &a);
             cr_assert_not_null(t);
-            cr_assert_eq(ldt_placements_parse(pins[p], 2, pl, LDT_MAX_DIMS, &npl), LDT_OK, "%s",
+            cr_assert_eq(ldt_placements_parse(pins[p], shape.ndim, pl, LDT_MAX_DIMS, &npl), LDT_OK, "%s",
                          ldt_last_error());
+            cr_assert_eq(npl, nd);
             cr_assert_eq(ldt_pin(t, pl, npl), LDT_OK, "%s: %s", pins[p], ldt_last_error());
-            cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s: %s", pins[p],
-                         ldt_last_error());
-            memset(got, 0, sizeof got);
-            cr_assert_eq(ldt_plan_run(plan, 1, &t, &dst, &nb), LDT_OK, "%s: %s", pins[p],
-                         ldt_last_error());
-            cr_assert(memcmp(got, ref, sizeof ref) == 0, "dist %d pinned %s differs", dist, pins[p]);
+            cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s: %s", pins[p], ldt_last_error());
+            memset(got, 0, (size_t)nb);
+            cr_assert_eq(ldt_plan_run(plan, 1, &t, &dst, &nb), LDT_OK, "%s: %s", pins[p], ldt_last_error());
+            cr_assert(memcmp(got, ref, (size_t)nb) == 0, "dist %d pinned %s on %s differs", dist, pins[p],
+                      mesh_text);
             ldt_plan_destroy(plan);
             ldt_ctx_destroy(ctx);
         }
+        free(ref);
+        free(got);
     }
     ldt_mesh_destroy(mesh);
 }
 
-/* A 3-D mesh: every distribution pinned to nested, uneven and interleaved placements equals
- * one device bitwise. */
+/* A 2x2 mesh pinned to nested and interleaved placements. */
+Test(sharded, pinned_nested_and_interleaved) {
+    static const char *pins[] = {"S0,S0", "S1,S0", "IS0:2,S1", "S1,IS0:3", "R,S1", "IS1:3,S0"};
+    static const int dists[] = {3, 4};
+    check_pinned("2x2", pins, sizeof pins / sizeof pins[0], (ldt_shape){2, {12, 6}}, dists, 2);
+}
+
+/* A 3-D mesh: every distribution pinned to nested, uneven and interleaved placements. */
 Test(sharded, three_d_mesh_pinned) {
     static const char *pins[] = {"S0,S1,S0", "S1,S1,S1", "IS0:2,R,S1", "R,S1,IS0:3", "S0,S0,S0"};
-    ldt_shape shape = {2, {12, 7}}; /* 7 over 8 ranks: empty shards; 12 over 8: uneven */
-    ldt_mesh *mesh;
-    cr_assert_eq(ldt_mesh_parse("2x2x2", LDT_DEVICE_CPU, &mesh), LDT_OK);
-    for (int dist = 0; dist < 5; dist++) {
-        dist_arg a = {dist, shape, dist == 4 ? LDT_I32 : LDT_F32};
-        ldt_ctx *one, *ctx;
-        ldt_ctx_options co = {mesh, 0, NULL};
-        int32_t ref[84], got[84];
-        int64_t nb = sizeof got;
-        cr_assert_eq(ldt_ctx_create(NULL, &one), LDT_OK);
-        read_all(build_dist(one, &a), ref, sizeof ref);
-        ldt_ctx_destroy(one);
-        for (size_t p = 0; p < sizeof pins / sizeof pins[0]; p++) {
-            ldt_placement pl[LDT_MAX_DIMS];
-            int npl;
-            ldt_plan *plan;
-            ldt_tensor *t;
-            void *dst = got;
-            cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
-            t = build_dist(ctx, &a);
-            cr_assert_not_null(t);
-            cr_assert_eq(ldt_placements_parse(pins[p], 3, pl, LDT_MAX_DIMS, &npl), LDT_OK, "%s",
-                         ldt_last_error());
-            cr_assert_eq(ldt_pin(t, pl, npl), LDT_OK, "%s: %s", pins[p], ldt_last_error());
-            cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s: %s", pins[p],
-                         ldt_last_error());
-            memset(got, 0, sizeof got);
-            cr_assert_eq(ldt_plan_run(plan, 1, &t, &dst, &nb), LDT_OK, "%s: %s", pins[p],
-                         ldt_last_error());
-            cr_assert(memcmp(got, ref, sizeof ref) == 0, "dist %d pinned %s on 2x2x2 differs", dist,
-                      pins[p]);
-            ldt_plan_destroy(plan);
-            ldt_ctx_destroy(ctx);
-        }
-    }
-    ldt_mesh_destroy(mesh);
+    static const int dists[] = {0, 1, 2, 3, 4};
+    /* 7 over 8 ranks: empty shards; 12 over 8: uneven */
+    check_pinned("2x2x2", pins, sizeof pins / sizeof pins[0], (ldt_shape){2, {12, 7}}, dists, 5);
 }
