@@ -447,74 +447,100 @@ Test(replay, unfusable_neighbours_are_grouped) {
 /* A whole training step (forward, backward, AdamW) traced every step, compiled once (the
  * cache returns it), replayed: losses and final parameters equal eager steps bit for bit on
  * the same mesh, and the parameters are written in place. */
-static void train_steps(const char *mesh, int compiled, double *losses, double *wfinal) {
-    ldt_ctx_options co = {0};
-    ldt_model_config cfg = ldt_model_config_default("mlp");
-    ldt_mesh *m = NULL;
+/* An f64 MLP (2 layers, hidden 8, batch 6) with AdamW on mesh (NULL: one device), Megatron
+ * pins on a mesh; inputs for step k are bound by trainer_bind. */
+typedef struct trainer {
+    ldt_mesh *m;
     ldt_ctx *ctx;
     ldt_model *model;
     ldt_optim *opt;
-    ldt_optim_config oc = {0};
     ldt_tensor *ps[16];
     int np;
+} trainer;
+
+static void trainer_open(trainer *t, const char *mesh, int total_steps, int decay_and_clip) {
+    ldt_ctx_options co = {0};
+    ldt_model_config cfg = ldt_model_config_default("mlp");
+    ldt_optim_config oc = {0};
+    memset(t, 0, sizeof *t);
     cfg.layers = 2;
     cfg.hidden = 8;
     cfg.batch = 6;
     cfg.dtype = LDT_F64;
-    if (mesh) cr_assert_eq(ldt_mesh_parse(mesh, LDT_DEVICE_CPU, &m), LDT_OK);
-    co.mesh = m;
-    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
-    cr_assert_eq(ldt_model_create(ctx, "mlp", &cfg, &model), LDT_OK);
-    cr_assert_eq(ldt_model_init(model, 4), LDT_OK);
-    if (mesh) cr_assert_eq(ldt_model_pin(model, "megatron"), LDT_OK);
-    np = ldt_model_nparams(model);
-    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(model, i, NULL);
+    if (mesh) cr_assert_eq(ldt_mesh_parse(mesh, LDT_DEVICE_CPU, &t->m), LDT_OK);
+    co.mesh = t->m;
+    cr_assert_eq(ldt_ctx_create(&co, &t->ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(t->ctx, "mlp", &cfg, &t->model), LDT_OK);
+    cr_assert_eq(ldt_model_init(t->model, 4), LDT_OK);
+    if (mesh) cr_assert_eq(ldt_model_pin(t->model, "megatron"), LDT_OK);
+    t->np = ldt_model_nparams(t->model);
+    for (int i = 0; i < t->np; i++) t->ps[i] = ldt_model_param(t->model, i, NULL);
     oc.kind = LDT_OPTIM_ADAMW;
     oc.lr = 0.01;
     oc.beta1 = 0.9;
     oc.beta2 = 0.99;
     oc.eps = 1e-8;
-    oc.weight_decay = 0.01;
-    oc.clip_norm = 1.0;
-    oc.total_steps = 8;
-    cr_assert_eq(ldt_optim_create(ctx, &oc, ps, np, &opt), LDT_OK, "%s", ldt_last_error());
+    oc.weight_decay = decay_and_clip ? 0.01 : 0;
+    oc.clip_norm = decay_and_clip ? 1.0 : 0;
+    oc.total_steps = total_steps;
+    cr_assert_eq(ldt_optim_create(t->ctx, &oc, t->ps, t->np, &t->opt), LDT_OK, "%s", ldt_last_error());
+}
+
+static void trainer_bind(trainer *t, int step) {
+    for (int i = 0; i < ldt_model_ninputs(t->model); i++) {
+        const char *name;
+        ldt_tensor *x = ldt_model_input(t->model, i, &name);
+        char key[32];
+        void *d;
+        snprintf(key, sizeof key, "%s%d", name, step);
+        d = pc_data(key, &(ldt_shape){2, {6, 8}}, LDT_F64, 0);
+        cr_assert_eq(ldt_input_bind(x, d, 6 * 8 * 8), LDT_OK);
+        free(d);
+    }
+}
+
+/* One training step recorded, then run compiled (replayed) or eagerly; its loss. */
+static double trainer_step(trainer *t, int compiled, ldt_exec_stats *es) {
+    ldt_tensor *loss = ldt_model_forward(t->model), *g[16];
+    double l;
+    cr_assert_eq(ldt_grad(loss, t->ps, t->np, g), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_optim_step(t->opt, g), LDT_OK, "%s", ldt_last_error());
+    if (compiled) {
+        ldt_exec *ex;
+        cr_assert_eq(ldt_compile(t->ctx, &loss, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, 0, &l, 8), LDT_OK);
+        if (es) cr_assert_eq(ldt_exec_stats_get(ex, es), LDT_OK);
+    } else {
+        void *dst = &l;
+        int64_t nb = 8;
+        cr_assert_eq(ldt_run_eager(t->ctx, NULL, 1, &loss, &dst, &nb), LDT_OK, "%s", ldt_last_error());
+    }
+    return l;
+}
+
+static void trainer_close(trainer *t) {
+    ldt_optim_destroy(t->opt);
+    ldt_model_destroy(t->model);
+    ldt_ctx_destroy(t->ctx);
+    ldt_mesh_destroy(t->m);
+}
+
+static void train_steps(const char *mesh, int compiled, double *losses, double *wfinal) {
+    trainer t;
+    trainer_open(&t, mesh, 8, 1);
     for (int step = 0; step < 8; step++) {
-        ldt_tensor *loss, *g[16];
-        for (int i = 0; i < ldt_model_ninputs(model); i++) {
-            const char *name;
-            ldt_tensor *t = ldt_model_input(model, i, &name);
-            char key[32];
-            void *d;
-            snprintf(key, sizeof key, "%s%d", name, step);
-            d = pc_data(key, &(ldt_shape){2, {6, 8}}, LDT_F64, 0);
-            cr_assert_eq(ldt_input_bind(t, d, 6 * 8 * 8), LDT_OK);
-            free(d);
-        }
-        loss = ldt_model_forward(model);
-        cr_assert_eq(ldt_grad(loss, ps, np, g), LDT_OK, "%s", ldt_last_error());
-        cr_assert_eq(ldt_optim_step(opt, g), LDT_OK, "%s", ldt_last_error());
-        if (compiled) {
-            ldt_exec *ex;
-            cr_assert_eq(ldt_compile(ctx, &loss, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
-            cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
-            cr_assert_eq(ldt_exec_read(ex, 0, &losses[step], 8), LDT_OK);
-        } else {
-            void *dst = &losses[step];
-            int64_t nb = 8;
-            cr_assert_eq(ldt_run_eager(ctx, NULL, 1, &loss, &dst, &nb), LDT_OK, "%s", ldt_last_error());
-        }
+        trainer_bind(&t, step);
+        losses[step] = trainer_step(&t, compiled, NULL);
     }
     if (compiled) {
         int64_t hits, misses;
-        cr_assert_eq(ldt_exec_cache_stats(ctx, &hits, &misses), LDT_OK);
+        cr_assert_eq(ldt_exec_cache_stats(t.ctx, &hits, &misses), LDT_OK);
         cr_assert_eq(misses, 1, "the step compiles once");
         cr_assert_eq(hits, 7);
     }
-    cr_assert_eq(ldt_read(ps[0], wfinal, 8 * 32 * 8), LDT_OK); /* the first weight [32, 8] */
-    ldt_optim_destroy(opt);
-    ldt_model_destroy(model);
-    ldt_ctx_destroy(ctx);
-    ldt_mesh_destroy(m);
+    cr_assert_eq(ldt_read(t.ps[0], wfinal, 8 * 32 * 8), LDT_OK); /* the first weight [32, 8] */
+    trainer_close(&t);
 }
 
 Test(replay, training_steps_replayed_equal_eager_steps) {
@@ -534,86 +560,37 @@ Test(replay, training_steps_replayed_equal_eager_steps) {
  * param_set). A sequence of training steps, an evaluation compiled separately, a parameter
  * overwritten from the host and more steps gives the same bits compiled as eager. */
 static void mixed_run(int compiled, double *losses, double *w0, int64_t *in_place, int *nassign) {
-    ldt_ctx_options co = {0};
-    ldt_model_config cfg = ldt_model_config_default("mlp");
-    ldt_mesh *m = NULL;
-    ldt_ctx *ctx;
-    ldt_model *model;
-    ldt_optim *opt;
-    ldt_optim_config oc = {0};
-    ldt_tensor *ps[16];
+    trainer t;
     double w_new[32 * 8];
-    int np, nl = 0;
-    cfg.layers = 2;
-    cfg.hidden = 8;
-    cfg.batch = 6;
-    cfg.dtype = LDT_F64;
-    cr_assert_eq(ldt_mesh_parse("dp=2,tp=2", LDT_DEVICE_CPU, &m), LDT_OK);
-    co.mesh = m;
-    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
-    cr_assert_eq(ldt_model_create(ctx, "mlp", &cfg, &model), LDT_OK);
-    cr_assert_eq(ldt_model_init(model, 4), LDT_OK);
-    cr_assert_eq(ldt_model_pin(model, "megatron"), LDT_OK);
-    np = ldt_model_nparams(model);
-    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(model, i, NULL);
-    oc.kind = LDT_OPTIM_ADAMW;
-    oc.lr = 0.01;
-    oc.beta1 = 0.9;
-    oc.beta2 = 0.99;
-    oc.eps = 1e-8;
-    oc.total_steps = 6;
-    cr_assert_eq(ldt_optim_create(ctx, &oc, ps, np, &opt), LDT_OK, "%s", ldt_last_error());
+    int nl = 0;
+    trainer_open(&t, "dp=2,tp=2", 6, 0);
     for (int i = 0; i < 32 * 8; i++) w_new[i] = 0.01 * (double)(i % 7) - 0.03;
     for (int step = 0; step < 6; step++) {
-        ldt_tensor *loss, *g[16];
-        for (int i = 0; i < ldt_model_ninputs(model); i++) {
-            const char *name;
-            ldt_tensor *t = ldt_model_input(model, i, &name);
-            char key[32];
-            void *d;
-            snprintf(key, sizeof key, "%s%d", name, step);
-            d = pc_data(key, &(ldt_shape){2, {6, 8}}, LDT_F64, 0);
-            cr_assert_eq(ldt_input_bind(t, d, 6 * 8 * 8), LDT_OK);
-            free(d);
-        }
+        ldt_exec_stats es;
+        trainer_bind(&t, step);
         if (step == 3) { /* an evaluation (forward only), then the host overwrites a weight */
-            loss = ldt_model_forward(model);
+            ldt_tensor *loss = ldt_model_forward(t.model);
             if (compiled) {
                 ldt_exec *ev;
-                cr_assert_eq(ldt_compile(ctx, &loss, 1, NULL, &ev), LDT_OK, "%s", ldt_last_error());
+                cr_assert_eq(ldt_compile(t.ctx, &loss, 1, NULL, &ev), LDT_OK, "%s", ldt_last_error());
                 cr_assert_eq(ldt_replay(ev), LDT_OK, "%s", ldt_last_error());
                 cr_assert_eq(ldt_exec_read(ev, 0, &losses[nl++], 8), LDT_OK);
             } else {
                 void *dst = &losses[nl++];
                 int64_t nb = 8;
-                cr_assert_eq(ldt_run_eager(ctx, NULL, 1, &loss, &dst, &nb), LDT_OK, "%s", ldt_last_error());
+                cr_assert_eq(ldt_run_eager(t.ctx, NULL, 1, &loss, &dst, &nb), LDT_OK, "%s", ldt_last_error());
             }
-            cr_assert_eq(ldt_param_set(ps[0], w_new, sizeof w_new), LDT_OK);
+            cr_assert_eq(ldt_param_set(t.ps[0], w_new, sizeof w_new), LDT_OK);
         }
-        loss = ldt_model_forward(model);
-        cr_assert_eq(ldt_grad(loss, ps, np, g), LDT_OK, "%s", ldt_last_error());
-        cr_assert_eq(ldt_optim_step(opt, g), LDT_OK, "%s", ldt_last_error());
+        losses[nl++] = trainer_step(&t, compiled, &es);
         if (compiled) {
-            ldt_exec *ex;
-            ldt_exec_stats es;
-            cr_assert_eq(ldt_compile(ctx, &loss, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
-            cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
-            cr_assert_eq(ldt_exec_read(ex, 0, &losses[nl++], 8), LDT_OK);
-            cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
             *in_place = es.assigned_in_place;
             *nassign = (int)es.assigned;
-        } else {
-            void *dst = &losses[nl++];
-            int64_t nb = 8;
-            cr_assert_eq(ldt_run_eager(ctx, NULL, 1, &loss, &dst, &nb), LDT_OK, "%s", ldt_last_error());
         }
-        if (step == 1) cr_assert_eq(ldt_read(ps[2], w0, 8 * 32 * 8), LDT_OK); /* mid-way, from the host */
+        if (step == 1) cr_assert_eq(ldt_read(t.ps[2], w0, 8 * 32 * 8), LDT_OK); /* mid-way, from the host */
     }
-    cr_assert_eq(ldt_read(ps[0], w0 + 256, 8 * 32 * 8), LDT_OK);
-    ldt_optim_destroy(opt);
-    ldt_model_destroy(model);
-    ldt_ctx_destroy(ctx);
-    ldt_mesh_destroy(m);
+    cr_assert_eq(ldt_read(t.ps[0], w0 + 256, 8 * 32 * 8), LDT_OK);
+    trainer_close(&t);
 }
 
 Test(replay, parameters_persist_in_place_and_the_host_sees_them) {
