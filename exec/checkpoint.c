@@ -262,20 +262,13 @@ static ldt_status reduce_partial(const ldt_shards *s, const char *name, int lead
                                  save_piece *pc) {
     const ldt_spec *spec = ldt_shards_spec(s);
     const ldt_mesh *m = spec->mesh;
-    int pdims[LDT_MAX_DIMS], np = 0, nsrc = 1, has_avg = 0;
-    int64_t navg = 1, coord[LDT_MAX_DIMS];
-    ldt_reduce_op op = LDT_REDUCE_SUM;
+    ldt__partial_info pi;
+    int *pdims, np, nsrc, has_avg;
+    int64_t navg, coord[LDT_MAX_DIMS];
+    ldt_reduce_op op;
     const void **srcs;
-    for (int d = 0; d < spec->nplace; d++)
-        if (spec->placements[d].kind == LDT_PLACE_PARTIAL) {
-            pdims[np++] = d;
-            nsrc *= (int)m->dims[d];
-            if (spec->placements[d].op == LDT_REDUCE_AVG) {
-                has_avg = 1;
-                navg *= m->dims[d];
-            } else
-                op = spec->placements[d].op;
-        }
+    ldt__partial_info_of(spec, &pi);
+    pdims = pi.pdims, np = pi.np, nsrc = pi.nsrc, op = pi.op, has_avg = pi.has_avg, navg = pi.navg;
     if (!ldt__reduce_supported(spec->dtype, has_avg ? LDT_REDUCE_AVG : op))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "ckpt save: tensor '%s': %s cannot reduce its Partial(%s)",
                  name, ldt_dtype_name(spec->dtype),

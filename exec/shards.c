@@ -148,25 +148,18 @@ ldt_status ldt_full_tensor(const ldt_shards *s, void *full) {
     ldt_status st = LDT_OK;
     const ldt_spec *spec;
     const ldt_mesh *m;
-    int pdims[LDT_MAX_DIMS], np = 0, nsrc = 1;
+    int *pdims, np, nsrc;
     const void **srcs = NULL;
     void *tmp = NULL;
-    ldt_reduce_op op = LDT_REDUCE_SUM;
-    int has_avg = 0;
-    int64_t navg = 1;
+    ldt_reduce_op op;
+    int has_avg;
+    int64_t navg;
+    ldt__partial_info pi;
     if (!s || !full) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "full_tensor: arguments must not be NULL");
     spec = &s->spec;
     m = spec->mesh;
-    for (int d = 0; d < spec->nplace; d++)
-        if (spec->placements[d].kind == LDT_PLACE_PARTIAL) {
-            pdims[np++] = d;
-            nsrc *= (int)m->dims[d];
-            if (spec->placements[d].op == LDT_REDUCE_AVG) {
-                has_avg = 1;
-                navg *= m->dims[d];
-            } else
-                op = spec->placements[d].op;
-        }
+    ldt__partial_info_of(spec, &pi);
+    pdims = pi.pdims, np = pi.np, nsrc = pi.nsrc, op = pi.op, has_avg = pi.has_avg, navg = pi.navg;
     srcs = malloc((size_t)nsrc * sizeof *srcs);
     if (!srcs) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "full_tensor: out of memory");
     for (int i = 0; i < s->nranks; i++) {
@@ -242,4 +235,22 @@ ldt_status ldt_to_local(const ldt_shards *s, int rank, void *dst, int64_t nbytes
                  (long long)s->nbytes[pos], (long long)nbytes);
     if (nbytes) memcpy(dst, s->bufs[pos], (size_t)nbytes);
     return LDT_OK;
+}
+
+void ldt__partial_info_of(const ldt_spec *spec, ldt__partial_info *out) {
+    memset(out, 0, sizeof *out);
+    out->nsrc = 1;
+    out->navg = 1;
+    out->op = LDT_REDUCE_SUM;
+    for (int d = 0; d < spec->nplace; d++)
+        if (spec->placements[d].kind == LDT_PLACE_PARTIAL) {
+            out->pdims[out->np++] = d;
+            out->nsrc *= (int)spec->mesh->dims[d];
+            if (spec->placements[d].op == LDT_REDUCE_AVG) {
+                out->has_avg = 1;
+                out->navg *= spec->mesh->dims[d];
+            } else {
+                out->op = spec->placements[d].op;
+            }
+        }
 }

@@ -292,15 +292,8 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
             }
         }
     }
-    free(p->ins);
-    p->ins = out;
-    p->nins = nout;
-    p->cap_ins = nout ? nout : 1;
+    ldt__program_set_ins(p, out, nout, ops2, nops2);
     out = NULL;
-    free(p->ops);
-    p->ops = ops2;
-    p->nops = nops2;
-    p->cap_ops = nops2 + 1;
     ops2 = NULL;
 fail:
     for (int64_t b = 0; b < nb; b++) free(bs[b].m);

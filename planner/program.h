@@ -128,6 +128,8 @@ ldt_status ldt__lower_recipes(const ldt_tensor *const *params, const ldt_placeme
 int ldt__shard_mesh_dims(const ldt_placement *pl, int nd, int d, int *out);
 
 void ldt__program_free(ldt__program *p);
+/* Replaces p's instructions and operand pool with ins (nins) and ops (nops), taking them. */
+void ldt__program_set_ins(ldt__program *p, ldt__instr *ins, int64_t nins, int32_t *ops, int64_t nops);
 /* "load", "redistribute", "all_reduce", "fill", or the kernel's op name. */
 const char *ldt__instr_name(const ldt_ctx *ctx, const ldt__instr *x);
 /* "program rank 1 ..." then one line per instruction. */

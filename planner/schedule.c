@@ -112,15 +112,8 @@ ldt_status ldt__schedule_overlap(ldt__program *p, int64_t *moved) {
                     nstart[pos + 1]--;
                 }
     }
-    free(p->ins);
-    p->ins = out;
-    p->nins = m;
-    p->cap_ins = m ? m : 1;
+    ldt__program_set_ins(p, out, m, ops, nops);
     out = NULL;
-    free(p->ops);
-    p->ops = ops;
-    p->nops = nops;
-    p->cap_ops = nops + 1;
     ops = NULL;
 fail:
     free(start);
