@@ -1051,8 +1051,8 @@ static ldt_status read_bytes(ckpt *c, const ck_piece *pc, void *dst) {
     return LDT_OK;
 }
 
-/* Copies a piece's local data into the full tensor, marking each element in `seen`; an
- * element seen before is an overlap. Returns -1 when fine, else the global linear index of
+/* Copies a piece's local data into the full tensor (full NULL: only marks), marking each
+ * element in `seen`; an element seen before is an overlap. Returns -1 when fine, else the global linear index of
  * the first overlapping element. */
 static int64_t place_piece(const ck_piece *pc, size_t elem, const char *local, char *full,
                            unsigned char *seen) {
@@ -1064,7 +1064,7 @@ static int64_t place_piece(const ck_piece *pc, size_t elem, const char *local, c
     if (nd == 0) {
         if (seen[0] & 1) return 0;
         seen[0] |= 1;
-        memcpy(full, local, elem);
+        if (full) memcpy(full, local, elem);
         return -1;
     }
     gstride[nd - 1] = 1;
@@ -1083,7 +1083,7 @@ static int64_t place_piece(const ck_piece *pc, size_t elem, const char *local, c
                 if (seen[k >> 3] & (1u << (k & 7))) return k;
                 seen[k >> 3] |= (unsigned char)(1u << (k & 7));
             }
-            memcpy(full + (size_t)gs * elem, local, (size_t)last->len * elem);
+            if (full) memcpy(full + (size_t)gs * elem, local, (size_t)last->len * elem);
             local += (size_t)last->len * elem;
         }
         for (int d = nd - 2; d >= 0; d--) {
@@ -1186,6 +1186,144 @@ fail:
     return st;
 }
 
+/* Tensor lo..hi of c as shards of target, moved there from the mesh it was saved on: each
+ * saved rank's shard is rebuilt from the stored pieces (a replica from the one copy stored),
+ * then the cross-mesh redistribution moves it onto the target mesh and placements. The full
+ * tensor is never assembled; every piece's checksum, overlaps and gaps are checked as the
+ * merge checks them. Partial tensors were reduced at save: their saved placements count as
+ * Replicate on those mesh dims. */
+static ldt_status load_tensor(ckpt *c, int lo, int hi, const ldt_spec *target, ldt_shards **out) {
+    ldt_status st = LDT_OK;
+    const ck_piece *p0 = &c->pieces[lo];
+    size_t elem = ldt_dtype_size(p0->dtype);
+    int64_t numel, stored = 0;
+    ldt_mesh *sm = NULL;
+    ldt_placement pl[LDT_MAX_DIMS];
+    ldt_spec sspec;
+    ldt_shards *src = NULL, *moved = NULL;
+    ldt_redist_plan *plan = NULL;
+    ldt_region *regs = NULL;
+    unsigned char *seen = NULL, *filled = NULL;
+    char *buf = NULL, ib[256];
+    int npl = 0, nranks;
+    int64_t idx[LDT_MAX_DIMS];
+    *out = NULL;
+    LDT_CHECK(ldt_shape_numel(&p0->gshape, &numel));
+    for (int i = lo; i < hi; i++) stored += c->pieces[i].region.numel;
+    if (stored < numel) {
+        char sb[128];
+        ldt_shape_format(&p0->gshape, sb, sizeof sb);
+        LDT_FAIL(LDT_ERR_CORRUPT,
+                 "ckpt: tensor '%s' %s: missing regions: its shards in %s hold %lld of %lld "
+                 "elements",
+                 p0->name, sb, c->dir, (long long)stored, (long long)numel);
+    }
+    for (int i = lo; i < hi; i++)
+        if (!c->pieces[i].mesh || !c->pieces[i].placements || strcmp(c->pieces[i].mesh, p0->mesh) != 0 ||
+            strcmp(c->pieces[i].placements, p0->placements) != 0)
+            LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: %s: tensor '%s': its shards disagree on the mesh or placements "
+                     "it was saved with", c->files[c->pieces[i].file].path, p0->name);
+    if (ldt_mesh_parse(p0->mesh, LDT_DEVICE_CPU, &sm) != LDT_OK ||
+        ldt_placements_parse(p0->placements, p0->gshape.ndim, pl, LDT_MAX_DIMS, &npl) != LDT_OK)
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: tensor '%s': the saved mesh '%s' or placements '%s' do not "
+                      "read: %s", c->files[p0->file].path, p0->name, p0->mesh, p0->placements, ldt_last_error());
+    for (int d = 0; d < npl; d++)
+        if (pl[d].kind == LDT_PLACE_PARTIAL) pl[d] = ldt_replicate(); /* reduced at save */
+    if (ldt_spec_init(&sspec, sm, &p0->gshape, pl, npl, p0->dtype) != LDT_OK)
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: tensor '%s': the saved mesh '%s' and placements '%s' do not "
+                      "fit its shape: %s", c->files[p0->file].path, p0->name, p0->mesh, p0->placements,
+                      ldt_last_error());
+    nranks = sm->max_rank + 1;
+    LDT_CHECK_GOTO(ldt_shards_create(&sspec, &src));
+    regs = calloc((size_t)nranks, sizeof *regs);
+    filled = calloc((size_t)nranks, 1);
+    seen = calloc((size_t)(numel / 8 + 1), 1);
+    if (!regs || !filled || !seen) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: tensor '%s': out of memory", p0->name);
+    for (int r = 0; r < nranks; r++)
+        if (ldt_layout(&sspec, r, &regs[r]) != LDT_OK) filled[r] = 1; /* not in the mesh: nothing to hold */
+    for (int i = lo; i < hi; i++) {
+        const ck_piece *pc = &c->pieces[i];
+        uint64_t h;
+        int64_t k;
+        int matched = 0;
+        free(buf);
+        buf = malloc((size_t)(pc->nbytes ? pc->nbytes : 1));
+        if (!buf) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: tensor '%s': out of memory", pc->name);
+        LDT_CHECK_GOTO(read_bytes(c, pc, buf));
+        h = XXH64(buf, (size_t)pc->nbytes, 0);
+        if (h != pc->hash)
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                          "ckpt: %s: tensor '%s': checksum mismatch (xxh64 %016llx, the header "
+                          "says %016llx): the data is damaged",
+                          c->files[pc->file].path, pc->name, (unsigned long long)h,
+                          (unsigned long long)pc->hash);
+        if ((k = place_piece(pc, elem, buf, NULL, seen)) >= 0) {
+            const char *other = "another shard";
+            unravel(&pc->gshape, k, idx);
+            fmt_index(&pc->gshape, idx, ib, sizeof ib);
+            for (int j = lo; j < i; j++)
+                if (region_contains(&c->pieces[j].region, idx)) {
+                    other = c->files[c->pieces[j].file].path;
+                    break;
+                }
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                          "ckpt: %s: tensor '%s': overlapping regions: element %s is also "
+                          "stored in %s",
+                          c->files[pc->file].path, pc->name, ib, other);
+        }
+        for (int r = 0; r < nranks; r++) /* this shard and its replicas */
+            if (!filled[r] && region_equal(&regs[r], &pc->region)) {
+                int64_t nb = 0;
+                void *local = ldt_shards_local(src, r, &nb);
+                if (nb != pc->nbytes)
+                    LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: tensor '%s': %lld bytes stored for a region of "
+                                  "%lld", c->files[pc->file].path, pc->name, (long long)pc->nbytes, (long long)nb);
+                if (nb) memcpy(local, buf, (size_t)nb);
+                filled[r] = 1;
+                matched = 1;
+            }
+        if (!matched && pc->region.numel > 0)
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: tensor '%s': a stored region that no rank of the saved "
+                          "mesh %s (%s) holds", c->files[pc->file].path, pc->name, p0->mesh, p0->placements);
+    }
+    for (int64_t k = 0; k < numel; k++)
+        if (!(seen[k >> 3] & (1u << (k & 7)))) {
+            char sb[128];
+            unravel(&p0->gshape, k, idx);
+            fmt_index(&p0->gshape, idx, ib, sizeof ib);
+            ldt_shape_format(&p0->gshape, sb, sizeof sb);
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                          "ckpt: tensor '%s' %s: missing regions: element %s is in no shard in %s",
+                          p0->name, sb, ib, c->dir);
+        }
+    for (int r = 0; r < nranks; r++)
+        if (!filled[r] && regs[r].numel > 0)
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: tensor '%s': rank %d's shard on the saved mesh %s is not "
+                          "stored as one piece", p0->name, r, p0->mesh);
+    LDT_CHECK_GOTO(ldt_redist_plan_create(&sspec, target->mesh, target->placements, target->nplace, NULL, &plan));
+    LDT_CHECK_GOTO(ldt_redistribute_shards(src, plan, &moved));
+    { /* the moved shards may borrow the saved mesh, freed here: the caller's spec instead */
+        int n = target->mesh->nranks;
+        const void **locals = calloc((size_t)n, sizeof *locals);
+        if (!locals) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: tensor '%s': out of memory", p0->name);
+        for (int i = 0; i < n; i++) /* from_local takes the mesh's ranks in row-major order */
+            locals[i] = ldt_shards_local(moved, target->mesh->ranks[i], NULL);
+        st = ldt_from_local(target, locals, out);
+        free(locals);
+        if (st != LDT_OK) goto fail;
+    }
+fail:
+    ldt_shards_destroy(moved);
+    ldt_redist_plan_destroy(plan);
+    ldt_shards_destroy(src);
+    ldt_mesh_destroy(sm);
+    free(regs);
+    free(filled);
+    free(seen);
+    free(buf);
+    return st;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Load, merge, info.
  */
@@ -1193,8 +1331,6 @@ ldt_status ldt_ckpt_load_n(const char *dir, int n, const char *const *names,
                            const ldt_spec *const *targets, ldt_shards **out) {
     ldt_status st = LDT_OK;
     ckpt *c = NULL;
-    void *full = NULL;
-    int64_t nbytes;
     if (!dir || n < 0 || (n > 0 && (!names || !targets || !out)))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "ckpt load: arguments must not be NULL");
     for (int i = 0; i < n; i++) out[i] = NULL;
@@ -1220,10 +1356,7 @@ ldt_status ldt_ckpt_load_n(const char *dir, int n, const char *const *names,
                           names[i], a, ldt_dtype_name(c->pieces[lo].dtype), dir, b,
                           ldt_dtype_name(target->dtype));
         }
-        LDT_CHECK_GOTO(assemble(c, lo, hi, &full, &nbytes));
-        LDT_CHECK_GOTO(ldt_distribute(full, target, &out[i]));
-        free(full);
-        full = NULL;
+        LDT_CHECK_GOTO(load_tensor(c, lo, hi, target, &out[i]));
     }
 fail:
     if (st != LDT_OK) /* all or nothing */
@@ -1231,7 +1364,6 @@ fail:
             ldt_shards_destroy(out[i]);
             out[i] = NULL;
         }
-    free(full);
     ckpt_close(c);
     return st;
 }
@@ -1283,7 +1415,7 @@ ldt_status ldt_ckpt_merge(const char *dir, const char *out_path) {
     if (fwrite(len8, 1, 8, f) != 8 || fwrite(h.p, 1, h.len, f) != h.len)
         LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt merge: writing %s: %s", tmp, strerror(errno));
     for (int lo = 0, hi; lo < c->npieces; lo = hi) {
-        int64_t nb;
+        int64_t nb = 0;
         find_tensor(c, c->pieces[lo].name, &lo, &hi);
         LDT_CHECK_GOTO(assemble(c, lo, hi, &full, &nb));
         if (nb && fwrite(full, 1, (size_t)nb, f) != (size_t)nb)

@@ -159,7 +159,7 @@ static void check_load(const char *dir, const tcase *t, const char *mesh, const 
     make_spec(mesh, pl, t->shape, t->dt, &m, &spec);
     cr_assert_eq(ldt_ckpt_load(dir, t->name, &spec, &out), LDT_OK, "%s onto %s (%s): %s",
                  t->name, mesh, pl, ldt_last_error());
-    cr_assert_eq(ldt_full_tensor(out, got), LDT_OK);
+    cr_assert_eq(ldt_full_tensor(out, got), LDT_OK, "%s onto %s (%s): %s", t->name, mesh, pl, ldt_last_error());
     cr_assert(t->nbytes == 0 || memcmp(got, t->full, (size_t)t->nbytes) == 0,
               "%s saved from %s (%s) loaded onto %s (%s) differs", t->name, t->mesh, t->pl,
               mesh, pl);
