@@ -87,6 +87,20 @@ Test(train, bad_flags) {
     cr_assert(strstr(out, "--data"), "%s", out);
     cr_assert_eq(run_cli("train --hidden 30 --heads 4 --steps 1", out, sizeof out), 1);
     cr_assert(strstr(out, "multiple"), "%s", out);
+    cr_assert_eq(run_cli("train --steps 1 --profile /nonexistent/profile.json", out, sizeof out), 1);
+    cr_assert(strstr(out, "/nonexistent/profile.json"), "%s", out);
+    cr_assert_eq(run_cli("train --steps 1 --backend pigeon", out, sizeof out), 2);
+}
+
+/* A cost profile may change the plan, never the numbers: losses with the nvlink-ib preset equal
+ * the default's on dp=2,tp=2. */
+Test(train, a_cost_profile_keeps_the_losses) {
+    double a[4], b[4];
+    cJSON *j = train("--mesh dp=2,tp=2 --steps 4 --dtype f64", a, 4);
+    cJSON_Delete(j);
+    j = train("--mesh dp=2,tp=2 --steps 4 --dtype f64 --profile nvlink-ib", b, 4);
+    cJSON_Delete(j);
+    for (int i = 0; i < 4; i++) cr_assert(fabs(a[i] - b[i]) <= 1e-9 * fabs(a[i]), "step %d: %.17g vs %.17g", i, a[i], b[i]);
 }
 
 /* ldt plan --train plans the whole step: more nodes than the forward, the gradients' and the

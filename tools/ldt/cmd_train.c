@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 21
+#define NFLAGS 22
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -26,6 +26,7 @@ static cli_flag *flag_table(void) {
         {"sample", 1, "characters to generate from a prompt after training (default 40)", NULL},
         {"trace", 1, "write a Chrome trace JSON of the last step to FILE", NULL},
         {"zero", 0, "shard the optimizer state over the dp mesh dim (ZeRO)", NULL},
+        {"profile", 1, "cost profile JSON from ldt calibrate, or a preset name (default uniform)", NULL},
         {"backend", 1, "threads (default: every rank a thread here) or mpi (one process per rank, "
                        "under mpirun -np <ranks>; rank 0 prints)", NULL},
         {"json", 0, "one JSON object", NULL},
@@ -146,12 +147,14 @@ int cmd_train(int argc, char **argv) {
     const char *s_opt, *s_dt, *v;
     int rc = 1, np, json, tty = isatty(2);
     ldt_comm *world = NULL;
+    ldt_cost_model cm;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt train [--model gpt] [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16] [--dropout P] [--data FILE]\n"
-               "                 [--sample N] [--trace FILE] [--zero] [--backend threads|mpi] [--json]\n\n"
+               "                 [--sample N] [--trace FILE] [--zero] [--profile F]\n"
+               "                 [--backend threads|mpi] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
@@ -182,6 +185,10 @@ int cmd_train(int argc, char **argv) {
     if (ldt_dtype_parse(s_dt, &cfg.dtype) != LDT_OK || !ldt_dtype_is_float(cfg.dtype)) {
         fprintf(stderr, "ldt train: --dtype %s, expected f32, f64 or bf16\n", s_dt);
         return 2;
+    }
+    if ((v = cli_get(f, NFLAGS, "profile"))) { /* the planner's numbers; rank 0's under mpi */
+        if (ldt_cost_model_preset(v, &cm) != LDT_OK && ldt_cost_model_load(v, &cm) != LDT_OK) return cli_fail("train");
+        copt.plan.cost = &cm;
     }
     cfg.dropout = dropout;
     cfg.train = dropout > 0;
