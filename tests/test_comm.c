@@ -920,7 +920,8 @@ static ldt_status rank_group_fails(ldt_comm *w, void *arg) {
 }
 
 Test(comm, group_end_reports_a_failed_call_and_withdraws_sends) {
-    ldt_comm_options o = opts_ms(200);
+    /* long enough that rank 1's receive is served on a loaded machine (sanitizers, 2 cores) */
+    ldt_comm_options o = opts_ms(1500);
     cr_assert_eq(ldt_threads_launch(3, &o, rank_group_fails, NULL), LDT_OK, "%s",
                  ldt_last_error());
 }
