@@ -1109,6 +1109,50 @@ static void fmt_index(const ldt_shape *s, const int64_t *idx, char *buf, size_t 
 
 /* The full tensor of pieces [lo, hi) into *out (malloc'd, *nbytes bytes): every checksum
  * verified, every element covered exactly once. */
+/* Piece i of tensor lo..: its bytes into buf, its checksum checked, its elements marked in
+ * seen (and copied into full unless NULL); an element marked before is an overlap. */
+static ldt_status take_piece(ckpt *c, int lo, int i, char *buf, char *full, unsigned char *seen) {
+    const ck_piece *pc = &c->pieces[i];
+    uint64_t h;
+    int64_t k, idx[LDT_MAX_DIMS];
+    char ib[256];
+    LDT_CHECK(read_bytes(c, pc, buf));
+    h = XXH64(buf, (size_t)pc->nbytes, 0);
+    if (h != pc->hash)
+        LDT_FAIL(LDT_ERR_CORRUPT,
+                 "ckpt: %s: tensor '%s': checksum mismatch (xxh64 %016llx, the header says %016llx): "
+                 "the data is damaged",
+                 c->files[pc->file].path, pc->name, (unsigned long long)h, (unsigned long long)pc->hash);
+    if ((k = place_piece(pc, ldt_dtype_size(pc->dtype), buf, full, seen)) >= 0) {
+        const char *other = "another shard";
+        unravel(&pc->gshape, k, idx);
+        fmt_index(&pc->gshape, idx, ib, sizeof ib);
+        for (int j = lo; j < i; j++)
+            if (region_contains(&c->pieces[j].region, idx)) {
+                other = c->files[c->pieces[j].file].path;
+                break;
+            }
+        LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: %s: tensor '%s': overlapping regions: element %s is also stored in %s",
+                 c->files[pc->file].path, pc->name, ib, other);
+    }
+    return LDT_OK;
+}
+
+/* Every element of p0's tensor marked in seen, or the first missing one named. */
+static ldt_status all_covered(const ckpt *c, const ck_piece *p0, int64_t numel, const unsigned char *seen) {
+    int64_t idx[LDT_MAX_DIMS];
+    char ib[256], sb[128];
+    for (int64_t k = 0; k < numel; k++)
+        if (!(seen[k >> 3] & (1u << (k & 7)))) {
+            unravel(&p0->gshape, k, idx);
+            fmt_index(&p0->gshape, idx, ib, sizeof ib);
+            ldt_shape_format(&p0->gshape, sb, sizeof sb);
+            LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: tensor '%s' %s: missing regions: element %s is in no shard in %s",
+                     p0->name, sb, ib, c->dir);
+        }
+    return LDT_OK;
+}
+
 static ldt_status assemble(ckpt *c, int lo, int hi, void **out, int64_t *nbytes) {
     ldt_status st = LDT_OK;
     const ck_piece *p0 = &c->pieces[lo];
@@ -1116,8 +1160,6 @@ static ldt_status assemble(ckpt *c, int lo, int hi, void **out, int64_t *nbytes)
     int64_t numel, stored = 0, total;
     char *full = NULL, *buf = NULL;
     unsigned char *seen = NULL;
-    char ib[256];
-    int64_t idx[LDT_MAX_DIMS];
     *out = NULL;
     LDT_CHECK(ldt_shape_numel(&p0->gshape, &numel));
     total = numel * (int64_t)elem; /* checked when the piece was read */
@@ -1137,45 +1179,12 @@ static ldt_status assemble(ckpt *c, int lo, int hi, void **out, int64_t *nbytes)
     if (!full || !seen) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: tensor '%s': out of memory", p0->name);
     for (int i = lo; i < hi; i++) {
         const ck_piece *pc = &c->pieces[i];
-        uint64_t h;
-        int64_t k;
         free(buf);
         buf = malloc((size_t)(pc->nbytes ? pc->nbytes : 1));
         if (!buf) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: tensor '%s': out of memory", pc->name);
-        LDT_CHECK_GOTO(read_bytes(c, pc, buf));
-        h = XXH64(buf, (size_t)pc->nbytes, 0);
-        if (h != pc->hash)
-            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
-                          "ckpt: %s: tensor '%s': checksum mismatch (xxh64 %016llx, the header "
-                          "says %016llx): the data is damaged",
-                          c->files[pc->file].path, pc->name, (unsigned long long)h,
-                          (unsigned long long)pc->hash);
-        k = place_piece(pc, elem, buf, full, seen);
-        if (k >= 0) {
-            const char *other = "another shard";
-            unravel(&pc->gshape, k, idx);
-            fmt_index(&pc->gshape, idx, ib, sizeof ib);
-            for (int j = lo; j < i; j++)
-                if (region_contains(&c->pieces[j].region, idx)) {
-                    other = c->files[c->pieces[j].file].path;
-                    break;
-                }
-            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
-                          "ckpt: %s: tensor '%s': overlapping regions: element %s is also "
-                          "stored in %s",
-                          c->files[pc->file].path, pc->name, ib, other);
-        }
+        LDT_CHECK_GOTO(take_piece(c, lo, i, buf, full, seen));
     }
-    for (int64_t k = 0; k < numel; k++)
-        if (!(seen[k >> 3] & (1u << (k & 7)))) {
-            char sb[128];
-            unravel(&p0->gshape, k, idx);
-            fmt_index(&p0->gshape, idx, ib, sizeof ib);
-            ldt_shape_format(&p0->gshape, sb, sizeof sb);
-            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
-                          "ckpt: tensor '%s' %s: missing regions: element %s is in no shard in %s",
-                          p0->name, sb, ib, c->dir);
-        }
+    LDT_CHECK_GOTO(all_covered(c, p0, numel, seen));
     *out = full;
     *nbytes = total;
     full = NULL;
@@ -1195,7 +1204,6 @@ fail:
 static ldt_status load_tensor(ckpt *c, int lo, int hi, const ldt_spec *target, ldt_shards **out) {
     ldt_status st = LDT_OK;
     const ck_piece *p0 = &c->pieces[lo];
-    size_t elem = ldt_dtype_size(p0->dtype);
     int64_t numel, stored = 0;
     ldt_mesh *sm = NULL;
     ldt_placement pl[LDT_MAX_DIMS];
@@ -1204,9 +1212,8 @@ static ldt_status load_tensor(ckpt *c, int lo, int hi, const ldt_spec *target, l
     ldt_redist_plan *plan = NULL;
     ldt_region *regs = NULL;
     unsigned char *seen = NULL, *filled = NULL;
-    char *buf = NULL, ib[256];
+    char *buf = NULL;
     int npl = 0, nranks;
-    int64_t idx[LDT_MAX_DIMS];
     *out = NULL;
     LDT_CHECK(ldt_shape_numel(&p0->gshape, &numel));
     for (int i = lo; i < hi; i++) stored += c->pieces[i].region.numel;
@@ -1243,34 +1250,11 @@ static ldt_status load_tensor(ckpt *c, int lo, int hi, const ldt_spec *target, l
         if (ldt_layout(&sspec, r, &regs[r]) != LDT_OK) filled[r] = 1; /* not in the mesh: nothing to hold */
     for (int i = lo; i < hi; i++) {
         const ck_piece *pc = &c->pieces[i];
-        uint64_t h;
-        int64_t k;
         int matched = 0;
         free(buf);
         buf = malloc((size_t)(pc->nbytes ? pc->nbytes : 1));
         if (!buf) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: tensor '%s': out of memory", pc->name);
-        LDT_CHECK_GOTO(read_bytes(c, pc, buf));
-        h = XXH64(buf, (size_t)pc->nbytes, 0);
-        if (h != pc->hash)
-            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
-                          "ckpt: %s: tensor '%s': checksum mismatch (xxh64 %016llx, the header "
-                          "says %016llx): the data is damaged",
-                          c->files[pc->file].path, pc->name, (unsigned long long)h,
-                          (unsigned long long)pc->hash);
-        if ((k = place_piece(pc, elem, buf, NULL, seen)) >= 0) {
-            const char *other = "another shard";
-            unravel(&pc->gshape, k, idx);
-            fmt_index(&pc->gshape, idx, ib, sizeof ib);
-            for (int j = lo; j < i; j++)
-                if (region_contains(&c->pieces[j].region, idx)) {
-                    other = c->files[c->pieces[j].file].path;
-                    break;
-                }
-            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
-                          "ckpt: %s: tensor '%s': overlapping regions: element %s is also "
-                          "stored in %s",
-                          c->files[pc->file].path, pc->name, ib, other);
-        }
+        LDT_CHECK_GOTO(take_piece(c, lo, i, buf, NULL, seen));
         for (int r = 0; r < nranks; r++) /* this shard and its replicas */
             if (!filled[r] && region_equal(&regs[r], &pc->region)) {
                 int64_t nb = 0;
@@ -1286,16 +1270,7 @@ static ldt_status load_tensor(ckpt *c, int lo, int hi, const ldt_spec *target, l
             LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: tensor '%s': a stored region that no rank of the saved "
                           "mesh %s (%s) holds", c->files[pc->file].path, pc->name, p0->mesh, p0->placements);
     }
-    for (int64_t k = 0; k < numel; k++)
-        if (!(seen[k >> 3] & (1u << (k & 7)))) {
-            char sb[128];
-            unravel(&p0->gshape, k, idx);
-            fmt_index(&p0->gshape, idx, ib, sizeof ib);
-            ldt_shape_format(&p0->gshape, sb, sizeof sb);
-            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
-                          "ckpt: tensor '%s' %s: missing regions: element %s is in no shard in %s",
-                          p0->name, sb, ib, c->dir);
-        }
+    LDT_CHECK_GOTO(all_covered(c, p0, numel, seen));
     for (int r = 0; r < nranks; r++)
         if (!filled[r] && regs[r].numel > 0)
             LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: tensor '%s': rank %d's shard on the saved mesh %s is not "
