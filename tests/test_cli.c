@@ -9,20 +9,8 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 
-/* Runs the CLI with args; returns its exit status, stdout in out (and stderr if merge). */
-static int run(const char *args, char *out, size_t cap, int merge_stderr) {
-    char cmd[1024];
-    FILE *f;
-    size_t n;
-    int st;
-    snprintf(cmd, sizeof cmd, "%s %s %s", LDT_CLI_PATH, args, merge_stderr ? "2>&1" : "2>/dev/null");
-    f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "tests/cli_run.h"
+
 
 static int64_t num(const cJSON *arr, int i) {
     return (int64_t)cJSON_GetArrayItem(arr, i)->valuedouble;

@@ -1,6 +1,8 @@
 /* Meta meshes: tensors hold no data, parameters take init recipes drawing the stream in
  * order, planning reports per-rank parameter memory; bad input is reported. */
 #include <criterion/criterion.h>
+
+#include "tests/cli_run.h"
 #include <string.h>
 
 #include "ldt/ldt.h"
@@ -348,19 +350,6 @@ Test(meta, materialize_bad_input) {
 #include <cjson/cJSON.h>
 #include <sys/wait.h>
 
-static int run_cli(const char *args, char *out, size_t cap) {
-    char cmd[1024];
-    FILE *f;
-    size_t n;
-    int st;
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", LDT_CLI_PATH, args);
-    f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static double jnum(cJSON *j, const char *k) {
     cJSON *v = cJSON_GetObjectItem(j, k);

@@ -9,6 +9,8 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 
+#include "tests/cli_run.h"
+
 #include "ldt/core.h"
 #include "test_util.h"
 
@@ -460,19 +462,6 @@ Test(notation, format_errors_name_what) {
 
 /* ---- ldt spec --------------------------------------------------------------------------- */
 
-static int run(const char *args, char *out, size_t cap, int merge_stderr) {
-    char cmd[1024];
-    FILE *f;
-    size_t n;
-    int st;
-    snprintf(cmd, sizeof cmd, "%s %s %s", LDT_CLI_PATH, args, merge_stderr ? "2>&1" : "2>/dev/null");
-    f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static const char *field(const cJSON *o, const char *name) {
     const cJSON *v = cJSON_GetObjectItem(o, name);

@@ -3,24 +3,13 @@
  * contract, the loss falling below 0.6 ln(vocab) in 200 steps, bad flags. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+
+#include "tests/cli_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
-static int run_cli(const char *args, char *out, size_t cap) {
-    char cmd[1024];
-    FILE *f;
-    size_t n;
-    int st;
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", LDT_CLI_PATH, args);
-    f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* The losses of a run, and its JSON object (caller deletes). */
 static cJSON *train(const char *args, double *losses, int n) {
