@@ -4,7 +4,7 @@ CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 
-.PHONY: all deps configure build demo test bench install clean
+.PHONY: all deps configure build demo test gpu-test bench install clean
 
 all: build
 
@@ -22,6 +22,13 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The GPU suite (ctest label gpu: CUDA kernels against the CPU ones, capture and replay) and
+# the CUDA Graph benchmark. Needs the CUDA toolkit; without a GPU the tests say SKIPPED.
+gpu-test:
+	@$(MAKE) --no-print-directory build CMAKE_FLAGS="$(CMAKE_FLAGS) -DLDT_CUDA=ON"
+	cd $(BUILD) && ctest -L gpu --output-on-failure
+	./$(BUILD)/ldt-bench gpu_replay
 
 bench: build
 	./$(BUILD)/ldt-bench all

@@ -26,7 +26,9 @@
     X(train_step, "the demo's training step replayed against eager on dp=2,tp=2: time outside "  \
                   "kernels and collectives, speed-up")                                         \
     X(rng, "random values per second on one core from the stream's CPU fillers: uniform, "   \
-           "normal, trunc_normal, randint (GB/s of f32)")
+           "normal, trunc_normal, randint (GB/s of f32)")                                     \
+    X(gpu_replay, "one GPU: an MLP step replayed as a CUDA Graph against the same launches "  \
+                  "issued one by one (us per step); reports nothing without a device")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/common/cast.h"
 #include "kernels/common/math.h"
 #include "kernels/cpu/kernel.h"
 
@@ -208,16 +209,6 @@ INT_SCALAR_ROWS(i32, int32_t, uint32_t)
 INT_SCALAR_ROWS(i64, int64_t, uint64_t)
 INT_SCALAR_ROWS(u8, uint8_t, unsigned)
 
-/* Integer -> i32 wraps modulo 2^32 (as torch's .to(int32) does), without relying on the
- * implementation-defined conversion of out-of-range values. */
-static int32_t wrap_i32(int64_t v) {
-    uint32_t u = (uint32_t)(uint64_t)v;
-    return u <= (uint32_t)INT32_MAX ? (int32_t)u : (int32_t)(u - 2147483648u) + INT32_MIN;
-}
-
-/* Truncating int64 division where / -1 is a wrapping negation (no INT64_MIN / -1 trap). */
-static int64_t idiv64(int64_t a, int64_t b) { return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b; }
-
 /* Integer division with a scalar is done in int64 on the scalar as given (x / 2^40 is 0, not
  * a division by 2^40 wrapped to 0), then wrapped to the type. The caller has checked for
  * zero divisors. */
@@ -226,16 +217,16 @@ static int64_t idiv64(int64_t a, int64_t b) { return b == -1 ? (int64_t)(0 - (ui
         T *o = (T *)o_;                                                                    \
         const T *x = (const T *)x_;                                                        \
         const int64_t s = (int64_t)s_;                                                     \
-        for (int64_t i = 0; i < n; i++) o[i] = (T)WRAP(idiv64(x[i], s));                   \
+        for (int64_t i = 0; i < n; i++) o[i] = (T)WRAP(ldt__idiv64(x[i], s));              \
     }                                                                                      \
     static void rdivs_##SFX(void *o_, const void *x_, int64_t n, double s_) {              \
         T *o = (T *)o_;                                                                    \
         const T *x = (const T *)x_;                                                        \
         const int64_t s = (int64_t)s_;                                                     \
-        for (int64_t i = 0; i < n; i++) o[i] = (T)WRAP(idiv64(s, x[i]));                   \
+        for (int64_t i = 0; i < n; i++) o[i] = (T)WRAP(ldt__idiv64(s, x[i]));              \
     }
 #define WRAP_SAME(v) (v)
-INT_DIV_SCALAR_ROWS(i32, int32_t, wrap_i32)
+INT_DIV_SCALAR_ROWS(i32, int32_t, ldt__cast_wrap_i32)
 INT_DIV_SCALAR_ROWS(i64, int64_t, WRAP_SAME)
 INT_DIV_SCALAR_ROWS(u8, uint8_t, (uint8_t))
 
@@ -302,54 +293,9 @@ static const unary_fn k_gelu_erf_grad[LDT_DTYPE_COUNT] = FLOAT_ROWS_OF(geluerfg)
 
 /* ---------------------------------------------------------------------------------------
  * Casts, through one of two wide forms: floats load exactly into double, integers and bool
- * into int64; then one store per destination type. Chunked so each loop is a plain one.
+ * into int64; then one store per destination type (the scalar conversions, shared with CUDA,
+ * are in kernels/common/cast.h). Chunked so each loop is a plain one.
  */
-
-/* Round to f32 with round-to-odd: when inexact, pick the neighbour with an odd last bit.
- * Rounding that result to nearest even at <= 22 bits (f16: 11, bf16: 8) gives exactly the
- * once-rounded value, which f64 -> f32 -> f16 with two nearest-even steps does not. */
-static float f64_to_f32_odd(double d) {
-    float f = (float)d; /* +-inf beyond the f32 range (IEEE, Annex F) */
-    if ((double)f == d || d != d) return f;
-    uint32_t u = ldt__f32_bits(f);
-    if (u & 1u) return f;
-    return ldt__bits_f32(fabs((double)f) > fabs(d) ? u - 1u : u + 1u);
-}
-
-static float i64_to_f32_odd(int64_t v) {
-    uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    uint64_t q = m;
-    int sh = 0;
-    while (q >= (1ull << 24)) {
-        q >>= 1;
-        sh++;
-    }
-    if (sh && (m & ((1ull << sh) - 1))) q |= 1; /* sticky: inexact -> odd */
-    float f = ldexpf((float)q, sh);              /* q < 2^24: both steps exact */
-    return v < 0 ? -f : f;
-}
-
-/* Float -> integer: truncate toward zero, saturate at the type's range, NaN -> 0; written
- * with comparisons first so the C conversion only ever sees in-range values (no UB). */
-static int32_t sat_i32(double d) {
-    if (d != d) return 0;
-    if (d >= 2147483647.0) return INT32_MAX;
-    if (d <= -2147483648.0) return INT32_MIN;
-    return (int32_t)d;
-}
-
-static int64_t sat_i64(double d) {
-    if (d != d) return 0;
-    if (d >= 9223372036854775808.0) return INT64_MAX;
-    if (d <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)d;
-}
-
-static uint8_t sat_u8(double d) {
-    if (d != d || d <= 0.0) return 0;
-    if (d >= 255.0) return 255;
-    return (uint8_t)d;
-}
 
 static void cast_load_float(double *d, const void *src, int64_t n, ldt_dtype t) {
     switch (t) {
@@ -379,20 +325,20 @@ static void cast_store_float(void *dst, const double *d, int64_t n, ldt_dtype t)
     case LDT_F64: memcpy(dst, d, (size_t)n * sizeof *d); break;
     case LDT_F16:
         for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = ldt__f32_to_f16(f64_to_f32_odd(d[i]));
+            ((uint16_t *)dst)[i] = ldt__f32_to_f16(ldt__cast_f64_to_f32_odd(d[i]));
         break;
     case LDT_BF16:
         for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = ldt__f32_to_bf16(f64_to_f32_odd(d[i]));
+            ((uint16_t *)dst)[i] = ldt__f32_to_bf16(ldt__cast_f64_to_f32_odd(d[i]));
         break;
     case LDT_I32:
-        for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = sat_i32(d[i]);
+        for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = ldt__cast_sat_i32(d[i]);
         break;
     case LDT_I64:
-        for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = sat_i64(d[i]);
+        for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = ldt__cast_sat_i64(d[i]);
         break;
     case LDT_U8:
-        for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = sat_u8(d[i]);
+        for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = ldt__cast_sat_u8(d[i]);
         break;
     default: LDT__VLOOP(n, ((uint8_t *)dst)[i] = d[i] != 0.0;); break; /* NaN -> true */
     }
@@ -404,14 +350,14 @@ static void cast_store_int(void *dst, const int64_t *v, int64_t n, ldt_dtype t) 
     case LDT_F64: LDT__VLOOP(n, ((double *)dst)[i] = (double)v[i];); break;
     case LDT_F16:
         for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = ldt__f32_to_f16(i64_to_f32_odd(v[i]));
+            ((uint16_t *)dst)[i] = ldt__f32_to_f16(ldt__cast_i64_to_f32_odd(v[i]));
         break;
     case LDT_BF16:
         for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = ldt__f32_to_bf16(i64_to_f32_odd(v[i]));
+            ((uint16_t *)dst)[i] = ldt__f32_to_bf16(ldt__cast_i64_to_f32_odd(v[i]));
         break;
     case LDT_I32:
-        for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = wrap_i32(v[i]);
+        for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = ldt__cast_wrap_i32(v[i]);
         break;
     case LDT_I64: memcpy(dst, v, (size_t)n * sizeof *v); break;
     case LDT_U8: LDT__VLOOP(n, ((uint8_t *)dst)[i] = (uint8_t)v[i];); break; /* mod 256 */

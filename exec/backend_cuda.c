@@ -1,0 +1,475 @@
+/* The CUDA backend for one rank's program: bind once, validate with an eager run, capture
+ * into a CUDA Graph, replay with one launch (exec/backend_cuda.h, docs/gpu.md). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "exec/backend_cuda.h"
+#include "ldt/exec.h"
+
+/* Instruction i's name for messages: "instruction 7 (gelu of node %5)". */
+static const char *kind_name(const ldt__instr *x) {
+    switch ((ldt__ikind)x->kind) {
+    case LDT__I_LOAD: return "load";
+    case LDT__I_KERNEL: return x->op < LDT_OP_COUNT ? ldt__builtin_op_name(x->op) : "custom op";
+    case LDT__I_REDIST: return "redistribute";
+    case LDT__I_ALL_REDUCE: return "all_reduce";
+    case LDT__I_FILL: return "fill";
+    case LDT__I_ARANGE: return "arange";
+    case LDT__I_WAIT: return "wait";
+    default: return "?";
+    }
+}
+
+#ifndef LDT_HAVE_CUDA
+
+static ldt_status no_cuda(void) {
+    LDT_FAIL(LDT_ERR_UNSUPPORTED, "cuda backend: this build has no CUDA (configure with LDT_CUDA=ON)");
+}
+
+ldt_status ldt__cuda_program_check(const ldt__program *p) {
+    (void)p;
+    (void)kind_name;
+    return no_cuda();
+}
+ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
+                                 ldt__cuda_exec **out) {
+    (void)p, (void)outs, (void)nouts;
+    if (out) *out = NULL;
+    return no_cuda();
+}
+ldt_status ldt__cuda_exec_replay(ldt__cuda_exec *x) { return (void)x, no_cuda(); }
+ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x) { return (void)x, no_cuda(); }
+ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t nbytes) {
+    (void)x, (void)v, (void)dst, (void)nbytes;
+    return no_cuda();
+}
+ldt_status ldt__cuda_exec_set_rng(ldt__cuda_exec *x, uint64_t delta, uint64_t advance) {
+    (void)x, (void)delta, (void)advance;
+    return no_cuda();
+}
+ldt_status ldt__cuda_exec_rng(ldt__cuda_exec *x, uint64_t *delta, uint64_t *steps) {
+    (void)x, (void)delta, (void)steps;
+    return no_cuda();
+}
+int64_t ldt__cuda_exec_arena_bytes(const ldt__cuda_exec *x) { return (void)x, 0; }
+int64_t ldt__cuda_exec_graph_nodes(const ldt__cuda_exec *x) { return (void)x, 0; }
+void ldt__cuda_exec_destroy(ldt__cuda_exec *x) { (void)x; }
+
+#else
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "exec/shards.h"
+#include "kernels/cuda/kernel.h"
+#include "planner/memory.h"
+#include "trace/trace.h"
+
+/* cuBLAS's workspace, preallocated and bound before capture so that no GEMM allocates inside
+ * the graph (32 MiB: what cuBLAS itself recommends for Hopper). */
+#define LDT__CUDA_WORKSPACE ((size_t)32 << 20)
+
+/* A runtime call; needs `st` and `fail:`. */
+#define CU_TRY(call)                                                                        \
+    do {                                                                                    \
+        cudaError_t e_ = (call);                                                            \
+        if (e_ != cudaSuccess)                                                              \
+            LDT_FAIL_GOTO(LDT_ERR_CUDA, "cuda backend: %s failed: %s (%s)", #call,          \
+                          cudaGetErrorString(e_), cudaGetErrorName(e_));                    \
+    } while (0)
+
+#define BLAS_TRY(call)                                                                      \
+    do {                                                                                    \
+        cublasStatus_t s_ = (call);                                                         \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
+            LDT_FAIL_GOTO(LDT_ERR_CUDA, "cuda backend: %s failed: %s (%s)", #call,          \
+                          cublasGetStatusString(s_), cublasGetStatusName(s_));              \
+    } while (0)
+
+/* What one instruction enqueues: a kernel launch, a fill, zeros, or an input's copy from its
+ * pinned staging buffer. Parameter loads enqueue nothing (their shards were copied once). */
+typedef enum { STEP_KERNEL, STEP_FILL, STEP_ZERO, STEP_INPUT } step_kind;
+
+typedef struct cstep {
+    step_kind kind;
+    int64_t idx; /* the instruction */
+    ldt__cuda_kernel_fn fn;
+    ldt__kcall call; /* device pointers; FILL, ZERO, INPUT: call.out */
+    double fill;
+    void *staging; /* INPUT: pinned host buffer of `bytes` */
+    int64_t bytes;
+} cstep;
+
+struct ldt__cuda_exec {
+    const ldt__program *p;
+    ldt__mem_plan mem;
+    int have_mem;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *workspace;
+    char *arena;
+    void **val;      /* per value: its device buffer */
+    uint8_t *own;    /* per value: val[v] is its own allocation (a persistent shard) */
+    ldt__operand *opnds;
+    cstep *steps;
+    int64_t nsteps;
+    int *derr;       /* device: the first data error of the step */
+    int *derr_host;  /* pinned: its copy, written by the step's last node */
+    uint64_t *rng;   /* device: {delta, advance, step} (ldt__cuda_rng_advance) */
+    ldt__cuda_env env;
+    cudaGraph_t graph;
+    cudaGraphExec_t gexec;
+    size_t nodes;
+};
+
+static int64_t val_bytes(const ldt__value *v) {
+    int64_t n = (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
+    for (int d = 0; d < v->shape.ndim; d++) n *= v->shape.dims[d];
+    return n;
+}
+
+static ldt_status refuse(const ldt__program *p, int64_t i, const char *why) {
+    const ldt__instr *x = &p->ins[i];
+    LDT_FAIL(LDT_ERR_UNSUPPORTED, "cuda backend: instruction %lld (%s of node %%%d): %s",
+             (long long)i, kind_name(x), x->node, why);
+}
+
+ldt_status ldt__cuda_program_check(const ldt__program *p) {
+    if (!p) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no program");
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        ldt__cuda_kernel_fn fn;
+        switch ((ldt__ikind)x->kind) {
+        case LDT__I_LOAD:
+        case LDT__I_FILL: break;
+        case LDT__I_KERNEL:
+            if (x->op >= LDT_OP_COUNT)
+                return refuse(p, i, "custom ops have no CUDA kernels yet");
+            if (ldt__cuda_kernel_lookup(x->op, &fn) != LDT_OK)
+                return ldt__error_prefix(LDT_ERR_UNSUPPORTED,
+                                         "cuda backend: instruction %lld (node %%%d)",
+                                         (long long)i, x->node);
+            break;
+        case LDT__I_REDIST:
+        case LDT__I_ALL_REDUCE:
+        case LDT__I_WAIT:
+            return refuse(p, i, "collectives are not supported on CUDA yet (one rank only)");
+        case LDT__I_ARANGE: return refuse(p, i, "arange has no CUDA kernel yet");
+        default: return refuse(p, i, "unknown instruction kind");
+        }
+    }
+    return LDT_OK;
+}
+
+/* Enqueues the step on x->stream: the error word cleared, every instruction, the error word
+ * copied out. The same calls run eagerly and under capture. */
+static ldt_status enqueue(ldt__cuda_exec *x) {
+    ldt_status st = LDT_OK;
+    CU_TRY(cudaMemsetAsync(x->derr, 0, sizeof(int), x->stream));
+    for (int64_t s = 0; s < x->nsteps; s++) {
+        cstep *c = &x->steps[s];
+        switch (c->kind) {
+        case STEP_KERNEL: st = c->fn(&c->call, &x->env); break;
+        case STEP_FILL: st = ldt__cuda_fill(&c->call.out, c->fill, &x->env); break;
+        case STEP_ZERO:
+            if (c->bytes) CU_TRY(cudaMemsetAsync(c->call.out.data, 0, (size_t)c->bytes, x->stream));
+            break;
+        case STEP_INPUT:
+            if (c->bytes)
+                CU_TRY(cudaMemcpyAsync(c->call.out.data, c->staging, (size_t)c->bytes,
+                                       cudaMemcpyHostToDevice, x->stream));
+            break;
+        }
+        if (st != LDT_OK) {
+            const ldt__instr *in = &x->p->ins[c->idx];
+            return ldt__error_prefix(st, "cuda backend: instruction %lld (%s of node %%%d)",
+                                     (long long)c->idx, kind_name(in), in->node);
+        }
+    }
+    LDT_CHECK(ldt__cuda_rng_advance(x->rng, &x->env)); /* the next step draws further on */
+    CU_TRY(cudaMemcpyAsync(x->derr_host, x->derr, sizeof(int), cudaMemcpyDeviceToHost, x->stream));
+fail:
+    return st;
+}
+
+/* The inputs' current host data into their pinned staging buffers (this rank's region). */
+static ldt_status stage_inputs(ldt__cuda_exec *x) {
+    for (int64_t s = 0; s < x->nsteps; s++) {
+        cstep *c = &x->steps[s];
+        if (c->kind != STEP_INPUT || !c->bytes) continue;
+        const ldt__instr *in = &x->p->ins[c->idx];
+        const ldt__kregion *kr = &x->p->regions[in->region];
+        const void *src = in->host ? in->host : in->src->data;
+        if (!src)
+            LDT_FAIL(LDT_ERR_INVALID_USAGE, "cuda backend: input of node %%%d has no data; bind "
+                     "it with ldt_input_bind", in->node);
+        ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)in->src->dtype),
+                         (void *)src, c->staging, 1);
+    }
+    return LDT_OK;
+}
+
+/* Waits for the step and reports a data error a kernel recorded. */
+static ldt_status finish(ldt__cuda_exec *x) {
+    ldt_status st = LDT_OK;
+    CU_TRY(cudaStreamSynchronize(x->stream));
+    if (*x->derr_host)
+        LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cuda backend: a kernel found %s in its data",
+                      ldt__cuda_derr_text(*x->derr_host));
+fail:
+    return st;
+}
+
+/* A parameter or constant shard: its region of the tensor's host data, copied once. */
+static ldt_status load_persistent(ldt__cuda_exec *x, const ldt__instr *in, void *dev) {
+    ldt_status st = LDT_OK;
+    int64_t b = val_bytes(&x->p->vals[in->out]);
+    const ldt__kregion *kr = &x->p->regions[in->region];
+    const void *src = in->host ? in->host : in->src->data;
+    void *tmp = NULL;
+    if (!b) return LDT_OK;
+    if (in->reduce) {
+        CU_TRY(cudaMemset(dev, 0, (size_t)b));
+        return LDT_OK;
+    }
+    if (!src)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "cuda backend: parameter of node %%%d has no data; "
+                 "initialise it first", in->node);
+    if (!(tmp = malloc((size_t)b))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)in->src->dtype),
+                     (void *)src, tmp, 1);
+    CU_TRY(cudaMemcpy(dev, tmp, (size_t)b, cudaMemcpyHostToDevice));
+fail:
+    free(tmp);
+    return st;
+}
+
+static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
+    const ldt__program *p = x->p;
+    int32_t nv = p->nvals ? p->nvals : 1;
+    uint8_t *outside = calloc((size_t)nv, 1), *keep = calloc((size_t)nv, 1);
+    int64_t nops = 0;
+    ldt_status st = LDT_OK;
+    x->val = calloc((size_t)nv, sizeof *x->val);
+    x->own = calloc((size_t)nv, 1);
+    x->steps = calloc((size_t)(p->nins ? p->nins : 1), sizeof *x->steps);
+    if (!outside || !keep || !x->val || !x->own || !x->steps)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *in = &p->ins[i];
+        nops += in->nin;
+        if (in->kind == LDT__I_LOAD && in->src->op != LDT_OP_INPUT) outside[in->out] = 1;
+    }
+    for (int k = 0; k < nouts; k++) {
+        if (outs[k] < 0 || outs[k] >= p->nvals)
+            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cuda backend: output value %d of %d",
+                          outs[k], p->nvals);
+        keep[outs[k]] = 1;
+    }
+    LDT_CHECK_GOTO(ldt__memory_plan(p, outside, keep, &x->mem));
+    x->have_mem = 1;
+    if (x->mem.arena_bytes) CU_TRY(cudaMalloc((void **)&x->arena, (size_t)x->mem.arena_bytes));
+    for (int32_t v = 0; v < p->nvals; v++) {
+        if (outside[v]) {
+            int64_t b = val_bytes(&p->vals[v]);
+            CU_TRY(cudaMalloc(&x->val[v], (size_t)(b ? b : 1)));
+            x->own[v] = 1;
+        } else if (x->mem.offset[v] >= 0) {
+            x->val[v] = x->arena + x->mem.offset[v];
+        }
+    }
+    if (!(x->opnds = calloc((size_t)(nops ? nops : 1), sizeof *x->opnds)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    nops = 0;
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *in = &p->ins[i];
+        cstep *c = &x->steps[x->nsteps];
+        memset(c, 0, sizeof *c);
+        c->idx = i;
+        c->call.op = in->op;
+        c->call.attrs = in->attrs;
+        c->call.nin = in->nin;
+        c->call.in = x->opnds + nops;
+        for (int k = 0; k < in->nin; k++) {
+            int32_t v = p->ops[in->in + k];
+            x->opnds[nops].data = x->val[v];
+            x->opnds[nops].shape = p->vals[v].shape;
+            x->opnds[nops++].dtype = (ldt_dtype)p->vals[v].dtype;
+        }
+        c->call.out.data = x->val[in->out];
+        c->call.out.shape = p->vals[in->out].shape;
+        c->call.out.dtype = (ldt_dtype)p->vals[in->out].dtype;
+        c->bytes = val_bytes(&p->vals[in->out]);
+        switch ((ldt__ikind)in->kind) {
+        case LDT__I_LOAD:
+            if (in->src->op != LDT_OP_INPUT) { /* persistent: loaded now, nothing per step */
+                LDT_CHECK_GOTO(load_persistent(x, in, x->val[in->out]));
+                continue;
+            }
+            c->kind = in->reduce ? STEP_ZERO : STEP_INPUT;
+            if (c->kind == STEP_INPUT && c->bytes)
+                CU_TRY(cudaMallocHost(&c->staging, (size_t)c->bytes));
+            break;
+        case LDT__I_KERNEL:
+            c->kind = STEP_KERNEL;
+            if (in->region >= 0) {
+                c->call.region = &p->regions[in->region].region;
+                c->call.global_shape = &p->regions[in->region].global;
+            }
+            LDT_CHECK_GOTO(ldt__cuda_kernel_lookup(in->op, &c->fn));
+            break;
+        case LDT__I_FILL:
+            c->kind = STEP_FILL;
+            c->fill = in->fill;
+            break;
+        default: LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
+        }
+        x->nsteps++;
+    }
+fail:
+    free(outside);
+    free(keep);
+    return st;
+}
+
+ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
+                                 ldt__cuda_exec **out) {
+    ldt__cuda_exec *x = NULL;
+    ldt_status st = LDT_OK;
+    int capturing = 0;
+    if (!out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: out must not be NULL");
+    *out = NULL;
+    if (nouts < 0 || (nouts > 0 && !outs))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: %d outputs but no list", nouts);
+    LDT_CHECK(ldt__cuda_program_check(p)); /* before any device work: refused without a GPU too */
+    if (ldt_cuda_device_count() == 0)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "cuda backend: no CUDA device (the runtime reports none "
+                 "or no driver)");
+    if (!(x = calloc(1, sizeof *x))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    x->p = p;
+    CU_TRY(cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
+    BLAS_TRY(cublasCreate(&x->blas));
+    BLAS_TRY(cublasSetStream(x->blas, x->stream));
+    CU_TRY(cudaMalloc(&x->workspace, LDT__CUDA_WORKSPACE));
+    BLAS_TRY(cublasSetWorkspace(x->blas, x->workspace, LDT__CUDA_WORKSPACE));
+    CU_TRY(cudaMalloc((void **)&x->derr, sizeof(int)));
+    CU_TRY(cudaMallocHost((void **)&x->derr_host, sizeof(int)));
+    CU_TRY(cudaMalloc((void **)&x->rng, 3 * sizeof(uint64_t)));
+    CU_TRY(cudaMemset(x->rng, 0, 3 * sizeof(uint64_t)));
+    x->env.stream = x->stream;
+    x->env.blas = x->blas;
+    x->env.err = x->derr;
+    x->env.rng_delta = x->rng;
+    LDT_CHECK_GOTO(bind(x, outs, nouts));
+    /* one eager run: launch errors and data errors show up here, named, not in a graph */
+    LDT_CHECK_GOTO(stage_inputs(x));
+    LDT_CHECK_GOTO(enqueue(x));
+    LDT_CHECK_GOTO(finish(x));
+    CU_TRY(cudaMemset(x->rng, 0, 3 * sizeof(uint64_t))); /* the validation run did not count */
+    /* capture: thread-local mode, so other threads' CUDA calls neither join nor break it */
+    CU_TRY(cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal));
+    capturing = 1;
+    LDT_CHECK_GOTO(enqueue(x));
+    capturing = 0;
+    CU_TRY(cudaStreamEndCapture(x->stream, &x->graph));
+    CU_TRY(cudaGraphGetNodes(x->graph, NULL, &x->nodes));
+    CU_TRY(cudaGraphInstantiate(&x->gexec, x->graph, 0));
+    *out = x;
+    return LDT_OK;
+fail:
+    if (capturing) { /* abandon the capture; its error, if any, is the one already set */
+        cudaGraph_t g = NULL;
+        cudaStreamEndCapture(x->stream, &g);
+        if (g) cudaGraphDestroy(g);
+        cudaGetLastError();
+    }
+    ldt__cuda_exec_destroy(x);
+    return st;
+}
+
+ldt_status ldt__cuda_exec_replay(ldt__cuda_exec *x) {
+    ldt_status st = LDT_OK;
+    if (!x || !x->gexec) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
+    LDT_CHECK(stage_inputs(x));
+    CU_TRY(cudaGraphLaunch(x->gexec, x->stream));
+    return finish(x);
+fail:
+    return st;
+}
+
+ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x) {
+    if (!x) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
+    LDT_CHECK(stage_inputs(x));
+    LDT_CHECK(enqueue(x));
+    return finish(x);
+}
+
+ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t nbytes) {
+    ldt_status st = LDT_OK;
+    if (!x || v < 0 || v >= x->p->nvals || !x->val[v])
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: value %d is not held (keep it as an "
+                 "output at create)", v);
+    int64_t b = val_bytes(&x->p->vals[v]);
+    if (nbytes != b)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: value %d has %lld bytes, not %lld", v,
+                 (long long)b, (long long)nbytes);
+    if (b) CU_TRY(cudaMemcpy(dst, x->val[v], (size_t)b, cudaMemcpyDeviceToHost));
+fail:
+    return st;
+}
+
+ldt_status ldt__cuda_exec_set_rng(ldt__cuda_exec *x, uint64_t delta, uint64_t advance) {
+    ldt_status st = LDT_OK;
+    uint64_t v[2] = {delta, advance};
+    if (!x) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
+    CU_TRY(cudaMemcpy(x->rng, v, sizeof v, cudaMemcpyHostToDevice));
+fail:
+    return st;
+}
+
+ldt_status ldt__cuda_exec_rng(ldt__cuda_exec *x, uint64_t *delta, uint64_t *steps) {
+    ldt_status st = LDT_OK;
+    uint64_t v[3];
+    if (!x) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
+    CU_TRY(cudaMemcpy(v, x->rng, sizeof v, cudaMemcpyDeviceToHost));
+    if (delta) *delta = v[0];
+    if (steps) *steps = v[2];
+fail:
+    return st;
+}
+
+int64_t ldt__cuda_exec_arena_bytes(const ldt__cuda_exec *x) {
+    return x ? x->mem.arena_bytes : 0;
+}
+
+int64_t ldt__cuda_exec_graph_nodes(const ldt__cuda_exec *x) { return x ? (int64_t)x->nodes : 0; }
+
+void ldt__cuda_exec_destroy(ldt__cuda_exec *x) {
+    if (!x) return;
+    if (x->stream) cudaStreamSynchronize(x->stream);
+    if (x->gexec) cudaGraphExecDestroy(x->gexec);
+    if (x->graph) cudaGraphDestroy(x->graph);
+    for (int64_t s = 0; s < x->nsteps; s++) cudaFreeHost(x->steps[s].staging);
+    if (x->val && x->own)
+        for (int32_t v = 0; v < x->p->nvals; v++)
+            if (x->own[v]) cudaFree(x->val[v]);
+    cudaFree(x->arena);
+    cudaFree(x->derr);
+    cudaFreeHost(x->derr_host);
+    cudaFree(x->rng);
+    if (x->blas) cublasDestroy(x->blas);
+    cudaFree(x->workspace);
+    if (x->stream) cudaStreamDestroy(x->stream);
+    cudaGetLastError(); /* leave no sticky error from teardown behind */
+    if (x->have_mem) ldt__mem_plan_free(&x->mem);
+    free(x->val);
+    free(x->own);
+    free(x->opnds);
+    free(x->steps);
+    free(x);
+}
+
+#endif

@@ -1,0 +1,55 @@
+/* Internal: the CUDA backend for one rank's program (exec/backend_cuda.c, docs/gpu.md).
+ *
+ * Create binds the program once: a device arena from the memory plan, persistent device
+ * copies of the parameter and constant shards, static device buffers (and pinned host
+ * staging) for the inputs, every kernel resolved to its CUDA launcher with device pointers.
+ * It then runs the step once, launch by launch, to validate it, and captures the same
+ * launches into a CUDA Graph. A replay stages the inputs, launches the graph once and waits.
+ *
+ *   ldt__cuda_exec *x;
+ *   LDT_CHECK(ldt__cuda_exec_create(prog, &out_val, 1, &x)); // refuses what it cannot run
+ *   for (int s = 0; s < steps; s++) LDT_CHECK(ldt__cuda_exec_replay(x));
+ *   LDT_CHECK(ldt__cuda_exec_read(x, out_val, host, nbytes));
+ *   ldt__cuda_exec_destroy(x);
+ *
+ * The header compiles in every build; without CUDA the functions return LDT_ERR_UNSUPPORTED. */
+#ifndef LDT_EXEC_BACKEND_CUDA_H
+#define LDT_EXEC_BACKEND_CUDA_H
+
+#include "planner/program.h"
+
+typedef struct ldt__cuda_exec ldt__cuda_exec;
+
+/* Whether the CUDA backend can run program p: LDT_ERR_UNSUPPORTED naming the first
+ * instruction it cannot (a collective, a redistribution, arange, a custom op, an op with no
+ * CUDA kernel yet). Needs no device. */
+ldt_status ldt__cuda_program_check(const ldt__program *p);
+
+/* Binds p (which must outlive the executable) on the current device, validates the step
+ * with one eager run and captures it into a CUDA Graph. outs[0..nouts) are the values to be
+ * readable after a replay. LDT_ERR_UNSUPPORTED without CUDA, without a device, or for a
+ * program ldt__cuda_program_check refuses; LDT_ERR_CUDA naming the CUDA error otherwise. */
+ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
+                                 ldt__cuda_exec **out);
+/* One step: inputs copied in from their tensors' host data, one graph launch, a wait; a data
+ * error found on the device (integer division by zero) comes back as
+ * LDT_ERR_INVALID_ARGUMENT. */
+ldt_status ldt__cuda_exec_replay(ldt__cuda_exec *x);
+/* The same step issued launch by launch on the stream, without the graph (what capture
+ * saves: the `eager` column of bench gpu_replay). */
+ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x);
+/* Copies value v (one of create's outs, or a parameter shard) into host dst of nbytes. */
+ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t nbytes);
+/* The random stream in device memory: every random op of the step draws at its lowered
+ * offset + delta, and each step (replay or eager run) ends by adding `advance` to delta on
+ * the device, inside the graph, so replays draw anew without re-capture. After create: delta
+ * 0, advance 0 (every step draws what the program was lowered with), 0 steps. */
+ldt_status ldt__cuda_exec_set_rng(ldt__cuda_exec *x, uint64_t delta, uint64_t advance);
+/* The current delta and the steps run since create (read from the device). */
+ldt_status ldt__cuda_exec_rng(ldt__cuda_exec *x, uint64_t *delta, uint64_t *steps);
+/* Figures: the device arena's bytes, and the graph's node count (0 before capture). */
+int64_t ldt__cuda_exec_arena_bytes(const ldt__cuda_exec *x);
+int64_t ldt__cuda_exec_graph_nodes(const ldt__cuda_exec *x);
+void ldt__cuda_exec_destroy(ldt__cuda_exec *x);
+
+#endif
