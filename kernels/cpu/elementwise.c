@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/common/cast.h"
+#include "kernels/common/elementwise_plan.h"
 #include "kernels/common/math.h"
 #include "kernels/cpu/kernel.h"
 
@@ -388,70 +389,15 @@ static void cast_run(void *dst, ldt_dtype to, const void *src, ldt_dtype from, i
 }
 
 /* ---------------------------------------------------------------------------------------
- * Broadcasting (numpy rules, right-aligned). The plan gives each input a stride of 0 on the
- * dims it repeats, drops size-1 dims and merges dims that are contiguous for every operand,
- * so a same-shape op becomes one row of numel elements and [N,1] + [1,M] becomes N rows of
- * M. In the last (row) dim every input's stride is 0 or 1, which is what the rows expect.
+ * Broadcasting: the plan (kernels/common/elementwise_plan.h) walked in rows. In the last
+ * (row) dim every input's stride is 0 or 1, which is what the rows expect.
  */
-typedef struct bc_plan {
-    int nd;
-    int64_t dims[LDT_MAX_DIMS];
-    int64_t st[3][LDT_MAX_DIMS];
-} bc_plan;
-
 /* A row callback: inputs at in[k] with row strides st[k] (0 or 1), n outputs at o. */
 typedef void (*row_cb)(const void *ctx, void *o, const void *const *in, const int64_t *st,
                        int64_t n);
 
-static ldt_status bc_make(const char *op, const ldt_shape *out, int nin, const ldt__operand *in,
-                          const char *const *names, bc_plan *p) {
-    int n = out->ndim;
-    int64_t st[3][LDT_MAX_DIMS];
-    char b1[192], b2[192];
-    for (int k = 0; k < nin; k++) {
-        const ldt_shape *s = &in[k].shape;
-        int64_t stride = 1;
-        if (s->ndim > n) {
-            ldt_shape_format(s, b1, sizeof b1);
-            ldt_shape_format(out, b2, sizeof b2);
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %s has more dims than the output %s", op,
-                     names[k], b1, b2);
-        }
-        for (int d = n - 1; d >= 0; d--) {
-            int sd = d - (n - s->ndim);
-            int64_t sz = sd >= 0 ? s->dims[sd] : 1;
-            if (sz != out->dims[d] && sz != 1) {
-                ldt_shape_format(s, b1, sizeof b1);
-                ldt_shape_format(out, b2, sizeof b2);
-                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                         "%s: %s %s does not broadcast to the output %s (dim %d is %lld, not 1 "
-                         "or %lld)",
-                         op, names[k], b1, b2, sd, (long long)sz, (long long)out->dims[d]);
-            }
-            st[k][d] = sz == 1 ? 0 : stride;
-            stride *= sz;
-        }
-    }
-    p->nd = 0;
-    for (int d = 0; d < n; d++) {
-        int last = p->nd - 1, merge = last >= 0;
-        if (out->dims[d] == 1) continue;
-        for (int k = 0; k < nin && merge; k++)
-            merge = p->st[k][last] == st[k][d] * out->dims[d];
-        if (merge) {
-            p->dims[last] *= out->dims[d];
-            for (int k = 0; k < nin; k++) p->st[k][last] = st[k][d];
-        } else {
-            p->dims[p->nd] = out->dims[d];
-            for (int k = 0; k < nin; k++) p->st[k][p->nd] = st[k][d];
-            p->nd++;
-        }
-    }
-    return LDT_OK;
-}
-
 /* Calls cb once per row of the plan, walking the outer dims with an odometer. */
-static void bc_run(const bc_plan *p, int nin, char *o, size_t oes, const ldt__operand *in,
+static void bc_run(const ldt__bc_plan *p, int nin, char *o, size_t oes, const ldt__operand *in,
                    row_cb cb, const void *ctx) {
     const void *ptr[3];
     int64_t rs[3] = {0, 0, 0}, off[3] = {0, 0, 0}, idx[LDT_MAX_DIMS] = {0};
@@ -514,16 +460,6 @@ static void where_cb(const void *ctx, void *o, const void *const *in, const int6
  */
 static const char *op_name(int op) { return ldt__builtin_op_name(op); }
 
-/* Arity, dtypes in range, valid shapes, data present where there are elements. */
-static ldt_status check_call(const ldt__kcall *c, const char *op, int nin) {
-    if (c->nin != nin || (nin > 0 && !c->in))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects %d inputs, got %d", op, nin, c->nin);
-    for (int k = -1; k < nin; k++) {
-        LDT_CHECK(ldt__check_operand(op, k < 0 ? &c->out : &c->in[k], k));
-    }
-    return LDT_OK;
-}
-
 /* Bit d set when a row table has an entry for dtype d. */
 #define SUPPORTED_MASK(row, mask)                                                          \
     do {                                                                                   \
@@ -532,27 +468,6 @@ static ldt_status check_call(const ldt__kcall *c, const char *op, int nin) {
             if ((row)[d_]) (mask) |= 1u << d_;                                             \
     } while (0)
 
-/* "add: dtype bool is not supported (f32, f64, ...)", listing what the table has. */
-static ldt_status fail_dtype(const char *op, ldt_dtype t, unsigned mask) {
-    char list[128];
-    size_t pos = 0;
-    list[0] = '\0';
-    for (int d = 0; d < LDT_DTYPE_COUNT; d++)
-        if ((mask >> d) & 1u)
-            pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s%s", pos ? ", " : "",
-                                    ldt_dtype_name((ldt_dtype)d));
-    LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (%s)", op, ldt_dtype_name(t),
-             list);
-}
-
-static ldt_status fail_same_shape(const char *op, const ldt__kcall *c) {
-    char b1[192], b2[192];
-    ldt_shape_format(&c->in[0].shape, b1, sizeof b1);
-    ldt_shape_format(&c->out.shape, b2, sizeof b2);
-    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output shape %s differs from the input's %s", op, b2,
-             b1);
-}
-
 ldt_status ldt__k_binary(const ldt__kcall *c) {
     const char *op = op_name(c->op);
     static const char *const names2[] = {"a", "b"}, *const names3[] = {"cond", "a", "b"};
@@ -560,22 +475,11 @@ ldt_status ldt__k_binary(const ldt__kcall *c) {
     int nin = is_where ? 3 : 2;
     ew_ctx ctx = {NULL, NULL, LDT_F32, 0};
     row_cb cb = bin_cb;
-    bc_plan plan = {0};
+    ldt__bc_plan plan = {0};
     int64_t n;
-    if (c->op < LDT_OP_ADD || c->op > LDT_OP_WHERE)
-        LDT_FAIL(LDT_ERR_INTERNAL, "binary kernel: %s is not a binary op", op);
-    LDT_CHECK(check_call(c, op, nin));
+    LDT_CHECK(ldt__ew_check_binary(c, op));
     const ldt__operand *a = &c->in[nin - 2], *b = &c->in[nin - 1];
-    if (a->dtype != b->dtype)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: a is %s but b is %s (cast one first)", op,
-                 ldt_dtype_name(a->dtype), ldt_dtype_name(b->dtype));
     if (is_where) {
-        if (c->in[0].dtype != LDT_BOOL)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "where: cond must be bool, got %s",
-                     ldt_dtype_name(c->in[0].dtype));
-        if (c->out.dtype != a->dtype)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "where: output is %s but a and b are %s",
-                     ldt_dtype_name(c->out.dtype), ldt_dtype_name(a->dtype));
         switch (ldt_dtype_size(a->dtype)) {
         case 1: ctx.where = where_1; break;
         case 2: ctx.where = where_2; break;
@@ -585,14 +489,10 @@ ldt_status ldt__k_binary(const ldt__kcall *c) {
         cb = where_cb;
     } else {
         const bin_fn *row = k_binary[c->op - LDT_OP_ADD];
-        ldt_dtype want = is_cmp ? LDT_BOOL : a->dtype;
-        if (c->out.dtype != want)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s, expected %s", op,
-                     ldt_dtype_name(c->out.dtype), ldt_dtype_name(want));
         if (!row[a->dtype]) {
             unsigned mask;
             SUPPORTED_MASK(row, mask);
-            return fail_dtype(op, a->dtype, mask);
+            return ldt__ew_fail_dtype(op, a->dtype, mask, "");
         }
         ctx.bin = row[a->dtype];
         if (is_half(a->dtype)) {
@@ -601,7 +501,7 @@ ldt_status ldt__k_binary(const ldt__kcall *c) {
             cb = bin_half_cb;
         }
     }
-    LDT_CHECK(bc_make(op, &c->out.shape, nin, c->in, is_where ? names3 : names2, &plan));
+    LDT_CHECK(ldt__bc_make(op, &c->out.shape, nin, c->in, is_where ? names3 : names2, &plan));
     LDT_CHECK(ldt_shape_numel(&c->out.shape, &n));
     if (n == 0) return LDT_OK;
     if (c->op == LDT_OP_DIV && !ldt_dtype_is_float(b->dtype)) {
@@ -625,32 +525,17 @@ ldt_status ldt__k_binary(const ldt__kcall *c) {
 ldt_status ldt__k_scalar(const ldt__kcall *c) {
     const char *op = op_name(c->op);
     int64_t n;
-    if (c->op < LDT_OP_ADD_SCALAR || c->op > LDT_OP_POW_SCALAR)
-        LDT_FAIL(LDT_ERR_INTERNAL, "scalar kernel: %s is not an op with a scalar", op);
-    LDT_CHECK(check_call(c, op, 1));
+    double s = 0; /* set by ldt__ew_check_scalar */
+    LDT_CHECK(ldt__ew_check_scalar(c, op, &s));
     const ldt__operand *x = &c->in[0];
     const scalar_fn *row = k_scalar[c->op - LDT_OP_ADD_SCALAR];
-    if (!c->attrs) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: attrs (the scalar) missing", op);
-    double s = c->attrs->f[0];
-    if (!ldt_shape_equal(&x->shape, &c->out.shape)) return fail_same_shape(op, c);
-    if (c->out.dtype != x->dtype)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s but the input is %s", op,
-                 ldt_dtype_name(c->out.dtype), ldt_dtype_name(x->dtype));
     if (!row[x->dtype]) {
         unsigned mask;
         SUPPORTED_MASK(row, mask);
-        return fail_dtype(op, x->dtype, mask);
+        return ldt__ew_fail_dtype(op, x->dtype, mask, "");
     }
-    if (!ldt_dtype_is_float(x->dtype) &&
-        !(s == floor(s) && s >= -9223372036854775808.0 && s < 9223372036854775808.0))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: scalar %g is not an int64 integer, and the input is %s (cast it to a "
-                 "float dtype first)",
-                 op, s, ldt_dtype_name(x->dtype));
+    LDT_CHECK(ldt__ew_check_scalar_value(c, op, s));
     LDT_CHECK(ldt_shape_numel(&x->shape, &n));
-    if (!ldt_dtype_is_float(x->dtype) && c->op == LDT_OP_DIV_SCALAR && s == 0)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "div_scalar: integer division by zero (%s)",
-                 ldt_dtype_name(x->dtype));
     if (!ldt_dtype_is_float(x->dtype) && c->op == LDT_OP_RDIV_SCALAR)
         for (int64_t i = 0; i < n; i++) /* before writing: a failed op leaves out untouched */
             if ((x->dtype == LDT_I32   ? ((const int32_t *)x->data)[i]
@@ -676,33 +561,21 @@ ldt_status ldt__k_scalar(const ldt__kcall *c) {
 ldt_status ldt__k_unary(const ldt__kcall *c) {
     const char *op = op_name(c->op);
     int64_t n;
-    if (c->op < LDT_OP_NEG || c->op > LDT_OP_CAST)
-        LDT_FAIL(LDT_ERR_INTERNAL, "unary kernel: %s is not a unary op", op);
-    LDT_CHECK(check_call(c, op, 1));
+    LDT_CHECK(ldt__ew_check_unary(c, op, &n));
     const ldt__operand *x = &c->in[0];
-    if (!ldt_shape_equal(&x->shape, &c->out.shape)) return fail_same_shape(op, c);
-    LDT_CHECK(ldt_shape_numel(&x->shape, &n));
     if (c->op == LDT_OP_CAST) {
         cast_run(c->out.data, c->out.dtype, x->data, x->dtype, n);
         return LDT_OK;
     }
-    if (c->out.dtype != x->dtype)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s but the input is %s (only cast "
-                 "changes dtype)", op, ldt_dtype_name(c->out.dtype), ldt_dtype_name(x->dtype));
-    const unary_fn *row = k_unary[c->op - LDT_OP_NEG];
-    if (c->op == LDT_OP_GELU && c->attrs) {
-        if (c->attrs->i[0] < 0 || c->attrs->i[0] > 2)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "gelu: attrs.i[0] must be 0 (erf form), 1 (tanh form) or 2 (the erf form's "
-                     "derivative), got %lld",
-                     (long long)c->attrs->i[0]);
-        if (c->attrs->i[0] == 1) row = k_gelu_tanh;
-        if (c->attrs->i[0] == 2) row = k_gelu_erf_grad;
-    }
+    int form = 0; /* gelu: 0 erf, 1 tanh, 2 the erf form's derivative */
+    LDT_CHECK(ldt__ew_check_unary_math(c, op, &form));
+    const unary_fn *row = form == 1   ? k_gelu_tanh
+                          : form == 2 ? k_gelu_erf_grad
+                                      : k_unary[c->op - LDT_OP_NEG];
     if (!row[x->dtype]) {
         unsigned mask;
         SUPPORTED_MASK(row, mask);
-        return fail_dtype(op, x->dtype, mask);
+        return ldt__ew_fail_dtype(op, x->dtype, mask, "");
     }
     if (!is_half(x->dtype)) {
         row[x->dtype](c->out.data, x->data, n);

@@ -8,6 +8,7 @@
 #include "core/half.h"
 #include "kernels/common/nn_math.h"
 #include "kernels/common/philox.h"
+#include "kernels/common/random_plan.h" /* ldt__region_check */
 #include "kernels/cpu/kernel.h"
 
 /* Mask bytes made per step of dropout: the stream is filled a chunk at a time. */
@@ -333,36 +334,6 @@ static void dropout_region(const dp_params *p, const ldt_region *r, const ldt_sh
     }
 }
 
-/* The region must describe out's shape and lie inside the global shape: a wrong one would
- * write outside the buffer or read the stream at the wrong places. */
-static ldt_status dropout_check_region(const ldt__kcall *c) {
-    const ldt_region *r = c->region;
-    const ldt_shape *gs = c->global_shape;
-    char o[128], g[128];
-    ldt_shape_format(&c->out.shape, o, sizeof o);
-    if (!gs)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "dropout: a region without a global shape (out is %s)",
-                 o);
-    ldt_shape_format(gs, g, sizeof g);
-    if (r->ndim != gs->ndim || !ldt_shape_equal(&r->local_shape, &c->out.shape))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "dropout: the region (%d dims) does not fit output %s of global shape %s",
-                 r->ndim, o, g);
-    for (int d = 0; d < r->ndim; d++) {
-        const ldt_dim_runs *rd = &r->runs[d];
-        if (rd->len < 0 || rd->blocks < 0 || rd->start < 0 ||
-            rd->len * rd->blocks != c->out.shape.dims[d] ||
-            (rd->len > 0 && rd->blocks > 0 &&
-             rd->start + (rd->blocks - 1) * rd->block_stride + rd->len > gs->dims[d]))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "dropout: region dim %d (start %lld, %lld runs of %lld every %lld) does not "
-                     "fit output %s of global shape %s",
-                     d, (long long)rd->start, (long long)rd->blocks, (long long)rd->len,
-                     (long long)rd->block_stride, o, g);
-    }
-    return LDT_OK;
-}
-
 static ldt_status dropout_kernel(const ldt__kcall *c) {
     dp_params p;
     p.t = c->in[0].dtype;
@@ -375,7 +346,7 @@ static ldt_status dropout_kernel(const ldt__kcall *c) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "dropout: p = %g; expected 0 <= p <= 1", p.p);
     int64_t n = nn_numel(&c->out.shape);
     if (c->region) {
-        LDT_CHECK(dropout_check_region(c));
+        LDT_CHECK(ldt__region_check("dropout", c));
         if (n > 0) dropout_region(&p, c->region, c->global_shape);
         return LDT_OK;
     }

@@ -6,22 +6,13 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/common/cast.h" /* ldt__cast_f64_to_f32_odd: one rounding to the halves */
 #include "kernels/common/philox.h"
+#include "kernels/common/random_plan.h"
 #include "kernels/cpu/kernel.h"
 
 /* Values are made in f32 (or bytes) this many at a time, then converted to the dtype. */
 #define RN_CHUNK 256
-
-typedef struct rn_params {
-    int op;
-    ldt_dtype dtype;
-    uint64_t seed, offset;
-    float a, b; /* rand: lo, hi; randn: mean, std */
-    double p;   /* bernoulli */
-    ldt__trunc_normal tn;   /* trunc_normal */
-    int64_t low;            /* randint: [low, low + range) */
-    uint64_t range;
-} rn_params;
 
 static const char *rn_name(int op) {
     switch (op) {
@@ -33,20 +24,6 @@ static const char *rn_name(int op) {
     }
 }
 
-/* d rounded to f32 by round-to-odd (towards zero, then the last bit set if inexact): rounding
- * that once more to f16 or bf16 (11 or 8 bits, well under 24 - 2) gives d correctly rounded to
- * them, one rounding as if made directly from the double. */
-static float rn_f64_to_f32_odd(double d) {
-    float f = (float)d;
-    if ((double)f != d && isfinite(d)) {
-        uint32_t b = ldt__f32_bits(f);
-        if ((b & 1u) == 0) /* rounded to the even neighbour: take the odd one across d */
-            b = fabs((double)f) > fabs(d) ? b - 1u : b + 1u;
-        f = ldt__bits_f32(b);
-    }
-    return f;
-}
-
 /* n doubles (trunc_normal values) into the output dtype, each rounded once. */
 static void rn_store_f64(ldt_dtype t, void *dst, const double *v, int64_t n) {
     switch (t) {
@@ -56,11 +33,11 @@ static void rn_store_f64(ldt_dtype t, void *dst, const double *v, int64_t n) {
         break;
     case LDT_F16:
         for (int64_t j = 0; j < n; j++)
-            ((uint16_t *)dst)[j] = ldt__f32_to_f16(rn_f64_to_f32_odd(v[j]));
+            ((uint16_t *)dst)[j] = ldt__f32_to_f16(ldt__cast_f64_to_f32_odd(v[j]));
         break;
     case LDT_BF16:
         for (int64_t j = 0; j < n; j++)
-            ((uint16_t *)dst)[j] = ldt__f32_to_bf16(rn_f64_to_f32_odd(v[j]));
+            ((uint16_t *)dst)[j] = ldt__f32_to_bf16(ldt__cast_f64_to_f32_odd(v[j]));
         break;
     default: break; /* rejected by the caller */
     }
@@ -93,7 +70,7 @@ static void rn_store_i64(ldt_dtype t, void *dst, const int64_t *v, int64_t n) {
 }
 
 /* Stream values of global elements [start, start + n) into dst[0..n) of the output dtype. */
-static void rn_fill_run(const rn_params *p, void *dst, int64_t start, int64_t n) {
+static void rn_fill_run(const ldt__rn_params *p, void *dst, int64_t start, int64_t n) {
     size_t esz = ldt_dtype_size(p->dtype);
     if (p->op == LDT_OP_TRUNC_NORMAL) { /* doubles, each rounded once to the dtype */
         if (p->dtype == LDT_F64) {
@@ -180,7 +157,7 @@ static void rn_fill_run(const rn_params *p, void *dst, int64_t start, int64_t n)
 /* A shard: walk the local tensor in runs of the innermost dim. Along dim d, local index i is
  * global (i / len) * block_stride + start + i % len (include/ldt/core.h), so each run of `len`
  * local elements on the last dim is `len` consecutive global elements: one fill each. */
-static void rn_fill_region(const rn_params *p, void *out, const ldt_region *r,
+static void rn_fill_region(const ldt__rn_params *p, void *out, const ldt_region *r,
                            const ldt_shape *gs) {
     int nd = r->ndim;
     size_t esz = ldt_dtype_size(p->dtype);
@@ -214,103 +191,14 @@ static void rn_fill_region(const rn_params *p, void *out, const ldt_region *r,
     }
 }
 
-/* The region must describe out's shape and lie inside the global shape: a wrong one would
- * write outside the buffer or read the stream at the wrong places. */
-static ldt_status rn_check_region(const ldt__kcall *c) {
-    const char *name = rn_name(c->op);
-    const ldt_region *r = c->region;
-    const ldt_shape *gs = c->global_shape;
-    char o[128], g[128];
-    ldt_shape_format(&c->out.shape, o, sizeof o);
-    if (!gs)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: a region without a global shape (out is %s)", name,
-                 o);
-    ldt_shape_format(gs, g, sizeof g);
-    if (r->ndim != gs->ndim || !ldt_shape_equal(&r->local_shape, &c->out.shape))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: the region (%d dims) does not fit output %s of global shape %s", name,
-                 r->ndim, o, g);
-    for (int d = 0; d < r->ndim; d++) {
-        const ldt_dim_runs *rd = &r->runs[d];
-        if (rd->len < 0 || rd->blocks < 0 || rd->start < 0 ||
-            rd->len * rd->blocks != c->out.shape.dims[d] ||
-            (rd->len > 0 && rd->blocks > 0 &&
-             rd->start + (rd->blocks - 1) * rd->block_stride + rd->len > gs->dims[d]))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "%s: region dim %d (start %lld, %lld runs of %lld every %lld) does not fit "
-                     "output %s of global shape %s",
-                     name, d, (long long)rd->start, (long long)rd->blocks, (long long)rd->len,
-                     (long long)rd->block_stride, o, g);
-    }
-    return LDT_OK;
-}
-
 static ldt_status random_kernel(const ldt__kcall *c) {
     const char *name = rn_name(c->op);
-    if (!c->attrs) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: no attributes (seed, offset)", name);
-    rn_params p;
-    memset(&p, 0, sizeof p);
-    p.op = c->op;
-    p.dtype = c->out.dtype;
-    p.seed = (uint64_t)c->attrs->i[0];
-    p.offset = (uint64_t)c->attrs->i[1];
-    int isf = ldt_dtype_is_float(p.dtype);
-    int isint =
-        p.dtype == LDT_BOOL || p.dtype == LDT_U8 || p.dtype == LDT_I32 || p.dtype == LDT_I64;
-    if (!isf && !(c->op == LDT_OP_BERNOULLI && isint) &&
-        !(c->op == LDT_OP_RANDINT && isint && p.dtype != LDT_BOOL))
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (f32, f64, f16, bf16%s)", name,
-                 ldt_dtype_name(p.dtype),
-                 c->op == LDT_OP_BERNOULLI ? ", bool, u8, i32, i64"
-                 : c->op == LDT_OP_RANDINT ? ", u8, i32, i64" : "");
-    double f0 = c->attrs->f[0], f1 = c->attrs->f[1];
-    if (c->op == LDT_OP_TRUNC_NORMAL) {
-        double lo, hi;
-        int64_t ia = c->attrs->i[2], ib = c->attrs->i[3];
-        memcpy(&lo, &ia, sizeof lo);
-        memcpy(&hi, &ib, sizeof hi);
-        if (!isfinite(f0) || !isfinite(f1) || !(f1 > 0) || !isfinite(lo) || !isfinite(hi) ||
-            !(lo < hi))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "trunc_normal: mean %g, std %g, bounds [%g, %g]; expected finite values, "
-                     "std > 0 and a < b",
-                     f0, f1, lo, hi);
-        p.tn = ldt__rand_trunc_normal_init(f0, f1, lo, hi);
-    } else if (c->op == LDT_OP_RANDINT) {
-        int64_t low = c->attrs->i[2], high = c->attrs->i[3], mn, mx;
-        uint64_t range = (uint64_t)high - (uint64_t)low;
-        ldt__randint_limits(p.dtype, &mn, &mx);
-        if (!(high > low) || range > LDT__RANDINT_MAX_RANGE || low < mn || high - 1 > mx)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "randint: [%lld, %lld) as %s; expected low < high, high - low <= 2^32 and "
-                     "values within [%lld, %lld]",
-                     (long long)low, (long long)high, ldt_dtype_name(p.dtype), (long long)mn,
-                     (long long)mx);
-        p.low = low;
-        p.range = range;
-    } else if (c->op == LDT_OP_RAND) {
-        /* the values are made in f32: the range must be a non-empty finite f32 range */
-        p.a = (float)f0;
-        p.b = (float)f1;
-        if (!(p.a < p.b) || !isfinite(p.b - p.a))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "rand: range [%g, %g) is empty or not finite in f32; expected lo < hi", f0,
-                     f1);
-    } else if (c->op == LDT_OP_RANDN) {
-        p.a = (float)f0;
-        p.b = (float)f1;
-        if (!isfinite(p.a) || !isfinite(p.b) || p.b < 0.0f)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "randn: mean %g, std %g; expected finite f32 values and std >= 0", f0, f1);
-    } else {
-        p.p = f0;
-        if (!(f0 >= 0.0 && f0 <= 1.0))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "bernoulli: p = %g; expected 0 <= p <= 1", f0);
-    }
+    ldt__rn_params p;
+    LDT_CHECK(ldt__rn_params_make(c, name, 0, &p));
     int64_t n;
     LDT_CHECK(ldt_shape_numel(&c->out.shape, &n));
     if (c->region) {
-        LDT_CHECK(rn_check_region(c));
+        LDT_CHECK(ldt__region_check(name, c));
         if (n > 0) rn_fill_region(&p, c->out.data, c->region, c->global_shape);
         return LDT_OK;
     }

@@ -84,18 +84,15 @@ struct ldt__bf16_t {};
 struct ldt__bool_t {};
 
 template <typename D> struct ldt__el;
-template <> struct ldt__el<float> {
-    typedef float S;
-    typedef float C;
+// A type that is its own compute type: load and store are the identity.
+template <typename T> struct ldt__el_plain {
+    typedef T S;
+    typedef T C;
     __device__ static C load(S s) { return s; }
     __device__ static S store(C c) { return c; }
 };
-template <> struct ldt__el<double> {
-    typedef double S;
-    typedef double C;
-    __device__ static C load(S s) { return s; }
-    __device__ static S store(C c) { return c; }
-};
+template <> struct ldt__el<float> : ldt__el_plain<float> {};
+template <> struct ldt__el<double> : ldt__el_plain<double> {};
 // Halves compute in f32 and round once on the way out, as the CPU kernels do.
 template <> struct ldt__el<ldt__f16_t> {
     typedef uint16_t S;
@@ -109,27 +106,10 @@ template <> struct ldt__el<ldt__bf16_t> {
     __device__ static C load(S s) { return ldt__bf16_to_f32(s); }
     __device__ static S store(C c) { return ldt__f32_to_bf16(c); }
 };
-template <> struct ldt__el<int32_t> {
-    typedef int32_t S;
-    typedef int32_t C;
-    typedef uint32_t U; // wrapping arithmetic
-    __device__ static C load(S s) { return s; }
-    __device__ static S store(C c) { return c; }
-};
-template <> struct ldt__el<int64_t> {
-    typedef int64_t S;
-    typedef int64_t C;
-    typedef uint64_t U;
-    __device__ static C load(S s) { return s; }
-    __device__ static S store(C c) { return c; }
-};
-template <> struct ldt__el<uint8_t> {
-    typedef uint8_t S;
-    typedef uint8_t C;
-    typedef unsigned U;
-    __device__ static C load(S s) { return s; }
-    __device__ static S store(C c) { return c; }
-};
+// Integers: U is the unsigned type that wrapping arithmetic is computed in.
+template <> struct ldt__el<int32_t> : ldt__el_plain<int32_t> { typedef uint32_t U; };
+template <> struct ldt__el<int64_t> : ldt__el_plain<int64_t> { typedef uint64_t U; };
+template <> struct ldt__el<uint8_t> : ldt__el_plain<uint8_t> { typedef unsigned U; };
 // bool compares as 0/1 whatever byte it holds.
 template <> struct ldt__el<ldt__bool_t> {
     typedef uint8_t S;

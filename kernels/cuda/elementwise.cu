@@ -6,20 +6,13 @@
 #include <type_traits>
 
 #include "kernels/common/cast.h"
+#include "kernels/common/elementwise_plan.h"
 #include "kernels/common/math.h"
 #include "kernels/cuda/common.cuh"
 
-// Broadcasting (numpy rules, right-aligned): per output dim, each input's element stride, 0
-// where it repeats; size-1 dims dropped and dims contiguous for every operand merged, so a
-// same-shape op is one dim of numel elements.
-struct bc_plan {
-    int nd;
-    int64_t dims[LDT_MAX_DIMS];
-    int64_t st[3][LDT_MAX_DIMS];
-};
-
+// Broadcasting: the plan of kernels/common/elementwise_plan.h, walked per element.
 // Input offsets of output element i.
-__device__ __forceinline__ void bc_offsets(const bc_plan &p, int nin, int64_t i, int64_t off[3]) {
+__device__ __forceinline__ void bc_offsets(const ldt__bc_plan &p, int nin, int64_t i, int64_t off[3]) {
     off[0] = off[1] = off[2] = 0;
     for (int d = p.nd - 1; d >= 0; d--) {
         int64_t q = i / p.dims[d], idx = i - q * p.dims[d];
@@ -76,7 +69,7 @@ __device__ __forceinline__ typename ldt__el<D>::C arith_op(int op, typename ldt_
 }
 
 template <typename D>
-__global__ void k_binary(int op, bc_plan p, int64_t n, const typename ldt__el<D>::S *a,
+__global__ void k_binary(int op, ldt__bc_plan p, int64_t n, const typename ldt__el<D>::S *a,
                          const typename ldt__el<D>::S *b, void *o, int *err) {
     typedef ldt__el<D> E;
     LDT__CUDA_FOR(i, n) {
@@ -92,7 +85,7 @@ __global__ void k_binary(int op, bc_plan p, int64_t n, const typename ldt__el<D>
 
 // where(cond, a, b) moves elements: one kernel per element size serves every dtype.
 template <typename T>
-__global__ void k_where(bc_plan p, int64_t n, const uint8_t *cond, const T *a, const T *b, T *o) {
+__global__ void k_where(ldt__bc_plan p, int64_t n, const uint8_t *cond, const T *a, const T *b, T *o) {
     LDT__CUDA_FOR(i, n) {
         int64_t off[3];
         bc_offsets(p, 3, i, off);
@@ -259,70 +252,9 @@ static const unsigned FLOATS = M_(LDT_F32) | M_(LDT_F64) | M_(LDT_F16) | M_(LDT_
 
 static const char *op_name(int op) { return ldt__builtin_op_name(op); }
 
-static ldt_status check_call(const ldt__kcall *c, const char *op, int nin) {
-    if (c->nin != nin || (nin > 0 && !c->in))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects %d inputs, got %d", op, nin, c->nin);
-    for (int k = -1; k < nin; k++) LDT_CHECK(ldt__check_operand(op, k < 0 ? &c->out : &c->in[k], k));
-    return LDT_OK;
-}
-
-static ldt_status fail_same_shape(const char *op, const ldt__kcall *c) {
-    char b1[192], b2[192];
-    ldt_shape_format(&c->in[0].shape, b1, sizeof b1);
-    ldt_shape_format(&c->out.shape, b2, sizeof b2);
-    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output shape %s differs from the input's %s", op, b2,
-             b1);
-}
-
-static ldt_status bc_make(const char *op, const ldt_shape *out, int nin, const ldt__operand *in,
-                          const char *const *names, bc_plan *p) {
-    int n = out->ndim;
-    int64_t st[3][LDT_MAX_DIMS];
-    char b1[192], b2[192];
-    for (int k = 0; k < nin; k++) {
-        const ldt_shape *s = &in[k].shape;
-        int64_t stride = 1;
-        if (s->ndim > n) {
-            ldt_shape_format(s, b1, sizeof b1);
-            ldt_shape_format(out, b2, sizeof b2);
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s %s has more dims than the output %s", op,
-                     names[k], b1, b2);
-        }
-        for (int d = n - 1; d >= 0; d--) {
-            int sd = d - (n - s->ndim);
-            int64_t sz = sd >= 0 ? s->dims[sd] : 1;
-            if (sz != out->dims[d] && sz != 1) {
-                ldt_shape_format(s, b1, sizeof b1);
-                ldt_shape_format(out, b2, sizeof b2);
-                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                         "%s: %s %s does not broadcast to the output %s (dim %d is %lld, not 1 "
-                         "or %lld)",
-                         op, names[k], b1, b2, sd, (long long)sz, (long long)out->dims[d]);
-            }
-            st[k][d] = sz == 1 ? 0 : stride;
-            stride *= sz;
-        }
-    }
-    p->nd = 0;
-    for (int d = 0; d < n; d++) {
-        int last = p->nd - 1, merge = last >= 0;
-        if (out->dims[d] == 1) continue;
-        for (int k = 0; k < nin && merge; k++) merge = p->st[k][last] == st[k][d] * out->dims[d];
-        if (merge) {
-            p->dims[last] *= out->dims[d];
-            for (int k = 0; k < nin; k++) p->st[k][last] = st[k][d];
-        } else {
-            p->dims[p->nd] = out->dims[d];
-            for (int k = 0; k < nin; k++) p->st[k][p->nd] = st[k][d];
-            p->nd++;
-        }
-    }
-    return LDT_OK;
-}
-
 struct launch_binary {
     template <typename D>
-    static void run(int op, const bc_plan &p, int64_t n, const void *a, const void *b, void *o,
+    static void run(int op, const ldt__bc_plan &p, int64_t n, const void *a, const void *b, void *o,
                     const ldt__cuda_env *env) {
         typedef typename ldt__el<D>::S S;
         k_binary<D><<<ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
@@ -335,31 +267,13 @@ extern "C" ldt_status ldt__cuda_k_binary(const ldt__kcall *c, const ldt__cuda_en
     static const char *const names2[] = {"a", "b"}, *const names3[] = {"cond", "a", "b"};
     int is_where = c->op == LDT_OP_WHERE, is_cmp = c->op >= LDT_OP_EQ && c->op <= LDT_OP_GE;
     int nin = is_where ? 3 : 2;
-    bc_plan plan;
+    ldt__bc_plan plan;
     int64_t n;
-    if (c->op < LDT_OP_ADD || c->op > LDT_OP_WHERE)
-        LDT_FAIL(LDT_ERR_INTERNAL, "binary kernel: %s is not a binary op", op);
-    LDT_CHECK(check_call(c, op, nin));
+    LDT_CHECK(ldt__ew_check_binary(c, op));
     const ldt__operand *a = &c->in[nin - 2], *b = &c->in[nin - 1];
-    if (a->dtype != b->dtype)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: a is %s but b is %s (cast one first)", op,
-                 ldt_dtype_name(a->dtype), ldt_dtype_name(b->dtype));
-    if (is_where) {
-        if (c->in[0].dtype != LDT_BOOL)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "where: cond must be bool, got %s",
-                     ldt_dtype_name(c->in[0].dtype));
-        if (c->out.dtype != a->dtype)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "where: output is %s but a and b are %s",
-                     ldt_dtype_name(c->out.dtype), ldt_dtype_name(a->dtype));
-    } else {
-        ldt_dtype want = is_cmp ? LDT_BOOL : a->dtype;
-        if (c->out.dtype != want)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s, expected %s", op,
-                     ldt_dtype_name(c->out.dtype), ldt_dtype_name(want));
-        if (!(((is_cmp ? CMP : ARITH) >> a->dtype) & 1u))
-            return ldt__cuda_fail_dtype(op, a->dtype, is_cmp ? CMP : ARITH);
-    }
-    LDT_CHECK(bc_make(op, &c->out.shape, nin, c->in, is_where ? names3 : names2, &plan));
+    if (!is_where && !(((is_cmp ? CMP : ARITH) >> a->dtype) & 1u))
+        return ldt__cuda_fail_dtype(op, a->dtype, is_cmp ? CMP : ARITH);
+    LDT_CHECK(ldt__bc_make(op, &c->out.shape, nin, c->in, is_where ? names3 : names2, &plan));
     LDT_CHECK(ldt_shape_numel(&c->out.shape, &n));
     if (n == 0) return LDT_OK;
     if (is_where) {
@@ -404,27 +318,12 @@ struct launch_scalar {
 extern "C" ldt_status ldt__cuda_k_scalar(const ldt__kcall *c, const ldt__cuda_env *env) {
     const char *op = op_name(c->op);
     int64_t n;
-    if (c->op < LDT_OP_ADD_SCALAR || c->op > LDT_OP_POW_SCALAR)
-        LDT_FAIL(LDT_ERR_INTERNAL, "scalar kernel: %s is not an op with a scalar", op);
-    LDT_CHECK(check_call(c, op, 1));
+    double s = 0; /* set by ldt__ew_check_scalar */
+    LDT_CHECK(ldt__ew_check_scalar(c, op, &s));
     const ldt__operand *x = &c->in[0];
     unsigned mask = c->op == LDT_OP_POW_SCALAR ? FLOATS : ARITH;
-    if (!c->attrs) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: attrs (the scalar) missing", op);
-    double s = c->attrs->f[0];
-    if (!ldt_shape_equal(&x->shape, &c->out.shape)) return fail_same_shape(op, c);
-    if (c->out.dtype != x->dtype)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s but the input is %s", op,
-                 ldt_dtype_name(c->out.dtype), ldt_dtype_name(x->dtype));
     if (!((mask >> x->dtype) & 1u)) return ldt__cuda_fail_dtype(op, x->dtype, mask);
-    if (!ldt_dtype_is_float(x->dtype) &&
-        !(s == floor(s) && s >= -9223372036854775808.0 && s < 9223372036854775808.0))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: scalar %g is not an int64 integer, and the input is %s (cast it to a "
-                 "float dtype first)",
-                 op, s, ldt_dtype_name(x->dtype));
-    if (!ldt_dtype_is_float(x->dtype) && c->op == LDT_OP_DIV_SCALAR && s == 0)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "div_scalar: integer division by zero (%s)",
-                 ldt_dtype_name(x->dtype));
+    LDT_CHECK(ldt__ew_check_scalar_value(c, op, s));
     LDT_CHECK(ldt_shape_numel(&x->shape, &n));
     if (n == 0) return LDT_OK;
     LDT__CUDA_DISPATCH(x->dtype, launch_scalar, c->op - LDT_OP_ADD_SCALAR, n, x->data, c->out.data,
@@ -445,13 +344,8 @@ struct launch_unary {
 extern "C" ldt_status ldt__cuda_k_unary(const ldt__kcall *c, const ldt__cuda_env *env) {
     const char *op = op_name(c->op);
     int64_t n;
-    int form = 0;
-    if (c->op < LDT_OP_NEG || c->op > LDT_OP_CAST)
-        LDT_FAIL(LDT_ERR_INTERNAL, "unary kernel: %s is not a unary op", op);
-    LDT_CHECK(check_call(c, op, 1));
+    LDT_CHECK(ldt__ew_check_unary(c, op, &n));
     const ldt__operand *x = &c->in[0];
-    if (!ldt_shape_equal(&x->shape, &c->out.shape)) return fail_same_shape(op, c);
-    LDT_CHECK(ldt_shape_numel(&x->shape, &n));
     if (c->op == LDT_OP_CAST) {
         if (n == 0) return LDT_OK;
         if (x->dtype == c->out.dtype && x->dtype != LDT_BOOL) { // bool still maps bytes to 0/1
@@ -466,18 +360,8 @@ extern "C" ldt_status ldt__cuda_k_unary(const ldt__kcall *c, const ldt__cuda_env
         LDT__CUDA_LAUNCHED(op);
         return LDT_OK;
     }
-    if (c->out.dtype != x->dtype)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: output is %s but the input is %s (only cast changes dtype)", op,
-                 ldt_dtype_name(c->out.dtype), ldt_dtype_name(x->dtype));
-    if (c->op == LDT_OP_GELU && c->attrs) {
-        if (c->attrs->i[0] < 0 || c->attrs->i[0] > 2)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "gelu: attrs.i[0] must be 0 (erf form), 1 (tanh form) or 2 (the erf form's "
-                     "derivative), got %lld",
-                     (long long)c->attrs->i[0]);
-        form = (int)c->attrs->i[0];
-    }
+    int form = 0; /* gelu: 0 erf, 1 tanh, 2 the erf form's derivative */
+    LDT_CHECK(ldt__ew_check_unary_math(c, op, &form));
     unsigned mask = c->op == LDT_OP_NEG || c->op == LDT_OP_RELU ? ARITH : FLOATS;
     if (!((mask >> x->dtype) & 1u)) return ldt__cuda_fail_dtype(op, x->dtype, mask);
     if (n == 0) return LDT_OK;

@@ -9,18 +9,8 @@
 
 #include "kernels/common/cast.h"
 #include "kernels/common/philox.h"
+#include "kernels/common/random_plan.h"
 #include "kernels/cuda/common.cuh"
-
-struct rn_params {
-    int op;
-    int dtype;
-    uint64_t seed, offset;
-    float a, b; // rand: lo, hi; randn: mean, std
-    double p;   // bernoulli
-    ldt__trunc_normal tn;
-    int64_t low; // randint: [low, low + range)
-    uint64_t range;
-};
 
 // ---- kernels ---------------------------------------------------------------------------
 // A float value (rand, randn) or a 0/1 (bernoulli) into dtype t, as the CPU kernel widens
@@ -37,7 +27,7 @@ __device__ __forceinline__ void rn_store_f32(int t, void *o, int64_t i, float v)
     }
 }
 
-__global__ void k_random(rn_params p, ldt__cuda_region r, int64_t n, void *o,
+__global__ void k_random(ldt__rn_params p, ldt__cuda_region r, int64_t n, void *o,
                          const uint64_t *delta) {
     if (delta) p.offset += *delta; // this step's place on the stream (wraps as the CPU's does)
     LDT__CUDA_FOR(i, n) {
@@ -99,29 +89,9 @@ static const char *rn_name(int op) { return ldt__builtin_op_name(op); }
 ldt_status ldt__cuda_region_make(const char *name, const ldt__kcall *c, ldt__cuda_region *out) {
     const ldt_region *r = c->region;
     const ldt_shape *gs = c->global_shape;
-    char o[128], g[128];
     memset(out, 0, sizeof *out);
     if (!r) return LDT_OK;
-    ldt_shape_format(&c->out.shape, o, sizeof o);
-    if (!gs)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: a region without a global shape (out is %s)", name, o);
-    ldt_shape_format(gs, g, sizeof g);
-    if (r->ndim != gs->ndim || !ldt_shape_equal(&r->local_shape, &c->out.shape))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: the region (%d dims) does not fit output %s of global shape %s", name,
-                 r->ndim, o, g);
-    for (int d = 0; d < r->ndim; d++) {
-        const ldt_dim_runs *rd = &r->runs[d];
-        if (rd->len < 0 || rd->blocks < 0 || rd->start < 0 ||
-            rd->len * rd->blocks != c->out.shape.dims[d] ||
-            (rd->len > 0 && rd->blocks > 0 &&
-             rd->start + (rd->blocks - 1) * rd->block_stride + rd->len > gs->dims[d]))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "%s: region dim %d (start %lld, %lld runs of %lld every %lld) does not fit "
-                     "output %s of global shape %s",
-                     name, d, (long long)rd->start, (long long)rd->blocks, (long long)rd->len,
-                     (long long)rd->block_stride, o, g);
-    }
+    LDT_CHECK(ldt__region_check(name, c));
     if (r->ndim == 0) return LDT_OK; // a 0-dim tensor: its one element is global index 0
     out->nd = r->ndim;
     out->gstride[r->ndim - 1] = 1;
@@ -137,68 +107,13 @@ ldt_status ldt__cuda_region_make(const char *name, const ldt__kcall *c, ldt__cud
 
 extern "C" ldt_status ldt__cuda_k_random(const ldt__kcall *c, const ldt__cuda_env *env) {
     const char *name = rn_name(c->op);
-    rn_params p;
+    ldt__rn_params p;
     ldt__cuda_region reg;
     int64_t n;
     if (c->op < LDT_OP_RAND || c->op > LDT_OP_RANDINT)
         LDT_FAIL(LDT_ERR_INTERNAL, "random kernels: op %d is not rand, randn, bernoulli, "
                  "trunc_normal or randint", c->op);
-    if (!c->attrs) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: no attributes (seed, offset)", name);
-    LDT_CHECK(ldt__check_operand(name, &c->out, -1));
-    memset(&p, 0, sizeof p);
-    p.op = c->op;
-    p.dtype = (int)c->out.dtype;
-    p.seed = (uint64_t)c->attrs->i[0];
-    p.offset = (uint64_t)c->attrs->i[1];
-    ldt_dtype dt = c->out.dtype;
-    int isf = ldt_dtype_is_float(dt);
-    int isint = dt == LDT_BOOL || dt == LDT_U8 || dt == LDT_I32 || dt == LDT_I64;
-    if (!isf && !(c->op == LDT_OP_BERNOULLI && isint) &&
-        !(c->op == LDT_OP_RANDINT && isint && dt != LDT_BOOL))
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (f32, f64, f16, bf16%s)", name,
-                 ldt_dtype_name(dt),
-                 c->op == LDT_OP_BERNOULLI ? ", bool, u8, i32, i64"
-                 : c->op == LDT_OP_RANDINT ? ", u8, i32, i64" : "");
-    double f0 = c->attrs->f[0], f1 = c->attrs->f[1];
-    if (c->op == LDT_OP_TRUNC_NORMAL) {
-        double lo, hi;
-        int64_t ia = c->attrs->i[2], ib = c->attrs->i[3];
-        memcpy(&lo, &ia, sizeof lo);
-        memcpy(&hi, &ib, sizeof hi);
-        if (!isfinite(f0) || !isfinite(f1) || !(f1 > 0) || !isfinite(lo) || !isfinite(hi) ||
-            !(lo < hi))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "trunc_normal: mean %g, std %g, bounds [%g, %g]; expected finite values, "
-                     "std > 0 and a < b", f0, f1, lo, hi);
-        p.tn = ldt__rand_trunc_normal_init(f0, f1, lo, hi);
-    } else if (c->op == LDT_OP_RANDINT) {
-        int64_t low = c->attrs->i[2], high = c->attrs->i[3], mn, mx;
-        uint64_t range = (uint64_t)high - (uint64_t)low;
-        ldt__randint_limits(dt, &mn, &mx);
-        if (!(high > low) || range > LDT__RANDINT_MAX_RANGE || low < mn || high - 1 > mx)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "randint: [%lld, %lld) as %s; expected low < high, high - low <= 2^32 and "
-                     "values within [%lld, %lld]", (long long)low, (long long)high,
-                     ldt_dtype_name(dt), (long long)mn, (long long)mx);
-        p.low = low;
-        p.range = range;
-    } else if (c->op == LDT_OP_RAND) {
-        p.a = (float)f0;
-        p.b = (float)f1;
-        if (!(p.a < p.b) || !isfinite(p.b - p.a))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "rand: range [%g, %g) is empty or not finite in f32; expected lo < hi", f0, f1);
-    } else if (c->op == LDT_OP_RANDN) {
-        p.a = (float)f0;
-        p.b = (float)f1;
-        if (!isfinite(p.a) || !isfinite(p.b) || p.b < 0.0f)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "randn: mean %g, std %g; expected finite f32 values and std >= 0", f0, f1);
-    } else {
-        p.p = f0;
-        if (!(f0 >= 0.0 && f0 <= 1.0))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "bernoulli: p = %g; expected 0 <= p <= 1", f0);
-    }
+    LDT_CHECK(ldt__rn_params_make(c, name, 1, &p));
     LDT_CHECK(ldt__cuda_region_make(name, c, &reg));
     LDT_CHECK(ldt_shape_numel(&c->out.shape, &n));
     if (n == 0) return LDT_OK;

@@ -1,7 +1,6 @@
 // The CUDA launcher of every built-in op, one row per op in core/ops.h order (NULL: no CUDA
 // kernel yet), and the helpers the launchers share.
-#include <stdio.h>
-
+#include "kernels/common/elementwise_plan.h" /* ldt__ew_fail_dtype */
 #include "kernels/cuda/common.cuh"
 
 static const ldt__cuda_kernel_fn k_cuda[LDT_OP_COUNT] = {
@@ -62,13 +61,5 @@ extern "C" const char *ldt__cuda_derr_text(int code) {
 }
 
 ldt_status ldt__cuda_fail_dtype(const char *op, ldt_dtype t, unsigned mask) {
-    char list[128];
-    size_t pos = 0;
-    list[0] = '\0';
-    for (int d = 0; d < LDT_DTYPE_COUNT; d++)
-        if ((mask >> d) & 1u)
-            pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s%s", pos ? ", " : "",
-                                    ldt_dtype_name((ldt_dtype)d));
-    LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on CUDA (%s)", op,
-             ldt_dtype_name(t), list);
+    return ldt__ew_fail_dtype(op, t, mask, " on CUDA");
 }
