@@ -119,6 +119,10 @@ struct ldt_exec {
     rank_state **ranks;
     ldt_threads *threads;
     ldt_comm *world; /* process mode (ctx->world): this process runs rank `me` only */
+    struct ldt__cuda_exec *cuda; /* a CUDA mesh: the one rank's program on the GPU */
+    const ldt_tensor **cuda_src; /* its parameters and constants, with the versions copied */
+    uint64_t *cuda_ver;
+    int ncuda_src;
     int me;
     int64_t *gathered; /* process mode, per output: the replay its shards were gathered at */
     ldt__exec_out *outs; /* the nout outputs, then the nassign assigned values */

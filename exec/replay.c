@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/mesh.h"
+#include "exec/backend_cuda.h"
 #include "exec/exec_internal.h"
 #include "exec/fill.h"
 #include "exec/groups.h"
@@ -725,10 +726,13 @@ fail:
     return st;
 }
 
+static ldt_status replay_cuda(ldt_exec *e); /* a CUDA mesh's replay (below, with its build) */
+
 ldt_status ldt_replay(ldt_exec *e) {
     ldt_status st;
     if (!e) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "replay: the executable is NULL");
     if (e->ctx->stale_exec && e->ctx->stale_exec != e) LDT_CHECK(ldt__host_sync(e->ctx));
+    if (e->cuda) return replay_cuda(e);
     e->rng_now = e->ctx->rng_offset;
     if (e->profile) e->t_origin = now_s();
     if (e->world) { /* process mode: this process's rank, here */
@@ -773,6 +777,7 @@ ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec read: output %d holds %lld bytes, %lld given", i,
                  (long long)e->outs[i].nbytes, (long long)nbytes);
     if (!e->replays) LDT_FAIL(LDT_ERR_INVALID_USAGE, "exec read: nothing has been replayed yet");
+    if (e->cuda) return ldt__cuda_exec_read(e->cuda, e->progs[0]->node_val[e->outs[i].node], dst, nbytes);
     if (e->world && e->gathered[i] != e->replays) { /* a collective: every process reads it */
         LDT_CHECK(gather_shards(e, e->outs[i].shards));
         e->gathered[i] = e->replays;
@@ -782,6 +787,9 @@ ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes) {
 
 ldt_status ldt_exec_bind(ldt_exec *e, const char *name, const void *data, int64_t nbytes) {
     if (!e || !name || (!data && nbytes > 0)) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind: NULL argument");
+    if (e->cuda)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "exec bind '%s': a CUDA executable copies its inputs from their "
+                 "tensors (ldt_input_bind); binding buffers is not done yet on CUDA", name);
     for (int i = 0; i < e->nbindings; i++) {
         const ldt_tensor *t = e->bindings[i].t;
         const char *nm = LDT__P(t)->name; /* inputs are persistent */
@@ -808,6 +816,9 @@ int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t) {
 void ldt__exec_destroy(ldt_exec *e) {
     if (!e) return;
     if (e->ctx && e->ctx->stale_exec == e) host_flush(e->ctx); /* its ranks hold the newest values */
+    ldt__cuda_exec_destroy(e->cuda);
+    free(e->cuda_src);
+    free(e->cuda_ver);
     for (int r = 0; r < e->nranks; r++) {
         rank_state *rs = e->ranks[r];
         if (!rs) continue;
@@ -986,6 +997,54 @@ static ldt_status assign_in_param_placement(ldt_ctx *ctx, const ldt_compile_opti
     return st;
 }
 
+/* A CUDA mesh: one rank, its program bound and captured by the CUDA backend. Multi-rank
+ * CUDA programs need NCCL collectives and training steps need assigned values kept on the
+ * device: both refused for now, by name. */
+static ldt_status build_cuda(ldt_exec *e) {
+    int32_t *outs;
+    ldt_status st;
+    if (e->nranks != 1 || e->nprogs < 1 || !e->progs[0])
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh of %d ranks needs NCCL collectives in its "
+                 "programs (not yet); a 1-rank CUDA mesh runs on one GPU", e->nranks);
+    if (e->nassign)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: the step assigns %d persistent tensors (a training "
+                 "step); keeping them on the device is not done yet on CUDA", e->nassign);
+    if (!(outs = malloc((size_t)(e->nout ? e->nout : 1) * sizeof *outs)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int i = 0; i < e->nout; i++) outs[i] = e->progs[0]->node_val[e->outs[i].node];
+    st = ldt__cuda_exec_create(e->progs[0], outs, e->nout, &e->cuda);
+    free(outs);
+    LDT_CHECK(st);
+    /* the parameters and constants the device copied: a host change is refused at replay */
+    for (int64_t i = 0; i < e->progs[0]->nins; i++) e->ncuda_src += e->progs[0]->ins[i].kind == LDT__I_LOAD;
+    e->cuda_src = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_src);
+    e->cuda_ver = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_ver);
+    if (!e->cuda_src || !e->cuda_ver) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e->ncuda_src = 0;
+    for (int64_t i = 0; i < e->progs[0]->nins; i++) {
+        const ldt__instr *x = &e->progs[0]->ins[i];
+        if (x->kind != LDT__I_LOAD || !x->src || x->src->op == LDT_OP_INPUT) continue;
+        e->cuda_src[e->ncuda_src] = x->src;
+        e->cuda_ver[e->ncuda_src++] = LDT__P(x->src)->version;
+    }
+    return LDT_OK;
+}
+
+static ldt_status replay_cuda(ldt_exec *e) {
+    for (int i = 0; i < e->ncuda_src; i++)
+        if (LDT__P(e->cuda_src[i])->version != e->cuda_ver[i])
+            LDT_FAIL(LDT_ERR_UNSUPPORTED, "replay: '%s' changed on the host since compile; a CUDA "
+                     "executable holds the copy made then (reloading: not yet); compile again",
+                     LDT__NAME(e->cuda_src[i]) ? LDT__NAME(e->cuda_src[i]) : "a constant");
+    /* this step's place on the random stream, as the CPU replay patches it */
+    LDT_CHECK(ldt__cuda_exec_set_rng(e->cuda, e->ctx->rng_offset - e->rng_base, 0));
+    LDT_CHECK(ldt__cuda_exec_replay(e->cuda));
+    e->ctx->rng_offset += e->rng_advance;
+    e->ctx->trace_rng_base = e->ctx->rng_offset;
+    e->replays++;
+    return LDT_OK;
+}
+
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, ldt_exec **out) {
     ldt_exec *e = calloc(1, sizeof *e);
@@ -1063,6 +1122,13 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     if (!(e->ranks = calloc((size_t)e->nranks, sizeof *e->ranks)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     if (e->world) LDT_CHECK_GOTO(agree(e));
+    if (ldt_mesh_device(mesh) == LDT_DEVICE_CUDA) {
+        LDT_CHECK_GOTO(build_cuda(e));
+        e->instructions = e->progs[0]->nins;
+        *out = e;
+        e = NULL;
+        goto fail;
+    }
     for (int r = 0; r < e->nprogs && r < e->nranks; r++) {
         rank_state *rs;
         if (!e->progs[r] || (e->world && r != e->me)) continue;

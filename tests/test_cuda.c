@@ -47,3 +47,105 @@ Test(cuda, f32_to_half_and_back_matches_cpu) {
     free(back);
     free(h);
 }
+
+/* ldt_compile on a CUDA mesh: one rank runs on one GPU (its program captured into a CUDA
+ * Graph), replays equal the same step on the CPU; what the backend cannot run yet is refused
+ * by name at compile, device or not. */
+static ldt_tensor *step_graph(ldt_ctx *ctx, const float *xs, const float *ws) {
+    ldt_tensor *x = ldt_input(ctx, "x", &(ldt_shape){2, {4, 8}}, LDT_F32);
+    ldt_tensor *w = ldt_param(ctx, "w", &(ldt_shape){2, {8, 3}}, LDT_F32);
+    cr_assert_eq(ldt_input_bind(x, xs, 4 * 8 * 4), LDT_OK);
+    cr_assert_eq(ldt_param_set(w, ws, 8 * 3 * 4), LDT_OK);
+    return ldt_relu(ldt_matmul(x, w));
+}
+
+static ldt_ctx *ctx_on(const char *mesh_text, ldt_device_type dev, ldt_mesh **mesh) {
+    ldt_ctx_options co = {0};
+    ldt_ctx *ctx;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, dev, mesh), LDT_OK);
+    co.mesh = *mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    return ctx;
+}
+
+/* Refused before any device work (so checked here without a GPU, in a ctest of its own that
+ * is never reported as skipped): an op without a CUDA kernel, several ranks, a training step. */
+Test(cuda_refuse, what_the_cuda_backend_cannot_run_yet) {
+    float xs[32], ws[24];
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_exec *ex = NULL;
+    ldt_tensor *y;
+    for (int i = 0; i < 32; i++) xs[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 24; i++) ws[i] = 0.25f * (float)(i % 5) - 0.5f;
+    ctx = ctx_on("1", LDT_DEVICE_CUDA, &mesh);
+    y = ldt_argmax(step_graph(ctx, xs, ws), 1, 0);
+    cr_assert_eq(ldt_compile(ctx, &y, 1, NULL, &ex), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "argmax") && strstr(ldt_last_error(), "no CUDA kernel"), "%s",
+              ldt_last_error());
+    ldt_trace_discard(ctx);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+    ctx = ctx_on("2", LDT_DEVICE_CUDA, &mesh);
+    y = step_graph(ctx, xs, ws);
+    cr_assert_eq(ldt_compile(ctx, &y, 1, NULL, &ex), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "NCCL"), "%s", ldt_last_error());
+    ldt_trace_discard(ctx);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+    ctx = ctx_on("1", LDT_DEVICE_CUDA, &mesh);
+    y = step_graph(ctx, xs, ws);
+    {
+        ldt_tensor *w = ldt_trace_node(ctx, 1);
+        cr_assert_not_null(w);
+        cr_assert_eq(ldt_assign(w, ldt_mul_scalar(w, 0.5)), LDT_OK, "%s", ldt_last_error());
+    }
+    cr_assert_eq(ldt_compile(ctx, &y, 1, NULL, &ex), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "assigns"), "%s", ldt_last_error());
+    ldt_trace_discard(ctx);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+Test(cuda, compile_on_a_cuda_mesh) {
+    float xs[32], ws[24], got[12], want[12];
+    ldt_mesh *mesh, *cpu_mesh;
+    ldt_ctx *ctx, *cpu;
+    ldt_exec *ex = NULL, *cx;
+    ldt_tensor *y;
+    ldt_status st;
+    for (int i = 0; i < 32; i++) xs[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 24; i++) ws[i] = 0.25f * (float)(i % 5) - 0.5f;
+    /* the step itself: compiled for the GPU, or refused for want of one */
+    ctx = ctx_on("1", LDT_DEVICE_CUDA, &mesh);
+    y = step_graph(ctx, xs, ws);
+    st = ldt_compile(ctx, &y, 1, NULL, &ex);
+    if (ldt_cuda_device_count() == 0) {
+        cr_assert_eq(st, LDT_ERR_UNSUPPORTED, "%s", ldt_last_error());
+        cr_assert(strstr(ldt_last_error(), "device") || strstr(ldt_last_error(), "CUDA"), "%s", ldt_last_error());
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+        fprintf(stderr, "SKIPPED: no CUDA device: the compiled step was refused, as it should be\n");
+        cr_skip("no CUDA device");
+    }
+    cr_assert_eq(st, LDT_OK, "%s", ldt_last_error());
+    cpu = ctx_on("1", LDT_DEVICE_CPU, &cpu_mesh);
+    {
+        ldt_tensor *yc = step_graph(cpu, xs, ws);
+        cr_assert_eq(ldt_compile(cpu, &yc, 1, NULL, &cx), LDT_OK, "%s", ldt_last_error());
+    }
+    for (int rep = 0; rep < 3; rep++) { /* new inputs each replay, bound on both */
+        for (int i = 0; i < 32; i++) xs[i] = (float)((i + rep) % 9) - 4.0f;
+        cr_assert_eq(ldt_input_bind(ldt_trace_node(ctx, 0), xs, sizeof xs), LDT_OK);
+        cr_assert_eq(ldt_input_bind(ldt_trace_node(cpu, 0), xs, sizeof xs), LDT_OK);
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(cx), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, 0, got, sizeof got), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(cx, 0, want, sizeof want), LDT_OK);
+        for (int i = 0; i < 12; i++) cr_assert_float_eq(got[i], want[i], 1e-5, "replay %d [%d]", rep, i);
+    }
+    ldt_ctx_destroy(cpu);
+    ldt_mesh_destroy(cpu_mesh);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
