@@ -51,14 +51,16 @@ Test(cuda_host, table_has_a_row_or_refuses_naming_the_op) {
                   ldt__builtin_op_name(op), ldt_last_error());
         cr_assert(strstr(ldt_last_error(), "no CUDA kernel yet") != NULL, "%s", ldt_last_error());
     }
-    /* this installment: elementwise 28, matmul 2, random 5, dropout */
-    cr_assert_eq(have, 36, "%d ops have CUDA kernels", have);
+    /* elementwise 28, matmul 2, views 8, reductions 4, random 5, softmax..dropout 6 */
+    cr_assert_eq(have, 53, "%d ops have CUDA kernels", have);
     for (int op = LDT_OP_ADD; op <= LDT_OP_CAST; op++) cr_assert(ldt__cuda_kernel(op), "%d", op);
-    cr_assert(ldt__cuda_kernel(LDT_OP_LINEAR) && ldt__cuda_kernel(LDT_OP_DROPOUT));
-    cr_assert(!ldt__cuda_kernel(LDT_OP_INPUT) && !ldt__cuda_kernel(LDT_OP_SOFTMAX));
+    for (int op = LDT_OP_RESHAPE; op <= LDT_OP_AMIN; op++) cr_assert(ldt__cuda_kernel(op), "%d", op);
+    for (int op = LDT_OP_SOFTMAX; op <= LDT_OP_DROPOUT; op++) cr_assert(ldt__cuda_kernel(op), "%d", op);
+    cr_assert(ldt__cuda_kernel(LDT_OP_LINEAR) && ldt__cuda_kernel(LDT_OP_RANDINT));
+    cr_assert(!ldt__cuda_kernel(LDT_OP_INPUT) && !ldt__cuda_kernel(LDT_OP_ARGMAX));
     cr_assert(!ldt__cuda_kernel(-1) && !ldt__cuda_kernel(LDT_OP_COUNT));
-    cr_assert_eq(ldt__cuda_kernel_lookup(LDT_OP_SOFTMAX, &fn), LDT_ERR_UNSUPPORTED);
-    cr_assert(strstr(ldt_last_error(), "softmax: no CUDA kernel yet"), "%s", ldt_last_error());
+    cr_assert_eq(ldt__cuda_kernel_lookup(LDT_OP_ARGMAX, &fn), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "argmax: no CUDA kernel yet"), "%s", ldt_last_error());
     cr_assert_eq(ldt__cuda_kernel_lookup(LDT_OP_COUNT + 3, &fn), LDT_ERR_UNSUPPORTED);
     cr_assert(strstr(ldt_last_error(), "custom"), "%s", ldt_last_error());
 }
@@ -155,6 +157,98 @@ Test(cuda_host, launchers_check_arguments_before_launching) {
     }
 }
 
+/* The second installment's families: the same checks and messages as the CPU kernels
+ * (kernels/common/reduce_plan.h, view_plan.h, nn_plan.h), before any device call. */
+Test(cuda_host, view_reduce_nn_launchers_check_arguments_before_launching) {
+    ldt_shape s75 = ldt_test_shape(2, 7, 5), s57 = ldt_test_shape(2, 5, 7), s7 = ldt_test_shape(1, 7);
+    ldt_shape s5 = ldt_test_shape(1, 5), s05 = ldt_test_shape(2, 0, 5), s35 = ldt_test_shape(2, 3, 5);
+    ldt_shape sh[3] = {s75, s75, s75}, one[1] = {s75}, empty[1] = {s05};
+    ldt_dtype f32[3] = {LDT_F32, LDT_F32, LDT_F32}, i32[3] = {LDT_I32, LDT_I32, LDT_I32};
+    ldt_dtype mix[2] = {LDT_F32, LDT_F64}, bools[1] = {LDT_BOOL};
+    ldt__attrs a;
+    memset(&a, 0, sizeof a);
+    /* reductions */
+    a.i[0] = 0x4;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "sum: dim mask 0x4 names dims beyond the 2 of [7,5]",
+                fake_call(LDT_OP_SUM, 1, one, f32, &s7, LDT_F32, &a));
+    a.i[0] = 0x2;
+    EXPECT_FAIL(LDT_ERR_UNSUPPORTED, "mean: dtype i32 is not supported",
+                fake_call(LDT_OP_MEAN, 1, one, i32, &s7, LDT_I32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "sum: output dtype is i32, expected i64",
+                fake_call(LDT_OP_SUM, 1, one, i32, &s7, LDT_I32, &a));
+    EXPECT_FAIL(LDT_ERR_UNSUPPORTED, "amax: dtype bool is not supported",
+                fake_call(LDT_OP_AMAX, 1, one, bools, &s7, LDT_BOOL, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "amin: output shape is [5], expected [7]",
+                fake_call(LDT_OP_AMIN, 1, one, f32, &s5, LDT_F32, &a));
+    a.i[0] = 0x1;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "amax: reducing an empty dim of [0,5]",
+                fake_call(LDT_OP_AMAX, 1, empty, f32, &s5, LDT_F32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "sum: takes 1 input and attributes",
+                fake_call(LDT_OP_SUM, 1, one, f32, &s5, LDT_F32, NULL));
+    /* views */
+    memset(&a, 0, sizeof a);
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "reshape: input [7,5] has 35 elements, output [3,5]",
+                fake_call(LDT_OP_RESHAPE, 1, one, f32, &s35, LDT_F32, NULL));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "views keep the dtype",
+                fake_call(LDT_OP_ALIAS, 1, one, f32, &s75, LDT_F64, NULL));
+    a.i[0] = 0, a.i[1] = 0;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "permute: attrs.i[1] = 0: the dims must be a permutation",
+                fake_call(LDT_OP_PERMUTE, 1, one, f32, &s57, LDT_F32, &a));
+    a.i[0] = 1, a.i[1] = 0;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "permute: output is [7,5], expected [5,7]",
+                fake_call(LDT_OP_PERMUTE, 1, one, f32, &s75, LDT_F32, &a));
+    a.i[0] = 1, a.i[1] = 0, a.i[2] = 4, a.i[3] = 0;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "step 0 on dim 1 of size 5",
+                fake_call(LDT_OP_SLICE, 1, one, f32, &s75, LDT_F32, &a));
+    a.i[0] = 0, a.i[1] = 7;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "select: index 7 out of range for dim 0 of size 7",
+                fake_call(LDT_OP_SELECT, 1, one, f32, &s5, LDT_F32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "expand: input [7,5] does not broadcast to [3,5]",
+                fake_call(LDT_OP_EXPAND, 1, one, f32, &s35, LDT_F32, NULL));
+    a.i[0] = 0;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cat: inputs sum to 21 along dim 0 but the output [7,5]",
+                fake_call(LDT_OP_CAT, 3, sh, f32, &s75, LDT_F32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "slice: attrs missing",
+                fake_call(LDT_OP_SLICE, 1, one, f32, &s75, LDT_F32, NULL));
+    /* softmax..cross_entropy */
+    memset(&a, 0, sizeof a);
+    EXPECT_FAIL(LDT_ERR_UNSUPPORTED, "softmax: dtype i32 is not supported (f32, f64, f16, bf16)",
+                fake_call(LDT_OP_SOFTMAX, 1, one, i32, &s75, LDT_I32, &a));
+    a.i[0] = 2;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "log_softmax: dim 2 is out of range for x [7,5]",
+                fake_call(LDT_OP_LOG_SOFTMAX, 1, one, f32, &s75, LDT_F32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "softmax: no attributes",
+                fake_call(LDT_OP_SOFTMAX, 1, one, f32, &s75, LDT_F32, NULL));
+    a.i[0] = 1, a.i[1] = 1, a.i[2] = 0;
+    {
+        ldt_shape xw[2] = {s75, s7};
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "layer_norm: weight is [7] f32; expected the last 1 dims",
+                    fake_call(LDT_OP_LAYER_NORM, 2, xw, f32, &s75, LDT_F32, &a));
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "weight is [7] f64",
+                    fake_call(LDT_OP_LAYER_NORM, 2, xw, mix, &s75, LDT_F32, &a));
+    }
+    a.i[2] = 1;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "rms_norm: has no bias",
+                fake_call(LDT_OP_RMS_NORM, 2, sh, f32, &s75, LDT_F32, &a));
+    a.i[0] = 3, a.i[1] = 0, a.i[2] = 0;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "layer_norm: normalising the last 3 dims of x [7,5]",
+                fake_call(LDT_OP_LAYER_NORM, 1, one, f32, &s75, LDT_F32, &a));
+    {
+        ldt_shape xt[2] = {s75, s7}, scalar = {0, {0}};
+        ldt_dtype ff[2] = {LDT_F32, LDT_F32}, fi[2] = {LDT_F32, LDT_I64};
+        a.i[0] = -100;
+        EXPECT_FAIL(LDT_ERR_UNSUPPORTED, "cross_entropy: targets of dtype f32 are not supported",
+                    fake_call(LDT_OP_CROSS_ENTROPY, 2, xt, ff, &scalar, LDT_F32, &a));
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cross_entropy: x is [7,5] f32 and the output [7]",
+                    fake_call(LDT_OP_CROSS_ENTROPY, 2, xt, fi, &s7, LDT_F32, &a));
+        xt[1] = s5;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cross_entropy: logits are [7,5] and targets [5]",
+                    fake_call(LDT_OP_CROSS_ENTROPY, 2, xt, fi, &scalar, LDT_F32, &a));
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cross_entropy: 1 inputs; expected 2",
+                    fake_call(LDT_OP_CROSS_ENTROPY, 1, xt, fi, &scalar, LDT_F32, &a));
+    }
+}
+
 /* The conversions moved into kernels/common/cast.h keep the CPU kernel's results (the CPU
  * elementwise tests check the kernel; these pin the helpers themselves). */
 Test(cuda_host, shared_cast_math) {
@@ -219,10 +313,7 @@ static void prog_open(prog_case *pc, int with_unsupported) {
     ldt_tensor *y = ldt_linear(h, w2, NULL);
     ldt_shape ys = ldt_test_shape(2, 8, 4);
     y = ldt_add(y, ldt_rand(pc->ctx, &ys, LDT_F32));
-    if (with_unsupported) {
-        int dim = 1;
-        y = ldt_sum(y, &dim, 1, 0);
-    }
+    if (with_unsupported) y = ldt_cast(ldt_argmax(y, 1, 0), LDT_F32); /* argmax: no kernel yet */
     pc->out = ldt_mul_scalar(y, 0.5);
     cr_assert(pc->out != NULL, "%s", ldt_ctx_errmsg(pc->ctx));
     cr_assert_eq(ldt_plan_create(pc->ctx, NULL, &pc->plan), LDT_OK, "%s", ldt_last_error());
@@ -245,7 +336,7 @@ Test(cuda_host, backend_refuses_programs_it_cannot_run) {
     ldt__cuda_exec *x = (ldt__cuda_exec *)1;
     prog_open(&pc, 1);
     cr_assert_eq(ldt__cuda_program_check(pc.p), LDT_ERR_UNSUPPORTED);
-    cr_assert(strstr(ldt_last_error(), "sum: no CUDA kernel yet"), "%s", ldt_last_error());
+    cr_assert(strstr(ldt_last_error(), "argmax: no CUDA kernel yet"), "%s", ldt_last_error());
     cr_assert(strstr(ldt_last_error(), "cuda backend: instruction"), "%s", ldt_last_error());
     /* refused at create, with or without a device, before any device work */
     cr_assert_eq(ldt__cuda_exec_create(pc.p, &pc.out_val, 1, &x), LDT_ERR_UNSUPPORTED);
@@ -877,4 +968,240 @@ Test(cuda_ops, random_offsets_from_device_memory) {
     cr_assert(memcmp(r1, r2, sizeof r1) != 0, "the second replay drew the same values");
     ldt__cuda_exec_destroy(x);
     prog_close(&pc);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Second installment: reductions, views, softmax..cross_entropy.
+ */
+
+/* One call of op on inputs of the given shapes and dtypes (values from fill_values), output
+ * out_shape/out_dtype, compared by check_op; inputs freed after. */
+static void run_case(int op, int nin, const ldt_shape *sh, const ldt_dtype *dt,
+                     const ldt_shape *osh, ldt_dtype odt, const ldt__attrs *a, int special,
+                     double rtol, double atol, const char *what, uint64_t *rng) {
+    ldt__operand in[3];
+    ldt__kcall c;
+    memset(&c, 0, sizeof c);
+    for (int k = 0; k < nin; k++) {
+        in[k].shape = sh[k];
+        in[k].dtype = dt[k];
+        in[k].data = malloc(nbytes_of(&sh[k], dt[k]) + 8);
+        fill_values(in[k].data, dt[k], numel_of(&sh[k]), rng, 0, special);
+    }
+    c.op = op;
+    c.attrs = a;
+    c.nin = nin;
+    c.in = in;
+    c.out.shape = *osh;
+    c.out.dtype = odt;
+    check_op(&c, rtol, atol, what);
+    for (int k = 0; k < nin; k++) free(in[k].data);
+}
+
+Test(cuda_ops, reductions_match_cpu) {
+    /* shape, mask; the last two are long reductions over few outputs (a block per output) */
+    struct { ldt_shape s; uint64_t mask; int block; } cases[] = {
+        {ldt_test_shape(2, 7, 5), 0x1, 0},        {ldt_test_shape(2, 7, 5), 0x2, 0},
+        {ldt_test_shape(3, 3, 4, 5), 0x5, 0},     {ldt_test_shape(3, 3, 4, 5), 0x7, 0},
+        {ldt_test_shape(2, 300, 257), 0x1, 0},    {ldt_test_shape(2, 0, 5), 0x1, 0},
+        {ldt_test_shape(0), 0x0, 0},              {ldt_test_shape(3, 2, 1, 3000), 0x4, 1},
+        {ldt_test_shape(2, 300, 257), 0x3, 1},
+    };
+    char what[160];
+    uint64_t rng = 21;
+    if (!have_gpu()) cr_skip("no CUDA device");
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int op = LDT_OP_SUM; op <= LDT_OP_AMIN; op++)
+            for (int ti = 0; ti < NALL; ti++)
+                for (int keep = 0; keep < 2; keep++) {
+                    ldt_dtype t = k_all[ti];
+                    int isf = ldt_dtype_is_float(t), ext = op == LDT_OP_AMAX || op == LDT_OP_AMIN;
+                    ldt_shape is = cases[ci].s, os = {0, {0}};
+                    int64_t count = 1;
+                    if ((op == LDT_OP_MEAN && !isf) || (ext && t == LDT_BOOL)) continue;
+                    for (int d = 0; d < is.ndim; d++) {
+                        if ((cases[ci].mask >> d) & 1) count *= is.dims[d];
+                        if (!((cases[ci].mask >> d) & 1)) os.dims[os.ndim++] = is.dims[d];
+                        else if (keep) os.dims[os.ndim++] = 1;
+                    }
+                    if (ext && count == 0) continue; /* refused on both: checked on the host */
+                    ldt__attrs a;
+                    memset(&a, 0, sizeof a);
+                    a.i[0] = (int64_t)cases[ci].mask;
+                    a.i[1] = keep;
+                    /* a block per output adds a compensated double sum in another order: within
+                     * an ulp of the CPU's before the one rounding; everything else bitwise */
+                    int sum_block = cases[ci].block && isf && !ext;
+                    double rt = 0, at = 0;
+                    if (sum_block) math_tol(t, &rt, &at);
+                    if (sum_block && t == LDT_F64) rt = 1e-14, at = 1e-14;
+                    snprintf(what, sizeof what, "%s %s mask 0x%llx keepdim %d", ldt__builtin_op_name(op),
+                             ldt_test_fmt_shape(&is), (unsigned long long)cases[ci].mask, keep);
+                    run_case(op, 1, &is, &t, &os, (op == LDT_OP_SUM && !isf) ? LDT_I64 : t, &a,
+                             !sum_block, rt, at, what, &rng);
+                }
+}
+
+Test(cuda_ops, views_match_cpu_bitwise) {
+    ldt_shape s3 = ldt_test_shape(3, 4, 7, 5), s75 = ldt_test_shape(2, 7, 5);
+    char what[160];
+    uint64_t rng = 22;
+    if (!have_gpu()) cr_skip("no CUDA device");
+    for (int ti = 0; ti < NALL; ti++) {
+        ldt_dtype t = k_all[ti], tt[3] = {t, t, t};
+        ldt__attrs a;
+        ldt_shape o;
+#define VIEW(op_, nin_, shp_, out_, label_)                                                  \
+    do {                                                                                    \
+        o = (out_);                                                                         \
+        snprintf(what, sizeof what, "%s %s", label_, ldt_dtype_name(t));                    \
+        run_case(op_, nin_, shp_, tt, &o, t, &a, 1, 0, 0, what, &rng);                      \
+    } while (0)
+        memset(&a, 0, sizeof a);
+        VIEW(LDT_OP_RESHAPE, 1, &s3, ldt_test_shape(2, 28, 5), "reshape");
+        VIEW(LDT_OP_ALIAS, 1, &s3, s3, "alias");
+        VIEW(LDT_OP_REDISTRIBUTE, 1, &s3, s3, "redistribute");
+        a.i[0] = 2, a.i[1] = 0, a.i[2] = 1;
+        VIEW(LDT_OP_PERMUTE, 1, &s3, ldt_test_shape(3, 5, 4, 7), "permute 2,0,1");
+        a.i[0] = 1, a.i[1] = 0;
+        VIEW(LDT_OP_PERMUTE, 1, &s75, ldt_test_shape(2, 5, 7), "transpose");
+        {
+            ldt_shape big = ldt_test_shape(2, 300, 257);
+            VIEW(LDT_OP_PERMUTE, 1, &big, ldt_test_shape(2, 257, 300), "transpose 300x257");
+        }
+        a.i[0] = 1, a.i[1] = 1, a.i[2] = 6, a.i[3] = 2;
+        VIEW(LDT_OP_SLICE, 1, &s3, ldt_test_shape(3, 4, 3, 5), "slice dim 1 [1:6:2]");
+        a.i[0] = 0, a.i[1] = 1, a.i[2] = 3, a.i[3] = 1;
+        VIEW(LDT_OP_SLICE, 1, &s3, ldt_test_shape(3, 2, 7, 5), "slice dim 0 [1:3]");
+        a.i[0] = 2, a.i[1] = 0, a.i[2] = 0, a.i[3] = 1;
+        VIEW(LDT_OP_SLICE, 1, &s3, ldt_test_shape(3, 4, 7, 0), "slice empty");
+        a.i[0] = 1, a.i[1] = 6;
+        VIEW(LDT_OP_SELECT, 1, &s3, ldt_test_shape(2, 4, 5), "select dim 1 index 6");
+        a.i[0] = 2, a.i[1] = 0;
+        VIEW(LDT_OP_SELECT, 1, &s3, ldt_test_shape(2, 4, 7), "select dim 2 index 0");
+        {
+            ldt_shape col = ldt_test_shape(2, 7, 1);
+            VIEW(LDT_OP_EXPAND, 1, &col, ldt_test_shape(3, 3, 7, 5), "expand [7,1] -> [3,7,5]");
+            VIEW(LDT_OP_EXPAND, 1, &s75, ldt_test_shape(3, 2, 7, 5), "expand [7,5] -> [2,7,5]");
+        }
+        {
+            ldt_shape cs[3] = {ldt_test_shape(3, 4, 2, 5), ldt_test_shape(3, 4, 0, 5),
+                               ldt_test_shape(3, 4, 3, 5)};
+            a.i[0] = 1;
+            VIEW(LDT_OP_CAT, 3, cs, ldt_test_shape(3, 4, 5, 5), "cat dim 1");
+            ldt_shape cl[2] = {ldt_test_shape(2, 7, 2), ldt_test_shape(2, 7, 3)};
+            a.i[0] = -1;
+            VIEW(LDT_OP_CAT, 2, cl, ldt_test_shape(2, 7, 5), "cat dim -1");
+        }
+#undef VIEW
+    }
+}
+
+Test(cuda_ops, softmax_norms_and_cross_entropy_match_cpu) {
+    ldt_shape s3 = ldt_test_shape(3, 4, 7, 33), wide = ldt_test_shape(2, 3, 3000);
+    char what[160];
+    uint64_t rng = 23;
+    if (!have_gpu()) cr_skip("no CUDA device");
+    for (int ti = 0; ti < 4; ti++) {
+        ldt_dtype t = k_all[ti], tt[3] = {t, t, t};
+        double rt, at;
+        ldt__attrs a;
+        math_tol(t, &rt, &at); /* exp and log: CUDA's math library, a few ulps */
+        for (int op = LDT_OP_SOFTMAX; op <= LDT_OP_LOG_SOFTMAX; op++) {
+            for (int dim = 0; dim < 3; dim++) {
+                memset(&a, 0, sizeof a);
+                a.i[0] = dim;
+                snprintf(what, sizeof what, "%s dim %d", ldt__builtin_op_name(op), dim);
+                run_case(op, 1, &s3, tt, &s3, t, &a, 1, rt, at, what, &rng);
+            }
+            a.i[0] = 1;
+            run_case(op, 1, &wide, tt, &wide, t, &a, 0, rt, at, "softmax of 3000", &rng);
+        }
+        /* norms: double statistics, no FMA contraction on either side: bitwise */
+        for (int op = LDT_OP_LAYER_NORM; op <= LDT_OP_RMS_NORM; op++)
+            for (int k = 1; k <= 2; k++)
+                for (int hw = 0; hw < 2; hw++)
+                    for (int hb = 0; hb < 2; hb++) {
+                        if (op == LDT_OP_RMS_NORM && hb) continue;
+                        ldt_shape sh[3] = {s3, s3, s3};
+                        int nin = 1;
+                        memset(&a, 0, sizeof a);
+                        a.i[0] = k, a.i[1] = hw, a.i[2] = hb;
+                        a.f[0] = 1e-5;
+                        for (int j = 0; j < hw + hb; j++) {
+                            sh[nin].ndim = k;
+                            for (int d = 0; d < k; d++) sh[nin].dims[d] = s3.dims[3 - k + d];
+                            nin++;
+                        }
+                        snprintf(what, sizeof what, "%s k %d weight %d bias %d",
+                                 ldt__builtin_op_name(op), k, hw, hb);
+                        run_case(op, nin, sh, tt, &s3, t, &a, 0, 0, 0, what, &rng);
+                    }
+        /* cross_entropy: targets of both dtypes, some rows ignored, and all rows ignored */
+        for (int ig = 0; ig < 3; ig++) {
+            ldt_dtype tdt = ig == 1 ? LDT_I32 : LDT_I64;
+            ldt_shape xs = ldt_test_shape(2, 300, 33), ts = ldt_test_shape(1, 300), sc = {0, {0}};
+            ldt__operand in[2];
+            ldt__kcall c;
+            memset(&c, 0, sizeof c);
+            memset(&a, 0, sizeof a);
+            a.i[0] = ig == 2 ? 5 : -100;
+            in[0] = (ldt__operand){malloc(nbytes_of(&xs, t)), xs, t};
+            in[1] = (ldt__operand){malloc(nbytes_of(&ts, tdt)), ts, tdt};
+            fill_values(in[0].data, t, numel_of(&xs), &rng, 0, 0);
+            for (int r = 0; r < 300; r++) {
+                int64_t k = ig == 2 ? 5 : (r % 7 == 3 ? -100 : ldt_test_range(&rng, 0, 32));
+                if (tdt == LDT_I32) ((int32_t *)in[1].data)[r] = (int32_t)k;
+                else ((int64_t *)in[1].data)[r] = k;
+            }
+            c.op = LDT_OP_CROSS_ENTROPY;
+            c.attrs = &a;
+            c.nin = 2;
+            c.in = in;
+            c.out = (ldt__operand){NULL, sc, t};
+            snprintf(what, sizeof what, "cross_entropy %s targets%s", ldt_dtype_name(tdt),
+                     ig == 2 ? ", all ignored" : "");
+            check_op(&c, rt, at, what);
+            free(in[0].data);
+            free(in[1].data);
+        }
+    }
+}
+
+Test(cuda_ops, cross_entropy_target_out_of_range_is_flagged_on_the_device) {
+    float x[6] = {1, 2, 3, 4, 5, 6}, *dx, *dy;
+    int64_t tg[2] = {1, 3}, *dt;
+    int *derr, herr = 0;
+    ldt__operand in[2];
+    ldt__attrs a;
+    ldt__kcall c;
+    ldt__cuda_env env;
+    memset(&env, 0, sizeof env);
+    memset(&a, 0, sizeof a);
+    if (!have_gpu()) cr_skip("no CUDA device");
+    cr_assert_eq(cudaMalloc((void **)&dx, sizeof x), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&dt, sizeof tg), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&dy, sizeof(float)), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&derr, sizeof(int)), cudaSuccess);
+    cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice);
+    cudaMemcpy(dt, tg, sizeof tg, cudaMemcpyHostToDevice);
+    cudaMemset(derr, 0, sizeof(int));
+    memset(&c, 0, sizeof c);
+    a.i[0] = -100;
+    in[0] = (ldt__operand){dx, ldt_test_shape(2, 2, 3), LDT_F32};
+    in[1] = (ldt__operand){dt, ldt_test_shape(1, 2), LDT_I64};
+    c.op = LDT_OP_CROSS_ENTROPY;
+    c.attrs = &a;
+    c.nin = 2;
+    c.in = in;
+    c.out = (ldt__operand){dy, ldt_test_shape(0), LDT_F32};
+    env.err = derr;
+    cr_assert_eq(ldt__cuda_k_nn(&c, &env), LDT_OK, "%s", ldt_last_error());
+    cudaMemcpy(&herr, derr, sizeof(int), cudaMemcpyDeviceToHost);
+    cr_assert_eq(herr, LDT__CUDA_DERR_TARGET_RANGE, "%d", herr);
+    cr_assert(strstr(ldt__cuda_derr_text(herr), "cross_entropy"));
+    cudaFree(dx);
+    cudaFree(dt);
+    cudaFree(dy);
+    cudaFree(derr);
 }

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/common/nn_math.h"
+#include "kernels/common/nn_plan.h"
 #include "kernels/common/philox.h"
 #include "kernels/common/random_plan.h" /* ldt__region_check */
 #include "kernels/cpu/kernel.h"
@@ -355,128 +356,17 @@ static ldt_status dropout_kernel(const ldt__kcall *c) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Dispatch: checks shared by the family, then each op's shapes.
+ * Dispatch: the family's checks (kernels/common/nn_plan.h), then the op's kernel.
  */
-
-/* x is a float tensor and out has its dtype and the shape `want`. */
-static ldt_status nn_check_x_out(const ldt__kcall *c, const ldt_shape *want) {
-    const char *name = nn_name(c->op);
-    const ldt__operand *x = &c->in[0];
-    if (!ldt_dtype_is_float(x->dtype))
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (f32, f64, f16, bf16)", name,
-                 ldt_dtype_name(x->dtype));
-    if (c->out.dtype != x->dtype || !ldt_shape_equal(&c->out.shape, want)) {
-        char xs[128], os[128], ws[128];
-        ldt_shape_format(&x->shape, xs, sizeof xs);
-        ldt_shape_format(&c->out.shape, os, sizeof os);
-        ldt_shape_format(want, ws, sizeof ws);
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: x is %s %s and the output %s %s; expected %s %s",
-                 name, xs, ldt_dtype_name(x->dtype), os, ldt_dtype_name(c->out.dtype), ws,
-                 ldt_dtype_name(x->dtype));
-    }
-    return LDT_OK;
-}
-
-static ldt_status nn_check_norm(const ldt__kcall *c, int *k, const ldt__operand **w,
-                                const ldt__operand **b) {
-    const char *name = nn_name(c->op);
-    const ldt__operand *x = &c->in[0];
-    int has_w = c->attrs->i[1] != 0, has_b = c->attrs->i[2] != 0;
-    char xs[128];
-    ldt_shape_format(&x->shape, xs, sizeof xs);
-    *k = (int)c->attrs->i[0];
-    if (c->attrs->i[0] < 1 || c->attrs->i[0] > x->shape.ndim)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: normalising the last %lld dims of x %s; expected 1 to %d",
-                 name, (long long)c->attrs->i[0], xs, x->shape.ndim);
-    if (c->op == LDT_OP_RMS_NORM && has_b)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "rms_norm: has no bias (attrs i[2] = %lld)",
-                 (long long)c->attrs->i[2]);
-    if (c->nin != 1 + has_w + has_b)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d inputs; expected %d (x%s%s)", name, c->nin,
-                 1 + has_w + has_b, has_w ? ", weight" : "", has_b ? ", bias" : "");
-    *w = has_w ? &c->in[1] : NULL;
-    *b = has_b ? &c->in[1 + has_w] : NULL;
-    for (int i = 1; i < c->nin; i++) {
-        const ldt__operand *a = &c->in[i];
-        int ok = a->dtype == x->dtype && a->shape.ndim == *k;
-        for (int d = 0; ok && d < *k; d++)
-            ok = a->shape.dims[d] == x->shape.dims[x->shape.ndim - *k + d];
-        if (!ok) {
-            char as[128];
-            ldt_shape_format(&a->shape, as, sizeof as);
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "%s: %s is %s %s; expected the last %d dims of x %s %s", name,
-                     (i == 1 && has_w) ? "weight" : "bias", as, ldt_dtype_name(a->dtype), *k, xs,
-                     ldt_dtype_name(x->dtype));
-        }
-    }
-    return LDT_OK;
-}
-
-static ldt_status nn_check_cross_entropy(const ldt__kcall *c) {
-    const ldt__operand *x = &c->in[0], *t = &c->in[1];
-    int ok = x->shape.ndim >= 1 && t->shape.ndim == x->shape.ndim - 1;
-    for (int d = 0; ok && d < t->shape.ndim; d++) ok = t->shape.dims[d] == x->shape.dims[d];
-    if (t->dtype != LDT_I32 && t->dtype != LDT_I64)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED,
-                 "cross_entropy: targets of dtype %s are not supported (i32, i64)",
-                 ldt_dtype_name(t->dtype));
-    if (!ok) {
-        char xs[128], ts[128];
-        ldt_shape_format(&x->shape, xs, sizeof xs);
-        ldt_shape_format(&t->shape, ts, sizeof ts);
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "cross_entropy: logits are %s and targets %s; expected logits [..., C] and "
-                 "targets [...]",
-                 xs, ts);
-    }
-    return LDT_OK;
-}
-
 ldt_status ldt__k_nn(const ldt__kcall *c) {
-    const char *name = nn_name(c->op);
-    int want_nin = c->op == LDT_OP_CROSS_ENTROPY ? 2 : 1;
-    ldt_shape scalar = {0, {0}};
-    if (c->op != LDT_OP_SOFTMAX && c->op != LDT_OP_LOG_SOFTMAX && c->op != LDT_OP_LAYER_NORM &&
-        c->op != LDT_OP_RMS_NORM && c->op != LDT_OP_CROSS_ENTROPY && c->op != LDT_OP_DROPOUT)
-        LDT_FAIL(LDT_ERR_INTERNAL, "nn kernels: op %d (%s) is not softmax..dropout", c->op, name);
-    if (!c->attrs) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: no attributes", name);
-    if (c->op == LDT_OP_LAYER_NORM || c->op == LDT_OP_RMS_NORM) {
-        if (c->nin < 1 || c->nin > (c->op == LDT_OP_LAYER_NORM ? 3 : 2))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d inputs; expected x, then the weight%s",
-                     name, c->nin, c->op == LDT_OP_LAYER_NORM ? " and bias when present" : "");
-    } else if (c->nin != want_nin)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %d inputs; expected %d", name, c->nin, want_nin);
-    for (int i = 0; i < c->nin; i++) LDT_CHECK(ldt__check_operand(name, &c->in[i], i));
-    LDT_CHECK(ldt__check_operand(name, &c->out, -1));
+    ldt__nn_plan p;
+    LDT_CHECK(ldt__nn_check(c, &p));
     switch (c->op) {
     case LDT_OP_SOFTMAX:
-    case LDT_OP_LOG_SOFTMAX: {
-        int64_t dim = c->attrs->i[0];
-        int nd = c->in[0].shape.ndim;
-        LDT_CHECK(nn_check_x_out(c, &c->in[0].shape));
-        if (dim < 0 || dim >= (nd ? nd : 1)) {
-            char xs[128];
-            ldt_shape_format(&c->in[0].shape, xs, sizeof xs);
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim %lld is out of range for x %s", name,
-                     (long long)dim, xs);
-        }
-        return softmax_kernel(c, (int)dim);
-    }
+    case LDT_OP_LOG_SOFTMAX: return softmax_kernel(c, p.dim);
     case LDT_OP_LAYER_NORM:
-    case LDT_OP_RMS_NORM: {
-        int k;
-        const ldt__operand *w = NULL, *b = NULL;
-        LDT_CHECK(nn_check_x_out(c, &c->in[0].shape));
-        LDT_CHECK(nn_check_norm(c, &k, &w, &b));
-        return norm_kernel(c, k, w, b);
-    }
-    case LDT_OP_CROSS_ENTROPY:
-        LDT_CHECK(nn_check_x_out(c, &scalar));
-        LDT_CHECK(nn_check_cross_entropy(c));
-        return cross_entropy_kernel(c);
-    default: /* LDT_OP_DROPOUT */
-        LDT_CHECK(nn_check_x_out(c, &c->in[0].shape));
-        return dropout_kernel(c);
+    case LDT_OP_RMS_NORM: return norm_kernel(c, p.k, p.w, p.b);
+    case LDT_OP_CROSS_ENTROPY: return cross_entropy_kernel(c);
+    default: return dropout_kernel(c); /* LDT_OP_DROPOUT */
     }
 }

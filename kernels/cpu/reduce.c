@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/common/cast.h"
+#include "kernels/common/reduce_plan.h"
 #include "kernels/cpu/kernel.h"
 
 /* Elements converted per step: big enough to amortise the dtype switch, small enough for the
@@ -56,23 +58,12 @@ static void load_i64(ldt_dtype t, const void *src, int64_t off, int64_t n, int64
     }
 }
 
-/* double -> f16/bf16 with a single rounding: round to odd into f32 first (truncate, then set
- * the last bit if anything was cut off). f32 keeps 13+ more bits than either half type, so the
- * second rounding sees an exact tie only where the double was one: the result equals rounding
- * the double directly, which plain (float) then half would not always give. */
-static float f64_to_f32_odd(double d) {
-    float f = (float)d;
-    if (isnan(d) || (double)f == d) return f;
-    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f); /* rounded away: step back */
-    return ldt__bits_f32(ldt__f32_bits(f) | 1u);
-}
-
 static void store_f64(ldt_dtype t, void *dst, int64_t i, double v) {
     switch (t) {
     case LDT_F32: ((float *)dst)[i] = (float)v; break;
     case LDT_F64: ((double *)dst)[i] = v; break;
-    case LDT_F16: ((uint16_t *)dst)[i] = ldt__f32_to_f16(f64_to_f32_odd(v)); break;
-    case LDT_BF16: ((uint16_t *)dst)[i] = ldt__f32_to_bf16(f64_to_f32_odd(v)); break;
+    case LDT_F16: ((uint16_t *)dst)[i] = ldt__f32_to_f16(ldt__cast_f64_to_f32_odd(v)); break;
+    case LDT_BF16: ((uint16_t *)dst)[i] = ldt__f32_to_bf16(ldt__cast_f64_to_f32_odd(v)); break;
     default: break;
     }
 }
@@ -100,54 +91,7 @@ static void store_i64(ldt_dtype t, void *dst, int64_t i, int64_t v) {
  * output element), so f64 sums are accurate beyond a plain double loop and f32/f16/bf16 sums
  * are rounded once, from an almost exact double.
  */
-typedef struct rd_geom {
-    int n;
-    int64_t size[LDT_MAX_DIMS];
-    int red[LDT_MAX_DIMS];
-    int64_t ostride[LDT_MAX_DIMS];      /* output stride of a kept group, 0 for a reduced one */
-    int64_t in_numel, out_numel, count; /* count: inputs per output element */
-} rd_geom;
-
-static void rd_geom_build(const ldt_shape *s, uint64_t mask, rd_geom *g) {
-    memset(g, 0, sizeof *g);
-    g->in_numel = g->out_numel = g->count = 1;
-    for (int d = 0; d < s->ndim; d++) {
-        int64_t n = s->dims[d];
-        int red = (int)((mask >> d) & 1u);
-        g->in_numel *= n;
-        if (red)
-            g->count *= n;
-        else
-            g->out_numel *= n;
-        if (n == 1) continue;
-        if (g->n > 0 && g->red[g->n - 1] == red)
-            g->size[g->n - 1] *= n;
-        else {
-            g->size[g->n] = n;
-            g->red[g->n] = red;
-            g->n++;
-        }
-    }
-    if (g->n == 0) { /* every dim is 1: one kept element */
-        g->size[0] = 1;
-        g->n = 1;
-    }
-    int64_t st = 1;
-    for (int k = g->n - 1; k >= 0; k--) {
-        g->ostride[k] = g->red[k] ? 0 : st;
-        if (!g->red[k]) st *= g->size[k];
-    }
-}
-
-/* Neumaier: the compensation catches what the sum drops, whichever of the two is larger. */
-static inline void neumaier_add(double *s, double *comp, double x) {
-    double t = *s + x;
-    if (fabs(*s) >= fabs(x))
-        *comp += (*s - t) + x;
-    else
-        *comp += (x - t) + *s;
-    *s = t;
-}
+typedef ldt__rd_geom rd_geom;
 
 /* The rows of the innermost group in input order, with each row's input offset and the
  * output index of its first accumulator (an odometer over the outer groups). */
@@ -196,11 +140,11 @@ static void rd_float(int op, ldt_dtype t, const void *src, const rd_geom *g, dou
             double *cp = comp ? comp + it.out_base + (inner_red ? 0 : j0) : NULL;
             if (is_sum && inner_red) {
                 double s = a[0], cc = cp[0];
-                for (int64_t j = 0; j < n; j++) neumaier_add(&s, &cc, buf[j]);
+                for (int64_t j = 0; j < n; j++) ldt__neumaier_add(&s, &cc, buf[j]);
                 a[0] = s;
                 cp[0] = cc;
             } else if (is_sum) {
-                for (int64_t j = 0; j < n; j++) neumaier_add(&a[j], &cp[j], buf[j]);
+                for (int64_t j = 0; j < n; j++) ldt__neumaier_add(&a[j], &cp[j], buf[j]);
             } else {
                 /* NaN propagates: a NaN input replaces the accumulator, and nothing replaces a
                  * NaN accumulator (every comparison with it is false) */
@@ -242,54 +186,12 @@ static void rd_int(int op, ldt_dtype t, const void *src, const rd_geom *g, int64
 
 static ldt_status reduce_kernel(const ldt__kcall *c) {
     const char *name = rd_name(c->op);
-    if (c->nin != 1 || !c->attrs)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: takes 1 input and attributes", name);
+    rd_geom g;
+    LDT_CHECK(ldt__rd_check(c, &g)); /* and amax/amin of an empty dim */
     const ldt__operand *x = &c->in[0];
     ldt_dtype t = x->dtype, ot = c->out.dtype;
     int isf = ldt_dtype_is_float(t);
-    if ((unsigned)t >= LDT_DTYPE_COUNT)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: invalid input dtype %d", name, (int)t);
-    uint64_t mask = (uint64_t)c->attrs->i[0];
-    int keepdim = c->attrs->i[1] != 0;
-    char sh[128];
-    ldt_shape_format(&x->shape, sh, sizeof sh);
-    if (x->shape.ndim < 64 && (mask >> x->shape.ndim) != 0)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim mask 0x%llx names dims beyond the %d of %s",
-                 name, (unsigned long long)mask, x->shape.ndim, sh);
-    /* dtypes: integer sums give i64; mean is float only; amax/amin keep any dtype but bool */
-    if (c->op == LDT_OP_MEAN && !isf)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "mean: dtype %s is not supported (float dtypes only)",
-                 ldt_dtype_name(t));
-    if ((c->op == LDT_OP_AMAX || c->op == LDT_OP_AMIN) && t == LDT_BOOL)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype bool is not supported", name);
-    ldt_dtype want_t = (c->op == LDT_OP_SUM && !isf) ? LDT_I64 : t;
-    if (ot != want_t)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output dtype is %s, expected %s for a %s input",
-                 name, ldt_dtype_name(ot), ldt_dtype_name(want_t), ldt_dtype_name(t));
-    ldt_shape want = {0, {0}};
-    for (int d = 0; d < x->shape.ndim; d++) {
-        if (!((mask >> d) & 1u))
-            want.dims[want.ndim++] = x->shape.dims[d];
-        else if (keepdim)
-            want.dims[want.ndim++] = 1;
-    }
-    if (!ldt_shape_equal(&want, &c->out.shape)) {
-        char w[128], o[128];
-        ldt_shape_format(&want, w, sizeof w);
-        ldt_shape_format(&c->out.shape, o, sizeof o);
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: output shape is %s, expected %s for %s, mask 0x%llx", name, o, w, sh,
-                 (unsigned long long)mask);
-    }
-
-    rd_geom g;
-    rd_geom_build(&x->shape, mask, &g);
-    if (g.count == 0) { /* an empty reduced dim: the identity, or no value at all */
-        if (c->op == LDT_OP_AMAX || c->op == LDT_OP_AMIN)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "%s: reducing an empty dim of %s (mask 0x%llx) has no value; expected every "
-                     "reduced dim to be non-empty",
-                     name, sh, (unsigned long long)mask);
+    if (g.count == 0) { /* an empty reduced dim: the identity */
         if (c->op == LDT_OP_MEAN) { /* 0 / 0, as torch */
             for (int64_t i = 0; i < g.out_numel; i++) store_f64(ot, c->out.data, i, NAN);
         } else if (isf) {

@@ -30,6 +30,7 @@ extern "C" { /* the CPU contract's headers are C: their functions have C linkage
 enum {
     LDT__CUDA_DERR_NONE = 0,
     LDT__CUDA_DERR_INT_DIV_ZERO = 1, /* integer division by zero: the element is set to 0 */
+    LDT__CUDA_DERR_TARGET_RANGE = 2, /* cross_entropy target out of range: its row skipped */
 };
 /* "integer division by zero", ... for a device error code. */
 const char *ldt__cuda_derr_text(int code);
@@ -58,8 +59,10 @@ ldt_status ldt__cuda_kernel_lookup(int op, ldt__cuda_kernel_fn *out);
 ldt_status ldt__cuda_k_binary(const ldt__kcall *c, const ldt__cuda_env *env); /* add..ge, where */
 ldt_status ldt__cuda_k_scalar(const ldt__kcall *c, const ldt__cuda_env *env); /* *_SCALAR */
 ldt_status ldt__cuda_k_unary(const ldt__kcall *c, const ldt__cuda_env *env);  /* neg..silu, cast */
+ldt_status ldt__cuda_k_view(const ldt__kcall *c, const ldt__cuda_env *env);   /* reshape..redistribute */
+ldt_status ldt__cuda_k_reduce(const ldt__kcall *c, const ldt__cuda_env *env); /* sum, mean, amax, amin */
 ldt_status ldt__cuda_k_random(const ldt__kcall *c, const ldt__cuda_env *env); /* rand..randint */
-ldt_status ldt__cuda_k_nn(const ldt__kcall *c, const ldt__cuda_env *env);     /* dropout */
+ldt_status ldt__cuda_k_nn(const ldt__kcall *c, const ldt__cuda_env *env);     /* softmax..dropout */
 ldt_status ldt__cuda_k_matmul(const ldt__kcall *c, const ldt__cuda_env *env); /* matmul, linear */
 
 /* out = v everywhere, rounded once to out's dtype as exec/fill.h does (the FILL

@@ -18,13 +18,16 @@ static const ldt__cuda_kernel_fn k_cuda[LDT_OP_COUNT] = {
     ldt__cuda_k_unary, ldt__cuda_k_unary,
     /* MATMUL, LINEAR */ ldt__cuda_k_matmul, ldt__cuda_k_matmul,
     /* RESHAPE, PERMUTE, SLICE, SELECT, CAT, EXPAND, ALIAS, REDISTRIBUTE */
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    /* SUM, MEAN, AMAX, AMIN */ NULL, NULL, NULL, NULL,
+    ldt__cuda_k_view, ldt__cuda_k_view, ldt__cuda_k_view, ldt__cuda_k_view,
+    ldt__cuda_k_view, ldt__cuda_k_view, ldt__cuda_k_view, ldt__cuda_k_view,
+    /* SUM, MEAN, AMAX, AMIN */
+    ldt__cuda_k_reduce, ldt__cuda_k_reduce, ldt__cuda_k_reduce, ldt__cuda_k_reduce,
     /* ARGMAX, ARGMIN, TOPK_VALUES, TOPK_INDICES */ NULL, NULL, NULL, NULL,
     /* RAND, RANDN, BERNOULLI, TRUNC_NORMAL, RANDINT */
     ldt__cuda_k_random, ldt__cuda_k_random, ldt__cuda_k_random, ldt__cuda_k_random,
     ldt__cuda_k_random,
-    /* SOFTMAX, LOG_SOFTMAX, LAYER_NORM, RMS_NORM, CROSS_ENTROPY */ NULL, NULL, NULL, NULL, NULL,
+    /* SOFTMAX, LOG_SOFTMAX, LAYER_NORM, RMS_NORM, CROSS_ENTROPY */
+    ldt__cuda_k_nn, ldt__cuda_k_nn, ldt__cuda_k_nn, ldt__cuda_k_nn, ldt__cuda_k_nn,
     /* DROPOUT */ ldt__cuda_k_nn,
     /* EMBEDDING, ONE_HOT, INDEX_SELECT, GATHER, SCATTER, SCATTER_ADD, INDEX_ADD, INDEX_PUT */
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -56,6 +59,8 @@ extern "C" const char *ldt__cuda_derr_text(int code) {
     switch (code) {
     case LDT__CUDA_DERR_NONE: return "no error";
     case LDT__CUDA_DERR_INT_DIV_ZERO: return "integer division by zero";
+    case LDT__CUDA_DERR_TARGET_RANGE:
+        return "a cross_entropy target out of range (expected 0..C-1 or the ignore index)";
     default: return "unknown device error";
     }
 }
