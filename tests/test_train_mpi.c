@@ -90,6 +90,12 @@ int main(void) {
         fprintf(stderr, "FAIL a bad --backend: %s\n", out);
         fails++;
     }
+    /* ldt step-bench on 4 processes: rank 0 reports its rank's step as one JSON object */
+    snprintf(cmd, sizeof cmd, "%s 4 %s step-bench --backend mpi --steps 2 --json 2>&1", LDT_MPIRUN, LDT_CLI_PATH);
+    if (run(cmd, out, sizeof out) != 0 || !strstr(out, "\"step_seconds\"") || !strstr(out, "\"all_reduce\"")) {
+        fprintf(stderr, "FAIL step-bench --backend mpi: %s\n", out);
+        fails++;
+    }
     printf("test_train_mpi: %d failures\n", fails);
     return fails != 0;
 }

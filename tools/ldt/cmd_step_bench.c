@@ -1,6 +1,7 @@
 /* ldt step-bench: capture a model's training step (forward, backward, AdamW) once, replay it
  * N times and report where the time goes: step time, a per-op and per-collective breakdown,
  * achieved FLOP/s and bus bandwidth, modeled against measured, and the arena per rank. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -8,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 13
+#define NFLAGS 14
 #define MAXOPS 64
 
 static cli_flag *flag_table(void) {
@@ -19,6 +20,8 @@ static cli_flag *flag_table(void) {
         {"pins", 1, "megatron or none (default megatron)", NULL},
         {"steps", 1, "replays to time (default 10)", NULL},
         {"forward", 0, "the forward pass only, not the training step", NULL},
+        {"backend", 1, "threads (default) or mpi (one process per rank, under mpirun; rank 0 reports "
+                       "its rank)", NULL},
         {"json", 0, "one JSON object", NULL},
         {"help", 0, "this help", NULL},
     };
@@ -67,11 +70,13 @@ int cmd_step_bench(int argc, char **argv) {
     double *t = NULL, total_flops = 0, inside = 0;
     int64_t steps;
     int rc = 1, nops = 0, fwd, json;
+    const char *b;
+    ldt_comm *world = NULL;
     if (cli_parse("step-bench", argc, argv, f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt step-bench [--model mlp|gpt] [--layers N --hidden H --heads A --vocab V\n"
                "                      --seq S --batch B] [--mesh M] [--pins megatron|none]\n"
-               "                      [--steps N] [--forward] [--json]\n\n"
+               "                      [--steps N] [--forward] [--backend threads|mpi] [--json]\n\n"
                "Captures the training step once, replays it N times and reports step time, a\n"
                "breakdown by op and collective (FLOP/s, bus bandwidth), modeled against measured,\n"
                "and the arena per rank.\n\nflags:\n");
@@ -84,9 +89,21 @@ int cmd_step_bench(int argc, char **argv) {
         return 2;
     fwd = cli_has(f, NFLAGS, "forward");
     json = cli_has(f, NFLAGS, "json");
+    if ((b = cli_get(f, NFLAGS, "backend")) && strcmp(b, "threads") != 0 && strcmp(b, "mpi") != 0) {
+        fprintf(stderr, "ldt step-bench: --backend %s, expected threads or mpi\n", b);
+        return 2;
+    }
+    if (b && strcmp(b, "mpi") == 0) { /* every process runs this; rank 0 reports */
+        if (ldt_mpi_world(NULL, &world) != LDT_OK) return cli_fail("step-bench");
+        if (ldt_comm_rank(world) != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+        co.world = world;
+    }
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "dp=2,tp=2", LDT_DEVICE_CPU,
-                       &mesh) != LDT_OK)
-        return cli_fail("step-bench");
+                       &mesh) != LDT_OK) {
+        rc = cli_fail("step-bench");
+        ldt_mpi_world_destroy(world);
+        return rc;
+    }
     co.mesh = mesh;
     if (!(t = calloc((size_t)steps, sizeof *t))) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &m) != LDT_OK ||
@@ -164,5 +181,6 @@ done:
     ldt_model_destroy(m);
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
+    ldt_mpi_world_destroy(world);
     return rc;
 }
