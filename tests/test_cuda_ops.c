@@ -51,25 +51,32 @@ Test(cuda_host, table_has_a_row_or_refuses_naming_the_op) {
                   ldt__builtin_op_name(op), ldt_last_error());
         cr_assert(strstr(ldt_last_error(), "no CUDA kernel yet") != NULL, "%s", ldt_last_error());
     }
-    /* elementwise 28, matmul 2, views 8, reductions 4, random 5, softmax..dropout 6 */
-    cr_assert_eq(have, 53, "%d ops have CUDA kernels", have);
+    /* elementwise 28, matmul 2, views 8, reductions 4, random 5, softmax..dropout 6,
+     * embedding..index_put 8, argmax, argmin and topk 4, sdpa 1 */
+    cr_assert_eq(have, 66, "%d ops have CUDA kernels", have);
+    cr_assert(ldt__cuda_kernel(LDT_OP_SDPA) == ldt__cuda_k_attention);
+    for (int op = LDT_OP_ARGMAX; op <= LDT_OP_TOPK_INDICES; op++)
+        cr_assert(ldt__cuda_kernel(op) == ldt__cuda_k_argreduce, "%d", op);
+    for (int op = LDT_OP_EMBEDDING; op <= LDT_OP_INDEX_PUT; op++)
+        cr_assert(ldt__cuda_kernel(op) == ldt__cuda_k_index, "%d", op);
     for (int op = LDT_OP_ADD; op <= LDT_OP_CAST; op++) cr_assert(ldt__cuda_kernel(op), "%d", op);
     for (int op = LDT_OP_RESHAPE; op <= LDT_OP_AMIN; op++) cr_assert(ldt__cuda_kernel(op), "%d", op);
     for (int op = LDT_OP_SOFTMAX; op <= LDT_OP_DROPOUT; op++) cr_assert(ldt__cuda_kernel(op), "%d", op);
     cr_assert(ldt__cuda_kernel(LDT_OP_LINEAR) && ldt__cuda_kernel(LDT_OP_RANDINT));
-    cr_assert(!ldt__cuda_kernel(LDT_OP_INPUT) && !ldt__cuda_kernel(LDT_OP_ARGMAX));
+    cr_assert(!ldt__cuda_kernel(LDT_OP_INPUT));
     cr_assert(!ldt__cuda_kernel(-1) && !ldt__cuda_kernel(LDT_OP_COUNT));
-    cr_assert_eq(ldt__cuda_kernel_lookup(LDT_OP_ARGMAX, &fn), LDT_ERR_UNSUPPORTED);
-    cr_assert(strstr(ldt_last_error(), "argmax: no CUDA kernel yet"), "%s", ldt_last_error());
     cr_assert_eq(ldt__cuda_kernel_lookup(LDT_OP_COUNT + 3, &fn), LDT_ERR_UNSUPPORTED);
     cr_assert(strstr(ldt_last_error(), "custom"), "%s", ldt_last_error());
 }
 
 /* A call over fake device pointers: every case below must fail in its host-side checks,
  * before anything is launched (so it runs, and must pass, without a GPU). */
+/* op's CUDA launcher: its table row. */
+static ldt__cuda_kernel_fn cuda_fn(int op) { return ldt__cuda_kernel(op); }
+
 static ldt_status fake_call(int op, int nin, const ldt_shape *sh, const ldt_dtype *dt,
                             const ldt_shape *osh, ldt_dtype odt, const ldt__attrs *attrs) {
-    ldt__operand in[3];
+    ldt__operand in[LDT_MAX_DIMS + 2];
     ldt__kcall c;
     ldt__cuda_env env;
     memset(&env, 0, sizeof env);
@@ -86,7 +93,7 @@ static ldt_status fake_call(int op, int nin, const ldt_shape *sh, const ldt_dtyp
     c.out.data = (void *)(uintptr_t)0x2000;
     c.out.shape = *osh;
     c.out.dtype = odt;
-    return ldt__cuda_kernel(op)(&c, &env);
+    return cuda_fn(op)(&c, &env);
 }
 
 #define EXPECT_FAIL(want, sub, call)                                                        \
@@ -249,6 +256,143 @@ Test(cuda_host, view_reduce_nn_launchers_check_arguments_before_launching) {
     }
 }
 
+/* The third installment's index family: the CPU kernel's checks and messages
+ * (kernels/common/index_plan.h), before any device call. Index values are not read on the
+ * host (they live on the device): a kernel flags those out of range (cuda_ops below). */
+Test(cuda_host, index_launchers_check_arguments_before_launching) {
+    ldt_shape s75 = ldt_test_shape(2, 7, 5), s7 = ldt_test_shape(1, 7), s5 = ldt_test_shape(1, 5);
+    ldt_shape s76 = ldt_test_shape(2, 7, 6), s3 = ldt_test_shape(1, 3), s35 = ldt_test_shape(2, 3, 5);
+    ldt_dtype fi[4] = {LDT_F32, LDT_I64, LDT_F32, LDT_I64}, ff[2] = {LDT_F32, LDT_F32};
+    ldt_dtype fid[3] = {LDT_F32, LDT_I32, LDT_F64}, bib[3] = {LDT_BOOL, LDT_I32, LDT_BOOL};
+    ldt_dtype i64[1] = {LDT_I64};
+    ldt__attrs a;
+    memset(&a, 0, sizeof a);
+    {
+        ldt_shape wi[2] = {s75, s3}, w1[2] = {s7, s3};
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: indices are f32 (input 1), expected i32 or i64",
+                    fake_call(LDT_OP_EMBEDDING, 2, wi, ff, &s35, LDT_F32, NULL));
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: weight is [7], expected [V, H]",
+                    fake_call(LDT_OP_EMBEDDING, 2, w1, fi, &s35, LDT_F32, NULL));
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: output is [7,5], expected [3,5]",
+                    fake_call(LDT_OP_EMBEDDING, 2, wi, fi, &s75, LDT_F32, NULL));
+        a.i[0] = 1, a.i[1] = 4, a.i[2] = 10;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: range mode with rows [4, 11) of a 10-row table",
+                    fake_call(LDT_OP_EMBEDDING, 2, wi, fi, &s35, LDT_F32, &a));
+    }
+    a.i[0] = -1;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "one_hot: -1 classes",
+                fake_call(LDT_OP_ONE_HOT, 1, &s7, i64, &s75, LDT_I64, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "one_hot: attrs missing",
+                fake_call(LDT_OP_ONE_HOT, 1, &s7, i64, &s75, LDT_I64, NULL));
+    {
+        ldt_shape xi[3] = {s75, s75, s35}, x1[3] = {s75, s3, s35};
+        a.i[0] = 0;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_select: index is [7,5], expected 1-D",
+                    fake_call(LDT_OP_INDEX_SELECT, 2, xi, fi, &s35, LDT_F32, &a));
+        EXPECT_FAIL(LDT_ERR_UNSUPPORTED, "index_add: cannot accumulate bool values",
+                    fake_call(LDT_OP_INDEX_ADD, 3, x1, bib, &s75, LDT_BOOL, &a));
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_add: src is f64 but x is f32",
+                    fake_call(LDT_OP_INDEX_ADD, 3, x1, fid, &s75, LDT_F32, &a));
+        x1[2] = s75;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_add: src is [7,5], expected [3,5]",
+                    fake_call(LDT_OP_INDEX_ADD, 3, x1, fi, &s75, LDT_F32, &a));
+        a.i[0] = 2;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "gather: dim 2 is out of range for x [7,5]",
+                    fake_call(LDT_OP_GATHER, 2, xi, fi, &s75, LDT_F32, &a));
+        a.i[0] = 0;
+        xi[1] = s76;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                    "gather: index [7,6] is larger than x [7,5] in dim 1 (only dim 0 may be larger)",
+                    fake_call(LDT_OP_GATHER, 2, xi, fi, &s76, LDT_F32, &a));
+        xi[1] = s7;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "scatter: index is [7] and x [7,5] and src [3,5]; expected one ndim",
+                    fake_call(LDT_OP_SCATTER, 3, xi, fi, &s75, LDT_F32, &a));
+        xi[1] = s35;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "scatter_add: output is [5], expected [7,5]",
+                    fake_call(LDT_OP_SCATTER_ADD, 3, xi, fi, &s5, LDT_F32, &a));
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "gather: expects 2 input(s), got 3",
+                    fake_call(LDT_OP_GATHER, 3, xi, fi, &s35, LDT_F32, &a));
+    }
+    {
+        ldt_shape put[4] = {s75, s35, s3, s3};
+        ldt_dtype ffii[4] = {LDT_F32, LDT_F32, LDT_I64, LDT_I32};
+        a.i[0] = 0, a.i[1] = 3;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: 3 index tensors (attrs.i[1]) for x [7,5]; expected 1 to 2",
+                    fake_call(LDT_OP_INDEX_PUT, 4, put, ffii, &s75, LDT_F32, &a));
+        a.i[1] = 1;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: 4 inputs for 1 index tensors",
+                    fake_call(LDT_OP_INDEX_PUT, 4, put, ffii, &s75, LDT_F32, &a));
+        a.i[1] = 2;
+        put[1] = s75;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: values [7,5] do not broadcast to [3]",
+                    fake_call(LDT_OP_INDEX_PUT, 4, put, ffii, &s75, LDT_F32, &a));
+        put[1] = s3;
+        put[3] = s5;
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: index tensor 1 is [5], expected 1-D of length 3",
+                    fake_call(LDT_OP_INDEX_PUT, 4, put, ffii, &s75, LDT_F32, &a));
+        EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: expects x, values and at least one index tensor",
+                    fake_call(LDT_OP_INDEX_PUT, 2, put, ffii, &s75, LDT_F32, &a));
+    }
+}
+
+/* argmax, argmin, topk: the CPU kernel's checks and messages (argreduce_plan.h). */
+Test(cuda_host, argreduce_launchers_check_arguments_before_launching) {
+    ldt_shape s75 = ldt_test_shape(2, 7, 5), s7 = ldt_test_shape(1, 7), s05 = ldt_test_shape(2, 0, 5);
+    ldt_shape s5 = ldt_test_shape(1, 5), s35 = ldt_test_shape(2, 3, 5);
+    ldt_dtype f32[1] = {LDT_F32}, b[1] = {LDT_BOOL};
+    ldt__attrs a;
+    memset(&a, 0, sizeof a);
+    a.i[0] = 1;
+    EXPECT_FAIL(LDT_ERR_UNSUPPORTED, "argmax: dtype bool is not supported (numeric dtypes only)",
+                fake_call(LDT_OP_ARGMAX, 1, &s75, b, &s7, LDT_I64, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "argmin: output dtype is f32, expected i64",
+                fake_call(LDT_OP_ARGMIN, 1, &s75, f32, &s7, LDT_F32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "argmax: output shape is [5], expected [7] for input [7,5]",
+                fake_call(LDT_OP_ARGMAX, 1, &s75, f32, &s5, LDT_I64, &a));
+    a.i[0] = 2;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "argmin: dim 2 is out of range for [7,5] (expected [-2, 2))",
+                fake_call(LDT_OP_ARGMIN, 1, &s75, f32, &s7, LDT_I64, &a));
+    a.i[0] = 0;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "argmax: reducing an empty dim 0 of [0,5]",
+                fake_call(LDT_OP_ARGMAX, 1, &s05, f32, &s5, LDT_I64, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "argmax: takes 1 input and attributes",
+                fake_call(LDT_OP_ARGMAX, 1, &s75, f32, &s5, LDT_I64, NULL));
+    a.i[0] = 0, a.i[1] = 8, a.i[2] = 1;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "topk_values: k = 8 is out of range for dim 0 of [7,5] (expected 0..7)",
+                fake_call(LDT_OP_TOPK_VALUES, 1, &s75, f32, &s35, LDT_F32, &a));
+    a.i[1] = 3;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "topk_indices: output dtype is f32, expected i64",
+                fake_call(LDT_OP_TOPK_INDICES, 1, &s75, f32, &s35, LDT_F32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "topk_values: output shape is [7,5], expected [3,5]",
+                fake_call(LDT_OP_TOPK_VALUES, 1, &s75, f32, &s75, LDT_F32, &a));
+}
+
+/* sdpa: the CPU kernel's checks and messages (attention_plan.h). */
+Test(cuda_host, attention_launcher_checks_arguments_before_launching) {
+    ldt_shape q = ldt_test_shape(3, 2, 5, 8), k = ldt_test_shape(3, 2, 7, 8);
+    ldt_shape v = ldt_test_shape(3, 2, 7, 6), o = ldt_test_shape(3, 2, 5, 6);
+    ldt_shape sh[3] = {q, k, v};
+    ldt_dtype f32[3] = {LDT_F32, LDT_F32, LDT_F32}, i32[3] = {LDT_I32, LDT_I32, LDT_I32};
+    ldt_dtype mix[3] = {LDT_F32, LDT_F64, LDT_F32};
+    ldt__attrs a;
+    memset(&a, 0, sizeof a);
+    a.f[1] = 0.125;
+    EXPECT_FAIL(LDT_ERR_UNSUPPORTED, "scaled_dot_product_attention: dtype i32 is not supported",
+                fake_call(LDT_OP_SDPA, 3, sh, i32, &o, LDT_I32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "q, k, v and the output are f32 f64 f32 f32; expected one dtype",
+                fake_call(LDT_OP_SDPA, 3, sh, mix, &o, LDT_F32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "scaled_dot_product_attention: q [2,5,8], k [2,7,8], v [2,7,6], output [2,5,8]",
+                fake_call(LDT_OP_SDPA, 3, sh, f32, &q, LDT_F32, &a));
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "scaled_dot_product_attention: 2 inputs",
+                fake_call(LDT_OP_SDPA, 2, sh, f32, &o, LDT_F32, &a));
+    a.f[0] = 1.5;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "scaled_dot_product_attention: dropout p = 1.5",
+                fake_call(LDT_OP_SDPA, 3, sh, f32, &o, LDT_F32, &a));
+    a.f[0] = 0, a.f[1] = INFINITY;
+    EXPECT_FAIL(LDT_ERR_INVALID_ARGUMENT, "scaled_dot_product_attention: scale inf",
+                fake_call(LDT_OP_SDPA, 3, sh, f32, &o, LDT_F32, &a));
+}
+
 /* The conversions moved into kernels/common/cast.h keep the CPU kernel's results (the CPU
  * elementwise tests check the kernel; these pin the helpers themselves). */
 Test(cuda_host, shared_cast_math) {
@@ -284,6 +428,23 @@ typedef struct prog_case {
     float *x, *w1, *b1, *w2;
 } prog_case;
 
+static ldt_status halve_shape(int nin, const ldt_shape *in, const ldt_dtype *dts, void *user, ldt_shape *out,
+                              ldt_dtype *odt, char *msg, size_t cap) {
+    (void)nin, (void)user, (void)msg, (void)cap;
+    *out = in[0];
+    *odt = dts[0];
+    return LDT_OK;
+}
+
+static ldt_status halve_cpu(int nin, const void *const *in, const ldt_shape *shapes, const ldt_dtype *dts,
+                            void *out, const ldt_shape *oshape, ldt_dtype odt, void *user) {
+    int64_t n = 1;
+    (void)nin, (void)shapes, (void)dts, (void)odt, (void)user;
+    for (int d = 0; d < oshape->ndim; d++) n *= oshape->dims[d];
+    for (int64_t i = 0; i < n; i++) ((float *)out)[i] = 0.5f * ((const float *)in[0])[i];
+    return LDT_OK;
+}
+
 static void prog_open(prog_case *pc, int with_unsupported) {
     ldt_ctx_options co = {0};
     ldt_shape xs = ldt_test_shape(2, 8, 16), w1s = ldt_test_shape(2, 32, 16);
@@ -313,7 +474,12 @@ static void prog_open(prog_case *pc, int with_unsupported) {
     ldt_tensor *y = ldt_linear(h, w2, NULL);
     ldt_shape ys = ldt_test_shape(2, 8, 4);
     y = ldt_add(y, ldt_rand(pc->ctx, &ys, LDT_F32));
-    if (with_unsupported) y = ldt_cast(ldt_argmax(y, 1, 0), LDT_F32); /* argmax: no kernel yet */
+    if (with_unsupported) { /* a custom op: CPU only, by design */
+        int id = -1;
+        cr_assert_eq(ldt_custom_op_register(pc->ctx, "halve", 1, halve_shape, halve_cpu, NULL, &id), LDT_OK, "%s",
+                     ldt_last_error());
+        y = ldt_custom(pc->ctx, id, &y, 1);
+    }
     pc->out = ldt_mul_scalar(y, 0.5);
     cr_assert(pc->out != NULL, "%s", ldt_ctx_errmsg(pc->ctx));
     cr_assert_eq(ldt_plan_create(pc->ctx, NULL, &pc->plan), LDT_OK, "%s", ldt_last_error());
@@ -336,7 +502,7 @@ Test(cuda_host, backend_refuses_programs_it_cannot_run) {
     ldt__cuda_exec *x = (ldt__cuda_exec *)1;
     prog_open(&pc, 1);
     cr_assert_eq(ldt__cuda_program_check(pc.p), LDT_ERR_UNSUPPORTED);
-    cr_assert(strstr(ldt_last_error(), "argmax: no CUDA kernel yet"), "%s", ldt_last_error());
+    cr_assert(strstr(ldt_last_error(), "custom op"), "%s", ldt_last_error());
     cr_assert(strstr(ldt_last_error(), "cuda backend: instruction"), "%s", ldt_last_error());
     /* refused at create, with or without a device, before any device work */
     cr_assert_eq(ldt__cuda_exec_create(pc.p, &pc.out_val, 1, &x), LDT_ERR_UNSUPPORTED);
@@ -448,7 +614,7 @@ static cublasHandle_t g_blas;
  * bitwise when rtol and atol are 0, else |gpu - cpu| <= atol + rtol |cpu| (infinities
  * match exactly); NaN matches NaN whatever its payload, in both modes. */
 static void check_op(const ldt__kcall *c, double rtol, double atol, const char *what) {
-    ldt__operand din[3];
+    ldt__operand din[LDT_MAX_DIMS + 2];
     ldt__kcall g = *c;
     size_t ob = nbytes_of(&c->out.shape, c->out.dtype);
     void *cpu = calloc(ob ? ob : 1, 1), *gpu = calloc(ob ? ob : 1, 1), *dout = NULL;
@@ -473,7 +639,7 @@ static void check_op(const ldt__kcall *c, double rtol, double atol, const char *
     env.stream = NULL;
     env.blas = (struct cublasContext *)g_blas;
     env.err = derr;
-    cr_assert_eq(ldt__cuda_kernel(c->op)(&g, &env), LDT_OK, "%s: cuda: %s", what, ldt_last_error());
+    cr_assert_eq(cuda_fn(c->op)(&g, &env), LDT_OK, "%s: cuda: %s", what, ldt_last_error());
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess, "%s", what);
     cr_assert_eq(cudaMemcpy(gpu, dout, ob, cudaMemcpyDeviceToHost), cudaSuccess);
     cr_assert_eq(cudaMemcpy(&herr, derr, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -1204,4 +1370,275 @@ Test(cuda_ops, cross_entropy_target_out_of_range_is_flagged_on_the_device) {
     cudaFree(dt);
     cudaFree(dy);
     cudaFree(derr);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Third installment: the index family.
+ */
+
+/* One index-family call: inputs of the given shapes and dtypes, values from fill_values
+ * except the inputs in ixk[0..nix), filled with indices in -n..n-1 (negatives and repeats
+ * included; n = ixn[j]); compared bitwise with the CPU kernel. */
+static void index_case(int op, int nin, const ldt_shape *sh, const ldt_dtype *dt, int nix,
+                       const int *ixk, const int64_t *ixn, const ldt_shape *osh, ldt_dtype odt,
+                       const ldt__attrs *a, const char *what, uint64_t *rng) {
+    ldt__operand in[LDT_MAX_DIMS + 2];
+    ldt__kcall c;
+    memset(&c, 0, sizeof c);
+    for (int k = 0; k < nin; k++) {
+        in[k].shape = sh[k];
+        in[k].dtype = dt[k];
+        in[k].data = malloc(nbytes_of(&sh[k], dt[k]) + 8);
+        fill_values(in[k].data, dt[k], numel_of(&sh[k]), rng, 0, 1);
+        for (int j = 0; j < nix; j++) {
+            if (ixk[j] != k) continue;
+            for (int64_t i = 0; i < numel_of(&sh[k]); i++) {
+                int64_t v = ixn[j] ? ldt_test_range(rng, -ixn[j], ixn[j] - 1) : 0;
+                if (dt[k] == LDT_I32) ((int32_t *)in[k].data)[i] = (int32_t)v;
+                else ((int64_t *)in[k].data)[i] = v;
+            }
+        }
+    }
+    c.op = op;
+    c.attrs = a;
+    c.nin = nin;
+    c.in = in;
+    c.out.shape = *osh;
+    c.out.dtype = odt;
+    check_op(&c, 0, 0, what);
+    for (int k = 0; k < nin; k++) free(in[k].data);
+}
+
+Test(cuda_ops, index_ops_match_cpu_bitwise) {
+    ldt_shape x3 = ldt_test_shape(3, 4, 7, 5);
+    char what[200];
+    uint64_t rng = 31;
+    if (!have_gpu()) cr_skip("no CUDA device");
+    for (int ti = 0; ti < NALL; ti++)
+        for (int it = 0; it < 2; it++) {
+            ldt_dtype t = k_all[ti], ixt = it ? LDT_I64 : LDT_I32, dt[LDT_MAX_DIMS + 2];
+            int acc_ok = t != LDT_BOOL, k1 = 1;
+            ldt__attrs a;
+            memset(&a, 0, sizeof a);
+            for (int k = 0; k < LDT_MAX_DIMS + 2; k++) dt[k] = k == 0 ? t : ixt;
+#define NAME(fmt_, ...) snprintf(what, sizeof what, fmt_ " [%s, %s index]", __VA_ARGS__,   \
+                                 ldt_dtype_name(t), ldt_dtype_name(ixt))
+            { /* embedding: whole table and range mode (rows [3, 7) of an 11-row table) */
+                ldt_shape sh[2] = {ldt_test_shape(2, 11, 6), ldt_test_shape(2, 3, 4)};
+                ldt_shape o = ldt_test_shape(3, 3, 4, 6);
+                int64_t n = 11;
+                NAME("embedding %s", "whole");
+                index_case(LDT_OP_EMBEDDING, 2, sh, dt, 1, &k1, &n, &o, t, NULL, what, &rng);
+                sh[0] = ldt_test_shape(2, 4, 6);
+                a.i[0] = 1, a.i[1] = 3, a.i[2] = 11;
+                NAME("embedding %s", "range mode");
+                index_case(LDT_OP_EMBEDDING, 2, sh, dt, 1, &k1, &n, &o, t, &a, what, &rng);
+            }
+            { /* one_hot: out dtype t, indices [5,3] */
+                ldt_shape sh[1] = {ldt_test_shape(2, 5, 3)}, o = ldt_test_shape(3, 5, 3, 7);
+                ldt_dtype idt[1] = {ixt};
+                int k0 = 0;
+                int64_t n = 7;
+                memset(&a, 0, sizeof a);
+                a.i[0] = 7;
+                NAME("one_hot %d", 7);
+                index_case(LDT_OP_ONE_HOT, 1, sh, idt, 1, &k0, &n, &o, t, &a, what, &rng);
+            }
+            for (int dim = -1; dim < 3; dim++) { /* index_select, index_add: 9 indices */
+                int d = dim < 0 ? 2 : dim;
+                ldt_shape o = x3, sh[3] = {x3, ldt_test_shape(1, 9), x3};
+                int64_t n = x3.dims[d];
+                o.dims[d] = 9;
+                sh[2] = o;
+                memset(&a, 0, sizeof a);
+                a.i[0] = dim;
+                NAME("index_select dim %d", dim);
+                index_case(LDT_OP_INDEX_SELECT, 2, sh, dt, 1, &k1, &n, &o, t, &a, what, &rng);
+                if (!acc_ok) continue;
+                ldt_dtype dd[3] = {t, ixt, t};
+                NAME("index_add dim %d", dim);
+                index_case(LDT_OP_INDEX_ADD, 3, sh, dd, 1, &k1, &n, &x3, t, &a, what, &rng);
+            }
+            for (int dim = 0; dim < 3; dim++) { /* gather, scatter(_add): index longer on dim */
+                ldt_shape ix = ldt_test_shape(3, 3, 6, 4), src = ldt_test_shape(3, 4, 7, 5);
+                int64_t n = x3.dims[dim];
+                ix.dims[dim] = 9;
+                src.dims[dim] = 10;
+                ldt_shape sh[3] = {x3, ix, src};
+                ldt_dtype dd[3] = {t, ixt, t};
+                memset(&a, 0, sizeof a);
+                a.i[0] = dim;
+                NAME("gather dim %d", dim);
+                index_case(LDT_OP_GATHER, 2, sh, dt, 1, &k1, &n, &ix, t, &a, what, &rng);
+                NAME("scatter dim %d", dim);
+                index_case(LDT_OP_SCATTER, 3, sh, dd, 1, &k1, &n, &x3, t, &a, what, &rng);
+                if (!acc_ok) continue;
+                NAME("scatter_add dim %d", dim);
+                index_case(LDT_OP_SCATTER_ADD, 3, sh, dd, 1, &k1, &n, &x3, t, &a, what, &rng);
+            }
+            { /* index_put: k index tensors of 6 entries, values broadcast to [6, x.dims[k:]] */
+                struct { int k; ldt_shape v; } pc[] = {
+                    {1, ldt_test_shape(3, 6, 7, 5)}, {1, ldt_test_shape(2, 7, 5)},
+                    {1, ldt_test_shape(3, 6, 1, 5)}, {1, ldt_test_shape(1, 1)},
+                    {2, ldt_test_shape(2, 6, 5)},    {2, ldt_test_shape(1, 5)},
+                    {3, ldt_test_shape(1, 6)},       {3, ldt_test_shape(0)},
+                };
+                for (size_t ci = 0; ci < sizeof pc / sizeof *pc; ci++)
+                    for (int acc = 0; acc < 2; acc++) {
+                        ldt_shape sh[5] = {x3, pc[ci].v};
+                        int ixk[3];
+                        int64_t ixn[3];
+                        ldt_dtype dd[5] = {t, t, ixt, it ? LDT_I32 : LDT_I64, ixt};
+                        if (acc && !acc_ok) continue;
+                        for (int i = 0; i < pc[ci].k; i++) {
+                            sh[2 + i] = ldt_test_shape(1, 6);
+                            ixk[i] = 2 + i;
+                            ixn[i] = x3.dims[i];
+                        }
+                        memset(&a, 0, sizeof a);
+                        a.i[0] = acc, a.i[1] = pc[ci].k;
+                        NAME("index_put k %d values %s accumulate %d", pc[ci].k,
+                             ldt_test_fmt_shape(&pc[ci].v), acc);
+                        index_case(LDT_OP_INDEX_PUT, 2 + pc[ci].k, sh, dd, pc[ci].k, ixk, ixn,
+                                   &x3, t, &a, what, &rng);
+                    }
+            }
+#undef NAME
+        }
+}
+
+Test(cuda_ops, index_out_of_range_is_flagged_on_the_device) {
+    float x[6] = {1, 2, 3, 4, 5, 6}, *dx, *dy;
+    int64_t ix[2] = {1, -4}, *di; /* -4 is outside -3..2 */
+    int *derr, herr = 0;
+    ldt__operand in[2];
+    ldt__attrs a;
+    ldt__kcall c;
+    ldt__cuda_env env;
+    memset(&env, 0, sizeof env);
+    memset(&a, 0, sizeof a);
+    if (!have_gpu()) cr_skip("no CUDA device");
+    cr_assert_eq(cudaMalloc((void **)&dx, sizeof x), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&di, sizeof ix), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&dy, 4 * sizeof(float)), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&derr, sizeof(int)), cudaSuccess);
+    cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice);
+    cudaMemcpy(di, ix, sizeof ix, cudaMemcpyHostToDevice);
+    env.err = derr;
+    static const int ops[2] = {LDT_OP_INDEX_SELECT, LDT_OP_EMBEDDING};
+    for (int oi = 0; oi < 2; oi++) {
+        /* index_select dim 0 of x [3,2], then embedding of weight [3,2] */
+        int op = ops[oi];
+        cudaMemset(derr, 0, sizeof(int));
+        memset(&c, 0, sizeof c);
+        in[0] = (ldt__operand){dx, ldt_test_shape(2, 3, 2), LDT_F32};
+        in[1] = (ldt__operand){di, ldt_test_shape(1, 2), LDT_I64};
+        c.op = op;
+        c.attrs = &a;
+        c.nin = 2;
+        c.in = in;
+        c.out = (ldt__operand){dy, ldt_test_shape(2, 2, 2), LDT_F32};
+        cr_assert_eq(ldt__cuda_k_index(&c, &env), LDT_OK, "%s", ldt_last_error());
+        cudaMemcpy(&herr, derr, sizeof(int), cudaMemcpyDeviceToHost);
+        cr_assert_eq(herr, LDT__CUDA_DERR_INDEX_RANGE, "%s: %d", ldt__builtin_op_name(op), herr);
+        cr_assert(strstr(ldt__cuda_derr_text(herr), "index out of range"));
+        /* the CPU refuses the same call before writing */
+        float out[4];
+        c.in = (ldt__operand[2]){{x, in[0].shape, LDT_F32}, {ix, in[1].shape, LDT_I64}};
+        c.out.data = out;
+        cr_assert_eq(ldt__cpu_kernel(op)(&c), LDT_ERR_INVALID_ARGUMENT);
+        cr_assert(strstr(ldt_last_error(), "index -4 at position 1"), "%s", ldt_last_error());
+    }
+    cudaFree(dx);
+    cudaFree(di);
+    cudaFree(dy);
+    cudaFree(derr);
+}
+
+/* argmax, argmin, topk: the CPU's answer exactly (NaN the largest, -0 tied with +0, ties to
+ * the lower index; topk sorted by (value, index)), over specials, ties and every dim. */
+Test(cuda_ops, argreduce_ops_match_cpu_bitwise) {
+    ldt_shape shapes[] = {ldt_test_shape(3, 4, 7, 5), ldt_test_shape(2, 3, 300),
+                          ldt_test_shape(1, 9), ldt_test_shape(0), ldt_test_shape(2, 0, 4)};
+    char what[200];
+    uint64_t rng = 41;
+    if (!have_gpu()) cr_skip("no CUDA device");
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int ti = 0; ti < NALL - 1; ti++) { /* no bool */
+            ldt_shape s = shapes[si];
+            ldt_dtype t = k_all[ti];
+            int nd = s.ndim ? s.ndim : 1;
+            for (int dim = -1; dim < nd; dim++) {
+                int d = dim < 0 ? nd - 1 : dim;
+                int64_t R = s.ndim ? s.dims[d] : 1;
+                ldt__attrs a;
+                for (int op = LDT_OP_ARGMAX; op <= LDT_OP_ARGMIN && R > 0; op++)
+                    for (int keep = 0; keep < 2; keep++) {
+                        ldt_shape o = {0, {0}};
+                        for (int e = 0; e < s.ndim; e++)
+                            if (e != d) o.dims[o.ndim++] = s.dims[e];
+                            else if (keep) o.dims[o.ndim++] = 1;
+                        memset(&a, 0, sizeof a);
+                        a.i[0] = dim, a.i[1] = keep;
+                        snprintf(what, sizeof what, "%s %s dim %d keepdim %d [%s]",
+                                 ldt__builtin_op_name(op), ldt_test_fmt_shape(&s), dim, keep,
+                                 ldt_dtype_name(t));
+                        run_case(op, 1, &s, &t, &o, LDT_I64, &a, 1, 0, 0, what, &rng);
+                    }
+                int64_t ks[3] = {0, R < 3 ? R : 3, R};
+                for (int ki = 0; ki < 3; ki++)
+                    for (int largest = 0; largest < 2; largest++)
+                        for (int op = LDT_OP_TOPK_VALUES; op <= LDT_OP_TOPK_INDICES; op++) {
+                            ldt_shape o = s;
+                            if (s.ndim == 0 && ks[ki] != 1) continue;
+                            if (s.ndim) o.dims[d] = ks[ki];
+                            memset(&a, 0, sizeof a);
+                            a.i[0] = dim, a.i[1] = ks[ki], a.i[2] = largest;
+                            snprintf(what, sizeof what, "%s %s dim %d k %lld largest %d [%s]",
+                                     ldt__builtin_op_name(op), ldt_test_fmt_shape(&s), dim,
+                                     (long long)ks[ki], largest, ldt_dtype_name(t));
+                            run_case(op, 1, &s, &t, &o, op == LDT_OP_TOPK_VALUES ? t : LDT_I64,
+                                     &a, 1, 0, 0, what, &rng);
+                        }
+            }
+        }
+}
+
+/* sdpa: scores and the weighted sum are GEMMs on the CPU (another order) and exp is CUDA's:
+ * compared within a few ulps of the result; the dropout mask is the same stream's. */
+Test(cuda_ops, attention_matches_cpu) {
+    struct { ldt_shape q, k, v, o; } cases[] = {
+        {ldt_test_shape(4, 2, 3, 5, 8), ldt_test_shape(4, 2, 3, 7, 8), ldt_test_shape(4, 2, 3, 7, 6),
+         ldt_test_shape(4, 2, 3, 5, 6)},
+        {ldt_test_shape(3, 2, 9, 4), ldt_test_shape(3, 2, 4, 4), ldt_test_shape(3, 2, 4, 3),
+         ldt_test_shape(3, 2, 9, 3)}, /* Lq > Lk */
+        {ldt_test_shape(2, 70, 16), ldt_test_shape(2, 300, 16), ldt_test_shape(2, 300, 200),
+         ldt_test_shape(2, 70, 200)}, /* keys and columns beyond one chunk */
+        {ldt_test_shape(2, 5, 0), ldt_test_shape(2, 7, 0), ldt_test_shape(2, 7, 3),
+         ldt_test_shape(2, 5, 3)}, /* E = 0: uniform weights */
+        {ldt_test_shape(2, 5, 4), ldt_test_shape(2, 0, 4), ldt_test_shape(2, 0, 3),
+         ldt_test_shape(2, 5, 3)}, /* no keys: zeros */
+    };
+    char what[200];
+    uint64_t rng = 51;
+    if (!have_gpu()) cr_skip("no CUDA device");
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int ti = 0; ti < 4; ti++)
+            for (int causal = 0; causal < 2; causal++)
+                for (int drop = 0; drop < 2; drop++) {
+                    ldt_dtype t = k_all[ti], tt[3] = {t, t, t};
+                    ldt_shape sh[3] = {cases[ci].q, cases[ci].k, cases[ci].v};
+                    int64_t E = cases[ci].q.dims[cases[ci].q.ndim - 1];
+                    ldt__attrs a;
+                    double rt = t == LDT_F64 ? 1e-12 : t == LDT_F32 ? 1e-4 : t == LDT_F16 ? 2e-3 : 1.6e-2;
+                    double at = t == LDT_F64 ? 1e-12 : t == LDT_F32 ? 1e-5 : t == LDT_F16 ? 1e-3 : 1e-2;
+                    memset(&a, 0, sizeof a);
+                    a.i[0] = 99, a.i[1] = 1000 + (int64_t)ci, a.i[2] = causal;
+                    a.f[0] = drop ? 0.3 : 0.0;
+                    a.f[1] = E ? 1.0 / sqrt((double)E) : 1.0;
+                    snprintf(what, sizeof what, "sdpa q %s k %s causal %d dropout %g [%s]",
+                             ldt_test_fmt_shape(&sh[0]), ldt_test_fmt_shape(&sh[1]), causal,
+                             a.f[0], ldt_dtype_name(t));
+                    run_case(LDT_OP_SDPA, 3, sh, tt, &cases[ci].o, t, &a, 0, rt, at, what, &rng);
+                }
 }

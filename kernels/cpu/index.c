@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/common/index_plan.h"
 #include "kernels/cpu/kernel.h"
 
 /* Conventions shared by every op here (the contract is in core/ops.h):
@@ -278,57 +279,9 @@ static void index_put(const ldt__kcall *c, int k, int acc) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Dispatch: checks with messages naming the op, every index range-checked, then a kernel.
+ * Dispatch: the shared checks (kernels/common/index_plan.h), every index range-checked, then
+ * a kernel.
  */
-
-static const char *fmt_shape(const ldt_shape *s, char *buf, size_t cap) {
-    ldt_shape_format(s, buf, cap);
-    return buf;
-}
-
-static ldt_status need_index_dtype(const char *op, const ldt__kcall *c, int k) {
-    ldt_dtype t = c->in[k].dtype;
-    if (t == LDT_I32 || t == LDT_I64) return LDT_OK;
-    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: indices are %s (input %d), expected i32 or i64", op,
-             ldt_dtype_name(t), k);
-}
-
-/* Input k (named what) has x's dtype. */
-static ldt_status same_dtype(const char *op, const ldt__kcall *c, int k, const char *what) {
-    if (c->in[k].dtype == c->in[0].dtype) return LDT_OK;
-    LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: %s is %s but x is %s (one dtype for both)", op, what,
-             ldt_dtype_name(c->in[k].dtype), ldt_dtype_name(c->in[0].dtype));
-}
-
-static ldt_status no_bool_accumulate(const char *op, ldt_dtype t) {
-    if (t != LDT_BOOL) return LDT_OK;
-    LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: cannot accumulate bool values (cast to u8 or i32 first)",
-             op);
-}
-
-static ldt_status expect_out(const char *op, const ldt__kcall *c, const ldt_shape *want,
-                             ldt_dtype dt) {
-    char b1[192], b2[192];
-    if (c->out.dtype != dt)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s, expected %s", op,
-                 ldt_dtype_name(c->out.dtype), ldt_dtype_name(dt));
-    if (!ldt_shape_equal(want, &c->out.shape))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output is %s, expected %s", op,
-                 fmt_shape(&c->out.shape, b1, sizeof b1), fmt_shape(want, b2, sizeof b2));
-    return LDT_OK;
-}
-
-/* attrs.i[0] as a dim of x (negative counts from the end). */
-static ldt_status get_dim(const char *op, const ldt__kcall *c, int *dim) {
-    char b[192];
-    int nd = c->in[0].shape.ndim;
-    int64_t d = c->attrs->i[0];
-    if (d < -nd || d >= nd)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim %lld is out of range for x %s", op,
-                 (long long)d, fmt_shape(&c->in[0].shape, b, sizeof b));
-    *dim = (int)(d < 0 ? d + nd : d);
-    return LDT_OK;
-}
 
 /* Every index of input k against n entries (what: "rows", "entries of dim 1"). The message
  * gives the value, its flat position and, for a multi-dim index, its coordinates. */
@@ -354,189 +307,26 @@ static ldt_status check_range(const char *op, const ldt__kcall *c, int k, int64_
             r /= ix->shape.dims[d];
         }
         where[0] = ' ';
-        fmt_shape(&at, where + 1, sizeof where - 1);
+        ldt__ix_fmt(&at, where + 1, sizeof where - 1);
     }
     if (c->op == LDT_OP_INDEX_PUT) snprintf(tensor, sizeof tensor, " of index tensor %d", k - 2);
     LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index %lld at position %lld%s%s is out of range for %lld %s",
              op, (long long)raw_index(ix, bad), (long long)bad, where, tensor, (long long)n, what);
 }
 
-static ldt_status run_embedding(const char *op, const ldt__kcall *c) {
-    const ldt__operand *w = &c->in[0], *ix = &c->in[1];
-    char b[192];
-    LDT_CHECK(need_index_dtype(op, c, 1));
-    if (w->shape.ndim != 2)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: weight is %s, expected [V, H]",
-                 fmt_shape(&w->shape, b, sizeof b));
-    if (ix->shape.ndim >= LDT_MAX_DIMS)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "embedding: indices %s have more than %d dims",
-                 fmt_shape(&ix->shape, b, sizeof b), LDT_MAX_DIMS - 1);
-    ldt_shape want = ix->shape;
-    want.dims[want.ndim++] = w->shape.dims[1];
-    LDT_CHECK(expect_out(op, c, &want, w->dtype));
-    if (c->attrs && c->attrs->i[0] == 1) { /* range mode: indices are into the whole table */
-        int64_t lo = c->attrs->i[1], V = c->attrs->i[2];
-        if (lo < 0 || V < 0 || lo > V || w->shape.dims[0] > V - lo)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "embedding: range mode with rows [%lld, %lld) of a %lld-row table; expected "
-                     "0 <= lo and lo + rows <= V",
-                     (long long)lo, (long long)(lo + w->shape.dims[0]), (long long)V);
-        LDT_CHECK(check_range(op, c, 1, V, "rows"));
-    } else {
-        LDT_CHECK(check_range(op, c, 1, w->shape.dims[0], "rows"));
-    }
-    embedding(c);
-    return LDT_OK;
-}
-
-static ldt_status run_one_hot(const char *op, const ldt__kcall *c) {
-    const ldt__operand *ix = &c->in[0];
-    char b[192];
-    int64_t C = c->attrs->i[0];
-    LDT_CHECK(need_index_dtype(op, c, 0));
-    if (C < 0) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "one_hot: %lld classes", (long long)C);
-    if (ix->shape.ndim >= LDT_MAX_DIMS)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "one_hot: indices %s have more than %d dims",
-                 fmt_shape(&ix->shape, b, sizeof b), LDT_MAX_DIMS - 1);
-    ldt_shape want = ix->shape;
-    want.dims[want.ndim++] = C;
-    /* any output dtype: 0 and 1 written in it (the trace asks for i64) */
-    LDT_CHECK(expect_out(op, c, &want, c->out.dtype));
-    LDT_CHECK(check_range(op, c, 0, C, "classes"));
-    one_hot(c, C);
-    return LDT_OK;
-}
-
-static ldt_status run_select_add(const char *op, const ldt__kcall *c) {
-    const ldt__operand *x = &c->in[0], *ix = &c->in[1];
-    char b1[192], b2[192], what[48];
-    int dim = 0, add = c->op == LDT_OP_INDEX_ADD;
-    LDT_CHECK(need_index_dtype(op, c, 1));
-    LDT_CHECK(get_dim(op, c, &dim));
-    if (ix->shape.ndim != 1)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index is %s, expected 1-D", op,
-                 fmt_shape(&ix->shape, b1, sizeof b1));
-    ldt_shape want = x->shape;
-    want.dims[dim] = ix->shape.dims[0];
-    if (add) {
-        LDT_CHECK(same_dtype(op, c, 2, "src"));
-        LDT_CHECK(no_bool_accumulate(op, x->dtype));
-        if (!ldt_shape_equal(&c->in[2].shape, &want))
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "%s: src is %s, expected %s (x %s with the index's length along dim %d)", op,
-                     fmt_shape(&c->in[2].shape, b1, sizeof b1), fmt_shape(&want, b2, sizeof b2),
-                     fmt_shape(&x->shape, what, sizeof what), dim);
-        want = x->shape;
-    }
-    LDT_CHECK(expect_out(op, c, &want, x->dtype));
-    snprintf(what, sizeof what, "entries of dim %d", dim);
-    LDT_CHECK(check_range(op, c, 1, x->shape.dims[dim], what));
-    if (add)
-        index_add(c, dim);
-    else
-        index_select(c, dim);
-    return LDT_OK;
-}
-
-static ldt_status run_gather_scatter(const char *op, const ldt__kcall *c) {
-    const ldt__operand *x = &c->in[0], *ix = &c->in[1];
-    const ldt__operand *src = c->op == LDT_OP_GATHER ? NULL : &c->in[2];
-    char b1[192], b2[192], what[48];
-    int dim = 0;
-    LDT_CHECK(need_index_dtype(op, c, 1));
-    LDT_CHECK(get_dim(op, c, &dim));
-    if (src) LDT_CHECK(same_dtype(op, c, 2, "src"));
-    if (c->op == LDT_OP_SCATTER_ADD) LDT_CHECK(no_bool_accumulate(op, x->dtype));
-    if (ix->shape.ndim != x->shape.ndim || (src && src->shape.ndim != x->shape.ndim))
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index is %s and x %s%s%s; expected one ndim", op,
-                 fmt_shape(&ix->shape, b1, sizeof b1), fmt_shape(&x->shape, b2, sizeof b2),
-                 src ? " and src " : "", src ? fmt_shape(&src->shape, what, sizeof what) : "");
-    for (int d = 0; d < x->shape.ndim; d++) {
-        if (d != dim && ix->shape.dims[d] > x->shape.dims[d])
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "%s: index %s is larger than x %s in dim %d (only dim %d may be larger)", op,
-                     fmt_shape(&ix->shape, b1, sizeof b1), fmt_shape(&x->shape, b2, sizeof b2),
-                     d, dim);
-        if (src && ix->shape.dims[d] > src->shape.dims[d])
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index %s is larger than src %s in dim %d", op,
-                     fmt_shape(&ix->shape, b1, sizeof b1), fmt_shape(&src->shape, b2, sizeof b2),
-                     d);
-    }
-    LDT_CHECK(expect_out(op, c, src ? &x->shape : &ix->shape, x->dtype));
-    snprintf(what, sizeof what, "entries of dim %d", dim);
-    LDT_CHECK(check_range(op, c, 1, x->shape.dims[dim], what));
-    gather_scatter(c, dim);
-    return LDT_OK;
-}
-
-static ldt_status run_index_put(const char *op, const ldt__kcall *c) {
-    const ldt__operand *x = &c->in[0], *v = &c->in[1];
-    char b1[192], b2[192], what[48];
-    int64_t k = c->attrs->i[1];
-    int acc = c->attrs->i[0] != 0, nd = x->shape.ndim;
-    if (k < 1 || k > nd)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: %lld index tensors (attrs.i[1]) for x %s; "
-                 "expected 1 to %d", (long long)k, fmt_shape(&x->shape, b1, sizeof b1), nd);
-    if (c->nin != 2 + k)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: %d inputs for %lld index tensors, expected "
-                 "x, values and the %lld", c->nin, (long long)k, (long long)k);
-    LDT_CHECK(same_dtype(op, c, 1, "values"));
-    if (acc) LDT_CHECK(no_bool_accumulate(op, x->dtype));
-    for (int i = 0; i < k; i++) {
-        const ldt__operand *ix = &c->in[2 + i];
-        LDT_CHECK(need_index_dtype(op, c, 2 + i));
-        if (ix->shape.ndim != 1 || ix->shape.dims[0] != c->in[2].shape.dims[0])
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: index tensor %d is %s, expected 1-D of "
-                     "length %lld like index tensor 0", i, fmt_shape(&ix->shape, b1, sizeof b1),
-                     (long long)c->in[2].shape.dims[0]);
-    }
-    ldt_shape full = {(int)(1 + nd - k), {0}}; /* values broadcast to [L, x.dims[k:]] */
-    full.dims[0] = c->in[2].shape.dims[0];
-    for (int d = 1; d < full.ndim; d++) full.dims[d] = x->shape.dims[k + d - 1];
-    int ok = v->shape.ndim <= full.ndim;
-    for (int d = 0; ok && d < v->shape.ndim; d++) {
-        int64_t vd = v->shape.dims[d], fd = full.dims[d + full.ndim - v->shape.ndim];
-        ok = vd == 1 || vd == fd;
-    }
-    if (!ok)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "index_put: values %s do not broadcast to %s ([L, x's "
-                 "dims after the first %lld])", fmt_shape(&v->shape, b1, sizeof b1),
-                 fmt_shape(&full, b2, sizeof b2), (long long)k);
-    LDT_CHECK(expect_out(op, c, &x->shape, x->dtype));
-    for (int i = 0; i < k; i++) {
-        snprintf(what, sizeof what, "entries of dim %d", i);
-        LDT_CHECK(check_range(op, c, 2 + i, x->shape.dims[i], what));
-    }
-    index_put(c, (int)k, acc);
-    return LDT_OK;
-}
-
 ldt_status ldt__k_index(const ldt__kcall *c) {
     const char *op = ldt__builtin_op_name(c->op);
-    int nin = 0;
+    ldt__ix_plan p;
+    LDT_CHECK(ldt__ix_check(c, &p));
+    for (int j = 0; j < p.nidx; j++)
+        LDT_CHECK(check_range(op, c, p.idx_in[j], p.idx_n[j], p.idx_what[j]));
     switch (c->op) {
-    case LDT_OP_EMBEDDING: case LDT_OP_INDEX_SELECT: case LDT_OP_GATHER: nin = 2; break;
-    case LDT_OP_ONE_HOT: nin = 1; break;
-    case LDT_OP_SCATTER: case LDT_OP_SCATTER_ADD: case LDT_OP_INDEX_ADD: nin = 3; break;
-    case LDT_OP_INDEX_PUT: nin = -1; break;
-    default: LDT_FAIL(LDT_ERR_INTERNAL, "index kernel: %s is not an indexing op", op);
+    case LDT_OP_EMBEDDING: embedding(c); break;
+    case LDT_OP_ONE_HOT: one_hot(c, p.C); break;
+    case LDT_OP_INDEX_SELECT: index_select(c, p.dim); break;
+    case LDT_OP_INDEX_ADD: index_add(c, p.dim); break;
+    case LDT_OP_INDEX_PUT: index_put(c, p.k, p.acc); break;
+    default: gather_scatter(c, p.dim); break; /* gather, scatter, scatter_add */
     }
-    if (nin >= 0 ? c->nin != nin : c->nin < 3) {
-        if (nin >= 0)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects %d input(s), got %d", op, nin, c->nin);
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: expects x, values and at least one index tensor, "
-                 "got %d input(s)", op, c->nin);
-    }
-    if (!c->in) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: inputs missing", op);
-    if (!c->attrs && c->op != LDT_OP_EMBEDDING)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: attrs missing", op);
-    for (int k = -1; k < c->nin; k++) LDT_CHECK(ldt__check_operand(op, k < 0 ? &c->out : &c->in[k], k));
-    switch (c->op) {
-    case LDT_OP_EMBEDDING: return run_embedding(op, c);
-    case LDT_OP_ONE_HOT: return run_one_hot(op, c);
-    case LDT_OP_INDEX_SELECT:
-    case LDT_OP_INDEX_ADD: return run_select_add(op, c);
-    case LDT_OP_INDEX_PUT: return run_index_put(op, c);
-    default: return run_gather_scatter(op, c); /* gather, scatter, scatter_add */
-    }
+    return LDT_OK;
 }

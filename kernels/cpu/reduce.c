@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/common/argreduce_plan.h"
 #include "kernels/common/cast.h"
 #include "kernels/common/reduce_plan.h"
 #include "kernels/cpu/kernel.h"
@@ -240,120 +241,26 @@ static ldt_status reduce_kernel(const ldt__kcall *c) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * argmax, argmin, topk along one dim: the input is [O, R, I] with R the dim.
- *
- * Values become order keys, uint64 that compare like the values: floats by their bits (sign
- * flipped, negatives inverted), every NaN one key above +inf and -0 equal to +0 (they compare
- * equal, so a tie); integers with the sign bit flipped. One comparison then serves every
- * dtype, NaN is the largest value (torch's topk rule) and "first NaN wins" for argmax falls
- * out of "first maximum wins".
+ * argmax, argmin, topk along one dim: the input is [O, R, I] with R the dim. Values become
+ * order keys (kernels/common/argreduce_plan.h): NaN the largest, -0 tied with +0.
  */
-#define KEY_NAN UINT64_C(0xFFF8000000000000) /* the key of the canonical +NaN */
-
-static inline uint64_t key_f64(double d) {
-    if (d != d) return KEY_NAN;
-    if (d == 0.0) d = 0.0;
-    uint64_t b;
-    memcpy(&b, &d, sizeof b);
-    return (b >> 63) ? ~b : b | (UINT64_C(1) << 63);
-}
 
 /* Keys of n elements from src[off], src[off + stride], ... */
 static void load_keys(ldt_dtype t, const void *src, int64_t off, int64_t stride, int64_t n,
                       uint64_t *dst) {
-    for (int64_t j = 0; j < n; j++) {
-        int64_t i = off + j * stride;
-        switch (t) {
-        case LDT_F32: dst[j] = key_f64(((const float *)src)[i]); break;
-        case LDT_F64: dst[j] = key_f64(((const double *)src)[i]); break;
-        case LDT_F16: dst[j] = key_f64(ldt__f16_to_f32(((const uint16_t *)src)[i])); break;
-        case LDT_BF16: dst[j] = key_f64(ldt__bf16_to_f32(((const uint16_t *)src)[i])); break;
-        case LDT_I32:
-            dst[j] = (uint64_t)(int64_t)((const int32_t *)src)[i] ^ (UINT64_C(1) << 63);
-            break;
-        case LDT_I64: dst[j] = (uint64_t)((const int64_t *)src)[i] ^ (UINT64_C(1) << 63); break;
-        case LDT_U8: dst[j] = ((const uint8_t *)src)[i]; break;
-        default: dst[j] = 0; break;
-        }
-    }
+    for (int64_t j = 0; j < n; j++) dst[j] = ldt__ar_key(t, src, off + j * stride);
 }
 
-/* argmin as "first maximum" of a reversed key in which NaN is still the largest. */
 static void keys_for_min(uint64_t *k, int64_t n, int isf) {
-    for (int64_t j = 0; j < n; j++) k[j] = (isf && k[j] == KEY_NAN) ? UINT64_MAX : ~k[j];
-}
-
-typedef struct ix_geom {
-    int64_t O, R, I;
-    int dim;
-} ix_geom;
-
-/* Checks dtype and dim, normalises the dim and builds [O, R, I]. A 0-dim input is one
- * element along dim 0 (or -1), as in torch. */
-static ldt_status ix_geom_build(const ldt__kcall *c, int64_t dim, ix_geom *g) {
-    const char *name = rd_name(c->op);
-    const ldt_shape *s = &c->in[0].shape;
-    ldt_dtype t = c->in[0].dtype;
-    char sh[128];
-    ldt_shape_format(s, sh, sizeof sh);
-    if (t == LDT_BOOL || (unsigned)t >= LDT_DTYPE_COUNT)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (numeric dtypes only)", name,
-                 ldt_dtype_name(t));
-    int nd = s->ndim > 0 ? s->ndim : 1;
-    if (dim < -nd || dim >= nd)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: dim %lld is out of range for %s (expected [%d, %d))", name, (long long)dim,
-                 sh, -nd, nd);
-    if (dim < 0) dim += nd;
-    g->dim = (int)dim;
-    g->O = g->I = 1;
-    g->R = s->ndim > 0 ? s->dims[dim] : 1;
-    for (int d = 0; d < s->ndim; d++) {
-        if (d < dim) g->O *= s->dims[d];
-        if (d > dim) g->I *= s->dims[d];
-    }
-    return LDT_OK;
-}
-
-static ldt_status ix_check_out(const ldt__kcall *c, const ldt_shape *want, ldt_dtype wt) {
-    const char *name = rd_name(c->op);
-    if (c->out.dtype != wt)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output dtype is %s, expected %s", name,
-                 ldt_dtype_name(c->out.dtype), ldt_dtype_name(wt));
-    if (!ldt_shape_equal(want, &c->out.shape)) {
-        char w[128], o[128], in[128];
-        ldt_shape_format(want, w, sizeof w);
-        ldt_shape_format(&c->out.shape, o, sizeof o);
-        ldt_shape_format(&c->in[0].shape, in, sizeof in);
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: output shape is %s, expected %s for input %s", name,
-                 o, w, in);
-    }
-    return LDT_OK;
+    for (int64_t j = 0; j < n; j++) k[j] = ldt__ar_key_for_min(k[j], isf);
 }
 
 /* First index of the largest key along R, for every (o, i): a running best row of I keys,
  * updated by each of the R rows in input order (sequential reads for any dim). */
 static ldt_status argmax_kernel(const ldt__kcall *c) {
     const char *name = rd_name(c->op);
-    if (c->nin != 1 || !c->attrs)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: takes 1 input and attributes", name);
-    ix_geom g;
-    LDT_CHECK(ix_geom_build(c, c->attrs->i[0], &g));
-    const ldt_shape *s = &c->in[0].shape;
-    ldt_shape want = {0, {0}};
-    for (int d = 0; d < s->ndim; d++) {
-        if (d != g.dim)
-            want.dims[want.ndim++] = s->dims[d];
-        else if (c->attrs->i[1])
-            want.dims[want.ndim++] = 1;
-    }
-    LDT_CHECK(ix_check_out(c, &want, LDT_I64));
-    if (g.R == 0) {
-        char sh[128];
-        ldt_shape_format(s, sh, sizeof sh);
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: reducing an empty dim %d of %s; expected it non-empty", name, g.dim, sh);
-    }
+    ldt__ar_geom g;
+    LDT_CHECK(ldt__ar_check(c, &g));
     if (g.O * g.I == 0) return LDT_OK;
     ldt_dtype t = c->in[0].dtype;
     int isf = ldt_dtype_is_float(t), is_min = c->op == LDT_OP_ARGMIN;
@@ -416,25 +323,12 @@ static int kv_cmp(const void *pa, const void *pb) {
 
 static ldt_status topk_kernel(const ldt__kcall *c) {
     const char *name = rd_name(c->op);
-    if (c->nin != 1 || !c->attrs)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: takes 1 input and attributes", name);
-    ix_geom g;
-    LDT_CHECK(ix_geom_build(c, c->attrs->i[0], &g));
-    int64_t k = c->attrs->i[1];
-    int largest = c->attrs->i[2] != 0;
-    const ldt_shape *s = &c->in[0].shape;
-    if (k < 0 || k > g.R || (s->ndim == 0 && k != 1)) {
-        char sh[128];
-        ldt_shape_format(s, sh, sizeof sh);
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: k = %lld is out of range for dim %d of %s (expected 0..%lld)", name,
-                 (long long)k, g.dim, sh, (long long)g.R);
-    }
+    ldt__ar_geom g;
+    LDT_CHECK(ldt__ar_check(c, &g));
+    int64_t k = g.k;
+    int largest = g.largest;
     int vals = c->op == LDT_OP_TOPK_VALUES;
     ldt_dtype t = c->in[0].dtype;
-    ldt_shape want = *s;
-    if (s->ndim > 0) want.dims[g.dim] = k;
-    LDT_CHECK(ix_check_out(c, &want, vals ? t : LDT_I64));
     if (g.O * g.I == 0 || k == 0) return LDT_OK;
     kv *line = malloc((size_t)g.R * sizeof(kv));
     uint64_t *keys = malloc((size_t)g.R * sizeof(uint64_t));

@@ -31,6 +31,7 @@ enum {
     LDT__CUDA_DERR_NONE = 0,
     LDT__CUDA_DERR_INT_DIV_ZERO = 1, /* integer division by zero: the element is set to 0 */
     LDT__CUDA_DERR_TARGET_RANGE = 2, /* cross_entropy target out of range: its row skipped */
+    LDT__CUDA_DERR_INDEX_RANGE = 3,  /* an index op's index out of range: its writes skipped */
 };
 /* "integer division by zero", ... for a device error code. */
 const char *ldt__cuda_derr_text(int code);
@@ -64,6 +65,10 @@ ldt_status ldt__cuda_k_reduce(const ldt__kcall *c, const ldt__cuda_env *env); /*
 ldt_status ldt__cuda_k_random(const ldt__kcall *c, const ldt__cuda_env *env); /* rand..randint */
 ldt_status ldt__cuda_k_nn(const ldt__kcall *c, const ldt__cuda_env *env);     /* softmax..dropout */
 ldt_status ldt__cuda_k_matmul(const ldt__kcall *c, const ldt__cuda_env *env); /* matmul, linear */
+ldt_status ldt__cuda_k_index(const ldt__kcall *c, const ldt__cuda_env *env);  /* embedding..index_put */
+/* argmax, argmin, topk_values, topk_indices */
+ldt_status ldt__cuda_k_argreduce(const ldt__kcall *c, const ldt__cuda_env *env);
+ldt_status ldt__cuda_k_attention(const ldt__kcall *c, const ldt__cuda_env *env); /* sdpa */
 
 /* out = v everywhere, rounded once to out's dtype as exec/fill.h does (the FILL
  * instruction). */

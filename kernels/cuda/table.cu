@@ -22,7 +22,8 @@ static const ldt__cuda_kernel_fn k_cuda[LDT_OP_COUNT] = {
     ldt__cuda_k_view, ldt__cuda_k_view, ldt__cuda_k_view, ldt__cuda_k_view,
     /* SUM, MEAN, AMAX, AMIN */
     ldt__cuda_k_reduce, ldt__cuda_k_reduce, ldt__cuda_k_reduce, ldt__cuda_k_reduce,
-    /* ARGMAX, ARGMIN, TOPK_VALUES, TOPK_INDICES */ NULL, NULL, NULL, NULL,
+    /* ARGMAX, ARGMIN, TOPK_VALUES, TOPK_INDICES */
+    ldt__cuda_k_argreduce, ldt__cuda_k_argreduce, ldt__cuda_k_argreduce, ldt__cuda_k_argreduce,
     /* RAND, RANDN, BERNOULLI, TRUNC_NORMAL, RANDINT */
     ldt__cuda_k_random, ldt__cuda_k_random, ldt__cuda_k_random, ldt__cuda_k_random,
     ldt__cuda_k_random,
@@ -30,8 +31,9 @@ static const ldt__cuda_kernel_fn k_cuda[LDT_OP_COUNT] = {
     ldt__cuda_k_nn, ldt__cuda_k_nn, ldt__cuda_k_nn, ldt__cuda_k_nn, ldt__cuda_k_nn,
     /* DROPOUT */ ldt__cuda_k_nn,
     /* EMBEDDING, ONE_HOT, INDEX_SELECT, GATHER, SCATTER, SCATTER_ADD, INDEX_ADD, INDEX_PUT */
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    /* SDPA */ NULL,
+    ldt__cuda_k_index, ldt__cuda_k_index, ldt__cuda_k_index, ldt__cuda_k_index,
+    ldt__cuda_k_index, ldt__cuda_k_index, ldt__cuda_k_index, ldt__cuda_k_index,
+    /* SDPA */ ldt__cuda_k_attention,
 };
 static_assert(sizeof k_cuda / sizeof k_cuda[0] == LDT_OP_COUNT, "one CUDA kernel row per op");
 // Rows are positional (C++ has no designated array initializers): pin the anchors.
@@ -61,6 +63,9 @@ extern "C" const char *ldt__cuda_derr_text(int code) {
     case LDT__CUDA_DERR_INT_DIV_ZERO: return "integer division by zero";
     case LDT__CUDA_DERR_TARGET_RANGE:
         return "a cross_entropy target out of range (expected 0..C-1 or the ignore index)";
+    case LDT__CUDA_DERR_INDEX_RANGE:
+        return "an index out of range in embedding, one_hot, index_select, gather, scatter, "
+               "scatter_add, index_add or index_put (expected -n..n-1 for a dim of n)";
     default: return "unknown device error";
     }
 }

@@ -1,0 +1,145 @@
+// CUDA kernel of scaled_dot_product_attention (kernels/cpu/attention.c): softmax(q k^T * scale,
+// causal mask) v, with dropout on the weights by the shared Philox stream.
+//
+// Correct first: one thread block per (batch, query row), no score buffer (launchers never
+// allocate): the row's scores are recomputed in each of three passes over its visible keys,
+// a chunk of AT_THREADS keys at a time. The CPU's math in its order where it has one: scores
+// as a dot product in the compute type (f32 for f32 and the halves, f64 for f64) times
+// scale; the row max (NaN if any is NaN); exp in the compute type and the sum in double,
+// key by key in order (one thread adds a chunk's terms); each weight (double)e / sum rounded
+// once; dropout by the weights' global index ((b * Lq + i) * Lk + j), kept weights times
+// 1/(1-p); each output element sum_j w_j v_jk in key order, rounded once to the dtype. What
+// differs from the CPU: its scores and its weighted sum are BLAS GEMMs (another summation
+// order, possibly FMAs), and exp is CUDA's: a few ulps.
+#include <stdint.h>
+#include <type_traits>
+
+#include "kernels/common/attention_plan.h"
+#include "kernels/common/nn_math.h"
+#include "kernels/common/philox.h"
+#include "kernels/cuda/common.cuh"
+
+#define AT_THREADS 128 // threads per query row: keys per chunk, output columns per group
+
+__device__ __forceinline__ float at_exp(float v) { return expf(v); }
+__device__ __forceinline__ double at_exp(double v) { return exp(v); }
+
+// ---- kernels ---------------------------------------------------------------------------
+// q [B, Lq, E], k [B, Lk, E], v [B, Lk, Ev] -> out [B, Lq, Ev]; block-stride over the B * Lq
+// rows. bt (when sharded) gives each local batch its global index for the dropout mask.
+template <typename D>
+__global__ void k_sdpa(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int64_t Ev, int causal,
+                       double scale, double p, double keep, uint64_t seed, uint64_t offset,
+                       const uint64_t *delta, ldt__at_batches bt, int sharded,
+                       const typename ldt__el<D>::S *q, const typename ldt__el<D>::S *k,
+                       const typename ldt__el<D>::S *v, typename ldt__el<D>::S *out) {
+    typedef ldt__el<D> El;
+    typedef typename El::C T;
+    __shared__ T w[AT_THREADS];
+    __shared__ T mx;
+    __shared__ double sum;
+    const int tid = threadIdx.x;
+    const T sc = (T)scale, kp = (T)keep;
+    if (delta) offset += *delta; // this step's place on the stream
+    for (int64_t row = blockIdx.x; row < B * Lq; row += gridDim.x) {
+        const int64_t b = row / Lq, i = row - b * Lq, n = ldt__at_keys(causal, Lk, i);
+        const typename El::S *qi = q + row * E, *kb = k + b * Lk * E, *vb = v + b * Lk * Ev;
+        typename El::S *o = out + row * Ev;
+        if (n == 0) { // no keys: softmax over nothing, the output is 0
+            for (int64_t e = tid; e < Ev; e += AT_THREADS) o[e] = El::store((T)0);
+            continue;
+        }
+        // pass 1: the row max, NaN if any score is NaN
+        T m = -INFINITY;
+        for (int64_t j = tid; j < n; j += AT_THREADS) {
+            T acc = 0;
+            for (int64_t e = 0; e < E; e++) acc += El::load(qi[e]) * El::load(kb[j * E + e]);
+            T s = acc * sc;
+            if (s > m || isnan(s)) m = isnan(m) ? m : s;
+        }
+        w[tid] = m;
+        __syncthreads();
+        if (tid == 0) {
+            T M = -INFINITY;
+            for (int t = 0; t < AT_THREADS; t++)
+                if (w[t] > M || isnan(w[t])) {
+                    M = w[t];
+                    if (isnan(M)) break;
+                }
+            mx = M;
+            sum = 0.0;
+        }
+        __syncthreads();
+        const T M = mx;
+        // pass 2: sum_j exp(s_j - M) in double, in key order
+        for (int64_t j0 = 0; j0 < n; j0 += AT_THREADS) {
+            int64_t j = j0 + tid;
+            if (j < n) {
+                T acc = 0;
+                for (int64_t e = 0; e < E; e++) acc += El::load(qi[e]) * El::load(kb[j * E + e]);
+                w[tid] = at_exp(acc * sc - M);
+            }
+            __syncthreads();
+            if (tid == 0) {
+                double s = sum;
+                for (int64_t t = 0; t < AT_THREADS && j0 + t < n; t++) s += (double)w[t];
+                sum = s;
+            }
+            __syncthreads();
+        }
+        const double S = sum;
+        // pass 3: out[c] = sum_j w_j v[j, c], AT_THREADS columns at a time
+        for (int64_t c0 = 0; c0 < Ev; c0 += AT_THREADS) {
+            T acc = 0;
+            for (int64_t j0 = 0; j0 < n; j0 += AT_THREADS) {
+                int64_t j = j0 + tid;
+                if (j < n) {
+                    T a = 0;
+                    for (int64_t e = 0; e < E; e++) a += El::load(qi[e]) * El::load(kb[j * E + e]);
+                    T wj = (T)((double)at_exp(a * sc - M) / S);
+                    if (p > 0.0) {
+                        int64_t g = ((sharded ? ldt__at_global_batch(&bt, b) : b) * Lq + i) * Lk;
+                        wj = ldt__rand_bernoulli(seed, offset, g + j, p) ? (T)0 : wj * kp;
+                    }
+                    w[tid] = wj;
+                }
+                __syncthreads();
+                if (c0 + tid < Ev)
+                    for (int64_t t = 0; t < AT_THREADS && j0 + t < n; t++)
+                        acc += w[t] * El::load(vb[(j0 + t) * Ev + c0 + tid]);
+                __syncthreads();
+            }
+            if (c0 + tid < Ev) o[c0 + tid] = El::store(acc);
+        }
+    }
+}
+
+// ---- launchers -------------------------------------------------------------------------
+struct launch_sdpa {
+    template <typename D>
+    static void run(const ldt__at_plan &p, const ldt__at_batches &bt, int sharded,
+                    const ldt__kcall *c, const ldt__cuda_env *env) {
+        if constexpr (std::is_floating_point<typename ldt__el<D>::C>::value) {
+            typedef typename ldt__el<D>::S S;
+            int64_t rows = p.B * p.Lq;
+            unsigned grid = (unsigned)(rows < 65536 ? rows : 65536);
+            k_sdpa<D><<<grid, AT_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
+                p.B, p.Lq, p.Lk, p.E, p.Ev, p.causal, p.scale, p.p, p.keep, p.seed, p.offset,
+                env ? env->rng_delta : NULL, bt, sharded, (const S *)c->in[0].data,
+                (const S *)c->in[1].data, (const S *)c->in[2].data, (S *)c->out.data);
+        }
+    }
+};
+
+extern "C" ldt_status ldt__cuda_k_attention(const ldt__kcall *c, const ldt__cuda_env *env) {
+    ldt__at_plan p;
+    ldt__at_batches bt;
+    LDT_CHECK(ldt__at_check(c, &p));
+    memset(&bt, 0, sizeof bt);
+    if (p.sharded_dropout)
+        ldt__at_batches_make(c->region, c->global_shape, c->in[0].shape.ndim - 2, &bt);
+    if (p.B * p.Lq * p.Ev == 0) return LDT_OK;
+    LDT__CUDA_DISPATCH(c->in[0].dtype, launch_sdpa, p, bt, p.sharded_dropout, c, env);
+    LDT__CUDA_LAUNCHED(LDT__AT_NAME);
+    return LDT_OK;
+}
