@@ -171,6 +171,7 @@ ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
     out->collective_groups = e->collective_groups;
     out->early_all_reduces = e->early_all_reduces;
     out->assigned = e->nassign;
+    out->host_copies = e->host_copies;
     for (int a = 0; e->inplace && a < e->nassign; a++) out->assigned_in_place += e->inplace[a];
     return LDT_OK;
 }

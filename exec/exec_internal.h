@@ -130,6 +130,7 @@ struct ldt_exec {
     uint8_t *inplace; /* per assigned value: it persists in the ranks' load buffers (its
                          tensor's host data is brought up to date on demand) */
     int any_inplace;
+    int64_t host_copies; /* times host_flush brought its in-place values home */
     ldt__binding *bindings;
     int nbindings;
     int rebind;

@@ -566,6 +566,7 @@ static ldt_status host_flush(ldt_ctx *ctx) {
     ldt_exec *e = ctx->stale_exec;
     ctx->stale_exec = NULL;
     if (!e) return LDT_OK;
+    e->host_copies++;
     for (int a = 0; a < e->nassign; a++) {
         ldt_tensor *t = e->outs[e->nout + a].assign_to;
         if (!e->inplace[a]) continue;

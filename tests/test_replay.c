@@ -528,13 +528,15 @@ static void trainer_close(trainer *t) {
 
 static void train_steps(const char *mesh, int compiled, double *losses, double *wfinal) {
     trainer t;
+    ldt_exec_stats es;
     trainer_open(&t, mesh, 8, 1);
     for (int step = 0; step < 8; step++) {
-        trainer_bind(&t, step);
-        losses[step] = trainer_step(&t, compiled, NULL);
+        trainer_bind(&t, step); /* binding inputs brings no parameter home */
+        losses[step] = trainer_step(&t, compiled, &es);
     }
     if (compiled) {
         int64_t hits, misses;
+        cr_assert_eq(es.host_copies, 0, "8 steps, no host read: %lld host copies", (long long)es.host_copies);
         cr_assert_eq(ldt_exec_cache_stats(t.ctx, &hits, &misses), LDT_OK);
         cr_assert_eq(misses, 1, "the step compiles once");
         cr_assert_eq(hits, 7);

@@ -220,7 +220,9 @@ static ldt_status set_data(ldt_tensor *t, int op, const char *what, const void *
  what, LDT__NAME(t) ? LDT__NAME(t) : "", (long long)nbytes, (long long)ldt__nbytes(t), d,
                  ldt_dtype_name((ldt_dtype)t->dtype));
     }
-    LDT_CHECK(ldt__host_sync(t->ctx)); /* an executable's newer values first: then overwritten */
+    /* a parameter an executable updated in place: its newer values first, then overwritten
+     * (inputs are never assigned: binding one each step must not bring parameters home) */
+    if (op != LDT_OP_INPUT) LDT_CHECK(ldt__host_sync(t->ctx));
     if (nbytes) memcpy(t->data, data, (size_t)nbytes);
     LDT__P(t)->bound = 1;
     LDT__P(t)->version++;

@@ -307,6 +307,8 @@ typedef struct ldt_exec_stats {
     int64_t assigned_in_place; /* of them, those that persist in the ranks' buffers between
                                   replays (no host copy per replay; the host's is brought up
                                   to date when read) */
+    int64_t host_copies;       /* times the host's copy of them was brought up to date (a
+                                  host read, an eager run, another executable): not per step */
 } ldt_exec_stats;
 ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
 /* The last profiled replay's time by op (kernels by op name, collectives by kind, loads), on
