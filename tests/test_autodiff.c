@@ -497,6 +497,55 @@ static ldt_tensor *o_sdpa(ldt_ctx *c, ldt_tensor **ps, int *np) {
                                             P(c, ps, np, (ldt_shape){3, {3, 5, 3}}), 0, 0.2, 0);
 }
 
+#define S56 ((ldt_shape){2, {5, 6}})
+static ldt_tensor *o_sub(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_sub(P(c, ps, np, S56), P(c, ps, np, (ldt_shape){1, {6}})); }
+static ldt_tensor *o_div(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_div(P(c, ps, np, S56), Ppos(c, ps, np, S56)); }
+static ldt_tensor *o_where(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    ldt_tensor *a = P(c, ps, np, S56), *b = P(c, ps, np, S56);
+    return ldt_where(ldt_gt(a, b), a, b);
+}
+static ldt_tensor *o_exp(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_exp(P(c, ps, np, S56)); }
+static ldt_tensor *o_log(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_log(Ppos(c, ps, np, S56)); }
+static ldt_tensor *o_sqrt(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_sqrt(Ppos(c, ps, np, S56)); }
+static ldt_tensor *o_pow(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_pow_scalar(Ppos(c, ps, np, S56), 2.5); }
+static ldt_tensor *o_tanh(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_tanh(P(c, ps, np, S56)); }
+static ldt_tensor *o_gelu(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_gelu(P(c, ps, np, S56), 0); }
+static ldt_tensor *o_silu(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_silu(P(c, ps, np, S56)); }
+static ldt_tensor *o_dropout(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_dropout(P(c, ps, np, S56), 0.3, 1); }
+static ldt_tensor *o_mean(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_mean(P(c, ps, np, S56), (int[]){1}, 1, 0); }
+static ldt_tensor *o_amin(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_amin(P(c, ps, np, S56), (int[]){0}, 1, 0); }
+static ldt_tensor *o_log_softmax(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_log_softmax(P(c, ps, np, S56), 1); }
+static ldt_tensor *o_rms(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_rms_norm(P(c, ps, np, S56), 1, P(c, ps, np, (ldt_shape){1, {6}}), 1e-6);
+}
+static ldt_tensor *o_reshape(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_reshape(P(c, ps, np, S56), &(ldt_shape){2, {3, 10}}); }
+static ldt_tensor *o_permute(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_permute(P(c, ps, np, (ldt_shape){3, {2, 5, 6}}), (int[]){2, 0, 1}, 3);
+}
+static ldt_tensor *o_slice(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_slice(P(c, ps, np, S56), 1, 1, 6, 2); }
+static ldt_tensor *o_select(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_select(P(c, ps, np, S56), 0, 2); }
+static ldt_tensor *o_cat(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    ldt_tensor *xs[2];
+    xs[0] = P(c, ps, np, S56);
+    xs[1] = P(c, ps, np, (ldt_shape){2, {5, 2}});
+    return ldt_cat(xs, 2, 1);
+}
+static ldt_tensor *o_expand(ldt_ctx *c, ldt_tensor **ps, int *np) { return ldt_expand(P(c, ps, np, (ldt_shape){2, {1, 6}}), &S56); }
+static ldt_tensor *o_gather(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_gather(P(c, ps, np, S56), 1, I(c, "t", (ldt_shape){2, {5, 3}}, 6));
+}
+static ldt_tensor *o_index_select(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    return ldt_index_select(P(c, ps, np, S56), 0, I(c, "t", (ldt_shape){1, {4}}, 5));
+}
+static ldt_tensor *o_index_add(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    ldt_tensor *x = P(c, ps, np, S56), *src = P(c, ps, np, (ldt_shape){2, {3, 6}});
+    return ldt_index_add(x, 0, I(c, "t", (ldt_shape){1, {3}}, 5), src);
+}
+static ldt_tensor *o_scatter_add(ldt_ctx *c, ldt_tensor **ps, int *np) {
+    ldt_tensor *x = P(c, ps, np, S56), *src = P(c, ps, np, (ldt_shape){2, {5, 2}});
+    return ldt_scatter_add(x, 1, I(c, "t", (ldt_shape){2, {5, 2}}, 6), src);
+}
+
 /* Builds the op, its loss and gradients; *op_id gets the op node's id; grads kept. */
 static void op_grads(ldt_ctx *ctx, op_build b, ldt_tensor **gs, int *np, int64_t *op_id) {
     ldt_tensor *ps[MAXP], *y = b(ctx, ps, np);
@@ -506,7 +555,12 @@ static void op_grads(ldt_ctx *ctx, op_build b, ldt_tensor **gs, int *np, int64_t
 }
 
 Test(autodiff, every_forward_strategy_gives_one_device_gradients) {
-    const op_build ops[] = {o_mul, o_matmul, o_linear, o_softmax, o_norm, o_sum, o_amax, o_ce, o_emb, o_sdpa};
+    const op_build ops[] = {o_mul,      o_matmul,  o_linear,  o_softmax,       o_norm,    o_sum,
+                            o_amax,     o_ce,      o_emb,     o_sdpa,          o_sub,     o_div,
+                            o_where,    o_exp,     o_log,     o_sqrt,          o_pow,     o_tanh,
+                            o_gelu,     o_silu,    o_dropout, o_mean,          o_amin,    o_log_softmax,
+                            o_rms,      o_reshape, o_permute, o_slice,         o_select,  o_cat,
+                            o_expand,   o_gather,  o_index_select, o_index_add, o_scatter_add};
     const char *meshes[] = {"2", "2x2", "3"};
     for (size_t b = 0; b < sizeof ops / sizeof ops[0]; b++) {
         ldt_ctx *one;
