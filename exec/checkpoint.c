@@ -1153,27 +1153,30 @@ static ldt_status all_covered(const ckpt *c, const ck_piece *p0, int64_t numel, 
     return LDT_OK;
 }
 
+/* Tensor lo..hi's element count into *numel; fewer stored elements than that means missing
+ * regions: said before anything of the tensor's size is allocated. */
+static ldt_status stored_enough(const ckpt *c, int lo, int hi, int64_t *numel) {
+    const ck_piece *p0 = &c->pieces[lo];
+    int64_t stored = 0;
+    char sb[128];
+    LDT_CHECK(ldt_shape_numel(&p0->gshape, numel));
+    for (int i = lo; i < hi; i++) stored += c->pieces[i].region.numel; /* each <= file size */
+    if (stored >= *numel) return LDT_OK;
+    ldt_shape_format(&p0->gshape, sb, sizeof sb);
+    LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: tensor '%s' %s: missing regions: its shards in %s hold %lld of %lld elements",
+             p0->name, sb, c->dir, (long long)stored, (long long)*numel);
+}
+
 static ldt_status assemble(ckpt *c, int lo, int hi, void **out, int64_t *nbytes) {
     ldt_status st = LDT_OK;
     const ck_piece *p0 = &c->pieces[lo];
     size_t elem = ldt_dtype_size(p0->dtype);
-    int64_t numel, stored = 0, total;
+    int64_t numel, total;
     char *full = NULL, *buf = NULL;
     unsigned char *seen = NULL;
     *out = NULL;
-    LDT_CHECK(ldt_shape_numel(&p0->gshape, &numel));
+    LDT_CHECK(stored_enough(c, lo, hi, &numel));
     total = numel * (int64_t)elem; /* checked when the piece was read */
-    for (int i = lo; i < hi; i++) stored += c->pieces[i].region.numel; /* each <= file size */
-    /* fewer stored elements than the tensor has: regions are missing; say so before
-     * allocating a size the files do not back */
-    if (stored < numel) {
-        char sb[128];
-        ldt_shape_format(&p0->gshape, sb, sizeof sb);
-        LDT_FAIL(LDT_ERR_CORRUPT,
-                 "ckpt: tensor '%s' %s: missing regions: its shards in %s hold %lld of %lld "
-                 "elements",
-                 p0->name, sb, c->dir, (long long)stored, (long long)numel);
-    }
     full = malloc((size_t)(total ? total : 1));
     seen = calloc((size_t)(numel / 8 + 1), 1);
     if (!full || !seen) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: tensor '%s': out of memory", p0->name);
@@ -1204,7 +1207,7 @@ fail:
 static ldt_status load_tensor(ckpt *c, int lo, int hi, const ldt_spec *target, ldt_shards **out) {
     ldt_status st = LDT_OK;
     const ck_piece *p0 = &c->pieces[lo];
-    int64_t numel, stored = 0;
+    int64_t numel;
     ldt_mesh *sm = NULL;
     ldt_placement pl[LDT_MAX_DIMS];
     ldt_spec sspec;
@@ -1215,16 +1218,7 @@ static ldt_status load_tensor(ckpt *c, int lo, int hi, const ldt_spec *target, l
     char *buf = NULL;
     int npl = 0, nranks;
     *out = NULL;
-    LDT_CHECK(ldt_shape_numel(&p0->gshape, &numel));
-    for (int i = lo; i < hi; i++) stored += c->pieces[i].region.numel;
-    if (stored < numel) {
-        char sb[128];
-        ldt_shape_format(&p0->gshape, sb, sizeof sb);
-        LDT_FAIL(LDT_ERR_CORRUPT,
-                 "ckpt: tensor '%s' %s: missing regions: its shards in %s hold %lld of %lld "
-                 "elements",
-                 p0->name, sb, c->dir, (long long)stored, (long long)numel);
-    }
+    LDT_CHECK(stored_enough(c, lo, hi, &numel));
     for (int i = lo; i < hi; i++)
         if (!c->pieces[i].mesh || !c->pieces[i].placements || strcmp(c->pieces[i].mesh, p0->mesh) != 0 ||
             strcmp(c->pieces[i].placements, p0->placements) != 0)
