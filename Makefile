@@ -4,7 +4,7 @@ CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 
-.PHONY: all deps configure build demo test gpu-test bench install clean
+.PHONY: all deps configure build demo test gpu-test emu-test bench install clean
 
 all: build
 
@@ -30,6 +30,13 @@ gpu-test:
 	cd $(BUILD) && ctest -L gpu --output-on-failure
 	./$(BUILD)/ldt-bench gpu_replay
 
+# The same GPU suite on the CUDA emulator (kernels/cuda/emu), on any machine: the CUDA
+# backend and kernels run on the CPU, under AddressSanitizer (what .ci/run does).
+emu-test: deps
+	@cmake -S . -B build-emu -DLDT_CUDA=EMU -DLDT_MPI=OFF -DLDT_SANITIZE=address+undefined >/dev/null
+	@cmake --build build-emu -j $(JOBS)
+	cd build-emu && ctest -L gpu --output-on-failure
+
 bench: build
 	./$(BUILD)/ldt-bench all
 
@@ -37,4 +44,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-emu

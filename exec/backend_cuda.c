@@ -40,6 +40,14 @@ ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int
     if (out) *out = NULL;
     return no_cuda();
 }
+ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *s,
+                                      ldt__cuda_exec **out) {
+    return ldt__cuda_exec_create(p, s ? s->outs : NULL, s ? s->nouts : 0, out);
+}
+ldt_status ldt__cuda_exec_reload(ldt__cuda_exec *x, const struct ldt_tensor *t) {
+    (void)x, (void)t;
+    return no_cuda();
+}
 ldt_status ldt__cuda_exec_replay(ldt__cuda_exec *x) { return (void)x, no_cuda(); }
 ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x) { return (void)x, no_cuda(); }
 ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t nbytes) {
@@ -89,9 +97,10 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) { (void)x; }
                           cublasGetStatusString(s_), cublasGetStatusName(s_));              \
     } while (0)
 
-/* What one instruction enqueues: a kernel launch, a fill, zeros, or an input's copy from its
- * pinned staging buffer. Parameter loads enqueue nothing (their shards were copied once). */
-typedef enum { STEP_KERNEL, STEP_FILL, STEP_ZERO, STEP_INPUT } step_kind;
+/* What one instruction enqueues: a kernel launch, a fill, zeros, an input's copy from its
+ * pinned staging buffer, or (a one-rank redistribution) a device copy. Parameter loads
+ * enqueue nothing (their shards were copied once); one-rank all_reduces and waits nothing. */
+typedef enum { STEP_KERNEL, STEP_FILL, STEP_ZERO, STEP_INPUT, STEP_COPY } step_kind;
 
 typedef struct cstep {
     step_kind kind;
@@ -123,6 +132,9 @@ struct ldt__cuda_exec {
     cudaGraph_t graph;
     cudaGraphExec_t gexec;
     size_t nodes;
+    int32_t *copy_src, *copy_dst; /* step-end copies: assigned values over their shards */
+    int ncopies;
+    int nranks;
 };
 
 static int64_t val_bytes(const ldt__value *v) {
@@ -137,7 +149,8 @@ static ldt_status refuse(const ldt__program *p, int64_t i, const char *why) {
              (long long)i, kind_name(x), x->node, why);
 }
 
-ldt_status ldt__cuda_program_check(const ldt__program *p) {
+/* ldt__cuda_program_check for a program of a mesh of nranks ranks. */
+static ldt_status program_check(const ldt__program *p, int nranks) {
     if (!p) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no program");
     for (int64_t i = 0; i < p->nins; i++) {
         const ldt__instr *x = &p->ins[i];
@@ -154,8 +167,12 @@ ldt_status ldt__cuda_program_check(const ldt__program *p) {
                                          (long long)i, x->node);
             break;
         case LDT__I_REDIST:
+            if (nranks == 1 && val_bytes(&p->vals[x->out]) == val_bytes(&p->vals[p->ops[x->in]]))
+                break; /* one rank: the same elements, copied */
+            return refuse(p, i, "collectives are not supported on CUDA yet (one rank only)");
         case LDT__I_ALL_REDUCE:
         case LDT__I_WAIT:
+            if (nranks == 1) break; /* over one rank: nothing to do */
             return refuse(p, i, "collectives are not supported on CUDA yet (one rank only)");
         case LDT__I_ARANGE: return refuse(p, i, "arange has no CUDA kernel yet");
         default: return refuse(p, i, "unknown instruction kind");
@@ -164,9 +181,12 @@ ldt_status ldt__cuda_program_check(const ldt__program *p) {
     return LDT_OK;
 }
 
-/* Enqueues the step on x->stream: the error word cleared, every instruction, the error word
- * copied out. The same calls run eagerly and under capture. */
-static ldt_status enqueue(ldt__cuda_exec *x) {
+ldt_status ldt__cuda_program_check(const ldt__program *p) { return program_check(p, 0); }
+
+/* Enqueues the step on x->stream: the error word cleared, every instruction, the assigned
+ * values over their persistent shards (unless `validate`), the error word copied out. The
+ * same calls run eagerly and under capture. */
+static ldt_status enqueue(ldt__cuda_exec *x, int validate) {
     ldt_status st = LDT_OK;
     CU_TRY(cudaMemsetAsync(x->derr, 0, sizeof(int), x->stream));
     for (int64_t s = 0; s < x->nsteps; s++) {
@@ -182,12 +202,23 @@ static ldt_status enqueue(ldt__cuda_exec *x) {
                 CU_TRY(cudaMemcpyAsync(c->call.out.data, c->staging, (size_t)c->bytes,
                                        cudaMemcpyHostToDevice, x->stream));
             break;
+        case STEP_COPY:
+            if (c->bytes && c->call.out.data != c->call.in[0].data)
+                CU_TRY(cudaMemcpyAsync(c->call.out.data, c->call.in[0].data, (size_t)c->bytes,
+                                       cudaMemcpyDeviceToDevice, x->stream));
+            break;
         }
         if (st != LDT_OK) {
             const ldt__instr *in = &x->p->ins[c->idx];
             return ldt__error_prefix(st, "cuda backend: instruction %lld (%s of node %%%d)",
                                      (long long)c->idx, kind_name(in), in->node);
         }
+    }
+    for (int k = 0; k < x->ncopies && !validate; k++) {
+        void *dst = x->val[x->copy_dst[k]], *src = x->val[x->copy_src[k]];
+        int64_t b = val_bytes(&x->p->vals[x->copy_dst[k]]);
+        if (b && dst != src)
+            CU_TRY(cudaMemcpyAsync(dst, src, (size_t)b, cudaMemcpyDeviceToDevice, x->stream));
     }
     LDT_CHECK(ldt__cuda_rng_advance(x->rng, &x->env)); /* the next step draws further on */
     CU_TRY(cudaMemcpyAsync(x->derr_host, x->derr, sizeof(int), cudaMemcpyDeviceToHost, x->stream));
@@ -269,6 +300,14 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
                           outs[k], p->nvals);
         keep[outs[k]] = 1;
     }
+    for (int k = 0; k < x->ncopies; k++) {
+        int32_t a = x->copy_src[k], b = x->copy_dst[k];
+        if (a < 0 || a >= p->nvals || b < 0 || b >= p->nvals || !outside[b] ||
+            val_bytes(&p->vals[a]) != val_bytes(&p->vals[b]))
+            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cuda backend: step-end copy %d: value %d over "
+                          "%d, expected a value over a persistent shard of its size", k, a, b);
+        keep[a] = 1; /* alive until the step's end */
+    }
     LDT_CHECK_GOTO(ldt__memory_plan(p, outside, keep, &x->mem));
     x->have_mem = 1;
     if (x->mem.arena_bytes) CU_TRY(cudaMalloc((void **)&x->arena, (size_t)x->mem.arena_bytes));
@@ -325,6 +364,14 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
             c->kind = STEP_FILL;
             c->fill = in->fill;
             break;
+        case LDT__I_REDIST:
+            if (x->nranks != 1) LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
+            c->kind = STEP_COPY;
+            break;
+        case LDT__I_ALL_REDUCE:
+        case LDT__I_WAIT:
+            if (x->nranks != 1) LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
+            continue; /* over one rank: nothing */
         default: LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
         }
         x->nsteps++;
@@ -337,6 +384,16 @@ fail:
 
 ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
                                  ldt__cuda_exec **out) {
+    ldt__cuda_step s = {outs, nouts, NULL, NULL, 0, 0};
+    return ldt__cuda_exec_create_step(p, &s, out);
+}
+
+ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *sp,
+                                      ldt__cuda_exec **out) {
+    ldt__cuda_step none = {NULL, 0, NULL, NULL, 0, 0};
+    const ldt__cuda_step *s = sp ? sp : &none;
+    const int32_t *outs = s->outs, *copy_src = s->copy_src, *copy_dst = s->copy_dst;
+    int nouts = s->nouts, ncopies = s->ncopies;
     ldt__cuda_exec *x = NULL;
     ldt_status st = LDT_OK;
     int capturing = 0;
@@ -344,12 +401,24 @@ ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int
     *out = NULL;
     if (nouts < 0 || (nouts > 0 && !outs))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: %d outputs but no list", nouts);
-    LDT_CHECK(ldt__cuda_program_check(p)); /* before any device work: refused without a GPU too */
+    if (ncopies < 0 || (ncopies > 0 && (!copy_src || !copy_dst)))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: %d step-end copies but no list", ncopies);
+    LDT_CHECK(program_check(p, s->nranks)); /* before any device work: refused without a GPU too */
     if (ldt_cuda_device_count() == 0)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "cuda backend: no CUDA device (the runtime reports none "
                  "or no driver)");
     if (!(x = calloc(1, sizeof *x))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
     x->p = p;
+    x->nranks = s->nranks;
+    if (ncopies) {
+        x->copy_src = malloc((size_t)ncopies * sizeof *x->copy_src);
+        x->copy_dst = malloc((size_t)ncopies * sizeof *x->copy_dst);
+        if (!x->copy_src || !x->copy_dst)
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+        memcpy(x->copy_src, copy_src, (size_t)ncopies * sizeof *copy_src);
+        memcpy(x->copy_dst, copy_dst, (size_t)ncopies * sizeof *copy_dst);
+        x->ncopies = ncopies;
+    }
     CU_TRY(cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
     BLAS_TRY(cublasCreate(&x->blas));
     BLAS_TRY(cublasSetStream(x->blas, x->stream));
@@ -366,13 +435,13 @@ ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int
     LDT_CHECK_GOTO(bind(x, outs, nouts));
     /* one eager run: launch errors and data errors show up here, named, not in a graph */
     LDT_CHECK_GOTO(stage_inputs(x));
-    LDT_CHECK_GOTO(enqueue(x));
+    LDT_CHECK_GOTO(enqueue(x, 1));
     LDT_CHECK_GOTO(finish(x));
     CU_TRY(cudaMemset(x->rng, 0, 3 * sizeof(uint64_t))); /* the validation run did not count */
     /* capture: thread-local mode, so other threads' CUDA calls neither join nor break it */
     CU_TRY(cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal));
     capturing = 1;
-    LDT_CHECK_GOTO(enqueue(x));
+    LDT_CHECK_GOTO(enqueue(x, 0));
     capturing = 0;
     CU_TRY(cudaStreamEndCapture(x->stream, &x->graph));
     CU_TRY(cudaGraphGetNodes(x->graph, NULL, &x->nodes));
@@ -403,8 +472,18 @@ fail:
 ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x) {
     if (!x) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
     LDT_CHECK(stage_inputs(x));
-    LDT_CHECK(enqueue(x));
+    LDT_CHECK(enqueue(x, 0));
     return finish(x);
+}
+
+ldt_status ldt__cuda_exec_reload(ldt__cuda_exec *x, const struct ldt_tensor *t) {
+    if (!x || !t) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: reload: NULL argument");
+    for (int64_t i = 0; i < x->p->nins; i++) {
+        const ldt__instr *in = &x->p->ins[i];
+        if (in->kind != LDT__I_LOAD || in->src != t || t->op == LDT_OP_INPUT) continue;
+        LDT_CHECK(load_persistent(x, in, x->val[in->out]));
+    }
+    return LDT_OK;
 }
 
 ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t nbytes) {
@@ -469,6 +548,8 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) {
     free(x->own);
     free(x->opnds);
     free(x->steps);
+    free(x->copy_src);
+    free(x->copy_dst);
     free(x);
 }
 

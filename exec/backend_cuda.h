@@ -31,6 +31,24 @@ ldt_status ldt__cuda_program_check(const ldt__program *p);
  * program ldt__cuda_program_check refuses; LDT_ERR_CUDA naming the CUDA error otherwise. */
 ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
                                  ldt__cuda_exec **out);
+/* What a step needs beyond its program: the values to read after a replay; for a step that
+ * assigns persistent tensors (a training step), copies made at the end of each step, inside
+ * the graph, of value copy_src[k] over value copy_dst[k] (a parameter's persistent shard), so
+ * the next step reads the update where it loads the parameter (the validation run at create
+ * makes none: the first replay is the first update); and the mesh's ranks: on one rank every
+ * collective is a local copy or nothing. */
+typedef struct ldt__cuda_step {
+    const int32_t *outs;
+    int nouts;
+    const int32_t *copy_src, *copy_dst;
+    int ncopies;
+    int nranks; /* 0: not known (every collective refused) */
+} ldt__cuda_step;
+ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *s,
+                                      ldt__cuda_exec **out);
+/* Copies tensor t's shards (every persistent load of t) from its host data to the device
+ * again: after the host changed it. Not while a step runs. */
+ldt_status ldt__cuda_exec_reload(ldt__cuda_exec *x, const struct ldt_tensor *t);
 /* One step: inputs copied in from their tensors' host data, one graph launch, a wait; a data
  * error found on the device (integer division by zero) comes back as
  * LDT_ERR_INVALID_ARGUMENT. */

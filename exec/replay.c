@@ -816,7 +816,7 @@ int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t) {
 
 void ldt__exec_destroy(ldt_exec *e) {
     if (!e) return;
-    if (e->ctx && e->ctx->stale_exec == e) host_flush(e->ctx); /* its ranks hold the newest values */
+    if (e->ctx && e->ctx->stale_exec == e) e->ctx->host_flush(e->ctx); /* its ranks hold the newest values */
     ldt__cuda_exec_destroy(e->cuda);
     free(e->cuda_src);
     free(e->cuda_ver);
@@ -998,51 +998,134 @@ static ldt_status assign_in_param_placement(ldt_ctx *ctx, const ldt_compile_opti
     return st;
 }
 
-/* A CUDA mesh: one rank, its program bound and captured by the CUDA backend. Multi-rank
- * CUDA programs need NCCL collectives and training steps need assigned values kept on the
- * device: both refused for now, by name. */
-static ldt_status build_cuda(ldt_exec *e) {
-    int32_t *outs;
-    ldt_status st;
-    if (e->nranks != 1 || e->nprogs < 1 || !e->progs[0])
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh of %d ranks needs NCCL collectives in its "
-                 "programs (not yet); a 1-rank CUDA mesh runs on one GPU", e->nranks);
-    if (e->nassign)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: the step assigns %d persistent tensors (a training "
-                 "step); keeping them on the device is not done yet on CUDA", e->nassign);
-    if (!(outs = malloc((size_t)(e->nout ? e->nout : 1) * sizeof *outs)))
-        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-    for (int i = 0; i < e->nout; i++) outs[i] = e->progs[0]->node_val[e->outs[i].node];
-    st = ldt__cuda_exec_create(e->progs[0], outs, e->nout, &e->cuda);
-    free(outs);
-    LDT_CHECK(st);
-    /* the parameters and constants the device copied: a host change is refused at replay */
-    for (int64_t i = 0; i < e->progs[0]->nins; i++) e->ncuda_src += e->progs[0]->ins[i].kind == LDT__I_LOAD;
-    e->cuda_src = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_src);
-    e->cuda_ver = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_ver);
-    if (!e->cuda_src || !e->cuda_ver) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-    e->ncuda_src = 0;
-    for (int64_t i = 0; i < e->progs[0]->nins; i++) {
-        const ldt__instr *x = &e->progs[0]->ins[i];
-        if (x->kind != LDT__I_LOAD || !x->src || x->src->op == LDT_OP_INPUT) continue;
-        e->cuda_src[e->ncuda_src] = x->src;
-        e->cuda_ver[e->ncuda_src++] = LDT__P(x->src)->version;
+/* The host data of every tensor a CUDA executable assigned in place, from the device: each
+ * value's shard copied back and scattered into its tensor (the CPU's host_flush, for the
+ * buffers a GPU holds). */
+static ldt_status host_flush_cuda(ldt_ctx *ctx) {
+    ldt_exec *e = ctx->stale_exec;
+    rank_state *rs;
+    ctx->stale_exec = NULL;
+    if (!e || !(rs = e->ranks[0])) return LDT_OK;
+    e->host_copies++;
+    for (int a = 0; a < e->nassign; a++) {
+        ldt_tensor *t = e->outs[e->nout + a].assign_to;
+        const ldt__instr *x;
+        const ldt__kregion *kr;
+        int64_t nb;
+        void *tmp;
+        ldt_status st;
+        if (!e->inplace[a]) continue;
+        x = &rs->prog->ins[rs->assign_load[a]];
+        kr = &rs->prog->regions[x->region];
+        nb = val_bytes(&rs->prog->vals[x->out]);
+        if (!nb) continue;
+        if (!(tmp = malloc((size_t)nb))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "host copy: out of memory");
+        st = ldt__cuda_exec_read(e->cuda, x->out, tmp, nb);
+        if (st == LDT_OK)
+            ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype), t->data, tmp, 0);
+        free(tmp);
+        LDT_CHECK(st);
     }
     return LDT_OK;
 }
 
-static ldt_status replay_cuda(ldt_exec *e) {
+/* A CUDA mesh: one rank, its program bound and captured by the CUDA backend. A training
+ * step's assigned values stay on the device: those that persist in place (find_inplace) are
+ * copied over their parameter's shard at the end of the captured step; the others are read
+ * back into their tensors after each replay (and so reloaded, their version having moved).
+ * Multi-rank CUDA programs need NCCL collectives: refused for now, by name. */
+static ldt_status build_cuda(ldt_exec *e) {
+    const ldt__program *p;
+    int32_t *outs = NULL, *csrc = NULL, *cdst = NULL;
+    int nkeep = 0, ncopy = 0;
+    rank_state *rs;
+    ldt_status st = LDT_OK;
+    if (e->nranks != 1 || e->nprogs < 1 || !e->progs[0])
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh of %d ranks needs NCCL collectives in its "
+                 "programs (not yet); a 1-rank CUDA mesh runs on one GPU", e->nranks);
+    p = e->progs[0];
+    /* the device copies parameters now: the host must hold their newest values */
+    LDT_CHECK(ldt__host_sync(e->ctx));
+    if (!(rs = e->ranks[0] = calloc(1, sizeof *rs))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    rs->e = e;
+    rs->prog = e->progs[0];
+    rs->nins = p->nins;
+    LDT_CHECK(find_inplace(e));
+    outs = malloc((size_t)(e->nout + e->nassign + 1) * sizeof *outs);
+    csrc = malloc((size_t)(e->nassign + 1) * sizeof *csrc);
+    cdst = malloc((size_t)(e->nassign + 1) * sizeof *cdst);
+    if (!outs || !csrc || !cdst) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int i = 0; i < e->nout + e->nassign; i++) {
+        int32_t v = p->node_val[e->outs[i].node];
+        int a = i - e->nout;
+        if (a >= 0 && e->inplace[a]) { /* over the parameter's shard, in the graph */
+            csrc[ncopy] = v;
+            cdst[ncopy++] = p->ins[rs->assign_load[a]].out;
+        } else {
+            outs[nkeep++] = v; /* read after each replay */
+        }
+    }
+    {
+        ldt__cuda_step cs = {outs, nkeep, csrc, cdst, ncopy, e->nranks};
+        LDT_CHECK_GOTO(ldt__cuda_exec_create_step(p, &cs, &e->cuda));
+    }
+    /* the parameters and constants the device holds, with the versions it holds */
+    for (int64_t i = 0; i < p->nins; i++) e->ncuda_src += p->ins[i].kind == LDT__I_LOAD;
+    e->cuda_src = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_src);
+    e->cuda_ver = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_ver);
+    if (!e->cuda_src || !e->cuda_ver) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e->ncuda_src = 0;
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        if (x->kind != LDT__I_LOAD || !x->src || x->src->op == LDT_OP_INPUT) continue;
+        e->cuda_src[e->ncuda_src] = x->src;
+        e->cuda_ver[e->ncuda_src++] = LDT__P(x->src)->version;
+    }
+fail:
+    free(outs);
+    free(csrc);
+    free(cdst);
+    return st;
+}
+
+/* The versions the device holds of tensor t: now `ver`. */
+static void cuda_held(ldt_exec *e, const ldt_tensor *t, uint64_t ver) {
     for (int i = 0; i < e->ncuda_src; i++)
-        if (LDT__P(e->cuda_src[i])->version != e->cuda_ver[i])
-            LDT_FAIL(LDT_ERR_UNSUPPORTED, "replay: '%s' changed on the host since compile; a CUDA "
-                     "executable holds the copy made then (reloading: not yet); compile again",
-                     LDT__NAME(e->cuda_src[i]) ? LDT__NAME(e->cuda_src[i]) : "a constant");
+        if (e->cuda_src[i] == t) e->cuda_ver[i] = ver;
+}
+
+static ldt_status replay_cuda(ldt_exec *e) {
+    const ldt__program *p = e->progs[0];
+    /* tensors changed on the host since the device copied them: copied again */
+    for (int i = 0; i < e->ncuda_src; i++) {
+        const ldt_tensor *t = e->cuda_src[i];
+        if (LDT__P(t)->version == e->cuda_ver[i]) continue;
+        LDT_CHECK(ldt__cuda_exec_reload(e->cuda, t));
+        cuda_held(e, t, LDT__P(t)->version);
+    }
     /* this step's place on the random stream, as the CPU replay patches it */
     LDT_CHECK(ldt__cuda_exec_set_rng(e->cuda, e->ctx->rng_offset - e->rng_base, 0));
     LDT_CHECK(ldt__cuda_exec_replay(e->cuda));
     e->ctx->rng_offset += e->rng_advance;
     e->ctx->trace_rng_base = e->ctx->rng_offset;
     e->replays++;
+    /* assigned values: in place, the device holds the new version already; otherwise the
+     * value comes home into its tensor (and goes to the device again at the next replay) */
+    for (int a = 0; a < e->nassign; a++) {
+        ldt_tensor *t = e->outs[e->nout + a].assign_to;
+        if (!e->inplace[a]) {
+            int32_t v = p->node_val[e->outs[e->nout + a].node];
+            LDT_CHECK(ldt__cuda_exec_read(e->cuda, v, t->data, ldt__nbytes(t)));
+            LDT__P(t)->version++;
+            continue;
+        }
+        LDT__P(t)->version++;
+        cuda_held(e, t, LDT__P(t)->version);
+    }
+    if (e->any_inplace) {
+        e->ctx->stale_exec = e;
+        e->ctx->host_flush = host_flush_cuda;
+    }
     return LDT_OK;
 }
 

@@ -68,7 +68,7 @@ struct launch_topk {
     template <typename W>
     static void run(const ldt__ar_geom &g, ldt_dtype t, int vals, const void *x, void *out,
                     cudaStream_t s) {
-        k_topk<W><<<ldt__cuda_blocks(g.O * g.I), LDT__CUDA_THREADS, 0, s>>>(
+        LDT__CUDA_LAUNCH(k_topk<W>, ldt__cuda_blocks(g.O * g.I), LDT__CUDA_THREADS, 0, s)(
             g.O, g.R, g.I, g.k, g.largest, t, vals, x, out);
     }
 };
@@ -81,7 +81,7 @@ extern "C" ldt_status ldt__cuda_k_argreduce(const ldt__kcall *c, const ldt__cuda
     ldt_dtype t = c->in[0].dtype;
     if (g.O * g.I == 0) return LDT_OK;
     if (c->op == LDT_OP_ARGMAX || c->op == LDT_OP_ARGMIN) {
-        k_argmax<<<ldt__cuda_blocks(g.O * g.I), LDT__CUDA_THREADS, 0, s>>>(
+        LDT__CUDA_LAUNCH(k_argmax, ldt__cuda_blocks(g.O * g.I), LDT__CUDA_THREADS, 0, s)(
             g.O, g.R, g.I, t, c->op == LDT_OP_ARGMIN, c->in[0].data, (int64_t *)c->out.data);
     } else {
         if (g.k == 0) return LDT_OK;

@@ -123,7 +123,7 @@ struct launch_sdpa {
             typedef typename ldt__el<D>::S S;
             int64_t rows = p.B * p.Lq;
             unsigned grid = (unsigned)(rows < 65536 ? rows : 65536);
-            k_sdpa<D><<<grid, AT_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
+            LDT__CUDA_LAUNCH(k_sdpa<D>, grid, AT_THREADS, 0, LDT__CUDA_STREAM(env))(
                 p.B, p.Lq, p.Lk, p.E, p.Ev, p.causal, p.scale, p.p, p.keep, p.seed, p.offset,
                 env ? env->rng_delta : NULL, bt, sharded, (const S *)c->in[0].data,
                 (const S *)c->in[1].data, (const S *)c->in[2].data, (S *)c->out.data);

@@ -19,6 +19,15 @@ static inline unsigned ldt__cuda_blocks(int64_t n) {
     return (unsigned)(b < 1 ? 1 : b > 65536 ? 65536 : b);
 }
 
+// Launches kernel k with the launch configuration (grid, block[, shared bytes[, stream]]),
+// then its arguments: LDT__CUDA_LAUNCH(k, g, b, 0, s)(args...). Under the CUDA emulator
+// (LDT_CUDA=EMU, kernels/cuda/emu) the same line runs the grid on the CPU.
+#ifdef LDT_CUDA_EMU
+#define LDT__CUDA_LAUNCH(k, ...) ldt_emu::launch([=](auto... a_) { k(a_...); }, __VA_ARGS__)
+#else
+#define LDT__CUDA_LAUNCH(k, ...) k<<<__VA_ARGS__>>>
+#endif
+
 #define LDT__CUDA_STREAM(env) ((cudaStream_t)((env) ? (env)->stream : NULL))
 
 // For i over [0, n) in a grid-stride loop.

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/convert.h"
 
 // ---- kernels ---------------------------------------------------------------------------
@@ -60,9 +61,9 @@ extern "C" ldt_status ldt__cuda_convert_host(const void *src, ldt_dtype from, vo
         CUDA_TRY(cudaMalloc(&ddst, out_b));
         CUDA_TRY(cudaMemcpy(dsrc, src, in_b, cudaMemcpyHostToDevice));
         if (half_to_f32)
-            ldt_k_half_to_f32<<<blocks, 256>>>((const uint16_t *)dsrc, (float *)ddst, n, bf16);
+            LDT__CUDA_LAUNCH(ldt_k_half_to_f32, blocks, 256)((const uint16_t *)dsrc, (float *)ddst, n, bf16);
         else
-            ldt_k_f32_to_half<<<blocks, 256>>>((const float *)dsrc, (uint16_t *)ddst, n, bf16);
+            LDT__CUDA_LAUNCH(ldt_k_f32_to_half, blocks, 256)((const float *)dsrc, (uint16_t *)ddst, n, bf16);
         CUDA_TRY(cudaGetLastError());
         CUDA_TRY(cudaMemcpy(dst, ddst, out_b, cudaMemcpyDeviceToHost));
     }

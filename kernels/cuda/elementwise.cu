@@ -257,7 +257,7 @@ struct launch_binary {
     static void run(int op, const ldt__bc_plan &p, int64_t n, const void *a, const void *b, void *o,
                     const ldt__cuda_env *env) {
         typedef typename ldt__el<D>::S S;
-        k_binary<D><<<ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
+        LDT__CUDA_LAUNCH(k_binary<D>, ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env))(
             op, p, n, (const S *)a, (const S *)b, o, env ? env->err : NULL);
     }
 };
@@ -282,19 +282,19 @@ extern "C" ldt_status ldt__cuda_k_binary(const ldt__kcall *c, const ldt__cuda_en
         const uint8_t *cd = (const uint8_t *)c->in[0].data;
         switch (ldt_dtype_size(a->dtype)) {
         case 1:
-            k_where<<<g, LDT__CUDA_THREADS, 0, s>>>(plan, n, cd, (const uint8_t *)a->data,
+            LDT__CUDA_LAUNCH(k_where, g, LDT__CUDA_THREADS, 0, s)(plan, n, cd, (const uint8_t *)a->data,
                                                     (const uint8_t *)b->data, (uint8_t *)c->out.data);
             break;
         case 2:
-            k_where<<<g, LDT__CUDA_THREADS, 0, s>>>(plan, n, cd, (const uint16_t *)a->data,
+            LDT__CUDA_LAUNCH(k_where, g, LDT__CUDA_THREADS, 0, s)(plan, n, cd, (const uint16_t *)a->data,
                                                     (const uint16_t *)b->data, (uint16_t *)c->out.data);
             break;
         case 4:
-            k_where<<<g, LDT__CUDA_THREADS, 0, s>>>(plan, n, cd, (const uint32_t *)a->data,
+            LDT__CUDA_LAUNCH(k_where, g, LDT__CUDA_THREADS, 0, s)(plan, n, cd, (const uint32_t *)a->data,
                                                     (const uint32_t *)b->data, (uint32_t *)c->out.data);
             break;
         default:
-            k_where<<<g, LDT__CUDA_THREADS, 0, s>>>(plan, n, cd, (const uint64_t *)a->data,
+            LDT__CUDA_LAUNCH(k_where, g, LDT__CUDA_THREADS, 0, s)(plan, n, cd, (const uint64_t *)a->data,
                                                     (const uint64_t *)b->data, (uint64_t *)c->out.data);
             break;
         }
@@ -310,7 +310,7 @@ struct launch_scalar {
     template <typename D>
     static void run(int op, int64_t n, const void *x, void *o, double s, const ldt__cuda_env *env) {
         typedef typename ldt__el<D>::S S;
-        k_scalar<D><<<ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
+        LDT__CUDA_LAUNCH(k_scalar<D>, ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env))(
             op, n, (const S *)x, (S *)o, s, env ? env->err : NULL);
     }
 };
@@ -336,7 +336,7 @@ struct launch_unary {
     template <typename D>
     static void run(int op, int form, int64_t n, const void *x, void *o, const ldt__cuda_env *env) {
         typedef typename ldt__el<D>::S S;
-        k_unary<D><<<ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
+        LDT__CUDA_LAUNCH(k_unary<D>, ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env))(
             op, form, n, (const S *)x, (S *)o);
     }
 };
@@ -355,7 +355,7 @@ extern "C" ldt_status ldt__cuda_k_unary(const ldt__kcall *c, const ldt__cuda_env
                                                    cudaMemcpyDeviceToDevice, LDT__CUDA_STREAM(env)));
             return LDT_OK;
         }
-        k_cast<<<ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
+        LDT__CUDA_LAUNCH(k_cast, ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env))(
             x->data, (int)x->dtype, c->out.data, (int)c->out.dtype, n);
         LDT__CUDA_LAUNCHED(op);
         return LDT_OK;

@@ -40,21 +40,21 @@ extern "C" ldt_status ldt__cuda_fill(const ldt__operand *out, double v, const ld
     }
     unsigned g = ldt__cuda_blocks(n);
     switch (es) {
-    case 1: k_fill<<<g, LDT__CUDA_THREADS, 0, s>>>((uint8_t *)out->data, n, b[0]); break;
+    case 1: LDT__CUDA_LAUNCH(k_fill, g, LDT__CUDA_THREADS, 0, s)((uint8_t *)out->data, n, b[0]); break;
     case 2: {
         uint16_t x;
         memcpy(&x, b, 2);
-        k_fill<<<g, LDT__CUDA_THREADS, 0, s>>>((uint16_t *)out->data, n, x);
+        LDT__CUDA_LAUNCH(k_fill, g, LDT__CUDA_THREADS, 0, s)((uint16_t *)out->data, n, x);
     } break;
     case 4: {
         uint32_t x;
         memcpy(&x, b, 4);
-        k_fill<<<g, LDT__CUDA_THREADS, 0, s>>>((uint32_t *)out->data, n, x);
+        LDT__CUDA_LAUNCH(k_fill, g, LDT__CUDA_THREADS, 0, s)((uint32_t *)out->data, n, x);
     } break;
     default: {
         uint64_t x;
         memcpy(&x, b, 8);
-        k_fill<<<g, LDT__CUDA_THREADS, 0, s>>>((uint64_t *)out->data, n, x);
+        LDT__CUDA_LAUNCH(k_fill, g, LDT__CUDA_THREADS, 0, s)((uint64_t *)out->data, n, x);
     } break;
     }
     LDT__CUDA_LAUNCHED("fill");

@@ -208,7 +208,7 @@ struct launch_embedding {
     template <typename W>
     static void run(int64_t n, int64_t H, int64_t len, int64_t lo, int64_t V, const void *w,
                     const void *ix, int ix64, void *out, int *err, cudaStream_t s) {
-        k_embedding<W><<<ldt__cuda_blocks(n * H), LDT__CUDA_THREADS, 0, s>>>(
+        LDT__CUDA_LAUNCH(k_embedding<W>, ldt__cuda_blocks(n * H), LDT__CUDA_THREADS, 0, s)(
             n, H, len, lo, V, (const W *)w, ix, ix64, (W *)out, err);
     }
 };
@@ -217,7 +217,7 @@ struct launch_one_hot {
     template <typename W>
     static void run(int64_t n, int64_t C, const void *ix, int ix64, uint64_t one, void *out,
                     int *err, cudaStream_t s) {
-        k_one_hot<W><<<ldt__cuda_blocks(n * C), LDT__CUDA_THREADS, 0, s>>>(n, C, ix, ix64, (W)one,
+        LDT__CUDA_LAUNCH(k_one_hot<W>, ldt__cuda_blocks(n * C), LDT__CUDA_THREADS, 0, s)(n, C, ix, ix64, (W)one,
                                                                            (W *)out, err);
     }
 };
@@ -226,7 +226,7 @@ struct launch_index_select {
     template <typename W>
     static void run(int64_t outer, int64_t n, int64_t L, int64_t inner, const void *x,
                     const void *ix, int ix64, void *out, int *err, cudaStream_t s) {
-        k_index_select<W><<<ldt__cuda_blocks(outer * L * inner), LDT__CUDA_THREADS, 0, s>>>(
+        LDT__CUDA_LAUNCH(k_index_select<W>, ldt__cuda_blocks(outer * L * inner), LDT__CUDA_THREADS, 0, s)(
             outer, n, L, inner, (const W *)x, ix, ix64, (W *)out, err);
     }
 };
@@ -235,7 +235,7 @@ struct launch_gather {
     template <typename W>
     static void run(int64_t total, const ix_gs &g, const void *x, const void *ix, int ix64,
                     void *out, int *err, cudaStream_t s) {
-        k_gather<W><<<ldt__cuda_blocks(total), LDT__CUDA_THREADS, 0, s>>>(total, g, (const W *)x, ix,
+        LDT__CUDA_LAUNCH(k_gather<W>, ldt__cuda_blocks(total), LDT__CUDA_THREADS, 0, s)(total, g, (const W *)x, ix,
                                                                           ix64, (W *)out, err);
     }
 };
@@ -245,7 +245,7 @@ struct launch_scatter {
     static void run(int64_t lines, const ix_gs &g, int acc, const void *ix, int ix64,
                     const void *src, void *out, int *err, cudaStream_t s) {
         typedef typename ldt__el<D>::S S;
-        k_scatter<D><<<ldt__cuda_blocks(lines), LDT__CUDA_THREADS, 0, s>>>(
+        LDT__CUDA_LAUNCH(k_scatter<D>, ldt__cuda_blocks(lines), LDT__CUDA_THREADS, 0, s)(
             lines, g, acc, ix, ix64, (const S *)src, (S *)out, err);
     }
 };
@@ -255,7 +255,7 @@ struct launch_index_add {
     static void run(int64_t outer, int64_t n, int64_t L, int64_t inner, const void *ix, int ix64,
                     const void *src, void *out, int *err, cudaStream_t s) {
         typedef typename ldt__el<D>::S S;
-        k_index_add<D><<<ldt__cuda_blocks(outer * inner), LDT__CUDA_THREADS, 0, s>>>(
+        LDT__CUDA_LAUNCH(k_index_add<D>, ldt__cuda_blocks(outer * inner), LDT__CUDA_THREADS, 0, s)(
             outer, n, L, inner, ix, ix64, (const S *)src, (S *)out, err);
     }
 };
@@ -265,7 +265,7 @@ struct launch_index_put {
     static void run(const ix_put &q, int acc, const void *v, void *out, int *err,
                     cudaStream_t s) {
         typedef typename ldt__el<D>::S S;
-        k_index_put<D><<<ldt__cuda_blocks(q.blk), LDT__CUDA_THREADS, 0, s>>>(q, acc, (const S *)v,
+        LDT__CUDA_LAUNCH(k_index_put<D>, ldt__cuda_blocks(q.blk), LDT__CUDA_THREADS, 0, s)(q, acc, (const S *)v,
                                                                              (S *)out, err);
     }
 };

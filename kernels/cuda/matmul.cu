@@ -33,11 +33,11 @@ static ldt_status mm_prefill(const char *name, void *C, const void *bias, int64_
     }
     unsigned g = ldt__cuda_blocks(rows * N);
     if (es == 2)
-        k_bias_rows<<<g, LDT__CUDA_THREADS, 0, s>>>((uint16_t *)C, (const uint16_t *)bias, rows, N);
+        LDT__CUDA_LAUNCH(k_bias_rows, g, LDT__CUDA_THREADS, 0, s)((uint16_t *)C, (const uint16_t *)bias, rows, N);
     else if (es == 4)
-        k_bias_rows<<<g, LDT__CUDA_THREADS, 0, s>>>((float *)C, (const float *)bias, rows, N);
+        LDT__CUDA_LAUNCH(k_bias_rows, g, LDT__CUDA_THREADS, 0, s)((float *)C, (const float *)bias, rows, N);
     else
-        k_bias_rows<<<g, LDT__CUDA_THREADS, 0, s>>>((double *)C, (const double *)bias, rows, N);
+        LDT__CUDA_LAUNCH(k_bias_rows, g, LDT__CUDA_THREADS, 0, s)((double *)C, (const double *)bias, rows, N);
     LDT__CUDA_LAUNCHED(name);
     return LDT_OK;
 }

@@ -175,7 +175,7 @@ struct launch_softmax {
                     cudaStream_t s) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
-            k_softmax<D><<<ldt__cuda_blocks(rows), LDT__CUDA_THREADS, 0, s>>>(
+            LDT__CUDA_LAUNCH(k_softmax<D>, ldt__cuda_blocks(rows), LDT__CUDA_THREADS, 0, s)(
                 rows, n, inner, log_form, (const S *)x, (S *)y);
         }
     }
@@ -187,7 +187,7 @@ struct launch_norm {
                     const void *b, void *y, cudaStream_t s) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
-            k_norm<D><<<ldt__cuda_blocks(rows), LDT__CUDA_THREADS, 0, s>>>(
+            LDT__CUDA_LAUNCH(k_norm<D>, ldt__cuda_blocks(rows), LDT__CUDA_THREADS, 0, s)(
                 rows, m, center, eps, (const S *)x, w, b, (S *)y);
         }
     }
@@ -199,11 +199,13 @@ struct launch_cross_entropy {
                     int tg64, void *y, int *err, cudaStream_t s) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
+            auto *k64 = k_cross_entropy<D, int64_t>; // a name without a comma, for the macro
+            auto *k32 = k_cross_entropy<D, int32_t>;
             if (tg64)
-                k_cross_entropy<D, int64_t><<<1, NN_CE_BLOCK, 0, s>>>(
+                LDT__CUDA_LAUNCH(k64, 1, NN_CE_BLOCK, 0, s)(
                     rows, C, ignore, (const S *)x, (const int64_t *)tg, (S *)y, err);
             else
-                k_cross_entropy<D, int32_t><<<1, NN_CE_BLOCK, 0, s>>>(
+                LDT__CUDA_LAUNCH(k32, 1, NN_CE_BLOCK, 0, s)(
                     rows, C, ignore, (const S *)x, (const int32_t *)tg, (S *)y, err);
         }
     }
@@ -215,7 +217,7 @@ struct launch_dropout {
                     uint64_t offset, double p, const ldt__cuda_env *env) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
-            k_dropout<D><<<ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
+            LDT__CUDA_LAUNCH(k_dropout<D>, ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env))(
                 r, n, (const S *)x, (S *)y, seed, offset, p, env ? env->rng_delta : NULL);
         }
     }

@@ -79,7 +79,7 @@ __global__ void k_rng_advance(uint64_t *state) {
 // ---- launchers -------------------------------------------------------------------------
 extern "C" ldt_status ldt__cuda_rng_advance(uint64_t *state, const ldt__cuda_env *env) {
     if (!state) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "rng advance: no state");
-    k_rng_advance<<<1, 1, 0, LDT__CUDA_STREAM(env)>>>(state);
+    LDT__CUDA_LAUNCH(k_rng_advance, 1, 1, 0, LDT__CUDA_STREAM(env))(state);
     LDT__CUDA_LAUNCHED("rng advance");
     return LDT_OK;
 }
@@ -117,7 +117,7 @@ extern "C" ldt_status ldt__cuda_k_random(const ldt__kcall *c, const ldt__cuda_en
     LDT_CHECK(ldt__cuda_region_make(name, c, &reg));
     LDT_CHECK(ldt_shape_numel(&c->out.shape, &n));
     if (n == 0) return LDT_OK;
-    k_random<<<ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env)>>>(
+    LDT__CUDA_LAUNCH(k_random, ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env))(
         p, reg, n, c->out.data, env ? env->rng_delta : NULL);
     LDT__CUDA_LAUNCHED(name);
     return LDT_OK;

@@ -207,15 +207,15 @@ struct launch_reduce {
     template <typename D>
     static void run(const rd_dev &g, int op, const void *x, void *y, cudaStream_t s) {
         if (g.count == 0) {
-            k_reduce_empty<D><<<ldt__cuda_blocks(g.out_n), LDT__CUDA_THREADS, 0, s>>>(g.out_n, op, y);
+            LDT__CUDA_LAUNCH(k_reduce_empty<D>, ldt__cuda_blocks(g.out_n), LDT__CUDA_THREADS, 0, s)(g.out_n, op, y);
             return;
         }
         // A block per output when the outputs alone cannot fill the GPU and each is long.
         if (g.out_n < 2048 && g.count >= 4 * RD_BLOCK) {
             unsigned b = (unsigned)(g.out_n < 65536 ? g.out_n : 65536);
-            k_reduce_block<D><<<b, RD_BLOCK, 0, s>>>(g, op, x, y);
+            LDT__CUDA_LAUNCH(k_reduce_block<D>, b, RD_BLOCK, 0, s)(g, op, x, y);
         } else {
-            k_reduce_thread<D><<<ldt__cuda_blocks(g.out_n), LDT__CUDA_THREADS, 0, s>>>(g, op, x, y);
+            LDT__CUDA_LAUNCH(k_reduce_thread<D>, ldt__cuda_blocks(g.out_n), LDT__CUDA_THREADS, 0, s)(g, op, x, y);
         }
     }
 };

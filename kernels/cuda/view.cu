@@ -73,10 +73,10 @@ extern "C" ldt_status ldt__cuda_k_view(const ldt__kcall *c, const ldt__cuda_env 
     const char *from = src + p.base * (int64_t)p.es;
     unsigned b = ldt__cuda_blocks(p.n);
     switch (p.es) {
-    case 1: k_gather<<<b, LDT__CUDA_THREADS, 0, s>>>(g, p.n, (const uint8_t *)from, (uint8_t *)dst); break;
-    case 2: k_gather<<<b, LDT__CUDA_THREADS, 0, s>>>(g, p.n, (const uint16_t *)from, (uint16_t *)dst); break;
-    case 4: k_gather<<<b, LDT__CUDA_THREADS, 0, s>>>(g, p.n, (const uint32_t *)from, (uint32_t *)dst); break;
-    case 8: k_gather<<<b, LDT__CUDA_THREADS, 0, s>>>(g, p.n, (const uint64_t *)from, (uint64_t *)dst); break;
+    case 1: LDT__CUDA_LAUNCH(k_gather, b, LDT__CUDA_THREADS, 0, s)(g, p.n, (const uint8_t *)from, (uint8_t *)dst); break;
+    case 2: LDT__CUDA_LAUNCH(k_gather, b, LDT__CUDA_THREADS, 0, s)(g, p.n, (const uint16_t *)from, (uint16_t *)dst); break;
+    case 4: LDT__CUDA_LAUNCH(k_gather, b, LDT__CUDA_THREADS, 0, s)(g, p.n, (const uint32_t *)from, (uint32_t *)dst); break;
+    case 8: LDT__CUDA_LAUNCH(k_gather, b, LDT__CUDA_THREADS, 0, s)(g, p.n, (const uint64_t *)from, (uint64_t *)dst); break;
     default: LDT_FAIL(LDT_ERR_INTERNAL, "%s: no CUDA gather for %zu-byte elements", name, p.es);
     }
     LDT__CUDA_LAUNCHED(name);

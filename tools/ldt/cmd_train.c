@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 22
+#define NFLAGS 23
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -29,6 +29,8 @@ static cli_flag *flag_table(void) {
         {"profile", 1, "cost profile JSON from ldt calibrate, or a preset name (default uniform)", NULL},
         {"backend", 1, "threads (default: every rank a thread here) or mpi (one process per rank, "
                        "under mpirun -np <ranks>; rank 0 prints)", NULL},
+        {"device", 1, "cpu (default) or cuda: each rank's step captured into a CUDA Graph on a GPU "
+                      "(one rank: --mesh 1)", NULL},
         {"json", 0, "one JSON object", NULL},
         {"help", 0, "this help", NULL},
     };
@@ -154,7 +156,7 @@ int cmd_train(int argc, char **argv) {
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16] [--dropout P] [--data FILE]\n"
                "                 [--sample N] [--trace FILE] [--zero] [--profile F]\n"
-               "                 [--backend threads|mpi] [--json]\n\n"
+               "                 [--backend threads|mpi] [--device cpu|cuda] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
@@ -217,8 +219,14 @@ int cmd_train(int argc, char **argv) {
             if (!freopen("/dev/null", "w", stdout)) tty = 0;
         }
     }
-    if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "dp=2,tp=2", LDT_DEVICE_CPU,
-                       &mesh) != LDT_OK) {
+    if ((v = cli_get(f, NFLAGS, "device")) && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+        fprintf(stderr, "ldt train: --device %s, expected cpu or cuda\n", v);
+        free(text);
+        ldt_mpi_world_destroy(world);
+        return 2;
+    }
+    if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "dp=2,tp=2",
+                       v && strcmp(v, "cuda") == 0 ? LDT_DEVICE_CUDA : LDT_DEVICE_CPU, &mesh) != LDT_OK) {
         free(text);
         ldt_mpi_world_destroy(world);
         return cli_fail("train");
