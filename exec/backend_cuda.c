@@ -62,6 +62,7 @@ ldt_status ldt__cuda_exec_rng(ldt__cuda_exec *x, uint64_t *delta, uint64_t *step
     (void)x, (void)delta, (void)steps;
     return no_cuda();
 }
+ldt_status ldt__cuda_select_device(int d) { return (void)d, no_cuda(); }
 int64_t ldt__cuda_exec_arena_bytes(const ldt__cuda_exec *x) { return (void)x, 0; }
 int64_t ldt__cuda_exec_graph_nodes(const ldt__cuda_exec *x) { return (void)x, 0; }
 void ldt__cuda_exec_destroy(ldt__cuda_exec *x) { (void)x; }
@@ -100,14 +101,14 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) { (void)x; }
 /* What one instruction enqueues: a kernel launch, a fill, zeros, an input's copy from its
  * pinned staging buffer, or (a one-rank redistribution) a device copy. Parameter loads
  * enqueue nothing (their shards were copied once); one-rank all_reduces and waits nothing. */
-typedef enum { STEP_KERNEL, STEP_FILL, STEP_ZERO, STEP_INPUT, STEP_COPY } step_kind;
+typedef enum { STEP_KERNEL, STEP_FILL, STEP_ZERO, STEP_INPUT, STEP_COPY, STEP_ARANGE } step_kind;
 
 typedef struct cstep {
     step_kind kind;
     int64_t idx; /* the instruction */
     ldt__cuda_kernel_fn fn;
     ldt__kcall call; /* device pointers; FILL, ZERO, INPUT: call.out */
-    double fill;
+    double fill, step; /* FILL: the value; ARANGE: a + step * i */
     void *staging; /* INPUT: pinned host buffer of `bytes` */
     int64_t bytes;
 } cstep;
@@ -174,7 +175,7 @@ static ldt_status program_check(const ldt__program *p, int nranks) {
         case LDT__I_WAIT:
             if (nranks == 1) break; /* over one rank: nothing to do */
             return refuse(p, i, "collectives are not supported on CUDA yet (one rank only)");
-        case LDT__I_ARANGE: return refuse(p, i, "arange has no CUDA kernel yet");
+        case LDT__I_ARANGE: break;
         default: return refuse(p, i, "unknown instruction kind");
         }
     }
@@ -194,6 +195,10 @@ static ldt_status enqueue(ldt__cuda_exec *x, int validate) {
         switch (c->kind) {
         case STEP_KERNEL: st = c->fn(&c->call, &x->env); break;
         case STEP_FILL: st = ldt__cuda_fill(&c->call.out, c->fill, &x->env); break;
+        case STEP_ARANGE:
+            st = ldt__cuda_arange(&c->call.out, c->call.region, c->call.global_shape, c->fill,
+                                  c->step, &x->env);
+            break;
         case STEP_ZERO:
             if (c->bytes) CU_TRY(cudaMemsetAsync(c->call.out.data, 0, (size_t)c->bytes, x->stream));
             break;
@@ -364,6 +369,13 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
             c->kind = STEP_FILL;
             c->fill = in->fill;
             break;
+        case LDT__I_ARANGE:
+            c->kind = STEP_ARANGE;
+            c->fill = in->fill;
+            c->step = in->step;
+            c->call.region = &p->regions[in->region].region;
+            c->call.global_shape = &p->regions[in->region].global;
+            break;
         case LDT__I_REDIST:
             if (x->nranks != 1) LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
             c->kind = STEP_COPY;
@@ -384,13 +396,13 @@ fail:
 
 ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
                                  ldt__cuda_exec **out) {
-    ldt__cuda_step s = {outs, nouts, NULL, NULL, 0, 0};
+    ldt__cuda_step s = {outs, nouts, NULL, NULL, 0, 0, 0};
     return ldt__cuda_exec_create_step(p, &s, out);
 }
 
 ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *sp,
                                       ldt__cuda_exec **out) {
-    ldt__cuda_step none = {NULL, 0, NULL, NULL, 0, 0};
+    ldt__cuda_step none = {NULL, 0, NULL, NULL, 0, 0, 0};
     const ldt__cuda_step *s = sp ? sp : &none;
     const int32_t *outs = s->outs, *copy_src = s->copy_src, *copy_dst = s->copy_dst;
     int nouts = s->nouts, ncopies = s->ncopies;
@@ -437,6 +449,10 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
     LDT_CHECK_GOTO(stage_inputs(x));
     LDT_CHECK_GOTO(enqueue(x, 1));
     LDT_CHECK_GOTO(finish(x));
+    if (s->run_once) { /* the run was the work: nothing to capture */
+        *out = x;
+        return LDT_OK;
+    }
     CU_TRY(cudaMemset(x->rng, 0, 3 * sizeof(uint64_t))); /* the validation run did not count */
     /* capture: thread-local mode, so other threads' CUDA calls neither join nor break it */
     CU_TRY(cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal));
@@ -461,7 +477,8 @@ fail:
 
 ldt_status ldt__cuda_exec_replay(ldt__cuda_exec *x) {
     ldt_status st = LDT_OK;
-    if (!x || !x->gexec) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
+    if (!x || !x->gexec)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no captured executable (run_once)");
     LDT_CHECK(stage_inputs(x));
     CU_TRY(cudaGraphLaunch(x->gexec, x->stream));
     return finish(x);
@@ -516,6 +533,13 @@ ldt_status ldt__cuda_exec_rng(ldt__cuda_exec *x, uint64_t *delta, uint64_t *step
     CU_TRY(cudaMemcpy(v, x->rng, sizeof v, cudaMemcpyDeviceToHost));
     if (delta) *delta = v[0];
     if (steps) *steps = v[2];
+fail:
+    return st;
+}
+
+ldt_status ldt__cuda_select_device(int d) {
+    ldt_status st = LDT_OK;
+    CU_TRY(cudaSetDevice(d));
 fail:
     return st;
 }

@@ -43,6 +43,7 @@ typedef struct ldt__cuda_step {
     const int32_t *copy_src, *copy_dst;
     int ncopies;
     int nranks; /* 0: not known (every collective refused) */
+    int run_once; /* create runs the program once and captures nothing (materialization) */
 } ldt__cuda_step;
 ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *s,
                                       ldt__cuda_exec **out);
@@ -65,6 +66,8 @@ ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t 
 ldt_status ldt__cuda_exec_set_rng(ldt__cuda_exec *x, uint64_t delta, uint64_t advance);
 /* The current delta and the steps run since create (read from the device). */
 ldt_status ldt__cuda_exec_rng(ldt__cuda_exec *x, uint64_t *delta, uint64_t *steps);
+/* Makes device d the calling thread's current one (LDT_ERR_CUDA naming the error). */
+ldt_status ldt__cuda_select_device(int d);
 /* Figures: the device arena's bytes, and the graph's node count (0 before capture). */
 int64_t ldt__cuda_exec_arena_bytes(const ldt__cuda_exec *x);
 int64_t ldt__cuda_exec_graph_nodes(const ldt__cuda_exec *x);

@@ -1,4 +1,5 @@
-/* The NCCL backend of comm.h: GPUs, one per process, bootstrapped through an MPI world.
+/* The NCCL backend of comm.h: a GPU per rank, bootstrapped through an MPI world (a process
+ * per rank) or the rank threads' world (one process, a GPU per rank thread).
  *
  * Buffers are device pointers. Every call of a communicator goes on its one stream, in
  * program order (NCCL's advice for capture: differing orders deadlock), and is waited for by
@@ -19,12 +20,12 @@
 #include "core/error.h"
 #include "exec/comm.h"
 
-#if !defined(LDT_HAVE_NCCL) || !defined(LDT_HAVE_MPI) || !defined(LDT_HAVE_CUDA)
+#if !defined(LDT_HAVE_NCCL) || !defined(LDT_HAVE_CUDA)
 
 ldt_status ldt_nccl_world(ldt_comm *mpi_world, int device, const ldt_comm_options *opts, ldt_comm **out) {
     (void)mpi_world, (void)device, (void)opts;
     if (out) *out = NULL;
-    LDT_FAIL(LDT_ERR_UNSUPPORTED, "nccl: this build has no NCCL backend (it needs CUDA, NCCL and MPI "
+    LDT_FAIL(LDT_ERR_UNSUPPORTED, "nccl: this build has no NCCL backend (it needs CUDA and NCCL "
                                   "found at configure)");
 }
 
@@ -44,7 +45,7 @@ typedef struct nccl_comm {
     ldt_comm base;
     ncclComm_t comm;
     cudaStream_t stream;
-    ldt_comm *mpi;    /* the MPI world that bootstraps groups (borrowed) */
+    ldt_comm *mpi;    /* the world that bootstraps groups: MPI or rank threads (borrowed) */
     int device;
     int64_t timeout_ms;
     int *ranks;       /* world ranks of the members */
@@ -86,6 +87,13 @@ static ldt_status dead(nccl_comm *c, const char *what) {
                    : LDT_OK;
 }
 
+/* Aborts c's NCCL communicator, which also frees it: once (the handle is dropped). */
+static void abort_comm(nccl_comm *c) {
+    if (c->comm) ncclCommAbort(c->comm);
+    c->comm = NULL;
+    c->dead = 1;
+}
+
 /* Waits for everything on the stream, or the timeout, or an asynchronous NCCL error; both
  * of the latter abort the communicator. */
 static ldt_status drain(nccl_comm *c, const char *what) {
@@ -93,20 +101,19 @@ static ldt_status drain(nccl_comm *c, const char *what) {
     for (;;) {
         ncclResult_t async = ncclSuccess;
         cudaError_t q = cudaStreamQuery(c->stream);
-        if (q == cudaSuccess) return LDT_OK;
-        if (q != cudaErrorNotReady) {
+        if (q != cudaSuccess && q != cudaErrorNotReady) {
             c->dead = 1;
             return cuda_err(q, what);
         }
+        /* an asynchronous error fails the call even when the stream has drained */
         if (ncclCommGetAsyncError(c->comm, &async) != ncclSuccess || async != ncclSuccess) {
-            ncclCommAbort(c->comm);
-            c->dead = 1;
+            abort_comm(c);
             return ldt__error(LDT_ERR_REMOTE, "nccl %s: %s (the communicator is aborted)", what,
                               ncclGetErrorString(async));
         }
+        if (q == cudaSuccess) return LDT_OK;
         if (now_ms() - t0 > (double)c->timeout_ms) {
-            ncclCommAbort(c->comm);
-            c->dead = 1;
+            abort_comm(c);
             return ldt__error(LDT_ERR_TIMEOUT,
                               "nccl %s: the group (%d ranks) did not complete within %lld ms: a peer "
                               "is missing, dead or calling another collective (the communicator is "
@@ -364,8 +371,8 @@ static void n_destroy(ldt_comm *base) {
     nccl_comm *c = (nccl_comm *)base;
     if (!c) return;
     cudaSetDevice(c->device);
-    if (c->dead) ncclCommAbort(c->comm);
-    else ncclCommDestroy(c->comm);
+    if (c->dead) abort_comm(c);
+    else if (c->comm) ncclCommDestroy(c->comm);
     cudaStreamDestroy(c->stream);
     cudaFree(c->scratch);
     for (int i = 0; i < c->npending; i++) free(c->pending[i]);
@@ -391,9 +398,12 @@ ldt_status ldt_nccl_world(ldt_comm *mpi_world, int device, const ldt_comm_option
     ldt_status st;
     if (!out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "nccl world: out is NULL");
     *out = NULL;
-    if (!mpi_world || strcmp(ldt_comm_backend(mpi_world), "mpi") != 0)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "nccl world: expected an MPI world (ldt_mpi_world) to "
-                 "bootstrap through, got %s", mpi_world ? ldt_comm_backend(mpi_world) : "NULL");
+    if (!mpi_world || (strcmp(ldt_comm_backend(mpi_world), "mpi") != 0 &&
+                       strcmp(ldt_comm_backend(mpi_world), "threads") != 0) ||
+        !mpi_world->is_world)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "nccl world: expected an MPI world (ldt_mpi_world) or a rank "
+                 "thread's world (ldt_threads) to bootstrap through, got %s",
+                 mpi_world ? ldt_comm_backend(mpi_world) : "NULL");
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "nccl world: no CUDA device on this process's machine");
     if (device < 0) device = ldt_comm_rank(mpi_world) % ndev;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/mesh.h"
+#include "exec/backend_cuda.h"
 #include "exec/groups.h"
 #include "exec/shards.h"
 #include "ldt/exec.h"
@@ -21,6 +22,30 @@ typedef struct mat_job {
     int64_t *allocated; /* per world rank */
 } mat_job;
 
+
+/* A CUDA mesh: the rank's program runs once on its GPU (device rank % devices) with the CUDA
+ * kernels, and each shard is copied home into ext[i]. */
+static ldt_status run_on_device(const ldt__program *p, int rank, int n, void *const *ext) {
+    int32_t *outs = malloc((size_t)(n ? n : 1) * sizeof *outs);
+    int ndev = ldt_cuda_device_count();
+    ldt__cuda_exec *x = NULL;
+    ldt_status st;
+    if (!outs) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "materialize: out of memory");
+    for (int i = 0; i < n; i++) outs[i] = i;
+    st = ndev > 0 ? ldt__cuda_select_device(rank % ndev) : LDT_OK;
+    if (st == LDT_OK) {
+        ldt__cuda_step s = {outs, n, NULL, NULL, 0, 1, 1};
+        st = ldt__cuda_exec_create_step(p, &s, &x);
+    }
+    for (int i = 0; i < n && st == LDT_OK; i++) {
+        int64_t nb = ldt__value_bytes(&p->vals[i]);
+        if (nb) st = ldt__cuda_exec_read(x, i, ext[i], nb);
+    }
+    ldt__cuda_exec_destroy(x);
+    free(outs);
+    return st == LDT_OK ? LDT_OK
+                        : ldt__error_prefix(st, "materialize on the GPU of rank %d", rank);
+}
 
 /* One rank: the recipes lowered to its program, run into its shards (value i is parameter
  * i's shard, so the program allocates nothing). */
@@ -43,7 +68,8 @@ static ldt_status rank_fn(ldt_comm *world, void *arg) {
         j->allocated[rank] += nb;
         if (!ext[i] || !nb) ext[i] = &ext[i]; /* an empty shard: any address, never written */
     }
-    st = ldt__program_run_into(world, j->mesh, NULL, p, ext);
+    if (ldt_mesh_device(j->mesh) == LDT_DEVICE_CUDA) st = run_on_device(p, rank, j->n, ext);
+    else st = ldt__program_run_into(world, j->mesh, NULL, p, ext);
     free(ext);
     ldt__program_free(p);
     free(p);

@@ -1066,7 +1066,7 @@ static ldt_status build_cuda(ldt_exec *e) {
         }
     }
     {
-        ldt__cuda_step cs = {outs, nkeep, csrc, cdst, ncopy, e->nranks};
+        ldt__cuda_step cs = {outs, nkeep, csrc, cdst, ncopy, e->nranks, 0};
         LDT_CHECK_GOTO(ldt__cuda_exec_create_step(p, &cs, &e->cuda));
     }
     /* the parameters and constants the device holds, with the versions it holds */

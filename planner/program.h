@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 
+#include "core/dtype.h"
 #include "ldt/planner.h"
 #include "planner/strategy.h"
 
@@ -81,6 +82,13 @@ typedef struct ldt__program {
     int32_t *vgroup;
     int32_t ngroups;
 } ldt__program;
+
+/* The bytes of value v (of local shape and dtype). */
+static inline int64_t ldt__value_bytes(const ldt__value *v) {
+    int64_t n = (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
+    for (int d = 0; d < v->shape.ndim; d++) n *= v->shape.dims[d];
+    return n;
+}
 
 /* Every rank's program issues the same collectives in the same order (a lowering never skips
  * one because its local shard is empty): ranks meet only at collectives. */

@@ -14,7 +14,8 @@
 #include "exec/reduce.h"
 #include "ldt/ldt.h"
 
-static int g_rank, g_size, g_fail;
+/* per thread: the threaded NCCL test runs a rank per thread */
+static _Thread_local int g_rank, g_size, g_fail;
 
 #define CHECK(cond, ...)                                               \
     do {                                                               \

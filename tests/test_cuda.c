@@ -282,3 +282,79 @@ Test(cuda, training_step_on_the_device_equals_cpu) {
         cr_assert(fabs(wg[i] - wc[i]) <= 1e-9 * fabs(wc[i]) + 1e-12, "weight %d: cuda %.15g cpu %.15g", i,
                   wg[i], wc[i]);
 }
+
+/* Deferred init on the device: every recipe kind materialized on a CUDA mesh of rank threads
+ * (each rank's program run once with the CUDA kernels) equals the same materialization on the
+ * CPU mesh: bitwise, but for normal draws, which go through CUDA's math library (a few ulps). */
+static ldt_shards *materialize_on(const char *mesh_text, ldt_device_type dev, ldt_init_kind k, ldt_dtype dt,
+                                  const char *pl_text, ldt_mesh **real) {
+    static double src[7 * 9];
+    ldt_mesh *meta;
+    ldt_ctx_options co = {0};
+    ldt_ctx *ctx;
+    ldt_tensor *w;
+    ldt_placement pl[LDT_MAX_DIMS];
+    const ldt_placement *pls = pl;
+    ldt_shards *sh = NULL;
+    ldt_init in;
+    int npl;
+    for (int i = 0; i < 7 * 9; i++) src[i] = i * 0.125 - 3;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_META, &meta), LDT_OK);
+    cr_assert_eq(ldt_mesh_parse(mesh_text, dev, real), LDT_OK);
+    co.mesh = meta;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_ctx_set_seed(ctx, 11, 5), LDT_OK);
+    w = ldt_param(ctx, "w", &(ldt_shape){2, {7, 9}}, dt);
+    memset(&in, 0, sizeof in);
+    in.kind = k;
+    in.a = k == LDT_INIT_UNIFORM ? -0.5 : k == LDT_INIT_ARANGE ? 1.5 : k == LDT_INIT_FULL ? 0.3 : 0.1;
+    in.b = k == LDT_INIT_ARANGE ? 0.25 : 0.7;
+    in.lo = -0.5, in.hi = 0.9;
+    in.data = src;
+    cr_assert_eq(ldt_param_init(w, &in), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_placements_parse(pl_text, 2, pl, LDT_MAX_DIMS, &npl), LDT_OK);
+    cr_assert_eq(ldt_materialize((const ldt_tensor *const[]){w}, &pls, 1, *real, &sh, NULL), LDT_OK,
+                 "kind %d on %s: %s", (int)k, mesh_text, ldt_last_error());
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(meta);
+    return sh;
+}
+
+Test(cuda, deferred_init_on_the_device_equals_cpu) {
+    static const ldt_init_kind kinds[] = {LDT_INIT_ZEROS, LDT_INIT_ONES, LDT_INIT_FULL, LDT_INIT_ARANGE,
+                                          LDT_INIT_UNIFORM, LDT_INIT_NORMAL, LDT_INIT_TRUNC_NORMAL,
+                                          LDT_INIT_KAIMING_UNIFORM, LDT_INIT_XAVIER_NORMAL, LDT_INIT_COPY};
+    static const struct {
+        const char *mesh, *pl;
+    } cases[] = {{"1", "R"}, {"2x2", "S0,S1"}, {"3", "S1"}, {"4", "IS1:3"}};
+    if (ldt_cuda_device_count() == 0) {
+        fprintf(stderr, "SKIPPED: no CUDA device: deferred init was not run on a GPU\n");
+        cr_skip("no CUDA device");
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+            ldt_mesh *mc, *mg;
+            ldt_shards *sc = materialize_on(cases[c].mesh, LDT_DEVICE_CPU, kinds[k], LDT_F64, cases[c].pl, &mc);
+            ldt_shards *sg = materialize_on(cases[c].mesh, LDT_DEVICE_CUDA, kinds[k], LDT_F64, cases[c].pl, &mg);
+            int normal = kinds[k] == LDT_INIT_NORMAL || kinds[k] == LDT_INIT_TRUNC_NORMAL ||
+                         kinds[k] == LDT_INIT_XAVIER_NORMAL;
+            for (int r = 0; r < ldt_mesh_nranks(mc); r++) {
+                int64_t nc, ng;
+                const double *a = ldt_shards_local(sc, ldt_mesh_rank_at(mc, r), &nc);
+                const double *b = ldt_shards_local(sg, ldt_mesh_rank_at(mg, r), &ng);
+                cr_assert_eq(nc, ng);
+                for (int64_t i = 0; i < nc / 8; i++) {
+                    if (normal)
+                        cr_assert(fabs(a[i] - b[i]) <= 1e-12 * fabs(a[i]) + 1e-15, "kind %d on %s, rank %d [%lld]: "
+                                  "%.17g vs %.17g", (int)kinds[k], cases[c].mesh, r, (long long)i, b[i], a[i]);
+                    else
+                        cr_assert(memcmp(&a[i], &b[i], 8) == 0, "kind %d on %s, rank %d [%lld]: %.17g vs %.17g",
+                                  (int)kinds[k], cases[c].mesh, r, (long long)i, b[i], a[i]);
+                }
+            }
+            ldt_shards_destroy(sc);
+            ldt_shards_destroy(sg);
+            ldt_mesh_destroy(mc);
+            ldt_mesh_destroy(mg);
+        }
+}

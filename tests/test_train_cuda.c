@@ -69,3 +69,28 @@ Test(train_cuda, bad_device) {
     cr_assert_eq(run_cli("train --steps 1 --device tpu", out, sizeof out), 2, "%s", out);
     cr_assert(strstr(out, "cpu or cuda"), "%s", out);
 }
+
+/* ldt meta-init --device cuda: the model's init programs run on the GPU(s) of a 4-rank CUDA
+ * mesh and save a checkpoint that merges to the CPU's tensors (the values: test_cuda's
+ * deferred_init_on_the_device_equals_cpu). */
+Test(train_cuda, meta_init_on_the_device) {
+    static char out[1 << 14], out2[1 << 14];
+    char cmd[512];
+    cJSON *a, *b;
+    skip_without_device();
+    snprintf(cmd, sizeof cmd, "meta-init --model gpt --mesh dp=2,tp=2 --layers 2 --hidden 64 --materialize "
+                              "--json --device cuda");
+    cr_assert_eq(run(cmd, out, sizeof out, 0), 0, "%s", out);
+    cr_assert_eq(run("meta-init --model gpt --mesh dp=2,tp=2 --layers 2 --hidden 64 --materialize --json", out2,
+                     sizeof out2, 0), 0, "%s", out2);
+    a = cJSON_Parse(out);
+    b = cJSON_Parse(out2);
+    cr_assert(a && b, "%s / %s", out, out2);
+    cr_assert_gt(cJSON_GetObjectItem(a, "allocated_bytes")->valuedouble, 0);
+    cr_assert_eq(cJSON_GetObjectItem(a, "allocated_bytes")->valuedouble,
+                 cJSON_GetObjectItem(b, "allocated_bytes")->valuedouble);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cr_assert_eq(run_cli("meta-init --model gpt --materialize --device tpu", out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "cpu or cuda"), "%s", out);
+}

@@ -60,13 +60,15 @@ ldt_status ldt_mpi_world(const ldt_comm_options *opts, ldt_comm **out);
 ldt_status ldt_mpi_world_from(const void *mpi_comm, const ldt_comm_options *opts, ldt_comm **out);
 /* Frees a world made above (a collective over it); finalises MPI if ldt_mpi_world began it. */
 void ldt_mpi_world_destroy(ldt_comm *world);
-/* The NCCL backend: GPUs, one per process, bootstrapped through mpi_world (an MPI world over
- * the same processes); device is this process's CUDA device (-1: the MPI rank modulo the
- * devices present). Buffers given to its calls are device pointers; its calls run on one
- * stream in program order (ldt_nccl_stream) and are waited for with the timeout, after which
- * the communicator is aborted. NCCL reduces in its own order: the other backends' results to
- * rounding. LDT_ERR_UNSUPPORTED without CUDA, NCCL and MPI, or without a device. */
-ldt_status ldt_nccl_world(ldt_comm *mpi_world, int device, const ldt_comm_options *opts, ldt_comm **out);
+/* The NCCL backend: a GPU per rank, bootstrapped through `boot`, a world over the same
+ * ranks: an MPI world (one process per rank) or a rank thread's world (ldt_threads: one
+ * process, a GPU per rank thread; every rank thread calls this). device is this rank's CUDA
+ * device (-1: the rank modulo the devices present). Buffers given to its calls are device
+ * pointers; its calls run on one stream in program order (ldt_nccl_stream) and are waited
+ * for with the timeout, after which the communicator is aborted. NCCL reduces in its own
+ * order: the other backends' results to rounding. LDT_ERR_UNSUPPORTED without CUDA and
+ * NCCL, or without a device. */
+ldt_status ldt_nccl_world(ldt_comm *boot, int device, const ldt_comm_options *opts, ldt_comm **out);
 void ldt_nccl_world_destroy(ldt_comm *world);
 void *ldt_nccl_stream(const ldt_comm *c); /* its cudaStream_t; NULL for other backends */
 

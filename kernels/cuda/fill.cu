@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/common/store.h"
 #include "kernels/cuda/common.cuh"
 
 // ---- kernels ---------------------------------------------------------------------------
@@ -9,20 +10,16 @@ template <typename T> __global__ void k_fill(T *o, int64_t n, T v) {
     LDT__CUDA_FOR(i, n) o[i] = v;
 }
 
+// arange: element i of the global tensor is a + b * i, each local element at its global index.
+__global__ void k_arange(void *o, ldt_dtype t, ldt__cuda_region r, int64_t n, double a, double b) {
+    LDT__CUDA_FOR(i, n) ldt__store_f64(o, t, i, a + b * (double)ldt__cuda_region_global(r, i));
+}
+
 // ---- launchers -------------------------------------------------------------------------
-// v rounded once to dtype t, as exec/fill.h's ldt__store_f64 does on the CPU (one byte
-// dtypes, u8 included, store v != 0).
+// v rounded once to dtype t, as the CPU stores it (kernels/common/store.h).
 static void fill_bytes(ldt_dtype t, double v, unsigned char out[8]) {
     memset(out, 0, 8);
-    switch (t) {
-    case LDT_F32: { float f = (float)v; memcpy(out, &f, 4); } break;
-    case LDT_F64: memcpy(out, &v, 8); break;
-    case LDT_F16: { uint16_t h = ldt__f32_to_f16((float)v); memcpy(out, &h, 2); } break;
-    case LDT_BF16: { uint16_t h = ldt__f32_to_bf16((float)v); memcpy(out, &h, 2); } break;
-    case LDT_I32: { int32_t i = (int32_t)v; memcpy(out, &i, 4); } break;
-    case LDT_I64: { int64_t i = (int64_t)v; memcpy(out, &i, 8); } break;
-    default: out[0] = (unsigned char)(v != 0); break;
-    }
+    ldt__store_f64(out, t, 0, v);
 }
 
 extern "C" ldt_status ldt__cuda_fill(const ldt__operand *out, double v, const ldt__cuda_env *env) {
@@ -58,5 +55,26 @@ extern "C" ldt_status ldt__cuda_fill(const ldt__operand *out, double v, const ld
     } break;
     }
     LDT__CUDA_LAUNCHED("fill");
+    return LDT_OK;
+}
+
+extern "C" ldt_status ldt__cuda_arange(const ldt__operand *out, const ldt_region *region,
+                                       const ldt_shape *global, double a, double b,
+                                       const ldt__cuda_env *env) {
+    ldt__kcall c;
+    ldt__cuda_region reg;
+    int64_t n;
+    memset(&c, 0, sizeof c);
+    c.op = -1;
+    c.out = *out;
+    c.region = region;
+    c.global_shape = global;
+    LDT_CHECK(ldt__check_operand("arange", out, -1));
+    LDT_CHECK(ldt__cuda_region_make("arange", &c, &reg));
+    LDT_CHECK(ldt_shape_numel(&out->shape, &n));
+    if (n == 0) return LDT_OK;
+    LDT__CUDA_LAUNCH(k_arange, ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env))(
+        out->data, out->dtype, reg, n, a, b);
+    LDT__CUDA_LAUNCHED("arange");
     return LDT_OK;
 }

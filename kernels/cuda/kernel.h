@@ -70,9 +70,13 @@ ldt_status ldt__cuda_k_index(const ldt__kcall *c, const ldt__cuda_env *env);  /*
 ldt_status ldt__cuda_k_argreduce(const ldt__kcall *c, const ldt__cuda_env *env);
 ldt_status ldt__cuda_k_attention(const ldt__kcall *c, const ldt__cuda_env *env); /* sdpa */
 
-/* out = v everywhere, rounded once to out's dtype as exec/fill.h does (the FILL
- * instruction). */
+/* out = v everywhere, rounded once to out's dtype as the CPU does (kernels/common/store.h;
+ * the FILL instruction). */
 ldt_status ldt__cuda_fill(const ldt__operand *out, double v, const ldt__cuda_env *env);
+/* out (this rank's region of a tensor of shape global) = a + b * i at global row-major index
+ * i, rounded once (the ARANGE instruction of init recipes). */
+ldt_status ldt__cuda_arange(const ldt__operand *out, const ldt_region *region,
+                            const ldt_shape *global, double a, double b, const ldt__cuda_env *env);
 
 /* The step's random-stream state in device memory, state[3] = {delta, advance, step}: a
  * captured step ends with this launch, state[0] += state[1] and state[2] += 1, so each replay

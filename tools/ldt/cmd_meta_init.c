@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 14
+#define NFLAGS 15
 #define BATCH 64
 
 static cli_flag *flag_table(void) {
@@ -21,6 +21,8 @@ static cli_flag *flag_table(void) {
         {"seed", 1, "random stream seed of the init recipes (default 0)", NULL},
         {"materialize", 0, "allocate and compute each rank's shard on a real mesh of threads", NULL},
         {"save", 1, "materialize and save the model as a sharded checkpoint in DIR", NULL},
+        {"device", 1, "cpu (default) or cuda: where --materialize computes the shards (cuda: "
+                      "each rank's init program on a GPU, rank r on device r % devices)", NULL},
         {"json", 0, "one JSON object", NULL},
         {"help", 0, "this help", NULL},
     };
@@ -32,8 +34,8 @@ static cli_flag *flag_table(void) {
  * placements, a batch of parameters per launch of the rank threads (a progress bar on a
  * terminal). Without save_dir the shards are dropped once made (this shows the allocation);
  * with it they are kept and saved as a sharded checkpoint (docs/checkpoint.md). */
-static int materialize_all(ldt_model *m, ldt_plan *plan, const ldt_mesh *meta, const char *save_dir,
-                           int64_t *allocated) {
+static int materialize_all(ldt_model *m, ldt_plan *plan, const ldt_mesh *meta, ldt_device_type dev,
+                           const char *save_dir, int64_t *allocated) {
     ldt_mesh *real = NULL;
     char text[512];
     int np = ldt_model_nparams(m), tty = isatty(2), rc = 1, made = 0;
@@ -41,7 +43,7 @@ static int materialize_all(ldt_model *m, ldt_plan *plan, const ldt_mesh *meta, c
     ldt_shards **kept = NULL;
     const char **names = NULL;
     ldt_mesh_format(meta, text, sizeof text);
-    if (ldt_mesh_parse(text, LDT_DEVICE_CPU, &real) != LDT_OK) return 1;
+    if (ldt_mesh_parse(text, dev, &real) != LDT_OK) return 1;
     if (save_dir && (!(kept = calloc((size_t)np + 1, sizeof *kept)) ||
                      !(names = calloc((size_t)np + 1, sizeof *names)))) {
         ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "meta-init: out of memory keeping %d parameters", np);
@@ -100,7 +102,7 @@ int cmd_meta_init(int argc, char **argv) {
     ldt_ctx_options co = {0};
     ldt_model_config cfg;
     ldt_plan_memory mem;
-    const char *kind, *save_dir;
+    const char *kind, *save_dir, *dev_text;
     int64_t seed, allocated = 0;
     double t0;
     int rc = 1;
@@ -108,7 +110,8 @@ int cmd_meta_init(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt meta-init --model mlp|gpt [--layers N --hidden H --heads A --vocab V\n"
                "                     --seq S --batch B] [--mesh M] [--pins megatron|none]\n"
-               "                     [--seed S] [--materialize] [--save DIR] [--json]\n\n"
+               "                     [--seed S] [--materialize] [--save DIR] [--device cpu|cuda]\n"
+               "                     [--json]\n\n"
                "Builds the model on a meta mesh (parameters hold no data, only their init\n"
                "recipes), plans its forward pass and reports the parameter memory per rank.\n\n"
                "flags:\n");
@@ -128,6 +131,11 @@ int cmd_meta_init(int argc, char **argv) {
         fprintf(stderr, "ldt meta-init: --save is empty, expected a directory\n");
         return 2;
     }
+    if ((dev_text = cli_get(f, NFLAGS, "device")) && strcmp(dev_text, "cpu") != 0 &&
+        strcmp(dev_text, "cuda") != 0) {
+        fprintf(stderr, "ldt meta-init: --device %s, expected cpu or cuda\n", dev_text);
+        return 2;
+    }
     t0 = now_s();
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "4", LDT_DEVICE_META,
                        &mesh) != LDT_OK)
@@ -143,7 +151,9 @@ int cmd_meta_init(int argc, char **argv) {
     }
     if (ldt_plan_create(ctx, NULL, &plan) != LDT_OK || ldt_plan_memory_get(plan, &mem) != LDT_OK) goto fail;
     if ((cli_has(f, NFLAGS, "materialize") || save_dir) &&
-        materialize_all(model, plan, mesh, save_dir, &allocated) != 0)
+        materialize_all(model, plan, mesh,
+                        dev_text && strcmp(dev_text, "cuda") == 0 ? LDT_DEVICE_CUDA : LDT_DEVICE_CPU,
+                        save_dir, &allocated) != 0)
         goto fail;
     if (cli_has(f, NFLAGS, "json")) {
         printf("{\"params\":%lld,\"param_bytes\":%lld,\"per_rank_param_bytes_max\":%lld,"
