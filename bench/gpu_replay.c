@@ -80,6 +80,10 @@ int bench_gpu_replay(const bench_opts *o, bench_results *out) {
                                          : "this build has no CUDA");
         return 0;
     }
+    if (ldt_cuda_emulated()) { /* the CUDA emulator: a small step, to show it runs */
+        bench_note("gpu_replay: the CUDA emulator (LDT_CUDA=EMU): these are CPU timings");
+        return run(o, out, 4, 16, 8);
+    }
     /* many small launches (where the graph saves the most), then wider layers */
     if (run(o, out, 16, 256, 32) != 0) return 1;
     return run(o, out, 8, 1024, 256);

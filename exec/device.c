@@ -54,3 +54,11 @@ int ldt_built_with_mpi(void) {
     return 0;
 #endif
 }
+
+int ldt_cuda_emulated(void) {
+#ifdef LDT_CUDA_EMU
+    return 1;
+#else
+    return 0;
+#endif
+}

@@ -10,6 +10,7 @@
 #include "ldt/models.h"
 #include <string.h>
 #include "tests/test_util.h"
+#include "tests/trainer.h"
 
 Test(cuda, f32_to_half_and_back_matches_cpu) {
     enum { N = 100000 };
@@ -174,44 +175,7 @@ Test(cuda, compile_on_a_cuda_mesh) {
  * kept on the GPU between replays, against the same steps compiled for the CPU. Half-way,
  * the host reads a weight (brought home from the device), an evaluation is compiled and run
  * separately, and the host overwrites a weight (copied to the device again). */
-typedef struct cuda_trainer {
-    ldt_mesh *m;
-    ldt_ctx *ctx;
-    ldt_model *model;
-    ldt_optim *opt;
-    ldt_tensor *ps[16];
-    int np;
-} cuda_trainer;
-
-static void ct_open(cuda_trainer *t, ldt_device_type dev) {
-    ldt_ctx_options co = {0};
-    ldt_model_config cfg = ldt_model_config_default("mlp");
-    ldt_optim_config oc = {0};
-    memset(t, 0, sizeof *t);
-    cfg.layers = 2;
-    cfg.hidden = 8;
-    cfg.batch = 6;
-    cfg.dtype = LDT_F64;
-    cr_assert_eq(ldt_mesh_parse("1", dev, &t->m), LDT_OK);
-    co.mesh = t->m;
-    co.seed = 7;
-    cr_assert_eq(ldt_ctx_create(&co, &t->ctx), LDT_OK);
-    cr_assert_eq(ldt_model_create(t->ctx, "mlp", &cfg, &t->model), LDT_OK, "%s", ldt_last_error());
-    cr_assert_eq(ldt_model_init(t->model, 4), LDT_OK, "%s", ldt_last_error());
-    t->np = ldt_model_nparams(t->model);
-    for (int i = 0; i < t->np; i++) t->ps[i] = ldt_model_param(t->model, i, NULL);
-    oc.kind = LDT_OPTIM_ADAMW;
-    oc.lr = 0.01;
-    oc.beta1 = 0.9;
-    oc.beta2 = 0.99;
-    oc.eps = 1e-8;
-    oc.weight_decay = 0.01;
-    oc.clip_norm = 1.0;
-    oc.total_steps = 8;
-    cr_assert_eq(ldt_optim_create(t->ctx, &oc, t->ps, t->np, &t->opt), LDT_OK, "%s", ldt_last_error());
-}
-
-static void ct_bind(cuda_trainer *t, int step) {
+static void ct_bind(trainer *t, int step) {
     for (int i = 0; i < ldt_model_ninputs(t->model); i++) {
         double d[6 * 8];
         for (int k = 0; k < 6 * 8; k++) d[k] = sin(0.7 * k + 1.3 * step + 2.1 * i);
@@ -220,12 +184,12 @@ static void ct_bind(cuda_trainer *t, int step) {
 }
 
 static void ct_run(ldt_device_type dev, double *losses, double *w) {
-    cuda_trainer t;
+    trainer t;
     double w_new[256];
     int nl = 0;
     int64_t n0 = 1, n2 = 1;
     ldt_shape sh;
-    ct_open(&t, dev);
+    trainer_open_on(&t, "1", dev, 8, 1);
     cr_assert_eq(ldt_tensor_shape(t.ps[0], &sh), LDT_OK);
     for (int d = 0; d < sh.ndim; d++) n0 *= sh.dims[d];
     cr_assert_eq(ldt_tensor_shape(t.ps[2], &sh), LDT_OK);
@@ -260,10 +224,7 @@ static void ct_run(ldt_device_type dev, double *losses, double *w) {
     }
     cr_assert_eq(ldt_read(t.ps[0], w + 256, n0 * 8), LDT_OK, "%s", ldt_last_error());
     w[512] = (double)(n0 + 256 * n2); /* what was read */
-    ldt_optim_destroy(t.opt);
-    ldt_model_destroy(t.model);
-    ldt_ctx_destroy(t.ctx);
-    ldt_mesh_destroy(t.m);
+    trainer_close(&t);
 }
 
 Test(cuda, training_step_on_the_device_equals_cpu) {

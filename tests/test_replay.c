@@ -8,6 +8,7 @@
 
 #include "ldt/models.h"
 #include "tests/plan_check.h"
+#include "tests/trainer.h"
 #include "trace/trace.h"
 
 typedef struct step_model {
@@ -449,43 +450,6 @@ Test(replay, unfusable_neighbours_are_grouped) {
  * the same mesh, and the parameters are written in place. */
 /* An f64 MLP (2 layers, hidden 8, batch 6) with AdamW on mesh (NULL: one device), Megatron
  * pins on a mesh; inputs for step k are bound by trainer_bind. */
-typedef struct trainer {
-    ldt_mesh *m;
-    ldt_ctx *ctx;
-    ldt_model *model;
-    ldt_optim *opt;
-    ldt_tensor *ps[16];
-    int np;
-} trainer;
-
-static void trainer_open(trainer *t, const char *mesh, int total_steps, int decay_and_clip) {
-    ldt_ctx_options co = {0};
-    ldt_model_config cfg = ldt_model_config_default("mlp");
-    ldt_optim_config oc = {0};
-    memset(t, 0, sizeof *t);
-    cfg.layers = 2;
-    cfg.hidden = 8;
-    cfg.batch = 6;
-    cfg.dtype = LDT_F64;
-    if (mesh) cr_assert_eq(ldt_mesh_parse(mesh, LDT_DEVICE_CPU, &t->m), LDT_OK);
-    co.mesh = t->m;
-    cr_assert_eq(ldt_ctx_create(&co, &t->ctx), LDT_OK);
-    cr_assert_eq(ldt_model_create(t->ctx, "mlp", &cfg, &t->model), LDT_OK);
-    cr_assert_eq(ldt_model_init(t->model, 4), LDT_OK);
-    if (mesh) cr_assert_eq(ldt_model_pin(t->model, "megatron"), LDT_OK);
-    t->np = ldt_model_nparams(t->model);
-    for (int i = 0; i < t->np; i++) t->ps[i] = ldt_model_param(t->model, i, NULL);
-    oc.kind = LDT_OPTIM_ADAMW;
-    oc.lr = 0.01;
-    oc.beta1 = 0.9;
-    oc.beta2 = 0.99;
-    oc.eps = 1e-8;
-    oc.weight_decay = decay_and_clip ? 0.01 : 0;
-    oc.clip_norm = decay_and_clip ? 1.0 : 0;
-    oc.total_steps = total_steps;
-    cr_assert_eq(ldt_optim_create(t->ctx, &oc, t->ps, t->np, &t->opt), LDT_OK, "%s", ldt_last_error());
-}
-
 static void trainer_bind(trainer *t, int step) {
     for (int i = 0; i < ldt_model_ninputs(t->model); i++) {
         const char *name;
@@ -519,12 +483,6 @@ static double trainer_step(trainer *t, int compiled, ldt_exec_stats *es) {
     return l;
 }
 
-static void trainer_close(trainer *t) {
-    ldt_optim_destroy(t->opt);
-    ldt_model_destroy(t->model);
-    ldt_ctx_destroy(t->ctx);
-    ldt_mesh_destroy(t->m);
-}
 
 static void train_steps(const char *mesh, int compiled, double *losses, double *wfinal) {
     trainer t;

@@ -177,6 +177,9 @@ void ldt_set_blas_threads(int n);
 int ldt_built_with_cuda(void);
 int ldt_built_with_nccl(void);
 int ldt_built_with_mpi(void);
+/* 1 when the CUDA backend runs on the CPU emulator (LDT_CUDA=EMU, docs/gpu.md): its "GPU"
+ * results are real, its timings are the CPU's. */
+int ldt_cuda_emulated(void);
 
 /* ---------------------------------------------------------------------------------------
  * Redistribution: running plans from ldt/planner.h, and measuring a communicator for the

@@ -14,8 +14,10 @@ int cmd_info(int argc, char **argv) {
         fprintf(stderr, "ldt info: takes no arguments (see ldt info --help)\n");
         return 2;
     }
-    printf("cuda: %s\nnccl: %s\nmpi: %s\ncuda_devices: %d\n", ldt_built_with_cuda() ? "yes" : "no",
-           ldt_built_with_nccl() ? "yes" : "no", ldt_built_with_mpi() ? "yes" : "no",
+    printf("cuda: %s\nnccl: %s\nmpi: %s\ncuda_devices: %d\n",
+           ldt_cuda_emulated() ? "emulated (LDT_CUDA=EMU: on the CPU)" : ldt_built_with_cuda() ? "yes" : "no",
+           ldt_cuda_emulated() ? "emulated (rank threads)" : ldt_built_with_nccl() ? "yes" : "no",
+           ldt_built_with_mpi() ? "yes" : "no",
            ldt_cuda_device_count());
     return 0;
 }
