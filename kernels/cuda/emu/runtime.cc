@@ -515,7 +515,15 @@ struct fiber {
     dim3 tid;
 };
 const size_t STACK = (size_t)256 << 10;
-thread_local std::vector<fiber> *fibers;
+// The thread's fibers, their stacks unmapped when the thread ends.
+struct fiber_pool {
+    std::vector<fiber> v;
+    ~fiber_pool() {
+        for (fiber &f : v) munmap(f.stack, STACK);
+    }
+};
+thread_local fiber_pool pool;
+thread_local std::vector<fiber> *const fibers = &pool.v;
 thread_local ucontext_t sched;
 thread_local fiber *cur;
 thread_local const std::function<void()> *body;
@@ -569,7 +577,6 @@ void run_block_direct(void) {
 
 // A block's threads as fibers; returns whether any reached a barrier.
 bool run_block(unsigned nthreads) {
-    if (!fibers) fibers = new std::vector<fiber>();
     while (fibers->size() < nthreads) {
         fibers->emplace_back();
         void *m = mmap(nullptr, STACK, PROT_READ | PROT_WRITE,
