@@ -524,6 +524,19 @@ Test(cuda_host, backend_refuses_programs_it_cannot_run) {
     cr_assert_eq(ldt__cuda_exec_set_rng(NULL, 0, 1), LDT_ERR_INVALID_ARGUMENT);
     cr_assert_eq(ldt__cuda_exec_rng(NULL, &d, NULL), LDT_ERR_INVALID_ARGUMENT);
     cr_assert_eq(ldt__cuda_exec_create(NULL, NULL, 0, &x), LDT_ERR_INVALID_ARGUMENT);
+    { /* a step's extras, checked before any device work */
+        ldt__cuda_step s = {NULL, 0, NULL, NULL, 2, 1, 0};
+        ldt__program p;
+        memset(&p, 0, sizeof p);
+        cr_assert_eq(ldt__cuda_exec_create_step(&p, &s, &x), LDT_ERR_INVALID_ARGUMENT);
+        cr_assert(strstr(ldt_last_error(), "2 step-end copies but no list"), "%s", ldt_last_error());
+        s.ncopies = 0;
+        s.nouts = -1;
+        cr_assert_eq(ldt__cuda_exec_create_step(&p, &s, &x), LDT_ERR_INVALID_ARGUMENT);
+        cr_assert_null(x);
+    }
+    cr_assert_eq(ldt__cuda_exec_reload(NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_neq(ldt__cuda_select_device(1 << 20), LDT_OK); /* no such device */
     cr_assert_eq(ldt__cuda_exec_graph_nodes(NULL), 0);
     ldt__cuda_exec_destroy(NULL);
     {
