@@ -34,6 +34,10 @@ ldt_status ldt__cuda_program_check(const ldt__program *p) {
     (void)kind_name;
     return no_cuda();
 }
+ldt_status ldt__cuda_program_check_ranks(const ldt__program *p, int nranks) {
+    (void)p, (void)nranks;
+    return no_cuda();
+}
 ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
                                  ldt__cuda_exec **out) {
     (void)p, (void)outs, (void)nouts;
@@ -72,6 +76,11 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) { (void)x; }
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <time.h>
+
+#include "exec/comm_nccl.h"
+#include "exec/groups.h"
+#include "exec/redist_record.h"
 #include "exec/shards.h"
 #include "kernels/cuda/kernel.h"
 #include "planner/memory.h"
@@ -101,7 +110,17 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) { (void)x; }
 /* What one instruction enqueues: a kernel launch, a fill, zeros, an input's copy from its
  * pinned staging buffer, or (a one-rank redistribution) a device copy. Parameter loads
  * enqueue nothing (their shards were copied once); one-rank all_reduces and waits nothing. */
-typedef enum { STEP_KERNEL, STEP_FILL, STEP_ZERO, STEP_INPUT, STEP_COPY, STEP_ARANGE } step_kind;
+typedef enum {
+    STEP_KERNEL,
+    STEP_FILL,
+    STEP_ZERO,
+    STEP_INPUT,
+    STEP_COPY,
+    STEP_ARANGE,
+    STEP_COLL,   /* an all_reduce (a bucket: in place, or packed into coll_buf and back) */
+    STEP_REDIST, /* a recorded redistribution: device copies and NCCL calls */
+    STEP_WAIT    /* joins the asynchronous collective of step `pair` */
+} step_kind;
 
 typedef struct cstep {
     step_kind kind;
@@ -111,6 +130,18 @@ typedef struct cstep {
     double fill, step; /* FILL: the value; ARANGE: a + step * i */
     void *staging; /* INPUT: pinned host buffer of `bytes` */
     int64_t bytes;
+    /* COLL, REDIST: on the communication stream, `done` recorded after; joined at once or,
+     * async, at the WAIT whose `pair` is this step */
+    int async;
+    int64_t pair;
+    cudaEvent_t done;
+    ldt_comm *group; /* COLL: NULL over one rank (nothing to do) */
+    ldt__op op;      /* COLL: the all_reduce, in place on op.recv */
+    void *coll_buf;  /* COLL, packed bucket: its operands back to back */
+    ldt__dredist *dr; /* REDIST */
+    void *rbuf[LDT__RB_N]; /* REDIST: the recording's buffers (IN, OUT: values) */
+    uint8_t rown[LDT__RB_N]; /* ... allocated here */
+    void **rdev;      /* REDIST: per op, its runs (COPY) or identity pattern (FILL) on the device */
 } cstep;
 
 struct ldt__cuda_exec {
@@ -136,6 +167,15 @@ struct ldt__cuda_exec {
     int32_t *copy_src, *copy_dst; /* step-end copies: assigned values over their shards */
     int ncopies;
     int nranks;
+    int device;
+    ldt_comm *world;                /* NCCL, more than one rank */
+    const ldt_mesh *mesh;
+    ldt_comm *groups[1u << LDT_MAX_DIMS]; /* all_reduce groups by mesh-dim mask */
+    ldt_comm **comms;               /* every communicator the step calls (checked at the wait) */
+    int ncomms;
+    cudaStream_t cstream;           /* collectives, in program order */
+    cudaEvent_t fork;
+    int64_t *step_of;               /* per instruction: its step, or -1 */
 };
 
 static int64_t val_bytes(const ldt__value *v) {
@@ -148,6 +188,13 @@ static ldt_status refuse(const ldt__program *p, int64_t i, const char *why) {
     const ldt__instr *x = &p->ins[i];
     LDT_FAIL(LDT_ERR_UNSUPPORTED, "cuda backend: instruction %lld (%s of node %%%d): %s",
              (long long)i, kind_name(x), x->node, why);
+}
+
+/* st, its message prefixed with instruction i (for the failures of a bind helper). */
+static ldt_status at_instr(ldt_status st, const ldt__program *p, int64_t i) {
+    if (st == LDT_OK) return LDT_OK;
+    return ldt__error_prefix(st, "cuda backend: instruction %lld (%s of node %%%d)", (long long)i,
+                             kind_name(&p->ins[i]), p->ins[i].node);
 }
 
 /* ldt__cuda_program_check for a program of a mesh of nranks ranks. */
@@ -170,11 +217,15 @@ static ldt_status program_check(const ldt__program *p, int nranks) {
         case LDT__I_REDIST:
             if (nranks == 1 && val_bytes(&p->vals[x->out]) == val_bytes(&p->vals[p->ops[x->in]]))
                 break; /* one rank: the same elements, copied */
-            return refuse(p, i, "collectives are not supported on CUDA yet (one rank only)");
+            /* fall through */
         case LDT__I_ALL_REDUCE:
         case LDT__I_WAIT:
             if (nranks == 1) break; /* over one rank: nothing to do */
-            return refuse(p, i, "collectives are not supported on CUDA yet (one rank only)");
+#ifndef LDT_HAVE_NCCL
+            return refuse(p, i, "collectives on CUDA need NCCL, which this build has not");
+#endif
+            if (nranks > 1) break; /* NCCL: checked when bound */
+            return refuse(p, i, "a collective, but the mesh's ranks are not known");
         case LDT__I_ARANGE: break;
         default: return refuse(p, i, "unknown instruction kind");
         }
@@ -183,6 +234,71 @@ static ldt_status program_check(const ldt__program *p, int nranks) {
 }
 
 ldt_status ldt__cuda_program_check(const ldt__program *p) { return program_check(p, 0); }
+ldt_status ldt__cuda_program_check_ranks(const ldt__program *p, int nranks) {
+    return program_check(p, nranks);
+}
+
+/* The communication stream takes over from the step's stream here. */
+static ldt_status comm_fork(ldt__cuda_exec *x) {
+    ldt_status st = LDT_OK;
+    CU_TRY(cudaEventRecord(x->fork, x->stream));
+    CU_TRY(cudaStreamWaitEvent(x->cstream, x->fork, 0));
+fail:
+    return st;
+}
+
+/* Collective step c's work on the communication stream, then its `done` event (joined now
+ * unless it is asynchronous). */
+static ldt_status enqueue_comm(ldt__cuda_exec *x, cstep *c) {
+    ldt_status st = LDT_OK;
+    ldt__cuda_env env = x->env;
+    const ldt__program *p = x->p;
+    env.stream = x->cstream;
+    LDT_CHECK(comm_fork(x));
+    if (c->kind == STEP_COLL && c->group) {
+        const ldt__instr *in = &p->ins[c->idx];
+        int64_t off = 0;
+        for (int k = 0; c->coll_buf && k < in->nin; k++) { /* pack */
+            int64_t b = val_bytes(&p->vals[p->ops[in->in + k]]);
+            if (b) CU_TRY(cudaMemcpyAsync((char *)c->coll_buf + off, c->call.in[k].data, (size_t)b,
+                                          cudaMemcpyDeviceToDevice, x->cstream));
+            off += b;
+        }
+        LDT_CHECK(ldt__nccl_enqueue(c->group, &c->op, x->cstream));
+        off = 0;
+        for (int k = 0; c->coll_buf && k < in->nin; k++) { /* unpack */
+            int64_t b = val_bytes(&p->vals[p->ops[in->in + k]]);
+            if (b) CU_TRY(cudaMemcpyAsync(c->call.in[k].data, (char *)c->coll_buf + off, (size_t)b,
+                                          cudaMemcpyDeviceToDevice, x->cstream));
+            off += b;
+        }
+    }
+    for (int i = 0; c->kind == STEP_REDIST && i < c->dr->nops; i++) {
+        const ldt__dr_op *o = &c->dr->ops[i];
+        char *src = c->rbuf[o->src_buf], *dst = c->rbuf[o->dst_buf];
+        switch (o->kind) {
+        case LDT__DR_COPY:
+            LDT_CHECK(ldt__cuda_copy_runs(src, dst, c->rdev[i], o->nruns, o->es, &env));
+            break;
+        case LDT__DR_FILL:
+            CU_TRY(cudaMemcpyAsync(dst + o->dst_off, c->rdev[i], (size_t)o->bytes,
+                                   cudaMemcpyDeviceToDevice, x->cstream));
+            break;
+        case LDT__DR_ZERO: CU_TRY(cudaMemsetAsync(dst + o->dst_off, 0, (size_t)o->bytes, x->cstream)); break;
+        case LDT__DR_COLL: {
+            ldt__op op = o->op;
+            op.send = src + o->src_off;
+            op.recv = dst + o->dst_off;
+            LDT_CHECK(ldt__nccl_enqueue(o->group, &op, x->cstream));
+            break;
+        }
+        }
+    }
+    CU_TRY(cudaEventRecord(c->done, x->cstream));
+    if (!c->async) CU_TRY(cudaStreamWaitEvent(x->stream, c->done, 0));
+fail:
+    return st;
+}
 
 /* Enqueues the step on x->stream: the error word cleared, every instruction, the assigned
  * values over their persistent shards (unless `validate`), the error word copied out. The
@@ -212,6 +328,9 @@ static ldt_status enqueue(ldt__cuda_exec *x, int validate) {
                 CU_TRY(cudaMemcpyAsync(c->call.out.data, c->call.in[0].data, (size_t)c->bytes,
                                        cudaMemcpyDeviceToDevice, x->stream));
             break;
+        case STEP_COLL:
+        case STEP_REDIST: st = enqueue_comm(x, c); break;
+        case STEP_WAIT: CU_TRY(cudaStreamWaitEvent(x->stream, x->steps[c->pair].done, 0)); break;
         }
         if (st != LDT_OK) {
             const ldt__instr *in = &x->p->ins[c->idx];
@@ -248,9 +367,42 @@ static ldt_status stage_inputs(ldt__cuda_exec *x) {
     return LDT_OK;
 }
 
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* Waits for a step with collectives: polls the stream and the communicators' asynchronous
+ * errors, and aborts them all past the timeout, so a dead peer is an error, not a hang. */
+static ldt_status wait_comms(ldt__cuda_exec *x) {
+    double t0 = now_ms();
+    int64_t timeout = 0;
+    for (int k = 0; k < x->ncomms; k++)
+        if (ldt__nccl_timeout_ms(x->comms[k]) > timeout) timeout = ldt__nccl_timeout_ms(x->comms[k]);
+    for (;;) {
+        cudaError_t q = cudaStreamQuery(x->stream);
+        if (q != cudaSuccess && q != cudaErrorNotReady)
+            LDT_FAIL(LDT_ERR_CUDA, "cuda backend: the step failed: %s (%s)", cudaGetErrorString(q),
+                     cudaGetErrorName(q));
+        for (int k = 0; k < x->ncomms; k++) LDT_CHECK(ldt__nccl_check(x->comms[k]));
+        if (q == cudaSuccess) return LDT_OK;
+        if (now_ms() - t0 > (double)timeout) {
+            for (int k = 0; k < x->ncomms; k++) ldt__nccl_abort(x->comms[k]);
+            LDT_FAIL(LDT_ERR_TIMEOUT, "cuda backend: the step's collectives did not complete within "
+                     "%lld ms: a peer is missing or dead (its communicators are aborted)", (long long)timeout);
+        }
+        {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 /* Waits for the step and reports a data error a kernel recorded. */
 static ldt_status finish(ldt__cuda_exec *x) {
     ldt_status st = LDT_OK;
+    if (x->ncomms) LDT_CHECK(wait_comms(x));
     CU_TRY(cudaStreamSynchronize(x->stream));
     if (*x->derr_host)
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cuda backend: a kernel found %s in its data",
@@ -283,6 +435,101 @@ fail:
     return st;
 }
 
+/* Adds communicator g to those the step checks at its wait (once). */
+static ldt_status add_comm(ldt__cuda_exec *x, ldt_comm *g) {
+    ldt_comm **p;
+    for (int k = 0; k < x->ncomms; k++)
+        if (x->comms[k] == g) return LDT_OK;
+    if (!(p = realloc(x->comms, (size_t)(x->ncomms + 1) * sizeof *p)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    x->comms = p;
+    x->comms[x->ncomms++] = g;
+    return LDT_OK;
+}
+
+/* An all_reduce over more than one rank: its group (NULL where it spans one rank), the NCCL
+ * call in place over the value or, for a bucket, over its operands, which lie back to back
+ * in the arena (the memory plan's groups) or are packed into a buffer of their own. */
+static ldt_status bind_all_reduce(ldt__cuda_exec *x, const ldt__instr *in, cstep *c) {
+    const ldt__program *p = x->p;
+    ldt_status st = LDT_OK;
+    int64_t total = 0;
+    int contiguous = 1;
+    ldt_comm *g = NULL;
+    LDT_CHECK(ldt__instr_group(x->world, x->mesh, x->groups, in, &g));
+    if (ldt_comm_size(g) == 1) return LDT_OK;
+    if (!ldt__nccl_is(g))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: the world is %s, expected NCCL (ldt_nccl_world)",
+                 ldt_comm_backend(g));
+    LDT_CHECK(add_comm(x, g));
+    for (int k = 0; k < in->nin; k++) {
+        int32_t v = p->ops[in->in + k];
+        if (k && (char *)x->val[v] != (char *)c->call.in[0].data + total) contiguous = 0;
+        total += val_bytes(&p->vals[v]);
+    }
+    c->group = g;
+    c->op.kind = LDT__OP_ALL_REDUCE;
+    c->op.dtype = c->call.out.dtype;
+    c->op.reduce = (ldt_reduce_op)in->reduce;
+    c->op.count = total / (int64_t)ldt__dtype_size(c->call.out.dtype);
+    if (!contiguous) CU_TRY(cudaMalloc(&c->coll_buf, (size_t)(total ? total : 1)));
+    c->op.send = c->op.recv = contiguous ? c->call.in[0].data : c->coll_buf;
+fail:
+    return st;
+}
+
+/* A redistribution over more than one rank: recorded (its groups made now, in program order
+ * on every rank), its buffers and each op's runs or identity pattern on the device. */
+static ldt_status bind_redist(ldt__cuda_exec *x, const ldt__instr *in, cstep *c) {
+    const ldt__program *p = x->p;
+    ldt_status st = LDT_OK;
+    ldt__dredist *d;
+    LDT_CHECK(ldt__redist_record(x->world, in->plan, &c->dr));
+    d = c->dr;
+    if (d->bytes[LDT__RB_IN] > val_bytes(&p->vals[p->ops[in->in]]) ||
+        d->bytes[LDT__RB_OUT] > val_bytes(&p->vals[in->out]))
+        LDT_FAIL(LDT_ERR_INTERNAL, "cuda backend: redistribution of node %%%d: the plan's shards do not "
+                 "fit the program's values", in->node);
+    c->rbuf[LDT__RB_IN] = x->val[p->ops[in->in]];
+    c->rbuf[LDT__RB_OUT] = x->val[in->out];
+    for (int b = LDT__RB_BUF0; b < LDT__RB_N; b++) {
+        int used = 0;
+        for (int i = 0; i < d->nops; i++) used |= d->ops[i].src_buf == b || d->ops[i].dst_buf == b;
+        if (!used) continue;
+        CU_TRY(cudaMalloc(&c->rbuf[b], (size_t)(d->bytes[b] ? d->bytes[b] : 1)));
+        c->rown[b] = 1;
+    }
+    if (!(c->rdev = calloc((size_t)(d->nops ? d->nops : 1), sizeof *c->rdev)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    for (int i = 0; i < d->nops; i++) {
+        const ldt__dr_op *o = &d->ops[i];
+        if (o->kind == LDT__DR_COPY) {
+            size_t b = (size_t)o->nruns * 3 * sizeof(int64_t);
+            CU_TRY(cudaMalloc(&c->rdev[i], b));
+            CU_TRY(cudaMemcpy(c->rdev[i], o->runs, b, cudaMemcpyHostToDevice));
+        } else if (o->kind == LDT__DR_FILL) {
+            char *h = malloc((size_t)o->bytes);
+            if (!h) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+            for (int64_t k = 0; k < o->bytes; k += o->es) memcpy(h + k, o->pattern, (size_t)o->es);
+            if (cudaMalloc(&c->rdev[i], (size_t)o->bytes) == cudaSuccess)
+                st = cudaMemcpy(c->rdev[i], h, (size_t)o->bytes, cudaMemcpyHostToDevice) == cudaSuccess
+                         ? LDT_OK : ldt__error(LDT_ERR_CUDA, "cuda backend: cudaMemcpy failed");
+            else
+                st = ldt__error(LDT_ERR_CUDA, "cuda backend: cudaMalloc of %lld bytes failed",
+                                (long long)o->bytes);
+            free(h);
+            LDT_CHECK(st);
+        } else if (o->kind == LDT__DR_COLL) {
+            if (!ldt__nccl_is(o->group))
+                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: the world is %s, expected NCCL "
+                         "(ldt_nccl_world)", ldt_comm_backend(o->group));
+            LDT_CHECK(add_comm(x, o->group));
+        }
+    }
+fail:
+    return st;
+}
+
 static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
     const ldt__program *p = x->p;
     int32_t nv = p->nvals ? p->nvals : 1;
@@ -292,7 +539,8 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
     x->val = calloc((size_t)nv, sizeof *x->val);
     x->own = calloc((size_t)nv, 1);
     x->steps = calloc((size_t)(p->nins ? p->nins : 1), sizeof *x->steps);
-    if (!outside || !keep || !x->val || !x->own || !x->steps)
+    x->step_of = malloc((size_t)(p->nins ? p->nins : 1) * sizeof *x->step_of);
+    if (!outside || !keep || !x->val || !x->own || !x->steps || !x->step_of)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
     for (int64_t i = 0; i < p->nins; i++) {
         const ldt__instr *in = &p->ins[i];
@@ -332,6 +580,7 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
         const ldt__instr *in = &p->ins[i];
         cstep *c = &x->steps[x->nsteps];
         memset(c, 0, sizeof *c);
+        x->step_of[i] = -1;
         c->idx = i;
         c->call.op = in->op;
         c->call.attrs = in->attrs;
@@ -377,16 +626,32 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
             c->call.global_shape = &p->regions[in->region].global;
             break;
         case LDT__I_REDIST:
-            if (x->nranks != 1) LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
-            c->kind = STEP_COPY;
+            if (x->nranks == 1) {
+                c->kind = STEP_COPY;
+                break;
+            }
+            c->kind = STEP_REDIST;
+            c->async = in->async;
+            CU_TRY(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+            LDT_CHECK_GOTO(at_instr(bind_redist(x, in, c), p, i));
             break;
         case LDT__I_ALL_REDUCE:
+            if (x->nranks == 1) continue; /* over one rank: nothing */
+            c->kind = STEP_COLL;
+            c->async = in->async;
+            CU_TRY(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+            LDT_CHECK_GOTO(at_instr(bind_all_reduce(x, in, c), p, i));
+            break;
         case LDT__I_WAIT:
-            if (x->nranks != 1) LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
-            continue; /* over one rank: nothing */
+            if (x->nranks == 1) continue;
+            if (in->pair < 0 || in->pair >= i || x->step_of[in->pair] < 0)
+                LDT_CHECK_GOTO(refuse(p, i, "waits for no collective before it"));
+            c->kind = STEP_WAIT;
+            c->pair = x->step_of[in->pair];
+            break;
         default: LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
         }
-        x->nsteps++;
+        x->step_of[i] = x->nsteps++;
     }
 fail:
     free(outside);
@@ -396,13 +661,13 @@ fail:
 
 ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
                                  ldt__cuda_exec **out) {
-    ldt__cuda_step s = {outs, nouts, NULL, NULL, 0, 0, 0};
+    ldt__cuda_step s = {outs, nouts, NULL, NULL, 0, 0, 0, NULL, NULL};
     return ldt__cuda_exec_create_step(p, &s, out);
 }
 
 ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *sp,
                                       ldt__cuda_exec **out) {
-    ldt__cuda_step none = {NULL, 0, NULL, NULL, 0, 0, 0};
+    ldt__cuda_step none = {NULL, 0, NULL, NULL, 0, 0, 0, NULL, NULL};
     const ldt__cuda_step *s = sp ? sp : &none;
     const int32_t *outs = s->outs, *copy_src = s->copy_src, *copy_dst = s->copy_dst;
     int nouts = s->nouts, ncopies = s->ncopies;
@@ -416,12 +681,21 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
     if (ncopies < 0 || (ncopies > 0 && (!copy_src || !copy_dst)))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: %d step-end copies but no list", ncopies);
     LDT_CHECK(program_check(p, s->nranks)); /* before any device work: refused without a GPU too */
+    if (s->nranks > 1 && (!s->world || !s->mesh))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: a step of %d ranks needs this rank's NCCL world "
+                 "and the mesh", s->nranks);
+    if (s->nranks > 1 && ldt_comm_size(s->world) < s->nranks)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: a step of %d ranks, but the world has %d",
+                 s->nranks, ldt_comm_size(s->world));
     if (ldt_cuda_device_count() == 0)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "cuda backend: no CUDA device (the runtime reports none "
                  "or no driver)");
     if (!(x = calloc(1, sizeof *x))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
     x->p = p;
     x->nranks = s->nranks;
+    x->world = s->world;
+    x->mesh = s->mesh;
+    CU_TRY(cudaGetDevice(&x->device));
     if (ncopies) {
         x->copy_src = malloc((size_t)ncopies * sizeof *x->copy_src);
         x->copy_dst = malloc((size_t)ncopies * sizeof *x->copy_dst);
@@ -432,6 +706,10 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
         x->ncopies = ncopies;
     }
     CU_TRY(cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
+    if (s->nranks > 1) {
+        CU_TRY(cudaStreamCreateWithFlags(&x->cstream, cudaStreamNonBlocking));
+        CU_TRY(cudaEventCreateWithFlags(&x->fork, cudaEventDisableTiming));
+    }
     BLAS_TRY(cublasCreate(&x->blas));
     BLAS_TRY(cublasSetStream(x->blas, x->stream));
     CU_TRY(cudaMalloc(&x->workspace, LDT__CUDA_WORKSPACE));
@@ -493,14 +771,27 @@ ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x) {
     return finish(x);
 }
 
+/* Makes x's device the calling thread's current one; *prev the one it was. */
+static ldt_status on_device(const ldt__cuda_exec *x, int *prev) {
+    ldt_status st = LDT_OK;
+    CU_TRY(cudaGetDevice(prev));
+    if (*prev != x->device) CU_TRY(cudaSetDevice(x->device));
+fail:
+    return st;
+}
+
 ldt_status ldt__cuda_exec_reload(ldt__cuda_exec *x, const struct ldt_tensor *t) {
+    ldt_status st = LDT_OK;
+    int prev;
     if (!x || !t) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: reload: NULL argument");
-    for (int64_t i = 0; i < x->p->nins; i++) {
+    LDT_CHECK(on_device(x, &prev));
+    for (int64_t i = 0; i < x->p->nins && st == LDT_OK; i++) {
         const ldt__instr *in = &x->p->ins[i];
         if (in->kind != LDT__I_LOAD || in->src != t || t->op == LDT_OP_INPUT) continue;
-        LDT_CHECK(load_persistent(x, in, x->val[in->out]));
+        st = load_persistent(x, in, x->val[in->out]);
     }
-    return LDT_OK;
+    if (prev != x->device) cudaSetDevice(prev);
+    return st;
 }
 
 ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t nbytes) {
@@ -509,11 +800,14 @@ ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t 
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: value %d is not held (keep it as an "
                  "output at create)", v);
     int64_t b = val_bytes(&x->p->vals[v]);
+    int prev;
     if (nbytes != b)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: value %d has %lld bytes, not %lld", v,
                  (long long)b, (long long)nbytes);
+    LDT_CHECK(on_device(x, &prev));
     if (b) CU_TRY(cudaMemcpy(dst, x->val[v], (size_t)b, cudaMemcpyDeviceToHost));
 fail:
+    if (prev != x->device) cudaSetDevice(prev);
     return st;
 }
 
@@ -555,7 +849,23 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) {
     if (x->stream) cudaStreamSynchronize(x->stream);
     if (x->gexec) cudaGraphExecDestroy(x->gexec);
     if (x->graph) cudaGraphDestroy(x->graph);
-    for (int64_t s = 0; s < x->nsteps; s++) cudaFreeHost(x->steps[s].staging);
+    /* the steps bound, and the one whose binding failed */
+    for (int64_t s = 0; x->steps && s < x->nsteps + (x->nsteps < x->p->nins); s++) {
+        cstep *c = &x->steps[s];
+        cudaFreeHost(c->staging);
+        if (c->done) cudaEventDestroy(c->done);
+        cudaFree(c->coll_buf);
+        for (int b = 0; b < LDT__RB_N; b++)
+            if (c->rown[b]) cudaFree(c->rbuf[b]);
+        for (int i = 0; c->rdev && i < c->dr->nops; i++) cudaFree(c->rdev[i]);
+        free(c->rdev);
+        ldt__dredist_free(c->dr); /* and its groups */
+    }
+    for (unsigned m = 0; m < (1u << LDT_MAX_DIMS); m++) ldt_comm_destroy(x->groups[m]);
+    free(x->comms);
+    free(x->step_of);
+    if (x->fork) cudaEventDestroy(x->fork);
+    if (x->cstream) cudaStreamDestroy(x->cstream);
     if (x->val && x->own)
         for (int32_t v = 0; v < x->p->nvals; v++)
             if (x->own[v]) cudaFree(x->val[v]);

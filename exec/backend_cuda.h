@@ -16,6 +16,7 @@
 #ifndef LDT_EXEC_BACKEND_CUDA_H
 #define LDT_EXEC_BACKEND_CUDA_H
 
+#include "ldt/exec.h"
 #include "planner/program.h"
 
 typedef struct ldt__cuda_exec ldt__cuda_exec;
@@ -24,6 +25,9 @@ typedef struct ldt__cuda_exec ldt__cuda_exec;
  * instruction it cannot (a collective, a redistribution, arange, a custom op, an op with no
  * CUDA kernel yet). Needs no device. */
 ldt_status ldt__cuda_program_check(const ldt__program *p);
+/* The same for a program of a mesh of nranks ranks (collectives over NCCL where the build has
+ * it). */
+ldt_status ldt__cuda_program_check_ranks(const ldt__program *p, int nranks);
 
 /* Binds p (which must outlive the executable) on the current device, validates the step
  * with one eager run and captures it into a CUDA Graph. outs[0..nouts) are the values to be
@@ -44,6 +48,14 @@ typedef struct ldt__cuda_step {
     int ncopies;
     int nranks; /* 0: not known (every collective refused) */
     int run_once; /* create runs the program once and captures nothing (materialization) */
+    /* more than one rank: this rank's NCCL world (ldt_nccl_world) and the program's mesh.
+     * Create is then collective: every rank of the mesh creates its step at once (its groups
+     * are made, and the validation run meets the others at each collective), and so is each
+     * replay. Collectives go on a communication stream in program order, forked from and
+     * joined to the step's stream by events (an asynchronous one joins at its wait); a
+     * redistribution runs as recorded device copies and NCCL calls (exec/redist_record.h). */
+    ldt_comm *world;
+    const ldt_mesh *mesh;
 } ldt__cuda_step;
 ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *s,
                                       ldt__cuda_exec **out);
@@ -52,7 +64,9 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
 ldt_status ldt__cuda_exec_reload(ldt__cuda_exec *x, const struct ldt_tensor *t);
 /* One step: inputs copied in from their tensors' host data, one graph launch, a wait; a data
  * error found on the device (integer division by zero) comes back as
- * LDT_ERR_INVALID_ARGUMENT. */
+ * LDT_ERR_INVALID_ARGUMENT. With collectives the wait lasts at most the NCCL communicators'
+ * timeout: then they are aborted and the step fails (LDT_ERR_TIMEOUT); an asynchronous NCCL
+ * error fails it too (LDT_ERR_REMOTE). */
 ldt_status ldt__cuda_exec_replay(ldt__cuda_exec *x);
 /* The same step issued launch by launch on the stream, without the graph (what capture
  * saves: the `eager` column of bench gpu_replay). */

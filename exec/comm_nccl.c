@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "exec/comm.h"
+#include "exec/comm_nccl.h"
 
 #if !defined(LDT_HAVE_NCCL) || !defined(LDT_HAVE_CUDA)
 
@@ -35,6 +36,20 @@ void *ldt_nccl_stream(const ldt_comm *c) {
     (void)c;
     return NULL;
 }
+
+static ldt_status no_nccl(void) {
+    LDT_FAIL(LDT_ERR_UNSUPPORTED, "nccl: this build has no NCCL backend");
+}
+int ldt__nccl_is(const ldt_comm *c) { return (void)c, 0; }
+ldt_status ldt__nccl_enqueue(ldt_comm *c, const ldt__op *op, void *stream) {
+    (void)c, (void)op, (void)stream;
+    return no_nccl();
+}
+ldt_status ldt__nccl_group_start(void) { return no_nccl(); }
+ldt_status ldt__nccl_group_end(void) { return no_nccl(); }
+ldt_status ldt__nccl_check(ldt_comm *c) { return (void)c, no_nccl(); }
+void ldt__nccl_abort(ldt_comm *c) { (void)c; }
+int64_t ldt__nccl_timeout_ms(const ldt_comm *c) { return (void)c, 0; }
 
 #else
 
@@ -164,7 +179,7 @@ static int64_t prefix(const int64_t *a, int n) {
     return s;
 }
 
-static ldt_status issue(nccl_comm *c, const ldt__op *op) {
+static ldt_status issue(nccl_comm *c, const ldt__op *op, cudaStream_t stream) {
     ncclDataType_t t;
     ncclRedOp_t r = ncclSum;
     int n = c->base.size, me = c->base.rank;
@@ -174,28 +189,28 @@ static ldt_status issue(nccl_comm *c, const ldt__op *op) {
     switch (op->kind) {
     case LDT__OP_ALL_REDUCE:
         LDT_CHECK(op_of(op->reduce, op->dtype, &r));
-        return nccl_err(ncclAllReduce(op->send, op->recv, (size_t)op->count, t, r, c->comm, c->stream), what);
+        return nccl_err(ncclAllReduce(op->send, op->recv, (size_t)op->count, t, r, c->comm, stream), what);
     case LDT__OP_REDUCE_SCATTER:
         LDT_CHECK(op_of(op->reduce, op->dtype, &r));
-        return nccl_err(ncclReduceScatter(op->send, op->recv, (size_t)op->count, t, r, c->comm, c->stream), what);
+        return nccl_err(ncclReduceScatter(op->send, op->recv, (size_t)op->count, t, r, c->comm, stream), what);
     case LDT__OP_REDUCE_SCATTER_V: {
         ncclResult_t e = ncclSuccess;
         LDT_CHECK(op_of(op->reduce, op->dtype, &r));
         ncclGroupStart();
         for (int k = 0; k < n && e == ncclSuccess; k++)
             e = ncclReduce((const char *)op->send + (size_t)prefix(op->counts, k) * es, k == me ? op->recv : NULL,
-                           (size_t)op->counts[k], t, r, k, c->comm, c->stream);
+                           (size_t)op->counts[k], t, r, k, c->comm, stream);
         ncclGroupEnd();
         return nccl_err(e, what);
     }
     case LDT__OP_ALL_GATHER:
-        return nccl_err(ncclAllGather(op->send, op->recv, (size_t)op->count, t, c->comm, c->stream), what);
+        return nccl_err(ncclAllGather(op->send, op->recv, (size_t)op->count, t, c->comm, stream), what);
     case LDT__OP_ALL_GATHER_V: {
         ncclResult_t e = ncclSuccess;
         ncclGroupStart();
         for (int k = 0; k < n && e == ncclSuccess; k++)
             e = ncclBroadcast(k == me ? op->send : NULL, (char *)op->recv + (size_t)prefix(op->counts, k) * es,
-                              (size_t)op->counts[k], t, k, c->comm, c->stream);
+                              (size_t)op->counts[k], t, k, c->comm, stream);
         ncclGroupEnd();
         return nccl_err(e, what);
     }
@@ -208,17 +223,17 @@ static ldt_status issue(nccl_comm *c, const ldt__op *op) {
             int64_t rc = op->recvcounts ? op->recvcounts[k] : op->count;
             int64_t sd = op->sdispls ? op->sdispls[k] : (int64_t)k * op->count;
             int64_t rd = op->rdispls ? op->rdispls[k] : (int64_t)k * op->count;
-            if (sc) e = ncclSend((const char *)op->send + (size_t)sd * es, (size_t)sc, t, k, c->comm, c->stream);
+            if (sc) e = ncclSend((const char *)op->send + (size_t)sd * es, (size_t)sc, t, k, c->comm, stream);
             if (rc && e == ncclSuccess)
-                e = ncclRecv((char *)op->recv + (size_t)rd * es, (size_t)rc, t, k, c->comm, c->stream);
+                e = ncclRecv((char *)op->recv + (size_t)rd * es, (size_t)rc, t, k, c->comm, stream);
         }
         ncclGroupEnd();
         return nccl_err(e, what);
     }
     case LDT__OP_BROADCAST:
-        return nccl_err(ncclBroadcast(op->recv, op->recv, (size_t)op->count, t, op->root, c->comm, c->stream), what);
+        return nccl_err(ncclBroadcast(op->recv, op->recv, (size_t)op->count, t, op->root, c->comm, stream), what);
     case LDT__OP_BARRIER:
-        return nccl_err(ncclAllReduce(c->scratch, c->scratch, 1, ncclInt32, ncclSum, c->comm, c->stream), what);
+        return nccl_err(ncclAllReduce(c->scratch, c->scratch, 1, ncclInt32, ncclSum, c->comm, stream), what);
     default: return ldt__error(LDT_ERR_INTERNAL, "nccl: %s is not a collective", what);
     }
 }
@@ -228,7 +243,7 @@ static ldt_status n_collective(ldt_comm *base, const ldt__op *op) {
     const char *what = ldt__comm_op_name(op->kind);
     LDT_CHECK(dead(c, what));
     LDT_CHECK(cuda_err(cudaSetDevice(c->device), what));
-    LDT_CHECK(issue(c, op));
+    LDT_CHECK(issue(c, op, c->stream));
     return drain(c, what);
 }
 
@@ -427,6 +442,39 @@ void ldt_nccl_world_destroy(ldt_comm *world) {
 
 void *ldt_nccl_stream(const ldt_comm *c) {
     return c && c->vt == &k_nccl_vt ? (void *)((const nccl_comm *)c)->stream : NULL;
+}
+
+int ldt__nccl_is(const ldt_comm *c) { return c && c->vt == &k_nccl_vt; }
+
+ldt_status ldt__nccl_enqueue(ldt_comm *base, const ldt__op *op, void *stream) {
+    nccl_comm *c = (nccl_comm *)base;
+    if (!ldt__nccl_is(base)) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "nccl: not an NCCL communicator");
+    LDT_CHECK(dead(c, ldt__comm_op_name(op->kind)));
+    return issue(c, op, (cudaStream_t)stream);
+}
+
+ldt_status ldt__nccl_group_start(void) { return nccl_err(ncclGroupStart(), "group start"); }
+ldt_status ldt__nccl_group_end(void) { return nccl_err(ncclGroupEnd(), "group end"); }
+
+ldt_status ldt__nccl_check(ldt_comm *base) {
+    nccl_comm *c = (nccl_comm *)base;
+    ncclResult_t async = ncclSuccess;
+    if (!ldt__nccl_is(base)) return LDT_OK;
+    LDT_CHECK(dead(c, "step"));
+    if (ncclCommGetAsyncError(c->comm, &async) != ncclSuccess || async != ncclSuccess) {
+        abort_comm(c);
+        return ldt__error(LDT_ERR_REMOTE, "nccl: %s (the communicator of %d ranks is aborted)",
+                          ncclGetErrorString(async), c->base.size);
+    }
+    return LDT_OK;
+}
+
+void ldt__nccl_abort(ldt_comm *base) {
+    if (ldt__nccl_is(base)) abort_comm((nccl_comm *)base);
+}
+
+int64_t ldt__nccl_timeout_ms(const ldt_comm *base) {
+    return ldt__nccl_is(base) ? ((const nccl_comm *)base)->timeout_ms : 0;
 }
 
 #endif

@@ -119,8 +119,10 @@ struct ldt_exec {
     rank_state **ranks;
     ldt_threads *threads;
     ldt_comm *world; /* process mode (ctx->world): this process runs rank `me` only */
-    struct ldt__cuda_exec *cuda; /* a CUDA mesh: the one rank's program on the GPU */
-    const ldt_tensor **cuda_src; /* its parameters and constants, with the versions copied */
+    int is_cuda;                  /* a CUDA mesh: each rank's program on a GPU */
+    struct ldt__cuda_exec **cuda; /* per world rank: this process's ranks' (NULL elsewhere) */
+    ldt_comm **nccl;              /* per world rank: its NCCL world (more than one rank) */
+    const ldt_tensor **cuda_src; /* their parameters and constants, with the versions copied */
     uint64_t *cuda_ver;
     int ncuda_src;
     int me;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "exec/redist_record.h"
 #include "ldt/exec.h"
 #include "planner/redistribute.h"
 #include "planner/region.h"
@@ -17,17 +18,20 @@
  * each dim's matched pieces, in increasing global order) and row-major inside a box; a
  * "packed" side is that walk's order, contiguous, so both ends of a message agree on it
  * without exchanging anything. The source is laid out as region a (or packed), the
- * destination as region b (or packed).
+ * destination as region b (or packed). Each contiguous run goes to emit(arg, source element
+ * offset, destination element offset, elements).
  */
-static ldt_status isect_copy(const ldt_region *a, const ldt_region *b, size_t es, const char *src,
-                             int src_packed, char *dst, int dst_packed) {
+typedef void (*run_fn)(void *arg, int64_t src, int64_t dst, int64_t n);
+
+static ldt_status isect_walk(const ldt_region *a, const ldt_region *b, int src_packed, int dst_packed,
+                             run_fn emit, void *arg) {
     int nd = a->ndim;
     int64_t nseg[LDT_MAX_DIMS], astr[LDT_MAX_DIMS], bstr[LDT_MAX_DIMS], si[LDT_MAX_DIMS] = {0};
     ldt__seg *seg[LDT_MAX_DIMS], *all;
     int64_t cap = 0, p = 0;
     if (a->numel == 0 || b->numel == 0) return LDT_OK;
     if (nd == 0) {
-        memcpy(dst, src, es);
+        emit(arg, 0, 0, 1);
         return LDT_OK;
     }
     for (int d = 0; d < nd; d++) cap += ldt__dim_isect_cap(&a->runs[d], &b->runs[d]);
@@ -50,22 +54,19 @@ static ldt_status isect_copy(const ldt_region *a, const ldt_region *b, size_t es
     }
     for (;;) {
         int64_t len[LDT_MAX_DIMS], e[LDT_MAX_DIMS] = {0}, a0 = 0, b0 = 0;
-        size_t run;
         for (int d = 0; d < nd; d++) {
             const ldt__seg *s = &seg[d][si[d]];
             len[d] = s->len;
             a0 += s->a * astr[d];
             b0 += s->b * bstr[d];
         }
-        run = (size_t)len[nd - 1] * es;
         for (;;) {
             int64_t ao = a0, bo = b0;
             for (int d = 0; d < nd - 1; d++) {
                 ao += e[d] * astr[d];
                 bo += e[d] * bstr[d];
             }
-            memcpy(dst + (size_t)(dst_packed ? p : bo) * es, src + (size_t)(src_packed ? p : ao) * es,
-                   run);
+            emit(arg, src_packed ? p : ao, dst_packed ? p : bo, len[nd - 1]);
             p += len[nd - 1];
             int d = nd - 2;
             for (; d >= 0; d--) {
@@ -83,6 +84,23 @@ static ldt_status isect_copy(const ldt_region *a, const ldt_region *b, size_t es
     }
     free(all);
     return LDT_OK;
+}
+
+typedef struct copy_arg {
+    const char *src;
+    char *dst;
+    size_t es;
+} copy_arg;
+
+static void copy_run(void *arg, int64_t s, int64_t d, int64_t n) {
+    copy_arg *c = arg;
+    memcpy(c->dst + (size_t)d * c->es, c->src + (size_t)s * c->es, (size_t)n * c->es);
+}
+
+static ldt_status isect_copy(const ldt_region *a, const ldt_region *b, size_t es, const char *src,
+                             int src_packed, char *dst, int dst_packed) {
+    copy_arg c = {src, dst, es};
+    return isect_walk(a, b, src_packed, dst_packed, copy_run, &c);
 }
 
 /* The value that leaves a reduction unchanged: what Shard -> Partial pads with. */
@@ -105,7 +123,9 @@ static void fill_identity(void *buf, int64_t n, ldt_dtype dt, ldt_reduce_op op) 
 }
 
 /* ---------------------------------------------------------------------------------------
- * The runner: one rank's groups and buffers for a plan.
+ * The runner: one rank's groups and buffers for a plan. It runs a plan on the CPU, or (rec
+ * set) records it once for a device (exec/redist_record.h). Addresses are a buffer and a
+ * byte offset (rref), so a recording names buffers it never touches.
  */
 struct ldt_redist_runner {
     ldt_comm *world;
@@ -113,11 +133,208 @@ struct ldt_redist_runner {
     int me;              /* world rank */
     ldt_comm **groups;   /* per step: this rank's group, or NULL (local, send_recv, absent) */
     char *buf[2];        /* ping-pong step outputs */
+    int64_t bufbytes;
     char *scratch;       /* packed messages */
     int64_t scratch_cap;
     int64_t *counts;     /* 4 x (largest group or mesh) */
     ldt_region *regs;    /* 2 x that: the group's regions before and after */
+    ldt__dredist *rec;   /* recording: ops are appended here and nothing runs */
+    char *ptr[LDT__RB_N]; /* running: the buffers */
 };
+
+typedef struct rref {
+    int buf;
+    int64_t off; /* bytes */
+} rref;
+
+static rref at(int buf, int64_t off) {
+    rref r = {buf, off};
+    return r;
+}
+
+static char *ptr_of(ldt_redist_runner *r, rref a) {
+    return a.off ? r->ptr[a.buf] + a.off : r->ptr[a.buf]; /* no offset on a NULL buffer */
+}
+
+static ldt_status rec_push(ldt_redist_runner *r, const ldt__dr_op *op) {
+    ldt__dredist *d = r->rec;
+    if (d->nops == d->cap) {
+        int cap = d->cap ? 2 * d->cap : 8;
+        ldt__dr_op *p = realloc(d->ops, (size_t)cap * sizeof *p);
+        if (!p) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+        d->ops = p;
+        d->cap = cap;
+    }
+    d->ops[d->nops++] = *op;
+    return LDT_OK;
+}
+
+typedef struct rec_arg {
+    int64_t *runs, n, cap, s0, d0, es;
+    int oom;
+} rec_arg;
+
+/* A run in bytes, merged with the previous one where both ends continue it. */
+static void rec_run(void *arg, int64_t s, int64_t d, int64_t n) {
+    rec_arg *a = arg;
+    int64_t sb = a->s0 + s * a->es, db = a->d0 + d * a->es, nb = n * a->es;
+    if (a->n && a->runs[3 * a->n - 3] + a->runs[3 * a->n - 1] == sb &&
+        a->runs[3 * a->n - 2] + a->runs[3 * a->n - 1] == db) {
+        a->runs[3 * a->n - 1] += nb;
+        return;
+    }
+    if (a->n == a->cap) {
+        int64_t cap = a->cap ? 2 * a->cap : 16, *p = realloc(a->runs, (size_t)cap * 3 * sizeof *p);
+        if (!p) {
+            a->oom = 1;
+            return;
+        }
+        a->runs = p;
+        a->cap = cap;
+    }
+    a->runs[3 * a->n] = sb;
+    a->runs[3 * a->n + 1] = db;
+    a->runs[3 * a->n + 2] = nb;
+    a->n++;
+}
+
+/* Copies a ∩ b from src (region a, or packed) to dst (region b, or packed). */
+static ldt_status r_copy(ldt_redist_runner *r, const ldt_region *a, const ldt_region *b, size_t es,
+                         rref src, int src_packed, rref dst, int dst_packed) {
+    ldt__dr_op op;
+    rec_arg ra;
+    if (!r->rec) return isect_copy(a, b, es, ptr_of(r, src), src_packed, ptr_of(r, dst), dst_packed);
+    memset(&ra, 0, sizeof ra);
+    ra.s0 = src.off;
+    ra.d0 = dst.off;
+    ra.es = (int64_t)es;
+    LDT_CHECK(isect_walk(a, b, src_packed, dst_packed, rec_run, &ra));
+    if (ra.oom) {
+        free(ra.runs);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    }
+    if (!ra.n) return LDT_OK;
+    memset(&op, 0, sizeof op);
+    op.kind = LDT__DR_COPY;
+    op.src_buf = src.buf;
+    op.dst_buf = dst.buf;
+    op.es = (int)es;
+    op.runs = ra.runs;
+    op.nruns = ra.n;
+    if (rec_push(r, &op) != LDT_OK) {
+        free(ra.runs);
+        return ldt__trace(LDT_ERR_OUT_OF_MEMORY, __FILE__, __LINE__);
+    }
+    return LDT_OK;
+}
+
+/* A contiguous copy of bytes. */
+static ldt_status r_memcpy(ldt_redist_runner *r, rref dst, rref src, int64_t bytes, size_t es) {
+    ldt__dr_op op;
+    if (!bytes) return LDT_OK;
+    if (!r->rec) {
+        if (ptr_of(r, dst) != ptr_of(r, src)) memcpy(ptr_of(r, dst), ptr_of(r, src), (size_t)bytes);
+        return LDT_OK;
+    }
+    memset(&op, 0, sizeof op);
+    op.kind = LDT__DR_COPY;
+    op.src_buf = src.buf;
+    op.dst_buf = dst.buf;
+    op.es = (int)es;
+    if (!(op.runs = malloc(3 * sizeof *op.runs))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    op.runs[0] = src.off;
+    op.runs[1] = dst.off;
+    op.runs[2] = bytes;
+    op.nruns = 1;
+    if (rec_push(r, &op) != LDT_OK) {
+        free(op.runs);
+        return ldt__trace(LDT_ERR_OUT_OF_MEMORY, __FILE__, __LINE__);
+    }
+    return LDT_OK;
+}
+
+static ldt_status r_zero(ldt_redist_runner *r, rref dst, int64_t bytes, size_t es) {
+    ldt__dr_op op;
+    if (!bytes) return LDT_OK;
+    if (!r->rec) {
+        memset(ptr_of(r, dst), 0, (size_t)bytes);
+        return LDT_OK;
+    }
+    memset(&op, 0, sizeof op);
+    op.kind = LDT__DR_ZERO;
+    op.dst_buf = dst.buf;
+    op.dst_off = dst.off;
+    op.bytes = bytes;
+    op.es = (int)es;
+    return rec_push(r, &op);
+}
+
+static ldt_status r_fill_identity(ldt_redist_runner *r, rref dst, int64_t n, ldt_dtype dt,
+                                  ldt_reduce_op op) {
+    ldt__dr_op o;
+    if (!n) return LDT_OK;
+    if (!r->rec) {
+        fill_identity(ptr_of(r, dst), n, dt, op);
+        return LDT_OK;
+    }
+    memset(&o, 0, sizeof o);
+    o.kind = LDT__DR_FILL;
+    o.dst_buf = dst.buf;
+    o.dst_off = dst.off;
+    o.es = (int)ldt_dtype_size(dt);
+    o.bytes = n * o.es;
+    fill_identity(o.pattern, 1, dt, op);
+    return rec_push(r, &o);
+}
+
+static int64_t *dup_counts(const int64_t *a, int n) {
+    int64_t *p;
+    if (!a) return NULL;
+    if ((p = malloc((size_t)(n ? n : 1) * sizeof *p))) memcpy(p, a, (size_t)n * sizeof *p);
+    return p;
+}
+
+/* A collective over g: op's send and recv at the refs (its pointers are filled here). */
+static ldt_status r_coll(ldt_redist_runner *r, ldt_comm *g, ldt__op op, rref send, rref recv) {
+    ldt__dr_op o;
+    int n = ldt_comm_size(g);
+    if (!r->rec) {
+        const void *s = ptr_of(r, send);
+        void *d = ptr_of(r, recv);
+        switch (op.kind) {
+        case LDT__OP_ALL_REDUCE: return ldt_all_reduce(g, s, d, op.count, op.dtype, op.reduce);
+        case LDT__OP_ALL_GATHER_V: return ldt_all_gather_v(g, s, d, op.counts, op.dtype);
+        case LDT__OP_REDUCE_SCATTER_V: return ldt_reduce_scatter_v(g, s, d, op.counts, op.dtype, op.reduce);
+        case LDT__OP_ALL_TO_ALL_V:
+            return ldt_all_to_all_v(g, s, op.sendcounts, op.sdispls, d, op.recvcounts, op.rdispls, op.dtype);
+        default: LDT_FAIL(LDT_ERR_INTERNAL, "redistribute: collective %s", ldt__comm_op_name(op.kind));
+        }
+    }
+    memset(&o, 0, sizeof o);
+    o.kind = LDT__DR_COLL;
+    o.src_buf = send.buf;
+    o.src_off = send.off;
+    o.dst_buf = recv.buf;
+    o.dst_off = recv.off;
+    o.es = (int)ldt_dtype_size(op.dtype);
+    o.group = g;
+    o.op = op;
+    o.op.counts = dup_counts(op.counts, n);
+    o.op.sendcounts = dup_counts(op.sendcounts, n);
+    o.op.sdispls = dup_counts(op.sdispls, n);
+    o.op.recvcounts = dup_counts(op.recvcounts, n);
+    o.op.rdispls = dup_counts(op.rdispls, n);
+    if ((op.counts && !o.op.counts) || (op.sendcounts && !o.op.sendcounts) || (op.sdispls && !o.op.sdispls) ||
+        (op.recvcounts && !o.op.recvcounts) || (op.rdispls && !o.op.rdispls) || rec_push(r, &o) != LDT_OK) {
+        free((void *)o.op.counts);
+        free((void *)o.op.sendcounts);
+        free((void *)o.op.sdispls);
+        free((void *)o.op.recvcounts);
+        free((void *)o.op.rdispls);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    }
+    return LDT_OK;
+}
 
 static int in_mesh(const ldt_mesh *m, int rank) {
     for (int i = 0; i < ldt_mesh_nranks(m); i++)
@@ -147,8 +364,9 @@ void ldt_redist_runner_destroy(ldt_redist_runner *r) {
 
 static int is_collective(ldt_collective c) { return c <= LDT_COLL_ALL_TO_ALL; }
 
-ldt_status ldt_redist_runner_create(ldt_comm *world, const ldt_redist_plan *plan,
-                                    ldt_redist_runner **out) {
+/* The runner, with its groups; its ping-pong buffers only when it runs (alloc_bufs). */
+static ldt_status runner_create(ldt_comm *world, const ldt_redist_plan *plan, int alloc_bufs,
+                                ldt_redist_runner **out) {
     ldt_status st = LDT_OK;
     ldt_redist_runner *r = NULL;
     int64_t bufbytes = 1, maxn;
@@ -209,11 +427,14 @@ ldt_status ldt_redist_runner_create(ldt_comm *world, const ldt_redist_plan *plan
             }
         }
     }
-    r->buf[0] = malloc((size_t)bufbytes);
-    r->buf[1] = malloc((size_t)bufbytes);
-    if (!r->buf[0] || !r->buf[1])
-        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory for %lld bytes",
-                      (long long)bufbytes);
+    r->bufbytes = bufbytes;
+    if (alloc_bufs) {
+        r->buf[0] = malloc((size_t)bufbytes);
+        r->buf[1] = malloc((size_t)bufbytes);
+        if (!r->buf[0] || !r->buf[1])
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory for %lld bytes",
+                          (long long)bufbytes);
+    }
     *out = r;
     return LDT_OK;
 fail:
@@ -221,7 +442,18 @@ fail:
     return st;
 }
 
-static ldt_status scratch(ldt_redist_runner *r, int64_t bytes, char **out) {
+ldt_status ldt_redist_runner_create(ldt_comm *world, const ldt_redist_plan *plan,
+                                    ldt_redist_runner **out) {
+    return runner_create(world, plan, 1, out);
+}
+
+/* Room for bytes of packed messages: the scratch buffer grows (running) or its recorded
+ * size does (recording). */
+static ldt_status scratch(ldt_redist_runner *r, int64_t bytes) {
+    if (r->rec) {
+        if (bytes > r->rec->bytes[LDT__RB_SCRATCH]) r->rec->bytes[LDT__RB_SCRATCH] = bytes;
+        return LDT_OK;
+    }
     if (bytes > r->scratch_cap) {
         char *p = realloc(r->scratch, (size_t)bytes);
         if (!p) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory for %lld bytes",
@@ -229,19 +461,22 @@ static ldt_status scratch(ldt_redist_runner *r, int64_t bytes, char **out) {
         r->scratch = p;
         r->scratch_cap = bytes;
     }
-    *out = r->scratch;
+    r->ptr[LDT__RB_SCRATCH] = r->scratch;
     return LDT_OK;
 }
 
 /* One collective step over group g: X = the members' regions before, Y after. */
-static ldt_status run_collective(ldt_redist_runner *r, const ldt__rstep *s, ldt_comm *g,
-                                 const char *cur, char *nxt) {
+static ldt_status run_collective(ldt_redist_runner *r, const ldt__rstep *s, ldt_comm *g, rref cur,
+                                 rref nxt) {
     int n = ldt_comm_size(g), k = ldt_comm_rank(g);
     ldt_dtype dt = s->before.dtype;
     size_t es = ldt_dtype_size(dt);
     ldt_region *X = r->regs, *Y = r->regs + n;
     int64_t *c0 = r->counts, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n, tot0 = 0, tot1 = 0;
-    char *sb = NULL;
+    ldt__op op;
+    memset(&op, 0, sizeof op);
+    op.dtype = dt;
+    op.reduce = s->pub.op;
     for (int q = 0; q < n; q++) {
         int w = ldt_comm_world_rank(g, q);
         LDT_CHECK(ldt_layout(&s->before, w, &X[q]));
@@ -249,24 +484,29 @@ static ldt_status run_collective(ldt_redist_runner *r, const ldt__rstep *s, ldt_
     }
     switch (s->pub.collective) {
     case LDT_COLL_ALL_REDUCE:
-        LDT_CHECK(ldt_all_reduce(g, cur, nxt, X[k].numel, dt, s->pub.op));
-        return LDT_OK;
+        op.kind = LDT__OP_ALL_REDUCE;
+        op.count = X[k].numel;
+        return r_coll(r, g, op, cur, nxt);
     case LDT_COLL_ALL_GATHER:
         /* every member's block, then each placed where it sits in the gathered region */
         for (int q = 0; q < n; q++) tot0 += c0[q] = X[q].numel;
-        LDT_CHECK(scratch(r, tot0 * (int64_t)es + 1, &sb));
-        LDT_CHECK(ldt_all_gather_v(g, cur, sb, c0, dt));
+        LDT_CHECK(scratch(r, tot0 * (int64_t)es + 1));
+        op.kind = LDT__OP_ALL_GATHER_V;
+        op.counts = c0;
+        LDT_CHECK(r_coll(r, g, op, cur, at(LDT__RB_SCRATCH, 0)));
         for (int64_t q = 0, off = 0; q < n; off += c0[q], q++)
-            LDT_CHECK(isect_copy(&X[q], &Y[k], es, sb + (size_t)off * es, 0, nxt, 0));
+            LDT_CHECK(r_copy(r, &X[q], &Y[k], es, at(LDT__RB_SCRATCH, off * (int64_t)es), 0, nxt, 0));
         return LDT_OK;
     case LDT_COLL_REDUCE_SCATTER:
         /* every member holds the same (Partial) region: segment q is what q keeps */
         for (int q = 0; q < n; q++) tot0 += c0[q] = ldt__region_isect_numel(&X[k], &Y[q]);
-        LDT_CHECK(scratch(r, (tot0 + c0[k]) * (int64_t)es + 1, &sb));
+        LDT_CHECK(scratch(r, (tot0 + c0[k]) * (int64_t)es + 1));
         for (int64_t q = 0, off = 0; q < n; off += c0[q], q++)
-            LDT_CHECK(isect_copy(&X[k], &Y[q], es, cur, 0, sb + (size_t)off * es, 1));
-        LDT_CHECK(ldt_reduce_scatter_v(g, sb, sb + (size_t)tot0 * es, c0, dt, s->pub.op));
-        LDT_CHECK(isect_copy(&X[k], &Y[k], es, sb + (size_t)tot0 * es, 1, nxt, 0));
+            LDT_CHECK(r_copy(r, &X[k], &Y[q], es, cur, 0, at(LDT__RB_SCRATCH, off * (int64_t)es), 1));
+        op.kind = LDT__OP_REDUCE_SCATTER_V;
+        op.counts = c0;
+        LDT_CHECK(r_coll(r, g, op, at(LDT__RB_SCRATCH, 0), at(LDT__RB_SCRATCH, tot0 * (int64_t)es)));
+        LDT_CHECK(r_copy(r, &X[k], &Y[k], es, at(LDT__RB_SCRATCH, tot0 * (int64_t)es), 1, nxt, 0));
         return LDT_OK;
     case LDT_COLL_ALL_TO_ALL:
         for (int q = 0; q < n; q++) {
@@ -275,12 +515,17 @@ static ldt_status run_collective(ldt_redist_runner *r, const ldt__rstep *s, ldt_
             c3[q] = tot1;
             tot1 += c2[q] = ldt__region_isect_numel(&X[q], &Y[k]);
         }
-        LDT_CHECK(scratch(r, (tot0 + tot1) * (int64_t)es + 1, &sb));
+        LDT_CHECK(scratch(r, (tot0 + tot1) * (int64_t)es + 1));
         for (int q = 0; q < n; q++)
-            LDT_CHECK(isect_copy(&X[k], &Y[q], es, cur, 0, sb + (size_t)c1[q] * es, 1));
-        LDT_CHECK(ldt_all_to_all_v(g, sb, c0, c1, sb + (size_t)tot0 * es, c2, c3, dt));
+            LDT_CHECK(r_copy(r, &X[k], &Y[q], es, cur, 0, at(LDT__RB_SCRATCH, c1[q] * (int64_t)es), 1));
+        op.kind = LDT__OP_ALL_TO_ALL_V;
+        op.sendcounts = c0;
+        op.sdispls = c1;
+        op.recvcounts = c2;
+        op.rdispls = c3;
+        LDT_CHECK(r_coll(r, g, op, at(LDT__RB_SCRATCH, 0), at(LDT__RB_SCRATCH, tot0 * (int64_t)es)));
         for (int q = 0; q < n; q++)
-            LDT_CHECK(isect_copy(&X[q], &Y[k], es, sb + (size_t)(tot0 + c3[q]) * es, 1, nxt, 0));
+            LDT_CHECK(r_copy(r, &X[q], &Y[k], es, at(LDT__RB_SCRATCH, (tot0 + c3[q]) * (int64_t)es), 1, nxt, 0));
         return LDT_OK;
     default:
         LDT_FAIL(LDT_ERR_INTERNAL, "redistribute: %s is not a collective",
@@ -288,25 +533,23 @@ static ldt_status run_collective(ldt_redist_runner *r, const ldt__rstep *s, ldt_
     }
 }
 
-static ldt_status run_local(ldt_redist_runner *r, const ldt__rstep *s, const char *cur, char *nxt) {
+static ldt_status run_local(ldt_redist_runner *r, const ldt__rstep *s, rref cur, rref nxt) {
     ldt_region x, y;
     size_t es = ldt_dtype_size(s->before.dtype);
     int64_t coord[LDT_MAX_DIMS];
     LDT_CHECK(ldt_layout(&s->before, r->me, &x));
     LDT_CHECK(ldt_layout(&s->after, r->me, &y));
     switch (s->pub.collective) {
-    case LDT_COLL_LOCAL_CHUNK: return isect_copy(&x, &y, es, cur, 0, nxt, 0);
+    case LDT_COLL_LOCAL_CHUNK: return r_copy(r, &x, &y, es, cur, 0, nxt, 0);
     case LDT_COLL_LOCAL_PARTIAL:
         /* sum: the value on coordinate 0, zeros elsewhere; avg/max/min: everywhere */
         LDT_CHECK(ldt_mesh_coord(s->after.mesh, r->me, coord));
         if (s->pub.op == LDT_REDUCE_SUM && coord[s->pub.dims[0]] != 0)
-            memset(nxt, 0, (size_t)y.numel * es);
-        else if (y.numel)
-            memcpy(nxt, cur, (size_t)y.numel * es);
-        return LDT_OK;
+            return r_zero(r, nxt, y.numel * (int64_t)es, es);
+        return r_memcpy(r, nxt, cur, y.numel * (int64_t)es, es);
     case LDT_COLL_LOCAL_PAD:
-        fill_identity(nxt, y.numel, s->before.dtype, s->pub.op);
-        return isect_copy(&x, &y, es, cur, 0, nxt, 0);
+        LDT_CHECK(r_fill_identity(r, nxt, y.numel, s->before.dtype, s->pub.op));
+        return r_copy(r, &x, &y, es, cur, 0, nxt, 0);
     default:
         LDT_FAIL(LDT_ERR_INTERNAL, "redistribute: %s is not a local op",
                  ldt_collective_name(s->pub.collective));
@@ -348,7 +591,8 @@ static ldt_status run_send_recv(ldt_redist_runner *r, const ldt__rstep *s, const
         LDT_CHECK(ldt_layout(X, w, &other));
         total += ldt__region_isect_numel(&other, &mine_y);
     }
-    LDT_CHECK(scratch(r, total * (int64_t)es + 1, &sb));
+    LDT_CHECK(scratch(r, total * (int64_t)es + 1));
+    sb = r->scratch;
     LDT_CHECK(ldt_group_start());
     for (int b = 0; src && b < nb; b++) {
         int w = ldt_mesh_rank_at(B, b);
@@ -402,31 +646,25 @@ fail:
     return st;
 }
 
-ldt_status ldt_redist_runner_run(ldt_redist_runner *r, const void *in, void *out) {
-    const ldt_redist_plan *p;
-    if (!r) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: runner must not be NULL");
-    p = r->plan;
-    if (in_mesh(p->src.mesh, r->me) && !in)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: rank %d holds a source shard but in is NULL",
-                 r->me);
-    if (in_mesh(p->dst.mesh, r->me) && !out)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "redistribute: rank %d holds a target shard but out is NULL", r->me);
+/* Every step of the plan on this rank, from IN to OUT through the ping-pong buffers. */
+static ldt_status walk(ldt_redist_runner *r) {
+    const ldt_redist_plan *p = r->plan;
     if (p->nsteps == 0) {
         ldt_region x;
         if (!in_mesh(p->src.mesh, r->me)) return LDT_OK;
         LDT_CHECK(ldt_layout(&p->src, r->me, &x));
-        if (x.numel && in != out)
-            memcpy(out, in, (size_t)x.numel * ldt_dtype_size(p->src.dtype));
-        return LDT_OK;
+        return r_memcpy(r, at(LDT__RB_OUT, 0), at(LDT__RB_IN, 0),
+                        x.numel * (int64_t)ldt_dtype_size(p->src.dtype), ldt_dtype_size(p->src.dtype));
     }
     for (int i = 0; i < p->nsteps; i++) {
         const ldt__rstep *s = &p->steps[i];
-        const char *cur = i == 0 ? in : r->buf[(i - 1) % 2];
-        char *nxt = i == p->nsteps - 1 ? out : r->buf[i % 2];
+        rref cur = i == 0 ? at(LDT__RB_IN, 0) : at(LDT__RB_BUF0 + (i - 1) % 2, 0);
+        rref nxt = i == p->nsteps - 1 ? at(LDT__RB_OUT, 0) : at(LDT__RB_BUF0 + i % 2, 0);
         ldt_status st;
         if (s->pub.collective == LDT_COLL_SEND_RECV)
-            st = run_send_recv(r, s, cur, nxt);
+            st = r->rec ? ldt__error(LDT_ERR_UNSUPPORTED, "moving data between meshes is not "
+                                     "recorded for devices yet")
+                        : run_send_recv(r, s, ptr_of(r, cur), ptr_of(r, nxt));
         else if (!in_mesh(s->before.mesh, r->me))
             continue;
         else if (is_collective(s->pub.collective))
@@ -440,6 +678,67 @@ ldt_status ldt_redist_runner_run(ldt_redist_runner *r, const void *in, void *out
             return ldt__trace(st, __FILE__, __LINE__);
         }
     }
+    return LDT_OK;
+}
+
+ldt_status ldt_redist_runner_run(ldt_redist_runner *r, const void *in, void *out) {
+    const ldt_redist_plan *p;
+    if (!r) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: runner must not be NULL");
+    p = r->plan;
+    if (in_mesh(p->src.mesh, r->me) && !in)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: rank %d holds a source shard but in is NULL",
+                 r->me);
+    if (in_mesh(p->dst.mesh, r->me) && !out)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "redistribute: rank %d holds a target shard but out is NULL", r->me);
+    r->ptr[LDT__RB_IN] = (char *)in;
+    r->ptr[LDT__RB_OUT] = out;
+    r->ptr[LDT__RB_BUF0] = r->buf[0];
+    r->ptr[LDT__RB_BUF1] = r->buf[1];
+    r->ptr[LDT__RB_SCRATCH] = r->scratch;
+    return walk(r);
+}
+
+void ldt__dredist_free(ldt__dredist *d) {
+    if (!d) return;
+    for (int i = 0; i < d->nops; i++) {
+        ldt__dr_op *o = &d->ops[i];
+        free(o->runs);
+        free((void *)o->op.counts);
+        free((void *)o->op.sendcounts);
+        free((void *)o->op.sdispls);
+        free((void *)o->op.recvcounts);
+        free((void *)o->op.rdispls);
+    }
+    free(d->ops);
+    ldt_redist_runner_destroy(d->runner);
+    free(d);
+}
+
+ldt_status ldt__redist_record(ldt_comm *world, const ldt_redist_plan *plan, ldt__dredist **out) {
+    ldt__dredist *d;
+    ldt_redist_runner *r = NULL;
+    ldt_region x;
+    ldt_status st;
+    if (!out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: out must not be NULL");
+    *out = NULL;
+    LDT_CHECK(runner_create(world, plan, 0, &r));
+    if (!(d = calloc(1, sizeof *d))) {
+        ldt_redist_runner_destroy(r);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    }
+    d->runner = r;
+    r->rec = d;
+    d->bytes[LDT__RB_BUF0] = d->bytes[LDT__RB_BUF1] = r->bufbytes;
+    if (in_mesh(plan->src.mesh, r->me) && (st = ldt_layout(&plan->src, r->me, &x)) == LDT_OK)
+        d->bytes[LDT__RB_IN] = x.numel * (int64_t)ldt_dtype_size(plan->src.dtype);
+    if (in_mesh(plan->dst.mesh, r->me) && (st = ldt_layout(&plan->dst, r->me, &x)) == LDT_OK)
+        d->bytes[LDT__RB_OUT] = x.numel * (int64_t)ldt_dtype_size(plan->dst.dtype);
+    if ((st = walk(r)) != LDT_OK) {
+        ldt__dredist_free(d);
+        return ldt__trace(st, __FILE__, __LINE__);
+    }
+    *out = d;
     return LDT_OK;
 }
 

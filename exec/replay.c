@@ -727,13 +727,16 @@ fail:
     return st;
 }
 
-static ldt_status replay_cuda(ldt_exec *e); /* a CUDA mesh's replay (below, with its build) */
+/* A CUDA mesh's replay, output reads and teardown (below, with its build). */
+static ldt_status replay_cuda(ldt_exec *e);
+static ldt_status read_cuda(ldt_exec *e, int i, void *dst);
+static void destroy_cuda(ldt_exec *e);
 
 ldt_status ldt_replay(ldt_exec *e) {
     ldt_status st;
     if (!e) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "replay: the executable is NULL");
     if (e->ctx->stale_exec && e->ctx->stale_exec != e) LDT_CHECK(ldt__host_sync(e->ctx));
-    if (e->cuda) return replay_cuda(e);
+    if (e->is_cuda) return replay_cuda(e);
     e->rng_now = e->ctx->rng_offset;
     if (e->profile) e->t_origin = now_s();
     if (e->world) { /* process mode: this process's rank, here */
@@ -778,7 +781,7 @@ ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec read: output %d holds %lld bytes, %lld given", i,
                  (long long)e->outs[i].nbytes, (long long)nbytes);
     if (!e->replays) LDT_FAIL(LDT_ERR_INVALID_USAGE, "exec read: nothing has been replayed yet");
-    if (e->cuda) return ldt__cuda_exec_read(e->cuda, e->progs[0]->node_val[e->outs[i].node], dst, nbytes);
+    if (e->is_cuda) return read_cuda(e, i, dst);
     if (e->world && e->gathered[i] != e->replays) { /* a collective: every process reads it */
         LDT_CHECK(gather_shards(e, e->outs[i].shards));
         e->gathered[i] = e->replays;
@@ -788,7 +791,7 @@ ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes) {
 
 ldt_status ldt_exec_bind(ldt_exec *e, const char *name, const void *data, int64_t nbytes) {
     if (!e || !name || (!data && nbytes > 0)) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind: NULL argument");
-    if (e->cuda)
+    if (e->is_cuda)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "exec bind '%s': a CUDA executable copies its inputs from their "
                  "tensors (ldt_input_bind); binding buffers is not done yet on CUDA", name);
     for (int i = 0; i < e->nbindings; i++) {
@@ -817,7 +820,7 @@ int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t) {
 void ldt__exec_destroy(ldt_exec *e) {
     if (!e) return;
     if (e->ctx && e->ctx->stale_exec == e) e->ctx->host_flush(e->ctx); /* its ranks hold the newest values */
-    ldt__cuda_exec_destroy(e->cuda);
+    destroy_cuda(e);
     free(e->cuda_src);
     free(e->cuda_ver);
     for (int r = 0; r < e->nranks; r++) {
@@ -998,59 +1001,79 @@ static ldt_status assign_in_param_placement(ldt_ctx *ctx, const ldt_compile_opti
     return st;
 }
 
-/* The host data of every tensor a CUDA executable assigned in place, from the device: each
- * value's shard copied back and scattered into its tensor (the CPU's host_flush, for the
- * buffers a GPU holds). */
+/* ---------------------------------------------------------------------------------------
+ * A CUDA mesh: each rank's program bound and captured by the CUDA backend (exec/backend_cuda.h),
+ * a GPU per rank (rank r on device r % devices), the ranks of a process each in a rank thread;
+ * with more than one rank, every rank's NCCL world bootstraps through the rank threads' world
+ * or, in process mode, the MPI world. A training step's assigned values stay on the devices:
+ * those that persist in place (find_inplace) are copied over their parameter's shard at the
+ * end of the captured step; the others come home into their tensors after each replay (and so
+ * are reloaded, their version having moved).
+ */
+
+/* Whether world rank r's program runs in this process. */
+static int cuda_local(const ldt_exec *e, int r) { return e->cuda && e->cuda[r]; }
+
+/* Value v of rank r's program into the rank's piece of shards s (this process's ranks). */
+static ldt_status cuda_shard_home(ldt_exec *e, int r, int32_t v, ldt_shards *s) {
+    int64_t nb;
+    void *dst = ldt_shards_local(s, r, &nb);
+    if (!nb) return LDT_OK;
+    return ldt__cuda_exec_read(e->cuda[r], v, dst, nb);
+}
+
+/* The host data of every tensor a CUDA executable assigned in place, from the devices: each
+ * rank's shard copied back and scattered into its tensor (the CPU's host_flush, for the
+ * buffers GPUs hold); in process mode through the shards, gathered over the world. */
 static ldt_status host_flush_cuda(ldt_ctx *ctx) {
     ldt_exec *e = ctx->stale_exec;
-    rank_state *rs;
     ctx->stale_exec = NULL;
-    if (!e || !(rs = e->ranks[0])) return LDT_OK;
+    if (!e) return LDT_OK;
     e->host_copies++;
     for (int a = 0; a < e->nassign; a++) {
         ldt_tensor *t = e->outs[e->nout + a].assign_to;
-        const ldt__instr *x;
-        const ldt__kregion *kr;
-        int64_t nb;
-        void *tmp;
-        ldt_status st;
         if (!e->inplace[a]) continue;
-        x = &rs->prog->ins[rs->assign_load[a]];
-        kr = &rs->prog->regions[x->region];
-        nb = val_bytes(&rs->prog->vals[x->out]);
-        if (!nb) continue;
-        if (!(tmp = malloc((size_t)nb))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "host copy: out of memory");
-        st = ldt__cuda_exec_read(e->cuda, x->out, tmp, nb);
-        if (st == LDT_OK)
-            ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype), t->data, tmp, 0);
-        free(tmp);
-        LDT_CHECK(st);
+        if (e->world) {
+            ldt_shards *sh = e->outs[e->nout + a].shards;
+            rank_state *rs = e->ranks[e->me];
+            LDT_CHECK(cuda_shard_home(e, e->me, rs->prog->ins[rs->assign_load[a]].out, sh));
+            LDT_CHECK(gather_shards(e, sh));
+            LDT_CHECK(ldt_full_tensor(sh, t->data));
+            continue;
+        }
+        for (int r = 0; r < e->nranks; r++) {
+            rank_state *rs = e->ranks[r];
+            const ldt__instr *x;
+            const ldt__kregion *kr;
+            int64_t nb;
+            void *tmp;
+            ldt_status st;
+            if (!rs || !cuda_local(e, r)) continue;
+            x = &rs->prog->ins[rs->assign_load[a]];
+            kr = &rs->prog->regions[x->region];
+            nb = val_bytes(&rs->prog->vals[x->out]);
+            if (!nb) continue;
+            if (!(tmp = malloc((size_t)nb))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "host copy: out of memory");
+            st = ldt__cuda_exec_read(e->cuda[r], x->out, tmp, nb);
+            if (st == LDT_OK)
+                ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype), t->data, tmp, 0);
+            free(tmp);
+            LDT_CHECK(st);
+        }
     }
     return LDT_OK;
 }
 
-/* A CUDA mesh: one rank, its program bound and captured by the CUDA backend. A training
- * step's assigned values stay on the device: those that persist in place (find_inplace) are
- * copied over their parameter's shard at the end of the captured step; the others are read
- * back into their tensors after each replay (and so reloaded, their version having moved).
- * Multi-rank CUDA programs need NCCL collectives: refused for now, by name. */
-static ldt_status build_cuda(ldt_exec *e) {
-    const ldt__program *p;
+/* Rank r's step: its NCCL world (more than one rank, bootstrapped through boot), then its
+ * program bound, validated and captured on its device. Collective over the mesh's ranks. */
+static ldt_status cuda_rank_build(ldt_exec *e, int r, ldt_comm *boot) {
+    const ldt__program *p = e->progs[r];
+    rank_state *rs = e->ranks[r];
     int32_t *outs = NULL, *csrc = NULL, *cdst = NULL;
-    int nkeep = 0, ncopy = 0;
-    rank_state *rs;
+    int nkeep = 0, ncopy = 0, ndev = ldt_cuda_device_count();
     ldt_status st = LDT_OK;
-    if (e->nranks != 1 || e->nprogs < 1 || !e->progs[0])
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh of %d ranks needs NCCL collectives in its "
-                 "programs (not yet); a 1-rank CUDA mesh runs on one GPU", e->nranks);
-    p = e->progs[0];
-    /* the device copies parameters now: the host must hold their newest values */
-    LDT_CHECK(ldt__host_sync(e->ctx));
-    if (!(rs = e->ranks[0] = calloc(1, sizeof *rs))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-    rs->e = e;
-    rs->prog = e->progs[0];
-    rs->nins = p->nins;
-    LDT_CHECK(find_inplace(e));
+    if (ndev > 0) LDT_CHECK(ldt__cuda_select_device(r % ndev));
+    if (e->nranks > 1) LDT_CHECK(ldt_nccl_world(boot, -1, NULL, &e->nccl[r]));
     outs = malloc((size_t)(e->nout + e->nassign + 1) * sizeof *outs);
     csrc = malloc((size_t)(e->nassign + 1) * sizeof *csrc);
     cdst = malloc((size_t)(e->nassign + 1) * sizeof *cdst);
@@ -1066,20 +1089,9 @@ static ldt_status build_cuda(ldt_exec *e) {
         }
     }
     {
-        ldt__cuda_step cs = {outs, nkeep, csrc, cdst, ncopy, e->nranks, 0};
-        LDT_CHECK_GOTO(ldt__cuda_exec_create_step(p, &cs, &e->cuda));
-    }
-    /* the parameters and constants the device holds, with the versions it holds */
-    for (int64_t i = 0; i < p->nins; i++) e->ncuda_src += p->ins[i].kind == LDT__I_LOAD;
-    e->cuda_src = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_src);
-    e->cuda_ver = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_ver);
-    if (!e->cuda_src || !e->cuda_ver) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-    e->ncuda_src = 0;
-    for (int64_t i = 0; i < p->nins; i++) {
-        const ldt__instr *x = &p->ins[i];
-        if (x->kind != LDT__I_LOAD || !x->src || x->src->op == LDT_OP_INPUT) continue;
-        e->cuda_src[e->ncuda_src] = x->src;
-        e->cuda_ver[e->ncuda_src++] = LDT__P(x->src)->version;
+        ldt__cuda_step cs = {outs, nkeep, csrc, cdst, ncopy, e->nranks, 0, e->nccl ? e->nccl[r] : NULL, e->mesh};
+        st = ldt__cuda_exec_create_step(p, &cs, &e->cuda[r]);
+        if (st != LDT_OK) ldt__error_prefix(st, "compile rank %d", r);
     }
 fail:
     free(outs);
@@ -1088,34 +1100,114 @@ fail:
     return st;
 }
 
-/* The versions the device holds of tensor t: now `ver`. */
+static ldt_status cuda_build_thread(ldt_comm *world, void *arg) {
+    ldt_exec *e = arg;
+    int r = ldt_comm_rank(world);
+    return r < e->nranks && e->ranks[r] ? cuda_rank_build(e, r, world) : LDT_OK;
+}
+
+static ldt_status build_cuda(ldt_exec *e) {
+    ldt_status st = LDT_OK;
+    for (int r = 0; r < e->nranks; r++)
+        if (r >= e->nprogs || !e->progs[r])
+            LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh must hold every rank from 0 to %d (rank %d "
+                     "is not on it)", e->nranks - 1, r);
+    for (int r = 0; r < e->nranks; r++) /* what no device could run: refused first */
+        if (!e->world || r == e->me) LDT_CHECK(ldt__cuda_program_check_ranks(e->progs[r], e->nranks));
+    if (ldt_cuda_device_count() == 0)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh, but no CUDA device (the runtime reports none "
+                 "or no driver)");
+    /* the devices copy parameters now: the host must hold their newest values */
+    LDT_CHECK(ldt__host_sync(e->ctx));
+    e->is_cuda = 1;
+    e->cuda = calloc((size_t)e->nranks, sizeof *e->cuda);
+    e->nccl = calloc((size_t)e->nranks, sizeof *e->nccl);
+    if (!e->cuda || !e->nccl) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int r = 0; r < e->nranks; r++) {
+        rank_state *rs;
+        if (e->world && r != e->me) continue;
+        if (!(rs = e->ranks[r] = calloc(1, sizeof *rs))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        rs->e = e;
+        rs->rank = r;
+        rs->prog = e->progs[r];
+        rs->nins = rs->prog->nins;
+    }
+    LDT_CHECK(find_inplace(e));
+    if (e->world) {
+        LDT_CHECK(cuda_rank_build(e, e->me, e->world));
+    } else if (e->nranks == 1) {
+        LDT_CHECK(cuda_rank_build(e, 0, NULL));
+    } else {
+        LDT_CHECK(ldt_threads_create(e->nranks, NULL, &e->threads));
+        LDT_CHECK(ldt_threads_run(e->threads, cuda_build_thread, e));
+    }
+    /* the parameters and constants the devices hold, with the versions they hold */
+    for (int r = 0; r < e->nranks; r++)
+        for (int64_t i = 0; cuda_local(e, r) && i < e->progs[r]->nins; i++) e->ncuda_src += e->progs[r]->ins[i].kind == LDT__I_LOAD;
+    e->cuda_src = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_src);
+    e->cuda_ver = calloc((size_t)(e->ncuda_src ? e->ncuda_src : 1), sizeof *e->cuda_ver);
+    if (!e->cuda_src || !e->cuda_ver) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e->ncuda_src = 0;
+    for (int r = 0; r < e->nranks; r++)
+        for (int64_t i = 0; cuda_local(e, r) && i < e->progs[r]->nins; i++) {
+            const ldt__instr *x = &e->progs[r]->ins[i];
+            int seen = 0;
+            if (x->kind != LDT__I_LOAD || !x->src || x->src->op == LDT_OP_INPUT) continue;
+            for (int k = 0; k < e->ncuda_src; k++) seen |= e->cuda_src[k] == x->src;
+            if (seen) continue;
+            e->cuda_src[e->ncuda_src] = x->src;
+            e->cuda_ver[e->ncuda_src++] = LDT__P(x->src)->version;
+        }
+    for (int r = 0; r < e->nranks; r++)
+        if (cuda_local(e, r) && e->progs[r]->nins > e->instructions) e->instructions = e->progs[r]->nins;
+    return st;
+}
+
+/* The versions the devices hold of tensor t: now `ver`. */
 static void cuda_held(ldt_exec *e, const ldt_tensor *t, uint64_t ver) {
     for (int i = 0; i < e->ncuda_src; i++)
         if (e->cuda_src[i] == t) e->cuda_ver[i] = ver;
 }
 
+/* Rank r's replay at this step's place on the random stream (as the CPU replay patches it). */
+static ldt_status cuda_rank_replay(ldt_exec *e, int r) {
+    ldt_status st;
+    LDT_CHECK(ldt__cuda_exec_set_rng(e->cuda[r], e->ctx->rng_offset - e->rng_base, 0));
+    st = ldt__cuda_exec_replay(e->cuda[r]);
+    if (st != LDT_OK && e->nranks > 1) return ldt__error_prefix(st, "replay rank %d", r);
+    return st;
+}
+
+static ldt_status cuda_replay_thread(ldt_comm *world, void *arg) {
+    ldt_exec *e = arg;
+    int r = ldt_comm_rank(world);
+    return r < e->nranks && cuda_local(e, r) ? cuda_rank_replay(e, r) : LDT_OK;
+}
+
 static ldt_status replay_cuda(ldt_exec *e) {
-    const ldt__program *p = e->progs[0];
-    /* tensors changed on the host since the device copied them: copied again */
+    /* tensors changed on the host since the devices copied them: copied again */
     for (int i = 0; i < e->ncuda_src; i++) {
         const ldt_tensor *t = e->cuda_src[i];
         if (LDT__P(t)->version == e->cuda_ver[i]) continue;
-        LDT_CHECK(ldt__cuda_exec_reload(e->cuda, t));
+        for (int r = 0; r < e->nranks; r++)
+            if (cuda_local(e, r)) LDT_CHECK(ldt__cuda_exec_reload(e->cuda[r], t));
         cuda_held(e, t, LDT__P(t)->version);
     }
-    /* this step's place on the random stream, as the CPU replay patches it */
-    LDT_CHECK(ldt__cuda_exec_set_rng(e->cuda, e->ctx->rng_offset - e->rng_base, 0));
-    LDT_CHECK(ldt__cuda_exec_replay(e->cuda));
+    if (e->threads) LDT_CHECK(ldt_threads_run(e->threads, cuda_replay_thread, e));
+    else LDT_CHECK(cuda_rank_replay(e, e->world ? e->me : 0));
     e->ctx->rng_offset += e->rng_advance;
     e->ctx->trace_rng_base = e->ctx->rng_offset;
     e->replays++;
-    /* assigned values: in place, the device holds the new version already; otherwise the
-     * value comes home into its tensor (and goes to the device again at the next replay) */
+    /* assigned values: in place, the devices hold the new version already; otherwise the
+     * value comes home into its tensor (and goes to the devices again at the next replay) */
     for (int a = 0; a < e->nassign; a++) {
-        ldt_tensor *t = e->outs[e->nout + a].assign_to;
+        ldt__exec_out *o = &e->outs[e->nout + a];
+        ldt_tensor *t = o->assign_to;
         if (!e->inplace[a]) {
-            int32_t v = p->node_val[e->outs[e->nout + a].node];
-            LDT_CHECK(ldt__cuda_exec_read(e->cuda, v, t->data, ldt__nbytes(t)));
+            for (int r = 0; r < e->nranks; r++)
+                if (cuda_local(e, r)) LDT_CHECK(cuda_shard_home(e, r, e->progs[r]->node_val[o->node], o->shards));
+            if (e->world) LDT_CHECK(gather_shards(e, o->shards));
+            LDT_CHECK(ldt_full_tensor(o->shards, t->data));
             LDT__P(t)->version++;
             continue;
         }
@@ -1127,6 +1219,44 @@ static ldt_status replay_cuda(ldt_exec *e) {
         e->ctx->host_flush = host_flush_cuda;
     }
     return LDT_OK;
+}
+
+/* Output i of the last replay: every rank's shard from its device into the output's shards
+ * (in process mode gathered over the world: collective), then the full tensor. */
+static ldt_status read_cuda(ldt_exec *e, int i, void *dst) {
+    ldt__exec_out *o = &e->outs[i];
+    if (!e->world || e->gathered[i] != e->replays) {
+        for (int r = 0; r < e->nranks; r++)
+            if (cuda_local(e, r)) LDT_CHECK(cuda_shard_home(e, r, e->progs[r]->node_val[o->node], o->shards));
+        if (e->world) {
+            LDT_CHECK(gather_shards(e, o->shards));
+            e->gathered[i] = e->replays;
+        }
+    }
+    return ldt_full_tensor(o->shards, dst);
+}
+
+/* Each rank's step and NCCL world freed on its own thread (its device current). */
+static ldt_status cuda_destroy_thread(ldt_comm *world, void *arg) {
+    ldt_exec *e = arg;
+    int r = ldt_comm_rank(world);
+    if (r >= e->nranks) return LDT_OK;
+    ldt__cuda_exec_destroy(e->cuda[r]);
+    ldt_nccl_world_destroy(e->nccl[r]);
+    e->cuda[r] = NULL;
+    e->nccl[r] = NULL;
+    return LDT_OK;
+}
+
+static void destroy_cuda(ldt_exec *e) {
+    if (!e->cuda) return;
+    if (e->threads) ldt_threads_run(e->threads, cuda_destroy_thread, e);
+    for (int r = 0; r < e->nranks; r++) { /* process mode, one rank, or threads that failed */
+        ldt__cuda_exec_destroy(e->cuda[r]);
+        ldt_nccl_world_destroy(e->nccl[r]);
+    }
+    free(e->cuda);
+    free(e->nccl);
 }
 
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
@@ -1208,7 +1338,8 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     if (e->world) LDT_CHECK_GOTO(agree(e));
     if (ldt_mesh_device(mesh) == LDT_DEVICE_CUDA) {
         LDT_CHECK_GOTO(build_cuda(e));
-        e->instructions = e->progs[0]->nins;
+        if (e->world && !(e->gathered = calloc((size_t)(e->nout ? e->nout : 1), sizeof *e->gathered)))
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
         *out = e;
         e = NULL;
         goto fail;

@@ -14,12 +14,12 @@
 
 enum { STEPS = 8 };
 
-static void losses_of(const char *args, double *l) {
+static void losses_on(const char *mesh, const char *args, double *l) {
     static char out[1 << 16];
     char cmd[512];
     cJSON *j, *a;
     snprintf(cmd, sizeof cmd, "train --json --steps %d --hidden 32 --heads 4 --seq 16 --batch 4 "
-                              "--dropout 0.1 --mesh 1 %s", STEPS, args);
+                              "--dropout 0.1 --mesh %s %s", STEPS, mesh, args);
     cr_assert_eq(run(cmd, out, sizeof out, 0), 0, "%s: %s", cmd, out);
     j = cJSON_Parse(out);
     cr_assert_not_null(j, "%s", out);
@@ -28,6 +28,8 @@ static void losses_of(const char *args, double *l) {
     for (int i = 0; i < STEPS; i++) l[i] = cJSON_GetArrayItem(a, i)->valuedouble;
     cJSON_Delete(j);
 }
+
+static void losses_of(const char *args, double *l) { losses_on("1", args, l); }
 
 static void skip_without_device(void) {
     static char out[1 << 14];
@@ -64,10 +66,27 @@ Test(train_cuda, bf16_first_loss_equals_the_cpu_run) {
     cr_assert(gpu[STEPS - 1] < gpu[0], "the loss falls on the device");
 }
 
+/* Four ranks, a GPU each (rank threads; on one GPU they share it): Megatron's tensor-parallel
+ * collectives and the data-parallel gradient buckets as NCCL calls inside each rank's graph. */
+Test(train_cuda, f64_losses_on_a_2x2_mesh_equal_the_cpu_run) {
+    double cpu[STEPS], gpu[STEPS];
+    skip_without_device();
+    losses_on("dp=2,tp=2", "--dtype f64 --device cpu", cpu);
+    losses_on("dp=2,tp=2", "--dtype f64 --device cuda", gpu);
+    cr_assert_lt(cpu[STEPS - 1], cpu[0], "the loss falls");
+    for (int i = 0; i < STEPS; i++)
+        cr_assert(fabs(gpu[i] - cpu[i]) <= 1e-9 * fabs(cpu[i]), "f64 step %d: cuda %.12g cpu %.12g", i,
+                  gpu[i], cpu[i]);
+}
+
 Test(train_cuda, bad_device) {
     static char out[1 << 14];
     cr_assert_eq(run_cli("train --steps 1 --device tpu", out, sizeof out), 2, "%s", out);
     cr_assert(strstr(out, "cpu or cuda"), "%s", out);
+    cr_assert_eq(run_cli("train --steps 1 --backend nccl --device cpu", out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "--device cuda"), "%s", out);
+    cr_assert_eq(run_cli("train --steps 1 --backend gloo", out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "threads, mpi or nccl"), "%s", out);
 }
 
 /* ldt meta-init --device cuda: the model's init programs run on the GPU(s) of a 4-rank CUDA

@@ -78,6 +78,12 @@ ldt_status ldt__cuda_fill(const ldt__operand *out, double v, const ldt__cuda_env
 ldt_status ldt__cuda_arange(const ldt__operand *out, const ldt_region *region,
                             const ldt_shape *global, double a, double b, const ldt__cuda_env *env);
 
+/* Copies runs[0..nruns) of bytes, each {source offset, destination offset, length} (device
+ * memory; multiples of es, 1, 2, 4 or 8), from src to dst: a redistribution's pack and unpack
+ * on the device (exec/redist_record.h). */
+ldt_status ldt__cuda_copy_runs(const void *src, void *dst, const int64_t *runs, int64_t nruns,
+                               int es, const ldt__cuda_env *env);
+
 /* The step's random-stream state in device memory, state[3] = {delta, advance, step}: a
  * captured step ends with this launch, state[0] += state[1] and state[2] += 1, so each replay
  * draws the next values (env->rng_delta = &state[0]) and counts itself. */

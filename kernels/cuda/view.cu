@@ -28,7 +28,36 @@ template <typename T> __global__ void k_gather(vw_dev g, int64_t n, const T *src
     }
 }
 
+// Runs of bytes, {source, destination, length} triples (multiples of sizeof(T)): a block per
+// run (grid-stride over runs), its threads over the run's elements.
+template <typename T>
+__global__ void k_copy_runs(const char *src, char *dst, const int64_t *runs, int64_t nruns) {
+    for (int64_t r = blockIdx.x; r < nruns; r += gridDim.x) {
+        const T *s = (const T *)(src + runs[3 * r]);
+        T *d = (T *)(dst + runs[3 * r + 1]);
+        int64_t n = runs[3 * r + 2] / (int64_t)sizeof(T);
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+    }
+}
+
 // ---- launchers -------------------------------------------------------------------------
+extern "C" ldt_status ldt__cuda_copy_runs(const void *src, void *dst, const int64_t *runs,
+                                          int64_t nruns, int es, const ldt__cuda_env *env) {
+    const char *name = "copy_runs";
+    cudaStream_t s = LDT__CUDA_STREAM(env);
+    unsigned b = nruns < 65535 ? (unsigned)nruns : 65535u;
+    if (nruns <= 0) return LDT_OK;
+    switch (es) {
+    case 1: { auto *k = k_copy_runs<uint8_t>; LDT__CUDA_LAUNCH(k, b, LDT__CUDA_THREADS, 0, s)((const char *)src, (char *)dst, runs, nruns); break; }
+    case 2: { auto *k = k_copy_runs<uint16_t>; LDT__CUDA_LAUNCH(k, b, LDT__CUDA_THREADS, 0, s)((const char *)src, (char *)dst, runs, nruns); break; }
+    case 4: { auto *k = k_copy_runs<uint32_t>; LDT__CUDA_LAUNCH(k, b, LDT__CUDA_THREADS, 0, s)((const char *)src, (char *)dst, runs, nruns); break; }
+    case 8: { auto *k = k_copy_runs<uint64_t>; LDT__CUDA_LAUNCH(k, b, LDT__CUDA_THREADS, 0, s)((const char *)src, (char *)dst, runs, nruns); break; }
+    default: LDT_FAIL(LDT_ERR_INTERNAL, "%s: no CUDA copy for %d-byte elements", name, es);
+    }
+    LDT__CUDA_LAUNCHED(name);
+    return LDT_OK;
+}
+
 extern "C" ldt_status ldt__cuda_k_view(const ldt__kcall *c, const ldt__cuda_env *env) {
     const char *name = ldt__builtin_op_name(c->op);
     ldt__view_plan p;

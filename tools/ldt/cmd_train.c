@@ -27,10 +27,11 @@ static cli_flag *flag_table(void) {
         {"trace", 1, "write a Chrome trace JSON of the last step to FILE", NULL},
         {"zero", 0, "shard the optimizer state over the dp mesh dim (ZeRO)", NULL},
         {"profile", 1, "cost profile JSON from ldt calibrate, or a preset name (default uniform)", NULL},
-        {"backend", 1, "threads (default: every rank a thread here) or mpi (one process per rank, "
-                       "under mpirun -np <ranks>; rank 0 prints)", NULL},
+        {"backend", 1, "threads (default: every rank a thread here), mpi (one process per rank, "
+                       "under mpirun -np <ranks>; rank 0 prints) or nccl (mpi's processes, a GPU each, "
+                       "NCCL between them: --device cuda)", NULL},
         {"device", 1, "cpu (default) or cuda: each rank's step captured into a CUDA Graph on a GPU "
-                      "(one rank: --mesh 1)", NULL},
+                      "(rank r on GPU r mod devices; NCCL collectives between the ranks' threads)", NULL},
         {"json", 0, "one JSON object", NULL},
         {"help", 0, "this help", NULL},
     };
@@ -147,7 +148,7 @@ int cmd_train(int argc, char **argv) {
     int64_t steps, seed, nsample, len = 0, *tok = NULL, *tgt = NULL;
     char *text = NULL, *end;
     const char *s_opt, *s_dt, *v;
-    int rc = 1, np, json, tty = isatty(2);
+    int rc = 1, np, json, tty = isatty(2), nccl;
     ldt_comm *world = NULL;
     ldt_cost_model cm;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
@@ -156,7 +157,7 @@ int cmd_train(int argc, char **argv) {
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16] [--dropout P] [--data FILE]\n"
                "                 [--sample N] [--trace FILE] [--zero] [--profile F]\n"
-               "                 [--backend threads|mpi] [--device cpu|cuda] [--json]\n\n"
+               "                 [--backend threads|mpi|nccl] [--device cpu|cuda] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
@@ -204,12 +205,19 @@ int cmd_train(int argc, char **argv) {
         free(text);
         return 1;
     }
-    if ((v = cli_get(f, NFLAGS, "backend")) && strcmp(v, "threads") != 0 && strcmp(v, "mpi") != 0) {
-        fprintf(stderr, "ldt train: --backend %s, expected threads or mpi\n", v);
+    if ((v = cli_get(f, NFLAGS, "backend")) && strcmp(v, "threads") != 0 && strcmp(v, "mpi") != 0 &&
+        strcmp(v, "nccl") != 0) {
+        fprintf(stderr, "ldt train: --backend %s, expected threads, mpi or nccl\n", v);
         free(text);
         return 2;
     }
-    if (v && strcmp(v, "mpi") == 0) { /* every process runs this; rank 0 speaks */
+    nccl = v && strcmp(v, "nccl") == 0;
+    if (nccl && cli_has(f, NFLAGS, "device") && strcmp(cli_get(f, NFLAGS, "device"), "cuda") != 0) {
+        fprintf(stderr, "ldt train: --backend nccl runs on GPUs, expected --device cuda (or no --device)\n");
+        free(text);
+        return 2;
+    }
+    if (v && (strcmp(v, "mpi") == 0 || nccl)) { /* every process runs this; rank 0 speaks */
         if (ldt_mpi_world(NULL, &world) != LDT_OK) {
             free(text);
             return cli_fail("train");
@@ -226,7 +234,7 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "dp=2,tp=2",
-                       v && strcmp(v, "cuda") == 0 ? LDT_DEVICE_CUDA : LDT_DEVICE_CPU, &mesh) != LDT_OK) {
+                       nccl || (v && strcmp(v, "cuda") == 0) ? LDT_DEVICE_CUDA : LDT_DEVICE_CPU, &mesh) != LDT_OK) {
         free(text);
         ldt_mpi_world_destroy(world);
         return cli_fail("train");
