@@ -137,10 +137,11 @@ typedef struct cstep {
     cudaEvent_t done;
     ldt_comm *group; /* COLL: NULL over one rank (nothing to do) */
     ldt__op op;      /* COLL: the all_reduce, in place on op.recv */
-    void *coll_buf;  /* COLL, packed bucket: its operands back to back */
+    void *coll_buf;  /* COLL, packed bucket: its operands back to back (the shared pack) */
+    int64_t coll_bytes;
     ldt__dredist *dr; /* REDIST */
-    void *rbuf[LDT__RB_N]; /* REDIST: the recording's buffers (IN, OUT: values) */
-    uint8_t rown[LDT__RB_N]; /* ... allocated here */
+    void *rbuf[LDT__RB_N]; /* REDIST: the recording's buffers (IN, OUT: values; the others
+                              the step's shared ones) */
     void **rdev;      /* REDIST: per op, its runs (COPY) or identity pattern (FILL) on the device */
 } cstep;
 
@@ -176,6 +177,12 @@ struct ldt__cuda_exec {
     cudaStream_t cstream;           /* collectives, in program order */
     cudaEvent_t fork;
     int64_t *step_of;               /* per instruction: its step, or -1 */
+    /* one set of redistribution buffers and one pack buffer for the whole step: all their
+     * users run on the communication stream, one after another */
+    void *rshared[LDT__RB_N];
+    int64_t rshared_bytes[LDT__RB_N];
+    void *pack;
+    int64_t pack_bytes;
 };
 
 static int64_t val_bytes(const ldt__value *v) {
@@ -472,9 +479,11 @@ static ldt_status bind_all_reduce(ldt__cuda_exec *x, const ldt__instr *in, cstep
     c->op.dtype = c->call.out.dtype;
     c->op.reduce = (ldt_reduce_op)in->reduce;
     c->op.count = total / (int64_t)ldt__dtype_size(c->call.out.dtype);
-    if (!contiguous) CU_TRY(cudaMalloc(&c->coll_buf, (size_t)(total ? total : 1)));
-    c->op.send = c->op.recv = contiguous ? c->call.in[0].data : c->coll_buf;
-fail:
+    if (!contiguous) { /* the shared pack buffer, allocated once bind knows its size */
+        c->coll_bytes = total;
+        if (total > x->pack_bytes) x->pack_bytes = total;
+    }
+    c->op.send = c->op.recv = c->call.in[0].data;
     return st;
 }
 
@@ -492,12 +501,10 @@ static ldt_status bind_redist(ldt__cuda_exec *x, const ldt__instr *in, cstep *c)
                  "fit the program's values", in->node);
     c->rbuf[LDT__RB_IN] = x->val[p->ops[in->in]];
     c->rbuf[LDT__RB_OUT] = x->val[in->out];
-    for (int b = LDT__RB_BUF0; b < LDT__RB_N; b++) {
+    for (int b = LDT__RB_BUF0; b < LDT__RB_N; b++) { /* the shared ones' sizes */
         int used = 0;
         for (int i = 0; i < d->nops; i++) used |= d->ops[i].src_buf == b || d->ops[i].dst_buf == b;
-        if (!used) continue;
-        CU_TRY(cudaMalloc(&c->rbuf[b], (size_t)(d->bytes[b] ? d->bytes[b] : 1)));
-        c->rown[b] = 1;
+        if (used && d->bytes[b] > x->rshared_bytes[b]) x->rshared_bytes[b] = d->bytes[b];
     }
     if (!(c->rdev = calloc((size_t)(d->nops ? d->nops : 1), sizeof *c->rdev)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
@@ -652,6 +659,15 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
         default: LDT_CHECK_GOTO(refuse(p, i, "not supported on CUDA yet"));
         }
         x->step_of[i] = x->nsteps++;
+    }
+    for (int b = LDT__RB_BUF0; b < LDT__RB_N; b++)
+        if (x->rshared_bytes[b]) CU_TRY(cudaMalloc(&x->rshared[b], (size_t)x->rshared_bytes[b]));
+    if (x->pack_bytes) CU_TRY(cudaMalloc(&x->pack, (size_t)x->pack_bytes));
+    for (int64_t k = 0; k < x->nsteps; k++) {
+        cstep *c = &x->steps[k];
+        if (c->kind == STEP_REDIST)
+            for (int b = LDT__RB_BUF0; b < LDT__RB_N; b++) c->rbuf[b] = x->rshared[b];
+        if (c->kind == STEP_COLL && c->coll_bytes) c->coll_buf = c->op.recv = x->pack, c->op.send = x->pack;
     }
 fail:
     free(outside);
@@ -854,13 +870,12 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) {
         cstep *c = &x->steps[s];
         cudaFreeHost(c->staging);
         if (c->done) cudaEventDestroy(c->done);
-        cudaFree(c->coll_buf);
-        for (int b = 0; b < LDT__RB_N; b++)
-            if (c->rown[b]) cudaFree(c->rbuf[b]);
         for (int i = 0; c->rdev && i < c->dr->nops; i++) cudaFree(c->rdev[i]);
         free(c->rdev);
         ldt__dredist_free(c->dr); /* and its groups */
     }
+    for (int b = 0; b < LDT__RB_N; b++) cudaFree(x->rshared[b]);
+    cudaFree(x->pack);
     for (unsigned m = 0; m < (1u << LDT_MAX_DIMS); m++) ldt_comm_destroy(x->groups[m]);
     free(x->comms);
     free(x->step_of);

@@ -1100,6 +1100,28 @@ fail:
     return st;
 }
 
+/* Process mode: NCCL refuses two ranks of one communicator on one GPU, so two processes
+ * that would pick the same device of the same host (rank % devices) are refused first, by
+ * name. Collective over the world. */
+static ldt_status one_gpu_per_process(ldt_exec *e) {
+    char host[256] = {0};
+    int n = e->nranks;
+    int64_t mine[2], *all = malloc((size_t)n * 2 * sizeof *all);
+    ldt_status st;
+    if (!all) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "?");
+    mine[0] = (int64_t)(XXH3_64bits(host, strlen(host)) >> 1);
+    mine[1] = e->me % ldt_cuda_device_count();
+    st = ldt_all_gather(e->world, mine, all, 2, LDT_I64);
+    for (int r = 0; r < n && st == LDT_OK; r++)
+        if (r != e->me && all[2 * r] == mine[0] && all[2 * r + 1] == mine[1])
+            st = ldt__error(LDT_ERR_UNSUPPORTED, "compile: ranks %d and %d would share GPU %lld of host %s, but "
+                            "NCCL wants a GPU per rank: run at most %d processes per host", r < e->me ? r : e->me,
+                            r < e->me ? e->me : r, (long long)mine[1], host, ldt_cuda_device_count());
+    free(all);
+    return st;
+}
+
 static ldt_status cuda_build_thread(ldt_comm *world, void *arg) {
     ldt_exec *e = arg;
     int r = ldt_comm_rank(world);
@@ -1117,6 +1139,11 @@ static ldt_status build_cuda(ldt_exec *e) {
     if (ldt_cuda_device_count() == 0)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh, but no CUDA device (the runtime reports none "
                  "or no driver)");
+    /* NCCL refuses two ranks of one communicator on one GPU (the emulator's NCCL does not) */
+    if (!e->world && e->nranks > 1 && ldt_cuda_device_count() < e->nranks && !ldt_cuda_emulated())
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh of %d rank threads needs a GPU per rank (NCCL "
+                 "puts one rank on a GPU); this machine has %d: use a smaller mesh or a process per GPU "
+                 "(--backend nccl under mpirun)", e->nranks, ldt_cuda_device_count());
     /* the devices copy parameters now: the host must hold their newest values */
     LDT_CHECK(ldt__host_sync(e->ctx));
     e->is_cuda = 1;
@@ -1134,6 +1161,7 @@ static ldt_status build_cuda(ldt_exec *e) {
     }
     LDT_CHECK(find_inplace(e));
     if (e->world) {
+        if (!ldt_cuda_emulated()) LDT_CHECK(one_gpu_per_process(e)); /* the emulator's NCCL shares */
         LDT_CHECK(cuda_rank_build(e, e->me, e->world));
     } else if (e->nranks == 1) {
         LDT_CHECK(cuda_rank_build(e, 0, NULL));

@@ -5,12 +5,17 @@
 
 #include <criterion/criterion.h>
 
+#include "core/error.h"
+#include "exec/backend_cuda.h"
 #include "kernels/cuda/convert.h"
 #include "ldt/exec.h"
 #include "ldt/models.h"
+#include "ldt/planner.h"
 #include <string.h>
+#include <time.h>
 #include "tests/test_util.h"
 #include "tests/trainer.h"
+#include "trace/trace.h"
 
 Test(cuda, f32_to_half_and_back_matches_cpu) {
     enum { N = 100000 };
@@ -400,5 +405,186 @@ Test(cuda, deferred_init_on_the_device_equals_cpu) {
             ldt_shards_destroy(sg);
             ldt_mesh_destroy(mc);
             ldt_mesh_destroy(mg);
+        }
+}
+
+/* A dead peer inside a captured step: both ranks of a 2-rank CUDA mesh bind and validate a
+ * step with an all_reduce; then rank 1 leaves without replaying. Rank 0's replay fails within
+ * the communicators' timeout, naming NCCL, instead of hanging (on the emulator the missing
+ * member fails the collective past LDT_EMU_NCCL_TIMEOUT_MS; on a GPU the backend's wait aborts
+ * the communicators past their timeout). */
+typedef struct dead_job {
+    ldt_plan *plan;
+    const ldt_mesh *mesh;
+    int32_t out_node;
+    ldt_status st;
+    char err[512];
+    double seconds;
+} dead_job;
+
+static ldt_status dead_peer_rank(ldt_comm *world, void *arg) {
+    dead_job *j = arg;
+    int r = ldt_comm_rank(world);
+    ldt_comm_options o = {2000};
+    ldt_comm *nw = NULL;
+    ldt__cuda_exec *x = NULL;
+    ldt_status st;
+    const ldt__program *p = ldt__plan_program(j->plan, r, &st);
+    if (!p) return st;
+    LDT_CHECK(ldt__cuda_select_device(r % ldt_cuda_device_count()));
+    LDT_CHECK(ldt_nccl_world(world, -1, &o, &nw));
+    {
+        int32_t v = p->node_val[j->out_node];
+        ldt__cuda_step cs = {&v, 1, NULL, NULL, 0, 2, 0, nw, j->mesh};
+        st = ldt__cuda_exec_create_step(p, &cs, &x);
+    }
+    if (st == LDT_OK && r == 0) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        j->st = ldt__cuda_exec_replay(x); /* rank 1 never comes */
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        j->seconds = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        snprintf(j->err, sizeof j->err, "%s", ldt_last_error());
+    }
+    ldt__cuda_exec_destroy(x);
+    ldt_nccl_world_destroy(nw);
+    return st;
+}
+
+Test(cuda, a_dead_peer_fails_the_captured_step) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_shape sh = {2, {4, 3}};
+    ldt_placement s0[1];
+    int n;
+    float xs[12];
+    ldt_tensor *x, *y;
+    dead_job j;
+    if (ldt_cuda_device_count() == 0) {
+        fprintf(stderr, "SKIPPED: no CUDA device: no step was captured\n");
+        cr_skip("no CUDA device");
+    }
+    if (!ldt_cuda_emulated() && ldt_cuda_device_count() < 2) {
+        fprintf(stderr, "SKIPPED: one GPU: NCCL wants a GPU per rank\n");
+        cr_skip("one GPU");
+    }
+    setenv("LDT_EMU_NCCL_TIMEOUT_MS", "300", 1);
+    for (int i = 0; i < 12; i++) xs[i] = (float)i;
+    ctx = ctx_on("2", LDT_DEVICE_CUDA, &mesh);
+    cr_assert_eq(ldt_placements_parse("S0", 2, s0, 1, &n), LDT_OK);
+    x = ldt_param(ctx, "x", &sh, LDT_F32);
+    cr_assert_eq(ldt_param_set(x, xs, sizeof xs), LDT_OK);
+    cr_assert_eq(ldt_pin(x, s0, 1), LDT_OK);
+    {
+        ldt_placement r1[1];
+        cr_assert_eq(ldt_placements_parse("R", 2, r1, 1, &n), LDT_OK);
+        /* partial over the ranks, then replicated: an all_reduce */
+        y = ldt_redistribute_to(ldt_sum(x, NULL, 0, 0), r1, 1);
+    }
+    cr_assert_not_null(y, "%s", ldt_ctx_errmsg(ctx));
+    memset(&j, 0, sizeof j);
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &j.plan), LDT_OK, "%s", ldt_last_error());
+    j.mesh = mesh;
+    j.out_node = (int32_t)y->id;
+    j.st = LDT_OK;
+    cr_assert_eq(ldt_threads_launch(2, NULL, dead_peer_rank, &j), LDT_OK, "%s", ldt_last_error());
+    unsetenv("LDT_EMU_NCCL_TIMEOUT_MS");
+    cr_assert_neq(j.st, LDT_OK, "rank 0's replay succeeded without its peer");
+    cr_assert(j.st == LDT_ERR_TIMEOUT || j.st == LDT_ERR_REMOTE, "status %d: %s", (int)j.st, j.err);
+    cr_assert(strstr(j.err, "nccl") || strstr(j.err, "NCCL") || strstr(j.err, "collectives"), "%s", j.err);
+    cr_assert_lt(j.seconds, 30.0, "%s", j.err);
+    ldt_plan_destroy(j.plan);
+    ldt_trace_discard(ctx);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+/* Process mode on a CUDA mesh (what `mpirun ldt train --backend nccl` runs), with rank threads
+ * standing in for the processes: each thread has its own context on the dp=2,tp=2 mesh with
+ * its threads world as the context's world, traces the same AdamW steps, and compiles only its
+ * rank's program, whose NCCL world bootstraps through that world; losses come back through the
+ * world's gathers. Each rank's losses equal the rank-thread CPU run's. */
+typedef struct spmd_job {
+    ldt_device_type dev;
+    double losses[4][4];
+    char err[4][512];
+} spmd_job;
+
+static ldt_status spmd_rank(ldt_comm *world, void *arg) {
+    spmd_job *j = arg;
+    int r = ldt_comm_rank(world);
+    ldt_ctx_options co = {0};
+    ldt_model_config cfg = ldt_model_config_default("mlp");
+    ldt_optim_config oc = {0};
+    ldt_mesh *m = NULL;
+    ldt_ctx *ctx = NULL;
+    ldt_model *model = NULL;
+    ldt_optim *opt = NULL;
+    ldt_tensor *ps[16];
+    int np = 0;
+    ldt_status st;
+    cfg.layers = 2;
+    cfg.hidden = 8;
+    cfg.batch = 6;
+    cfg.dtype = LDT_F64;
+    oc.kind = LDT_OPTIM_ADAMW;
+    oc.lr = 0.01;
+    oc.beta1 = 0.9;
+    oc.beta2 = 0.99;
+    oc.eps = 1e-8;
+    oc.total_steps = 8;
+    if ((st = ldt_mesh_parse("dp=2,tp=2", j->dev, &m)) != LDT_OK) goto done;
+    co.mesh = m;
+    co.world = world;
+    if ((st = ldt_ctx_create(&co, &ctx)) != LDT_OK || (st = ldt_model_create(ctx, "mlp", &cfg, &model)) != LDT_OK ||
+        (st = ldt_model_init(model, 4)) != LDT_OK || (st = ldt_model_pin(model, "megatron")) != LDT_OK)
+        goto done;
+    np = ldt_model_nparams(model);
+    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(model, i, NULL);
+    if ((st = ldt_optim_create(ctx, &oc, ps, np, &opt)) != LDT_OK) goto done;
+    for (int step = 0; step < 4 && st == LDT_OK; step++) {
+        ldt_tensor *loss, *g[16];
+        ldt_exec *ex;
+        for (int i = 0; i < ldt_model_ninputs(model); i++) {
+            double d[6 * 8];
+            for (int k = 0; k < 6 * 8; k++) d[k] = sin(0.7 * k + 1.3 * step + 2.1 * i);
+            if ((st = ldt_input_bind(ldt_model_input(model, i, NULL), d, sizeof d)) != LDT_OK) goto done;
+        }
+        loss = ldt_model_forward(model);
+        if ((st = ldt_grad(loss, ps, np, g)) != LDT_OK || (st = ldt_optim_step(opt, g)) != LDT_OK ||
+            (st = ldt_compile(ctx, &loss, 1, NULL, &ex)) != LDT_OK || (st = ldt_replay(ex)) != LDT_OK)
+            goto done;
+        st = ldt_exec_read(ex, 0, &j->losses[r][step], 8);
+    }
+done:
+    if (st != LDT_OK) snprintf(j->err[r], sizeof j->err[r], "%s", ldt_last_error());
+    ldt_optim_destroy(opt);
+    ldt_model_destroy(model);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(m);
+    return st;
+}
+
+Test(cuda, process_mode_on_a_cuda_mesh_equals_cpu) {
+    spmd_job cj, gj;
+    ldt_status st;
+    if (ldt_cuda_device_count() == 0 || (!ldt_cuda_emulated() && ldt_cuda_device_count() < 4)) {
+        fprintf(stderr, "SKIPPED: fewer than 4 CUDA devices: process mode was not run on GPUs\n");
+        cr_skip("fewer than 4 CUDA devices");
+    }
+    memset(&cj, 0, sizeof cj);
+    memset(&gj, 0, sizeof gj);
+    cj.dev = LDT_DEVICE_CPU;
+    gj.dev = LDT_DEVICE_CUDA;
+    st = ldt_threads_launch(4, NULL, spmd_rank, &cj);
+    cr_assert_eq(st, LDT_OK, "cpu: %s | %s", cj.err[0], ldt_last_error());
+    st = ldt_threads_launch(4, NULL, spmd_rank, &gj);
+    cr_assert_eq(st, LDT_OK, "cuda: %s | %s | %s", gj.err[0], gj.err[1], ldt_last_error());
+    cr_assert(cj.losses[0][3] != cj.losses[0][0], "the steps change the loss");
+    for (int r = 0; r < 4; r++)
+        for (int k = 0; k < 4; k++) {
+            cr_assert_eq(cj.losses[r][k], cj.losses[0][k], "cpu rank %d step %d", r, k);
+            cr_assert(fabs(gj.losses[r][k] - cj.losses[0][k]) <= 1e-9 * fabs(cj.losses[0][k]),
+                      "rank %d step %d: cuda %.15g cpu %.15g", r, k, gj.losses[r][k], cj.losses[0][k]);
         }
 }
