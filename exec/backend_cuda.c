@@ -254,31 +254,74 @@ fail:
     return st;
 }
 
+/* A packed bucket's operands into its pack buffer (unpack 0) or back out (unpack 1), on the
+ * communication stream. */
+static ldt_status pack_bucket(ldt__cuda_exec *x, const cstep *c, int unpack) {
+    ldt_status st = LDT_OK;
+    const ldt__program *p = x->p;
+    const ldt__instr *in = &p->ins[c->idx];
+    int64_t off = 0;
+    for (int k = 0; c->coll_buf && k < in->nin; k++) {
+        int64_t b = val_bytes(&p->vals[p->ops[in->in + k]]);
+        char *packed = (char *)c->coll_buf + off;
+        if (b) CU_TRY(cudaMemcpyAsync(unpack ? c->call.in[k].data : packed, unpack ? packed : c->call.in[k].data,
+                                      (size_t)b, cudaMemcpyDeviceToDevice, x->cstream));
+        off += b;
+    }
+fail:
+    return st;
+}
+
+/* Step c's `done` event after its work on the communication stream, joined now unless the
+ * collective is asynchronous. */
+static ldt_status comm_done(ldt__cuda_exec *x, const cstep *c) {
+    ldt_status st = LDT_OK;
+    CU_TRY(cudaEventRecord(c->done, x->cstream));
+    if (!c->async) CU_TRY(cudaStreamWaitEvent(x->stream, c->done, 0));
+fail:
+    return st;
+}
+
+/* The last step of the grouped all_reduce run that starts at step s (s itself when it
+ * starts none, or a member packs: those go call by call). */
+static int64_t run_end(const ldt__cuda_exec *x, int64_t s) {
+    int64_t e = s;
+    if (x->steps[s].kind != STEP_COLL || x->p->ins[x->steps[s].idx].group != 1 || x->steps[s].coll_buf)
+        return s;
+    while (e + 1 < x->nsteps && x->steps[e + 1].kind == STEP_COLL && !x->steps[e + 1].coll_buf &&
+           x->p->ins[x->steps[e + 1].idx].group >= 2) {
+        e++;
+        if (x->p->ins[x->steps[e].idx].group == 3) return e;
+    }
+    return s; /* not a whole run: call by call */
+}
+
+/* A run of all_reduces the planner grouped (steps first..last, none packed): one NCCL group,
+ * so NCCL launches them together. */
+static ldt_status enqueue_run(ldt__cuda_exec *x, int64_t first, int64_t last) {
+    ldt_status st = LDT_OK, end;
+    LDT_CHECK(comm_fork(x));
+    LDT_CHECK(ldt__nccl_group_start());
+    for (int64_t k = first; k <= last && st == LDT_OK; k++)
+        if (x->steps[k].group) st = ldt__nccl_enqueue(x->steps[k].group, &x->steps[k].op, x->cstream);
+    end = ldt__nccl_group_end();
+    LDT_CHECK(st);
+    LDT_CHECK(end);
+    for (int64_t k = first; k <= last; k++) LDT_CHECK(comm_done(x, &x->steps[k]));
+    return LDT_OK;
+}
+
 /* Collective step c's work on the communication stream, then its `done` event (joined now
  * unless it is asynchronous). */
 static ldt_status enqueue_comm(ldt__cuda_exec *x, cstep *c) {
     ldt_status st = LDT_OK;
     ldt__cuda_env env = x->env;
-    const ldt__program *p = x->p;
     env.stream = x->cstream;
     LDT_CHECK(comm_fork(x));
     if (c->kind == STEP_COLL && c->group) {
-        const ldt__instr *in = &p->ins[c->idx];
-        int64_t off = 0;
-        for (int k = 0; c->coll_buf && k < in->nin; k++) { /* pack */
-            int64_t b = val_bytes(&p->vals[p->ops[in->in + k]]);
-            if (b) CU_TRY(cudaMemcpyAsync((char *)c->coll_buf + off, c->call.in[k].data, (size_t)b,
-                                          cudaMemcpyDeviceToDevice, x->cstream));
-            off += b;
-        }
+        LDT_CHECK(pack_bucket(x, c, 0));
         LDT_CHECK(ldt__nccl_enqueue(c->group, &c->op, x->cstream));
-        off = 0;
-        for (int k = 0; c->coll_buf && k < in->nin; k++) { /* unpack */
-            int64_t b = val_bytes(&p->vals[p->ops[in->in + k]]);
-            if (b) CU_TRY(cudaMemcpyAsync(c->call.in[k].data, (char *)c->coll_buf + off, (size_t)b,
-                                          cudaMemcpyDeviceToDevice, x->cstream));
-            off += b;
-        }
+        LDT_CHECK(pack_bucket(x, c, 1));
     }
     for (int i = 0; c->kind == STEP_REDIST && i < c->dr->nops; i++) {
         const ldt__dr_op *o = &c->dr->ops[i];
@@ -301,8 +344,7 @@ static ldt_status enqueue_comm(ldt__cuda_exec *x, cstep *c) {
         }
         }
     }
-    CU_TRY(cudaEventRecord(c->done, x->cstream));
-    if (!c->async) CU_TRY(cudaStreamWaitEvent(x->stream, c->done, 0));
+    LDT_CHECK(comm_done(x, c));
 fail:
     return st;
 }
@@ -336,7 +378,16 @@ static ldt_status enqueue(ldt__cuda_exec *x, int validate) {
                                        cudaMemcpyDeviceToDevice, x->stream));
             break;
         case STEP_COLL:
-        case STEP_REDIST: st = enqueue_comm(x, c); break;
+        case STEP_REDIST: {
+            int64_t e = run_end(x, s);
+            if (e > s) {
+                st = enqueue_run(x, s, e);
+                s = e;
+            } else {
+                st = enqueue_comm(x, c);
+            }
+            break;
+        }
         case STEP_WAIT: CU_TRY(cudaStreamWaitEvent(x->stream, x->steps[c->pair].done, 0)); break;
         }
         if (st != LDT_OK) {

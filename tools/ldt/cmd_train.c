@@ -161,6 +161,8 @@ int cmd_train(int argc, char **argv) {
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
+        printf("\nThe model sizes train on their own defaults: --layers 2 --hidden 128 --heads 4 --vocab 256\n"
+               "--seq 64 --batch 8 (the size flags above give the other commands' defaults).\n");
         return 0;
     }
     if (cli_has(f, NFLAGS, "model") && strcmp(cli_get(f, NFLAGS, "model"), "gpt") != 0) {
