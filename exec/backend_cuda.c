@@ -52,6 +52,10 @@ ldt_status ldt__cuda_exec_reload(ldt__cuda_exec *x, const struct ldt_tensor *t) 
     (void)x, (void)t;
     return no_cuda();
 }
+ldt_status ldt__cuda_exec_bind_input(ldt__cuda_exec *x, const struct ldt_tensor *t, const void *data) {
+    (void)x, (void)t, (void)data;
+    return no_cuda();
+}
 ldt_status ldt__cuda_exec_replay(ldt__cuda_exec *x) { return (void)x, no_cuda(); }
 ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x) { return (void)x, no_cuda(); }
 ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t nbytes) {
@@ -129,6 +133,7 @@ typedef struct cstep {
     ldt__kcall call; /* device pointers; FILL, ZERO, INPUT: call.out */
     double fill, step; /* FILL: the value; ARANGE: a + step * i */
     void *staging; /* INPUT: pinned host buffer of `bytes` */
+    const void *bound; /* INPUT: read from here (ldt_exec_bind), not the tensor's data */
     int64_t bytes;
     /* COLL, REDIST: on the communication stream, `done` recorded after; joined at once or,
      * async, at the WAIT whose `pair` is this step */
@@ -185,12 +190,6 @@ struct ldt__cuda_exec {
     int64_t pack_bytes;
 };
 
-static int64_t val_bytes(const ldt__value *v) {
-    int64_t n = (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
-    for (int d = 0; d < v->shape.ndim; d++) n *= v->shape.dims[d];
-    return n;
-}
-
 static ldt_status refuse(const ldt__program *p, int64_t i, const char *why) {
     const ldt__instr *x = &p->ins[i];
     LDT_FAIL(LDT_ERR_UNSUPPORTED, "cuda backend: instruction %lld (%s of node %%%d): %s",
@@ -222,7 +221,7 @@ static ldt_status program_check(const ldt__program *p, int nranks) {
                                          (long long)i, x->node);
             break;
         case LDT__I_REDIST:
-            if (nranks == 1 && val_bytes(&p->vals[x->out]) == val_bytes(&p->vals[p->ops[x->in]]))
+            if (nranks == 1 && ldt__value_bytes(&p->vals[x->out]) == ldt__value_bytes(&p->vals[p->ops[x->in]]))
                 break; /* one rank: the same elements, copied */
             /* fall through */
         case LDT__I_ALL_REDUCE:
@@ -262,7 +261,7 @@ static ldt_status pack_bucket(ldt__cuda_exec *x, const cstep *c, int unpack) {
     const ldt__instr *in = &p->ins[c->idx];
     int64_t off = 0;
     for (int k = 0; c->coll_buf && k < in->nin; k++) {
-        int64_t b = val_bytes(&p->vals[p->ops[in->in + k]]);
+        int64_t b = ldt__value_bytes(&p->vals[p->ops[in->in + k]]);
         char *packed = (char *)c->coll_buf + off;
         if (b) CU_TRY(cudaMemcpyAsync(unpack ? c->call.in[k].data : packed, unpack ? packed : c->call.in[k].data,
                                       (size_t)b, cudaMemcpyDeviceToDevice, x->cstream));
@@ -398,7 +397,7 @@ static ldt_status enqueue(ldt__cuda_exec *x, int validate) {
     }
     for (int k = 0; k < x->ncopies && !validate; k++) {
         void *dst = x->val[x->copy_dst[k]], *src = x->val[x->copy_src[k]];
-        int64_t b = val_bytes(&x->p->vals[x->copy_dst[k]]);
+        int64_t b = ldt__value_bytes(&x->p->vals[x->copy_dst[k]]);
         if (b && dst != src)
             CU_TRY(cudaMemcpyAsync(dst, src, (size_t)b, cudaMemcpyDeviceToDevice, x->stream));
     }
@@ -415,7 +414,7 @@ static ldt_status stage_inputs(ldt__cuda_exec *x) {
         if (c->kind != STEP_INPUT || !c->bytes) continue;
         const ldt__instr *in = &x->p->ins[c->idx];
         const ldt__kregion *kr = &x->p->regions[in->region];
-        const void *src = in->host ? in->host : in->src->data;
+        const void *src = c->bound ? c->bound : in->host ? in->host : in->src->data;
         if (!src)
             LDT_FAIL(LDT_ERR_INVALID_USAGE, "cuda backend: input of node %%%d has no data; bind "
                      "it with ldt_input_bind", in->node);
@@ -472,7 +471,7 @@ fail:
 /* A parameter or constant shard: its region of the tensor's host data, copied once. */
 static ldt_status load_persistent(ldt__cuda_exec *x, const ldt__instr *in, void *dev) {
     ldt_status st = LDT_OK;
-    int64_t b = val_bytes(&x->p->vals[in->out]);
+    int64_t b = ldt__value_bytes(&x->p->vals[in->out]);
     const ldt__kregion *kr = &x->p->regions[in->region];
     const void *src = in->host ? in->host : in->src->data;
     void *tmp = NULL;
@@ -523,7 +522,7 @@ static ldt_status bind_all_reduce(ldt__cuda_exec *x, const ldt__instr *in, cstep
     for (int k = 0; k < in->nin; k++) {
         int32_t v = p->ops[in->in + k];
         if (k && (char *)x->val[v] != (char *)c->call.in[0].data + total) contiguous = 0;
-        total += val_bytes(&p->vals[v]);
+        total += ldt__value_bytes(&p->vals[v]);
     }
     c->group = g;
     c->op.kind = LDT__OP_ALL_REDUCE;
@@ -546,8 +545,8 @@ static ldt_status bind_redist(ldt__cuda_exec *x, const ldt__instr *in, cstep *c)
     ldt__dredist *d;
     LDT_CHECK(ldt__redist_record(x->world, in->plan, &c->dr));
     d = c->dr;
-    if (d->bytes[LDT__RB_IN] > val_bytes(&p->vals[p->ops[in->in]]) ||
-        d->bytes[LDT__RB_OUT] > val_bytes(&p->vals[in->out]))
+    if (d->bytes[LDT__RB_IN] > ldt__value_bytes(&p->vals[p->ops[in->in]]) ||
+        d->bytes[LDT__RB_OUT] > ldt__value_bytes(&p->vals[in->out]))
         LDT_FAIL(LDT_ERR_INTERNAL, "cuda backend: redistribution of node %%%d: the plan's shards do not "
                  "fit the program's values", in->node);
     c->rbuf[LDT__RB_IN] = x->val[p->ops[in->in]];
@@ -614,7 +613,7 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
     for (int k = 0; k < x->ncopies; k++) {
         int32_t a = x->copy_src[k], b = x->copy_dst[k];
         if (a < 0 || a >= p->nvals || b < 0 || b >= p->nvals || !outside[b] ||
-            val_bytes(&p->vals[a]) != val_bytes(&p->vals[b]))
+            ldt__value_bytes(&p->vals[a]) != ldt__value_bytes(&p->vals[b]))
             LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cuda backend: step-end copy %d: value %d over "
                           "%d, expected a value over a persistent shard of its size", k, a, b);
         keep[a] = 1; /* alive until the step's end */
@@ -624,7 +623,7 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
     if (x->mem.arena_bytes) CU_TRY(cudaMalloc((void **)&x->arena, (size_t)x->mem.arena_bytes));
     for (int32_t v = 0; v < p->nvals; v++) {
         if (outside[v]) {
-            int64_t b = val_bytes(&p->vals[v]);
+            int64_t b = ldt__value_bytes(&p->vals[v]);
             CU_TRY(cudaMalloc(&x->val[v], (size_t)(b ? b : 1)));
             x->own[v] = 1;
         } else if (x->mem.offset[v] >= 0) {
@@ -653,7 +652,7 @@ static ldt_status bind(ldt__cuda_exec *x, const int32_t *outs, int nouts) {
         c->call.out.data = x->val[in->out];
         c->call.out.shape = p->vals[in->out].shape;
         c->call.out.dtype = (ldt_dtype)p->vals[in->out].dtype;
-        c->bytes = val_bytes(&p->vals[in->out]);
+        c->bytes = ldt__value_bytes(&p->vals[in->out]);
         switch ((ldt__ikind)in->kind) {
         case LDT__I_LOAD:
             if (in->src->op != LDT_OP_INPUT) { /* persistent: loaded now, nothing per step */
@@ -838,6 +837,13 @@ ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x) {
     return finish(x);
 }
 
+ldt_status ldt__cuda_exec_bind_input(ldt__cuda_exec *x, const struct ldt_tensor *t, const void *data) {
+    if (!x || !t) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: bind: NULL argument");
+    for (int64_t s = 0; s < x->nsteps; s++)
+        if (x->steps[s].kind == STEP_INPUT && x->p->ins[x->steps[s].idx].src == t) x->steps[s].bound = data;
+    return LDT_OK;
+}
+
 /* Makes x's device the calling thread's current one; *prev the one it was. */
 static ldt_status on_device(const ldt__cuda_exec *x, int *prev) {
     ldt_status st = LDT_OK;
@@ -866,7 +872,7 @@ ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t 
     if (!x || v < 0 || v >= x->p->nvals || !x->val[v])
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: value %d is not held (keep it as an "
                  "output at create)", v);
-    int64_t b = val_bytes(&x->p->vals[v]);
+    int64_t b = ldt__value_bytes(&x->p->vals[v]);
     int prev;
     if (nbytes != b)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: value %d has %lld bytes, not %lld", v,

@@ -62,6 +62,9 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
 /* Copies tensor t's shards (every persistent load of t) from its host data to the device
  * again: after the host changed it. Not while a step runs. */
 ldt_status ldt__cuda_exec_reload(ldt__cuda_exec *x, const struct ldt_tensor *t);
+/* Input tensor t's data comes from host buffer data (the whole tensor, row-major) at the next
+ * steps instead of the tensor's own (NULL: the tensor's again): ldt_exec_bind. */
+ldt_status ldt__cuda_exec_bind_input(ldt__cuda_exec *x, const struct ldt_tensor *t, const void *data);
 /* One step: inputs copied in from their tensors' host data, one graph launch, a wait; a data
  * error found on the device (integer division by zero) comes back as
  * LDT_ERR_INVALID_ARGUMENT. With collectives the wait lasts at most the NCCL communicators'

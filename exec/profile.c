@@ -42,17 +42,11 @@ ldt_status ldt__exec_write_trace(ldt_exec *e) {
 /* ---------------------------------------------------------------------------------------
  * The breakdown by op.
  */
-static int64_t val_bytes(const ldt__program *p, int32_t v) {
-    int64_t n = (int64_t)ldt_dtype_size((ldt_dtype)p->vals[v].dtype);
-    for (int d = 0; d < p->vals[v].shape.ndim; d++) n *= p->vals[v].shape.dims[d];
-    return n;
-}
-
 static double instr_flops(const ldt__program *p, const ldt__instr *x) {
     if (x->kind != LDT__I_KERNEL || x->nin < 2) return 0;
     if (x->op == LDT_OP_MATMUL || x->op == LDT_OP_LINEAR) {
         const ldt_shape *a = &p->vals[p->ops[x->in]].shape;
-        double out = (double)val_bytes(p, x->out) / (double)ldt_dtype_size((ldt_dtype)p->vals[x->out].dtype);
+        double out = (double)ldt__value_bytes(&p->vals[x->out]) / (double)ldt_dtype_size((ldt_dtype)p->vals[x->out].dtype);
         return 2 * out * (double)(a->ndim ? a->dims[a->ndim - 1] : 1);
     }
     if (x->op == LDT_OP_SDPA) {
@@ -69,7 +63,7 @@ static double instr_bytes(const ldt_exec *e, const ldt__program *p, const ldt__i
     if (x->kind == LDT__I_ALL_REDUCE) {
         double n = 1, b = 0;
         for (int d = 0; d < x->ndims; d++) n *= (double)ldt_mesh_dim_size(e->mesh, x->dims[d]);
-        for (int k = 0; k < x->nin; k++) b += (double)val_bytes(p, p->ops[x->in + k]);
+        for (int k = 0; k < x->nin; k++) b += (double)ldt__value_bytes(&p->vals[p->ops[x->in + k]]);
         return n > 1 ? 2 * (n - 1) / n * b : 0;
     }
     return 0;

@@ -26,12 +26,6 @@ typedef struct prun {
     ldt_comm *groups[1 << LDT_MAX_DIMS]; /* per set of mesh dims */
 } prun;
 
-static int64_t val_bytes(const ldt__value *v) {
-    int64_t n = (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
-    for (int d = 0; d < v->shape.ndim; d++) n *= v->shape.dims[d];
-    return n;
-}
-
 
 
 /* arange: element i of the global tensor is a + b * i; the local buffer walks its region's
@@ -61,7 +55,7 @@ static ldt_status run_instr(prun *r, int64_t i) {
         const ldt__kregion *kr = &p->regions[x->region];
         const ldt_tensor *t = x->src;
         if (x->reduce) { /* a Partial(sum) leaf off coordinate 0: zeros, so the sum is the value */
-            memset(r->buf[x->out], 0, (size_t)val_bytes(&p->vals[x->out]));
+            memset(r->buf[x->out], 0, (size_t)ldt__value_bytes(&p->vals[x->out]));
             return LDT_OK;
         }
         if (!x->host && t->op == LDT_OP_INPUT && !LDT__P(t)->bound)
@@ -101,12 +95,12 @@ static ldt_status run_instr(prun *r, int64_t i) {
         LDT_CHECK(ldt__instr_group(r->world, r->mesh, r->groups, x, &g));
         if (ldt_comm_size(g) == 1) return LDT_OK;
         return ldt_all_reduce(g, r->buf[x->out], r->buf[x->out],
-                              val_bytes(v) / (int64_t)ldt__dtype_size((ldt_dtype)v->dtype),
+                              ldt__value_bytes(v) / (int64_t)ldt__dtype_size((ldt_dtype)v->dtype),
                               (ldt_dtype)v->dtype, (ldt_reduce_op)x->reduce);
     }
     case LDT__I_FILL:
         ldt__fill_f64(r->buf[x->out], (ldt_dtype)p->vals[x->out].dtype,
-                      val_bytes(&p->vals[x->out]) / (int64_t)ldt__dtype_size((ldt_dtype)p->vals[x->out].dtype),
+                      ldt__value_bytes(&p->vals[x->out]) / (int64_t)ldt__dtype_size((ldt_dtype)p->vals[x->out].dtype),
                       x->fill);
         return LDT_OK;
     default:
@@ -133,7 +127,7 @@ static ldt_status prun_run(prun *r) {
     r->rr = calloc((size_t)(p->nins ? p->nins : 1), sizeof *r->rr);
     if (!r->buf || !r->rr) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "program: out of memory");
     for (int32_t v = 0; v < p->nvals; v++) {
-        int64_t b = val_bytes(&p->vals[v]);
+        int64_t b = ldt__value_bytes(&p->vals[v]);
         if (r->external && r->external[v]) continue;
         if (!(r->buf[v] = malloc((size_t)(b ? b : 1))))
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "program: out of memory for %lld bytes", (long long)b);
@@ -205,9 +199,9 @@ static ldt_status rank_fn(ldt_comm *world, void *arg) {
         int64_t nb;
         void *dst = ldt_shards_local(s->shards[i], rank, &nb);
         int32_t v = p->node_val[s->outs[i]->id];
-        if (nb != val_bytes(&p->vals[v]))
+        if (nb != ldt__value_bytes(&p->vals[v]))
             st = ldt__error(LDT_ERR_INTERNAL, "plan run: output %d holds %lld bytes on rank %d, "
-                            "its shard %lld", i, (long long)val_bytes(&p->vals[v]), rank, (long long)nb);
+                            "its shard %lld", i, (long long)ldt__value_bytes(&p->vals[v]), rank, (long long)nb);
         else if (nb)
             memcpy(dst, r.buf[v], (size_t)nb);
     }

@@ -33,12 +33,6 @@
  */
 #define BIN_OF(c) ((binstr *)((char *)(c) - offsetof(binstr, call)))
 
-static int64_t val_bytes(const ldt__value *v) {
-    int64_t n = (int64_t)ldt__dtype_size((ldt_dtype)v->dtype);
-    for (int d = 0; d < v->shape.ndim; d++) n *= v->shape.dims[d];
-    return n;
-}
-
 static ldt_status w_load(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     rank_state *rs = b->rs;
@@ -47,7 +41,7 @@ static ldt_status w_load(const ldt__kcall *c) {
     const ldt__kregion *kr = &rs->prog->regions[x->region];
     const void *src = t->data;
     if (x->reduce) {
-        memset(c->out.data, 0, (size_t)val_bytes(&rs->prog->vals[x->out]));
+        memset(c->out.data, 0, (size_t)ldt__value_bytes(&rs->prog->vals[x->out]));
         return LDT_OK;
     }
     if (t->op == LDT_OP_INPUT) {
@@ -102,7 +96,7 @@ static void bind_custom(rank_state *rs, binstr *b, int64_t *nc, int64_t *narg) {
 
 static ldt_status w_fill(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
-    int64_t n = val_bytes(&b->rs->prog->vals[b->rs->prog->ins[b->idx].out]) /
+    int64_t n = ldt__value_bytes(&b->rs->prog->vals[b->rs->prog->ins[b->idx].out]) /
                 (int64_t)ldt__dtype_size(c->out.dtype);
     ldt__fill_f64(c->out.data, c->out.dtype, n, b->rs->prog->ins[b->idx].fill);
     return LDT_OK;
@@ -120,7 +114,7 @@ static ldt_status w_all_reduce(const ldt__kcall *c) {
     }
     if (ldt_comm_size(g) == 1) return LDT_OK;
     return ldt_all_reduce(g, c->out.data, c->out.data,
-                          val_bytes(&rs->prog->vals[x->out]) / (int64_t)ldt__dtype_size(c->out.dtype),
+                          ldt__value_bytes(&rs->prog->vals[x->out]) / (int64_t)ldt__dtype_size(c->out.dtype),
                           c->out.dtype, (ldt_reduce_op)x->reduce);
 }
 
@@ -153,14 +147,14 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
     }
     if (ldt_comm_size(g) == 1) return LDT_OK;
     for (int k = 0; k < c->nin; k++) {
-        size_t nb = (size_t)val_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
+        size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
         memcpy(at, c->in[k].data, nb);
         at += nb;
     }
     LDT_CHECK(ldt_all_reduce(g, b->scratch, b->scratch, b->count, c->out.dtype, (ldt_reduce_op)x->reduce));
     at = b->scratch;
     for (int k = 0; k < c->nin; k++) {
-        size_t nb = (size_t)val_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
+        size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
         memcpy(c->in[k].data, at, nb);
         at += nb;
     }
@@ -325,7 +319,7 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
                                                               "for a %lld-byte arena", (long long)rs->mem.arena_bytes);
     for (int32_t v = 0; v < p->nvals; v++) {
         if (outside[v]) {
-            int64_t b = val_bytes(&p->vals[v]);
+            int64_t b = ldt__value_bytes(&p->vals[v]);
             if (!(rs->val[v] = malloc((size_t)(b ? b : 1))))
                 LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
         } else if (rs->mem.offset[v] >= 0) {
@@ -386,7 +380,7 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
                 for (int k = 0; k < x->nin; k++) {
                     int32_t v = p->ops[x->in + k];
                     if (k && (char *)rs->val[v] != (char *)b->call.in[0].data + total) contiguous = 0;
-                    total += val_bytes(&p->vals[v]);
+                    total += ldt__value_bytes(&p->vals[v]);
                 }
                 b->count = total / (int64_t)ldt__dtype_size(b->call.out.dtype);
                 b->fn = contiguous ? w_all_reduce_fused : w_all_reduce_packed;
@@ -519,7 +513,7 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
         int32_t v = rs->prog->node_val[e->outs[i].node];
         if (i >= e->nout && e->inplace && e->inplace[i - e->nout]) {
             void *buf = rs->ins[rs->assign_load[i - e->nout]].call.out.data;
-            nb = val_bytes(&rs->prog->vals[v]);
+            nb = ldt__value_bytes(&rs->prog->vals[v]);
             if (nb && buf != rs->val_now[v]) memcpy(buf, rs->val_now[v], (size_t)nb);
             continue;
         }
@@ -731,6 +725,7 @@ fail:
 static ldt_status replay_cuda(ldt_exec *e);
 static ldt_status read_cuda(ldt_exec *e, int i, void *dst);
 static void destroy_cuda(ldt_exec *e);
+static int cuda_local(const ldt_exec *e, int r);
 
 ldt_status ldt_replay(ldt_exec *e) {
     ldt_status st;
@@ -791,9 +786,6 @@ ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes) {
 
 ldt_status ldt_exec_bind(ldt_exec *e, const char *name, const void *data, int64_t nbytes) {
     if (!e || !name || (!data && nbytes > 0)) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind: NULL argument");
-    if (e->is_cuda)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "exec bind '%s': a CUDA executable copies its inputs from their "
-                 "tensors (ldt_input_bind); binding buffers is not done yet on CUDA", name);
     for (int i = 0; i < e->nbindings; i++) {
         const ldt_tensor *t = e->bindings[i].t;
         const char *nm = LDT__P(t)->name; /* inputs are persistent */
@@ -803,6 +795,8 @@ ldt_status ldt_exec_bind(ldt_exec *e, const char *name, const void *data, int64_
                      name, (long long)nbytes, (long long)ldt__nbytes(t));
         e->bindings[i].ptr = data;
         e->rebind = 1;
+        for (int r = 0; e->is_cuda && r < e->nranks; r++) /* copied from there to the device */
+            if (cuda_local(e, r)) LDT_CHECK(ldt__cuda_exec_bind_input(e->cuda[r], t, data));
         return LDT_OK;
     }
     LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind: the executable has no input named '%s'", name);
@@ -895,7 +889,7 @@ static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
         for (int r = 0; r < e->nprogs; r++) /* the largest over ranks: every rank decides alike */
             for (int64_t i = 0; e->progs[r] && i < nins; i++) {
                 const ldt__program *p = e->progs[r];
-                int64_t b = val_bytes(&p->vals[p->ins[i].out]);
+                int64_t b = ldt__value_bytes(&p->vals[p->ins[i].out]);
                 if (b > bytes[i]) bytes[i] = b;
             }
         for (int r = 0; r < e->nprogs && st == LDT_OK; r++) {
@@ -1051,7 +1045,7 @@ static ldt_status host_flush_cuda(ldt_ctx *ctx) {
             if (!rs || !cuda_local(e, r)) continue;
             x = &rs->prog->ins[rs->assign_load[a]];
             kr = &rs->prog->regions[x->region];
-            nb = val_bytes(&rs->prog->vals[x->out]);
+            nb = ldt__value_bytes(&rs->prog->vals[x->out]);
             if (!nb) continue;
             if (!(tmp = malloc((size_t)nb))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "host copy: out of memory");
             st = ldt__cuda_exec_read(e->cuda[r], x->out, tmp, nb);
@@ -1186,8 +1180,11 @@ static ldt_status build_cuda(ldt_exec *e) {
             e->cuda_src[e->ncuda_src] = x->src;
             e->cuda_ver[e->ncuda_src++] = LDT__P(x->src)->version;
         }
-    for (int r = 0; r < e->nranks; r++)
-        if (cuda_local(e, r) && e->progs[r]->nins > e->instructions) e->instructions = e->progs[r]->nins;
+    for (int r = 0; r < e->nranks; r++) {
+        if (!cuda_local(e, r)) continue;
+        if (e->progs[r]->nins > e->instructions) e->instructions = e->progs[r]->nins;
+        if (ldt__cuda_exec_arena_bytes(e->cuda[r]) > e->arena_bytes) e->arena_bytes = ldt__cuda_exec_arena_bytes(e->cuda[r]);
+    }
     return st;
 }
 
@@ -1200,6 +1197,8 @@ static void cuda_held(ldt_exec *e, const ldt_tensor *t, uint64_t ver) {
 /* Rank r's replay at this step's place on the random stream (as the CPU replay patches it). */
 static ldt_status cuda_rank_replay(ldt_exec *e, int r) {
     ldt_status st;
+    int ndev = ldt_cuda_device_count();
+    if (ndev > 0) LDT_CHECK(ldt__cuda_select_device(r % ndev)); /* its stream's device, on any thread */
     LDT_CHECK(ldt__cuda_exec_set_rng(e->cuda[r], e->ctx->rng_offset - e->rng_base, 0));
     st = ldt__cuda_exec_replay(e->cuda[r]);
     if (st != LDT_OK && e->nranks > 1) return ldt__error_prefix(st, "replay rank %d", r);

@@ -214,6 +214,8 @@ static void ct_run(const char *mesh, ldt_device_type dev, double *losses, double
         cr_assert_eq(ldt_exec_read(ex, 0, &losses[nl++], 8), LDT_OK);
         cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
         cr_assert_gt(es.assigned, 0);
+        cr_assert_gt(es.arena_bytes, 0);
+        cr_assert_gt(es.instructions, 0);
         cr_assert_eq(es.assigned_in_place, es.assigned, "%lld of %lld in place",
                      (long long)es.assigned_in_place, (long long)es.assigned);
         if (step == 1) /* from the host */
@@ -587,4 +589,49 @@ Test(cuda, process_mode_on_a_cuda_mesh_equals_cpu) {
             cr_assert(fabs(gj.losses[r][k] - cj.losses[0][k]) <= 1e-9 * fabs(cj.losses[0][k]),
                       "rank %d step %d: cuda %.15g cpu %.15g", r, k, gj.losses[r][k], cj.losses[0][k]);
         }
+}
+
+/* ldt_exec_bind on a 2-rank CUDA mesh: each replay copies the bound host buffer (each rank
+ * its region) into the input's static device buffer; against the CPU mesh bound alike. */
+Test(cuda, exec_bind_on_a_2_rank_cuda_mesh) {
+    float xs[32], ws[24], bound[2][32], got[12], want[12];
+    ldt_mesh *mesh, *cpu_mesh;
+    ldt_ctx *ctx, *cpu;
+    ldt_exec *ex, *cx;
+    ldt_tensor *y, *yc;
+    if (ldt_cuda_device_count() == 0 || (!ldt_cuda_emulated() && ldt_cuda_device_count() < 2)) {
+        fprintf(stderr, "SKIPPED: fewer than 2 CUDA devices: nothing was bound on GPUs\n");
+        cr_skip("fewer than 2 CUDA devices");
+    }
+    for (int i = 0; i < 32; i++) xs[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 24; i++) ws[i] = 0.25f * (float)(i % 5) - 0.5f;
+    ctx = ctx_on("2", LDT_DEVICE_CUDA, &mesh);
+    cpu = ctx_on("2", LDT_DEVICE_CPU, &cpu_mesh);
+    y = step_graph(ctx, xs, ws);
+    yc = step_graph(cpu, xs, ws);
+    cr_assert_eq(ldt_compile(ctx, &y, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_compile(cpu, &yc, 1, NULL, &cx), LDT_OK, "%s", ldt_last_error());
+    for (int rep = 0; rep < 4; rep++) { /* two buffers, bound in turn, refilled between */
+        float *b = bound[rep % 2];
+        for (int i = 0; i < 32; i++) b[i] = (float)((3 * i + rep) % 11) - 5.0f;
+        cr_assert_eq(ldt_exec_bind(ex, "x", b, sizeof bound[0]), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_bind(cx, "x", b, sizeof bound[0]), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(cx), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, 0, got, sizeof got), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(cx, 0, want, sizeof want), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < 12; i++) {
+            float ref = 0; /* relu(b @ w), by hand */
+            for (int k = 0; k < 8; k++) ref += b[(i / 3) * 8 + k] * ws[k * 3 + i % 3];
+            ref = ref > 0 ? ref : 0;
+            cr_assert_float_eq(want[i], ref, 1e-5, "cpu replay %d [%d]", rep, i);
+            cr_assert_float_eq(got[i], want[i], 1e-5, "replay %d [%d]", rep, i);
+        }
+    }
+    cr_assert_eq(ldt_exec_bind(ex, "nope", xs, sizeof xs), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_exec_bind(ex, "x", xs, 8), LDT_ERR_INVALID_ARGUMENT);
+    ldt_ctx_destroy(cpu);
+    ldt_mesh_destroy(cpu_mesh);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
 }
