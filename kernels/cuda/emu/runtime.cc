@@ -563,15 +563,29 @@ void entry(void) {
     to_sched(nullptr);   // this fiber's stack frames end here
 }
 
+// LDT_EMU_REVERSE=1 runs every grid's blocks, and every block's threads between barriers,
+// last first: a kernel whose result depends on the order (a race between blocks, or between
+// threads without a barrier) then differs from the forward run, as it could on a GPU.
+bool reverse_order(void) {
+    static const bool r = getenv("LDT_EMU_REVERSE") && atoi(getenv("LDT_EMU_REVERSE"));
+    return r;
+}
+
+// The k-th of n in the run order.
+inline uint64_t in_order(uint64_t k, uint64_t n) { return reverse_order() ? n - 1 - k : k; }
+
+inline dim3 unflatten(uint64_t i, dim3 d) {
+    return dim3((unsigned)(i % d.x), (unsigned)(i / d.x % d.y), (unsigned)(i / ((uint64_t)d.x * d.y)));
+}
+
 // A block whose kernel needs no barrier: its threads one after another, as plain calls.
 void run_block_direct(void) {
+    uint64_t n = (uint64_t)blockDim.x * blockDim.y * blockDim.z;
     direct_mode = true;
-    for (unsigned z = 0; z < blockDim.z; z++)
-        for (unsigned y = 0; y < blockDim.y; y++)
-            for (unsigned x = 0; x < blockDim.x; x++) {
-                threadIdx = dim3(x, y, z);
-                (*body)();
-            }
+    for (uint64_t k = 0; k < n; k++) {
+        threadIdx = unflatten(in_order(k, n), blockDim);
+        (*body)();
+    }
     direct_mode = false;
 }
 
@@ -603,8 +617,8 @@ bool run_block(unsigned nthreads) {
             }
     for (;;) { // run every thread to the next barrier or to its end, then release the barrier
         bool waiting = false;
-        for (unsigned i = 0; i < nthreads; i++) {
-            fiber &f = (*fibers)[i];
+        for (unsigned k = 0; k < nthreads; k++) {
+            fiber &f = (*fibers)[in_order(k, nthreads)];
             if (f.state == F_DONE) continue;
             f.state = F_RUN;
             cur = &f;
@@ -667,15 +681,14 @@ cudaError_t ldt_emu::run_grid(dim3 grid, dim3 block, size_t smem, cudaStream_t s
         body = &fn;
         gridDim = grid;
         blockDim = block;
-        for (unsigned z = 0; z < grid.z; z++)
-            for (unsigned y = 0; y < grid.y; y++)
-                for (unsigned x = 0; x < grid.x; x++) {
-                    blockIdx = dim3(x, y, z);
-                    if (direct)
-                        run_block_direct();
-                    else
-                        barriers |= run_block((unsigned)(block.x * block.y * block.z));
-                }
+        uint64_t nblocks = (uint64_t)grid.x * grid.y * grid.z;
+        for (uint64_t k = 0; k < nblocks; k++) {
+            blockIdx = unflatten(in_order(k, nblocks), grid);
+            if (direct)
+                run_block_direct();
+            else
+                barriers |= run_block((unsigned)(block.x * block.y * block.z));
+        }
         if (!direct && !fibers_always) {
             std::lock_guard<std::mutex> g(sites_mu);
             barrier_free.emplace(site, !barriers);
