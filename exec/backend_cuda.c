@@ -477,7 +477,7 @@ static ldt_status load_persistent(ldt__cuda_exec *x, const ldt__instr *in, void 
     void *tmp = NULL;
     if (!b) return LDT_OK;
     if (in->reduce) {
-        CU_TRY(cudaMemset(dev, 0, (size_t)b));
+        CU_TRY(cudaMemsetAsync(dev, 0, (size_t)b, x->stream));
         return LDT_OK;
     }
     if (!src)
@@ -486,7 +486,9 @@ static ldt_status load_persistent(ldt__cuda_exec *x, const ldt__instr *in, void 
     if (!(tmp = malloc((size_t)b))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
     ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)in->src->dtype),
                      (void *)src, tmp, 1);
-    CU_TRY(cudaMemcpy(dev, tmp, (size_t)b, cudaMemcpyHostToDevice));
+    /* on the step's stream, so the step reads it (the legacy stream would not order it with
+     * a non-blocking one); a pageable source is staged before the call returns */
+    CU_TRY(cudaMemcpyAsync(dev, tmp, (size_t)b, cudaMemcpyHostToDevice, x->stream));
 fail:
     free(tmp);
     return st;
@@ -563,13 +565,13 @@ static ldt_status bind_redist(ldt__cuda_exec *x, const ldt__instr *in, cstep *c)
         if (o->kind == LDT__DR_COPY) {
             size_t b = (size_t)o->nruns * 3 * sizeof(int64_t);
             CU_TRY(cudaMalloc(&c->rdev[i], b));
-            CU_TRY(cudaMemcpy(c->rdev[i], o->runs, b, cudaMemcpyHostToDevice));
+            CU_TRY(cudaMemcpyAsync(c->rdev[i], o->runs, b, cudaMemcpyHostToDevice, x->stream));
         } else if (o->kind == LDT__DR_FILL) {
             char *h = malloc((size_t)o->bytes);
             if (!h) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
             for (int64_t k = 0; k < o->bytes; k += o->es) memcpy(h + k, o->pattern, (size_t)o->es);
             if (cudaMalloc(&c->rdev[i], (size_t)o->bytes) == cudaSuccess)
-                st = cudaMemcpy(c->rdev[i], h, (size_t)o->bytes, cudaMemcpyHostToDevice) == cudaSuccess
+                st = cudaMemcpyAsync(c->rdev[i], h, (size_t)o->bytes, cudaMemcpyHostToDevice, x->stream) == cudaSuccess
                          ? LDT_OK : ldt__error(LDT_ERR_CUDA, "cuda backend: cudaMemcpy failed");
             else
                 st = ldt__error(LDT_ERR_CUDA, "cuda backend: cudaMalloc of %lld bytes failed",
@@ -783,12 +785,13 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
     CU_TRY(cudaMalloc((void **)&x->derr, sizeof(int)));
     CU_TRY(cudaMallocHost((void **)&x->derr_host, sizeof(int)));
     CU_TRY(cudaMalloc((void **)&x->rng, 3 * sizeof(uint64_t)));
-    CU_TRY(cudaMemset(x->rng, 0, 3 * sizeof(uint64_t)));
+    CU_TRY(cudaMemsetAsync(x->rng, 0, 3 * sizeof(uint64_t), x->stream));
     x->env.stream = x->stream;
     x->env.blas = x->blas;
     x->env.err = x->derr;
     x->env.rng_delta = x->rng;
     LDT_CHECK_GOTO(bind(x, outs, nouts));
+    CU_TRY(cudaStreamSynchronize(x->stream)); /* the shards and tables bind copied are in */
     /* one eager run: launch errors and data errors show up here, named, not in a graph */
     LDT_CHECK_GOTO(stage_inputs(x));
     LDT_CHECK_GOTO(enqueue(x, 1));
@@ -797,7 +800,7 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
         *out = x;
         return LDT_OK;
     }
-    CU_TRY(cudaMemset(x->rng, 0, 3 * sizeof(uint64_t))); /* the validation run did not count */
+    CU_TRY(cudaMemsetAsync(x->rng, 0, 3 * sizeof(uint64_t), x->stream)); /* the validation run did not count */
     /* capture: thread-local mode, so other threads' CUDA calls neither join nor break it */
     CU_TRY(cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal));
     capturing = 1;
@@ -863,6 +866,8 @@ ldt_status ldt__cuda_exec_reload(ldt__cuda_exec *x, const struct ldt_tensor *t) 
         if (in->kind != LDT__I_LOAD || in->src != t || t->op == LDT_OP_INPUT) continue;
         st = load_persistent(x, in, x->val[in->out]);
     }
+    if (st == LDT_OK && cudaStreamSynchronize(x->stream) != cudaSuccess)
+        st = ldt__error(LDT_ERR_CUDA, "cuda backend: reload: %s", cudaGetErrorString(cudaGetLastError()));
     if (prev != x->device) cudaSetDevice(prev);
     return st;
 }
@@ -878,7 +883,8 @@ ldt_status ldt__cuda_exec_read(ldt__cuda_exec *x, int32_t v, void *dst, int64_t 
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: value %d has %lld bytes, not %lld", v,
                  (long long)b, (long long)nbytes);
     LDT_CHECK(on_device(x, &prev));
-    if (b) CU_TRY(cudaMemcpy(dst, x->val[v], (size_t)b, cudaMemcpyDeviceToHost));
+    if (b) CU_TRY(cudaMemcpyAsync(dst, x->val[v], (size_t)b, cudaMemcpyDeviceToHost, x->stream));
+    CU_TRY(cudaStreamSynchronize(x->stream));
 fail:
     if (prev != x->device) cudaSetDevice(prev);
     return st;
@@ -888,7 +894,7 @@ ldt_status ldt__cuda_exec_set_rng(ldt__cuda_exec *x, uint64_t delta, uint64_t ad
     ldt_status st = LDT_OK;
     uint64_t v[2] = {delta, advance};
     if (!x) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
-    CU_TRY(cudaMemcpy(x->rng, v, sizeof v, cudaMemcpyHostToDevice));
+    CU_TRY(cudaMemcpyAsync(x->rng, v, sizeof v, cudaMemcpyHostToDevice, x->stream)); /* before the next step */
 fail:
     return st;
 }
@@ -897,7 +903,8 @@ ldt_status ldt__cuda_exec_rng(ldt__cuda_exec *x, uint64_t *delta, uint64_t *step
     ldt_status st = LDT_OK;
     uint64_t v[3];
     if (!x) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
-    CU_TRY(cudaMemcpy(v, x->rng, sizeof v, cudaMemcpyDeviceToHost));
+    CU_TRY(cudaMemcpyAsync(v, x->rng, sizeof v, cudaMemcpyDeviceToHost, x->stream));
+    CU_TRY(cudaStreamSynchronize(x->stream));
     if (delta) *delta = v[0];
     if (steps) *steps = v[2];
 fail:

@@ -10,9 +10,10 @@ template <typename T> __global__ void k_fill(T *o, int64_t n, T v) {
     LDT__CUDA_FOR(i, n) o[i] = v;
 }
 
-// arange: element i of the global tensor is a + b * i, each local element at its global index.
+// arange: element i of the global tensor is a + b * i, each local element at its global index;
+// the product and the sum rounded apart, as the CPU does (nvcc would fuse them into an FMA).
 __global__ void k_arange(void *o, ldt_dtype t, ldt__cuda_region r, int64_t n, double a, double b) {
-    LDT__CUDA_FOR(i, n) ldt__store_f64(o, t, i, a + b * (double)ldt__cuda_region_global(r, i));
+    LDT__CUDA_FOR(i, n) ldt__store_f64(o, t, i, __dadd_rn(a, __dmul_rn(b, (double)ldt__cuda_region_global(r, i))));
 }
 
 // ---- launchers -------------------------------------------------------------------------

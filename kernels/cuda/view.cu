@@ -80,7 +80,10 @@ extern "C" ldt_status ldt__cuda_k_view(const ldt__kcall *c, const ldt__cuda_env 
         size_t orow = (size_t)(c->out.shape.dims[p.dim] * inner) * p.es;
         for (int k = 0; k < c->nin; k++) {
             size_t run = (size_t)(c->in[k].shape.dims[p.dim] * inner) * p.es;
-            if (run > 0)
+            if (run > 0 && outer == 1) // one row: a plain copy (a 2-D one's pitch has a limit)
+                LDT__CUDA_CALL(name, cudaMemcpyAsync(dst + at, c->in[k].data, run,
+                                                     cudaMemcpyDeviceToDevice, s));
+            else if (run > 0)
                 LDT__CUDA_CALL(name, cudaMemcpy2DAsync(dst + at, orow, c->in[k].data, run, run,
                                                        (size_t)outer, cudaMemcpyDeviceToDevice, s));
             at += (int64_t)run;
