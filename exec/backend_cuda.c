@@ -182,6 +182,7 @@ struct ldt__cuda_exec {
     cudaStream_t cstream;           /* collectives, in program order */
     cudaEvent_t fork;
     int64_t *step_of;               /* per instruction: its step, or -1 */
+    int broken;                     /* a step's collectives failed: its communicators are aborted */
     /* one set of redistribution buffers and one pack buffer for the whole step: all their
      * users run on the communication stream, one after another */
     void *rshared[LDT__RB_N];
@@ -223,6 +224,7 @@ static ldt_status program_check(const ldt__program *p, int nranks) {
         case LDT__I_REDIST:
             if (nranks == 1 && ldt__value_bytes(&p->vals[x->out]) == ldt__value_bytes(&p->vals[p->ops[x->in]]))
                 break; /* one rank: the same elements, copied */
+            if (nranks == 1) return refuse(p, i, "a redistribution on one rank that changes the value's size");
             /* fall through */
         case LDT__I_ALL_REDUCE:
         case LDT__I_WAIT:
@@ -459,7 +461,10 @@ static ldt_status wait_comms(ldt__cuda_exec *x) {
 /* Waits for the step and reports a data error a kernel recorded. */
 static ldt_status finish(ldt__cuda_exec *x) {
     ldt_status st = LDT_OK;
-    if (x->ncomms) LDT_CHECK(wait_comms(x));
+    if (x->ncomms && (st = wait_comms(x)) != LDT_OK) {
+        x->broken = 1; /* the graph's NCCL calls name aborted communicators now */
+        return st;
+    }
     CU_TRY(cudaStreamSynchronize(x->stream));
     if (*x->derr_host)
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cuda backend: a kernel found %s in its data",
@@ -729,13 +734,13 @@ fail:
 
 ldt_status ldt__cuda_exec_create(const ldt__program *p, const int32_t *outs, int nouts,
                                  ldt__cuda_exec **out) {
-    ldt__cuda_step s = {outs, nouts, NULL, NULL, 0, 0, 0, NULL, NULL};
+    ldt__cuda_step s = {outs, nouts, NULL, NULL, 0, 0, 0, NULL, NULL, NULL};
     return ldt__cuda_exec_create_step(p, &s, out);
 }
 
 ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *sp,
                                       ldt__cuda_exec **out) {
-    ldt__cuda_step none = {NULL, 0, NULL, NULL, 0, 0, 0, NULL, NULL};
+    ldt__cuda_step none = {NULL, 0, NULL, NULL, 0, 0, 0, NULL, NULL, NULL};
     const ldt__cuda_step *s = sp ? sp : &none;
     const int32_t *outs = s->outs, *copy_src = s->copy_src, *copy_dst = s->copy_dst;
     int nouts = s->nouts, ncopies = s->ncopies;
@@ -790,7 +795,15 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
     x->env.blas = x->blas;
     x->env.err = x->derr;
     x->env.rng_delta = x->rng;
-    LDT_CHECK_GOTO(bind(x, outs, nouts));
+    st = bind(x, outs, nouts);
+    if (s->boot && s->nranks > 1) { /* every rank bound, or none goes on */
+        int32_t ok = st == LDT_OK, all = 0;
+        ldt_status a = ldt_all_reduce(s->boot, &ok, &all, 1, LDT_I32, LDT_REDUCE_MIN);
+        if (st == LDT_OK && a != LDT_OK) st = a;
+        else if (st == LDT_OK && !all)
+            st = ldt__error(LDT_ERR_REMOTE, "cuda backend: another rank could not bind its step");
+    }
+    LDT_CHECK_GOTO(st);
     CU_TRY(cudaStreamSynchronize(x->stream)); /* the shards and tables bind copied are in */
     /* one eager run: launch errors and data errors show up here, named, not in a graph */
     LDT_CHECK_GOTO(stage_inputs(x));
@@ -826,6 +839,9 @@ ldt_status ldt__cuda_exec_replay(ldt__cuda_exec *x) {
     ldt_status st = LDT_OK;
     if (!x || !x->gexec)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no captured executable (run_once)");
+    if (x->broken)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "cuda backend: an earlier step's collectives failed and their NCCL "
+                 "communicators were aborted: compile the step anew");
     LDT_CHECK(stage_inputs(x));
     CU_TRY(cudaGraphLaunch(x->gexec, x->stream));
     return finish(x);
@@ -835,6 +851,9 @@ fail:
 
 ldt_status ldt__cuda_exec_run_eager(ldt__cuda_exec *x) {
     if (!x) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cuda backend: no executable");
+    if (x->broken)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "cuda backend: an earlier step's collectives failed and their NCCL "
+                 "communicators were aborted: compile the step anew");
     LDT_CHECK(stage_inputs(x));
     LDT_CHECK(enqueue(x, 0));
     return finish(x);

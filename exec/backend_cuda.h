@@ -56,6 +56,11 @@ typedef struct ldt__cuda_step {
      * redistribution runs as recorded device copies and NCCL calls (exec/redist_record.h). */
     ldt_comm *world;
     const ldt_mesh *mesh;
+    /* the host world the ranks bootstrapped through (rank threads' or MPI; may be NULL): after
+     * binding, the ranks agree there that every one bound its step before any meets another
+     * at a collective, so a rank that failed (out of memory) fails the others at once, with
+     * LDT_ERR_REMOTE, instead of their waiting out the timeout */
+    ldt_comm *boot;
 } ldt__cuda_step;
 ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_step *s,
                                       ldt__cuda_exec **out);

@@ -122,6 +122,8 @@ struct ldt_exec {
     int is_cuda;                  /* a CUDA mesh: each rank's program on a GPU */
     struct ldt__cuda_exec **cuda; /* per world rank: this process's ranks' (NULL elsewhere) */
     ldt_comm **nccl;              /* per world rank: its NCCL world (more than one rank) */
+    int *cuda_dev;                /* per world rank: its device (rank threads: rank % devices;
+                                     processes: the rank's place among its host's % devices) */
     const ldt_tensor **cuda_src; /* their parameters and constants, with the versions copied */
     uint64_t *cuda_ver;
     int ncuda_src;

@@ -34,7 +34,7 @@ static ldt_status run_on_device(const ldt__program *p, int rank, int n, void *co
     for (int i = 0; i < n; i++) outs[i] = i;
     st = ndev > 0 ? ldt__cuda_select_device(rank % ndev) : LDT_OK;
     if (st == LDT_OK) {
-        ldt__cuda_step s = {outs, n, NULL, NULL, 0, 1, 1, NULL, NULL};
+        ldt__cuda_step s = {outs, n, NULL, NULL, 0, 1, 1, NULL, NULL, NULL};
         st = ldt__cuda_exec_create_step(p, &s, &x);
     }
     for (int i = 0; i < n && st == LDT_OK; i++) {

@@ -208,7 +208,13 @@ static ldt_status r_copy(ldt_redist_runner *r, const ldt_region *a, const ldt_re
     ra.s0 = src.off;
     ra.d0 = dst.off;
     ra.es = (int64_t)es;
-    LDT_CHECK(isect_walk(a, b, src_packed, dst_packed, rec_run, &ra));
+    {
+        ldt_status w = isect_walk(a, b, src_packed, dst_packed, rec_run, &ra);
+        if (w != LDT_OK) {
+            free(ra.runs);
+            return ldt__trace(w, __FILE__, __LINE__);
+        }
+    }
     if (ra.oom) {
         free(ra.runs);
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");

@@ -877,6 +877,10 @@ static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
         if (o && o->no_fuse) continue;
         if (!(keep = calloc((size_t)(p->nvals ? p->nvals : 1), 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
         for (int i = 0; i < e->nout + e->nassign; i++) keep[p->node_val[e->outs[i].node]] = 1;
+        /* a GPU loads a parameter's shard once, not every step (the CPU reloads zeros): an
+         * all_reduce in place over it would reduce it again at every replay */
+        for (int64_t i = 0; ldt_mesh_device(e->mesh) == LDT_DEVICE_CUDA && i < p->nins; i++)
+            if (p->ins[i].kind == LDT__I_LOAD && p->ins[i].src->op != LDT_OP_INPUT) keep[p->ins[i].out] = 1;
         st = ldt__fuse_in_place(p, keep, &fs);
         free(keep);
         LDT_CHECK(st);
@@ -1064,10 +1068,10 @@ static ldt_status cuda_rank_build(ldt_exec *e, int r, ldt_comm *boot) {
     const ldt__program *p = e->progs[r];
     rank_state *rs = e->ranks[r];
     int32_t *outs = NULL, *csrc = NULL, *cdst = NULL;
-    int nkeep = 0, ncopy = 0, ndev = ldt_cuda_device_count();
+    int nkeep = 0, ncopy = 0;
     ldt_status st = LDT_OK;
-    if (ndev > 0) LDT_CHECK(ldt__cuda_select_device(r % ndev));
-    if (e->nranks > 1) LDT_CHECK(ldt_nccl_world(boot, -1, NULL, &e->nccl[r]));
+    LDT_CHECK(ldt__cuda_select_device(e->cuda_dev[r]));
+    if (e->nranks > 1) LDT_CHECK(ldt_nccl_world(boot, e->cuda_dev[r], NULL, &e->nccl[r]));
     outs = malloc((size_t)(e->nout + e->nassign + 1) * sizeof *outs);
     csrc = malloc((size_t)(e->nassign + 1) * sizeof *csrc);
     cdst = malloc((size_t)(e->nassign + 1) * sizeof *cdst);
@@ -1083,7 +1087,8 @@ static ldt_status cuda_rank_build(ldt_exec *e, int r, ldt_comm *boot) {
         }
     }
     {
-        ldt__cuda_step cs = {outs, nkeep, csrc, cdst, ncopy, e->nranks, 0, e->nccl ? e->nccl[r] : NULL, e->mesh};
+        ldt__cuda_step cs = {outs, nkeep, csrc, cdst, ncopy, e->nranks, 0, e->nccl[r], e->mesh,
+                             e->nranks > 1 ? boot : NULL};
         st = ldt__cuda_exec_create_step(p, &cs, &e->cuda[r]);
         if (st != LDT_OK) ldt__error_prefix(st, "compile rank %d", r);
     }
@@ -1094,25 +1099,33 @@ fail:
     return st;
 }
 
-/* Process mode: NCCL refuses two ranks of one communicator on one GPU, so two processes
- * that would pick the same device of the same host (rank % devices) are refused first, by
- * name. Collective over the world. */
-static ldt_status one_gpu_per_process(ldt_exec *e) {
+/* Process mode: each process's device is its place among the processes of its host (their
+ * ranks in order) modulo the host's devices, whatever way mpirun spread the ranks over the
+ * hosts. NCCL refuses two ranks of one communicator on one GPU, so a host with more processes
+ * than devices is refused first, by name, on every process alike (the emulator's NCCL shares
+ * a device). Collective over the world. */
+static ldt_status place_processes(ldt_exec *e) {
     char host[256] = {0};
-    int n = e->nranks;
+    int n = e->nranks, ndev = ldt_cuda_device_count(), local = 0, crowded = -1, on_crowded = 0;
     int64_t mine[2], *all = malloc((size_t)n * 2 * sizeof *all);
     ldt_status st;
     if (!all) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "?");
     mine[0] = (int64_t)(XXH3_64bits(host, strlen(host)) >> 1);
-    mine[1] = e->me % ldt_cuda_device_count();
+    mine[1] = ndev;
     st = ldt_all_gather(e->world, mine, all, 2, LDT_I64);
-    for (int r = 0; r < n && st == LDT_OK; r++)
-        if (r != e->me && all[2 * r] == mine[0] && all[2 * r + 1] == mine[1])
-            st = ldt__error(LDT_ERR_UNSUPPORTED, "compile: ranks %d and %d would share GPU %lld of host %s, but "
-                            "NCCL wants a GPU per rank: run at most %d processes per host", r < e->me ? r : e->me,
-                            r < e->me ? e->me : r, (long long)mine[1], host, ldt_cuda_device_count());
+    for (int r = 0; r < n && st == LDT_OK; r++) {
+        int on_host = 0; /* the processes on r's host */
+        for (int q = 0; q < n; q++) on_host += all[2 * q] == all[2 * r];
+        if (r < e->me && all[2 * r] == mine[0]) local++;
+        if (crowded < 0 && on_host > all[2 * r + 1]) crowded = r, on_crowded = on_host;
+    }
+    if (st == LDT_OK && crowded >= 0 && !ldt_cuda_emulated()) /* the same verdict on every process */
+        st = ldt__error(LDT_ERR_UNSUPPORTED, "compile: %d processes share rank %d's host, which has %lld GPUs, but "
+                        "NCCL wants a GPU per rank: run at most one process per GPU", on_crowded, crowded,
+                        (long long)all[2 * crowded + 1]);
     free(all);
+    if (st == LDT_OK) e->cuda_dev[e->me] = local % ndev;
     return st;
 }
 
@@ -1130,6 +1143,7 @@ static ldt_status build_cuda(ldt_exec *e) {
                      "is not on it)", e->nranks - 1, r);
     for (int r = 0; r < e->nranks; r++) /* what no device could run: refused first */
         if (!e->world || r == e->me) LDT_CHECK(ldt__cuda_program_check_ranks(e->progs[r], e->nranks));
+    /* (every process reaches the world's gathers below: the checks above fail alike on all) */
     if (ldt_cuda_device_count() == 0)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a CUDA mesh, but no CUDA device (the runtime reports none "
                  "or no driver)");
@@ -1143,7 +1157,9 @@ static ldt_status build_cuda(ldt_exec *e) {
     e->is_cuda = 1;
     e->cuda = calloc((size_t)e->nranks, sizeof *e->cuda);
     e->nccl = calloc((size_t)e->nranks, sizeof *e->nccl);
-    if (!e->cuda || !e->nccl) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e->cuda_dev = calloc((size_t)e->nranks, sizeof *e->cuda_dev);
+    if (!e->cuda || !e->nccl || !e->cuda_dev) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int r = 0; r < e->nranks; r++) e->cuda_dev[r] = r % ldt_cuda_device_count();
     for (int r = 0; r < e->nranks; r++) {
         rank_state *rs;
         if (e->world && r != e->me) continue;
@@ -1155,7 +1171,7 @@ static ldt_status build_cuda(ldt_exec *e) {
     }
     LDT_CHECK(find_inplace(e));
     if (e->world) {
-        if (!ldt_cuda_emulated()) LDT_CHECK(one_gpu_per_process(e)); /* the emulator's NCCL shares */
+        LDT_CHECK(place_processes(e));
         LDT_CHECK(cuda_rank_build(e, e->me, e->world));
     } else if (e->nranks == 1) {
         LDT_CHECK(cuda_rank_build(e, 0, NULL));
@@ -1197,8 +1213,7 @@ static void cuda_held(ldt_exec *e, const ldt_tensor *t, uint64_t ver) {
 /* Rank r's replay at this step's place on the random stream (as the CPU replay patches it). */
 static ldt_status cuda_rank_replay(ldt_exec *e, int r) {
     ldt_status st;
-    int ndev = ldt_cuda_device_count();
-    if (ndev > 0) LDT_CHECK(ldt__cuda_select_device(r % ndev)); /* its stream's device, on any thread */
+    LDT_CHECK(ldt__cuda_select_device(e->cuda_dev[r])); /* its stream's device, on any thread */
     LDT_CHECK(ldt__cuda_exec_set_rng(e->cuda[r], e->ctx->rng_offset - e->rng_base, 0));
     st = ldt__cuda_exec_replay(e->cuda[r]);
     if (st != LDT_OK && e->nranks > 1) return ldt__error_prefix(st, "replay rank %d", r);
@@ -1284,6 +1299,7 @@ static void destroy_cuda(ldt_exec *e) {
     }
     free(e->cuda);
     free(e->nccl);
+    free(e->cuda_dev);
 }
 
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,

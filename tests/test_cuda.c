@@ -274,7 +274,9 @@ Test(cuda, training_step_on_a_2x2_mesh_equals_cpu) {
  * placements moves a [8,5] parameter (dim 1 uneven over 2) from its pinned placement to the
  * target, and the output, gathered from the ranks' devices, is the parameter itself; so is
  * the CPU mesh's. Partial sources hold the value on coordinate 0 and zeros (sum) or the value
- * everywhere (max) elsewhere. */
+ * everywhere (max) elsewhere. Two outputs: the parameter redistributed as it is loaded (an
+ * all_reduce there must not reduce the loaded shard in place: the device loads it once) and
+ * a value computed from it; three replays, each the same. */
 static void redist_on(ldt_device_type dev, const char *from, const char *to, ldt_dtype dt, double *got) {
     ldt_mesh *mesh;
     ldt_ctx *ctx = ctx_on("2x2", dev, &mesh);
@@ -284,7 +286,7 @@ static void redist_on(ldt_device_type dev, const char *from, const char *to, ldt
     double src[40];
     unsigned char raw[40 * 8];
     ldt_exec *ex;
-    ldt_tensor *x, *y;
+    ldt_tensor *x;
     for (int i = 0; i < 40; i++) src[i] = (double)((i * 7) % 23) - 11.0;
     for (int i = 0; i < 40; i++) {
         if (dt == LDT_F64) memcpy(raw + 8 * i, &src[i], 8);
@@ -302,24 +304,28 @@ static void redist_on(ldt_device_type dev, const char *from, const char *to, ldt
     cr_assert_not_null(x, "%s", ldt_ctx_errmsg(ctx));
     cr_assert_eq(ldt_param_set(x, raw, 40 * (int64_t)ldt_dtype_size(dt)), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(ldt_pin(x, a, na), LDT_OK, "%s", ldt_last_error());
-    y = ldt_redistribute_to(ldt_mul_scalar(x, 1.0), b, nb);
-    cr_assert_not_null(y, "%s", ldt_ctx_errmsg(ctx));
-    cr_assert_eq(ldt_compile(ctx, &y, 1, NULL, &ex), LDT_OK, "%s -> %s: %s", from, to, ldt_last_error());
-    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s -> %s: %s", from, to, ldt_last_error());
-    cr_assert_eq(ldt_exec_read(ex, 0, raw, 40 * (int64_t)ldt_dtype_size(dt)), LDT_OK, "%s", ldt_last_error());
-    for (int i = 0; i < 40; i++) {
-        if (dt == LDT_F64) memcpy(&got[i], raw + 8 * i, 8);
-        else if (dt == LDT_F32) {
-            float f;
-            memcpy(&f, raw + 4 * i, 4);
-            got[i] = f;
-        } else {
-            int64_t v;
-            memcpy(&v, raw + 8 * i, 8);
-            got[i] = (double)v;
+    {
+        ldt_tensor *ys[2] = {ldt_redistribute_to(x, b, nb), ldt_redistribute_to(ldt_mul_scalar(x, 1.0), b, nb)};
+        cr_assert(ys[0] && ys[1], "%s", ldt_ctx_errmsg(ctx));
+        cr_assert_eq(ldt_compile(ctx, ys, 2, NULL, &ex), LDT_OK, "%s -> %s: %s", from, to, ldt_last_error());
+    }
+    for (int rep = 0; rep < 6; rep++) { /* three replays, both outputs */
+        if (rep % 2 == 0) cr_assert_eq(ldt_replay(ex), LDT_OK, "%s -> %s: %s", from, to, ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, rep % 2, raw, 40 * (int64_t)ldt_dtype_size(dt)), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < 40; i++) {
+            if (dt == LDT_F64) memcpy(&got[i], raw + 8 * i, 8);
+            else if (dt == LDT_F32) {
+                float f;
+                memcpy(&f, raw + 4 * i, 4);
+                got[i] = f;
+            } else {
+                int64_t v;
+                memcpy(&v, raw + 8 * i, 8);
+                got[i] = (double)v;
+            }
+            cr_assert_eq(got[i], src[i], "%s %s -> %s replay %d output %d [%d]: %g, expected %g",
+                         dev == LDT_DEVICE_CUDA ? "cuda" : "cpu", from, to, rep / 2, rep % 2, i, got[i], src[i]);
         }
-        cr_assert_eq(got[i], src[i], "%s %s -> %s [%d]: %g, expected %g", dev == LDT_DEVICE_CUDA ? "cuda" : "cpu",
-                     from, to, i, got[i], src[i]);
     }
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
@@ -428,8 +434,8 @@ typedef struct dead_job {
     ldt_plan *plan;
     const ldt_mesh *mesh;
     int32_t out_node;
-    ldt_status st;
-    char err[512];
+    ldt_status st, again;
+    char err[512], err_again[512];
     double seconds;
 } dead_job;
 
@@ -446,7 +452,7 @@ static ldt_status dead_peer_rank(ldt_comm *world, void *arg) {
     LDT_CHECK(ldt_nccl_world(world, -1, &o, &nw));
     {
         int32_t v = p->node_val[j->out_node];
-        ldt__cuda_step cs = {&v, 1, NULL, NULL, 0, 2, 0, nw, j->mesh};
+        ldt__cuda_step cs = {&v, 1, NULL, NULL, 0, 2, 0, nw, j->mesh, world};
         st = ldt__cuda_exec_create_step(p, &cs, &x);
     }
     if (st == LDT_OK && r == 0) {
@@ -456,6 +462,8 @@ static ldt_status dead_peer_rank(ldt_comm *world, void *arg) {
         clock_gettime(CLOCK_MONOTONIC, &b);
         j->seconds = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
         snprintf(j->err, sizeof j->err, "%s", ldt_last_error());
+        j->again = ldt__cuda_exec_replay(x); /* its communicators are aborted: refused, by name */
+        snprintf(j->err_again, sizeof j->err_again, "%s", ldt_last_error());
     }
     ldt__cuda_exec_destroy(x);
     ldt_nccl_world_destroy(nw);
@@ -497,6 +505,8 @@ Test(cuda, a_dead_peer_fails_the_captured_step) {
     cr_assert(j.st == LDT_ERR_TIMEOUT || j.st == LDT_ERR_REMOTE, "status %d: %s", (int)j.st, j.err);
     cr_assert(strstr(j.err, "nccl") || strstr(j.err, "NCCL") || strstr(j.err, "collectives"), "%s", j.err);
     cr_assert_lt(j.seconds, 30.0, "%s", j.err);
+    cr_assert_eq(j.again, LDT_ERR_INVALID_USAGE, "%s", j.err_again);
+    cr_assert(strstr(j.err_again, "compile the step anew"), "%s", j.err_again);
     ldt_plan_destroy(j.plan);
     ldt_trace_discard(ctx);
     ldt_ctx_destroy(ctx);

@@ -525,7 +525,7 @@ Test(cuda_host, backend_refuses_programs_it_cannot_run) {
     cr_assert_eq(ldt__cuda_exec_rng(NULL, &d, NULL), LDT_ERR_INVALID_ARGUMENT);
     cr_assert_eq(ldt__cuda_exec_create(NULL, NULL, 0, &x), LDT_ERR_INVALID_ARGUMENT);
     { /* a step's extras, checked before any device work */
-        ldt__cuda_step s = {NULL, 0, NULL, NULL, 2, 1, 0, NULL, NULL};
+        ldt__cuda_step s = {NULL, 0, NULL, NULL, 2, 1, 0, NULL, NULL, NULL};
         ldt__program p;
         memset(&p, 0, sizeof p);
         cr_assert_eq(ldt__cuda_exec_create_step(&p, &s, &x), LDT_ERR_INVALID_ARGUMENT);
