@@ -220,6 +220,24 @@ static ldt_status r_copy(ldt_redist_runner *r, const ldt_region *a, const ldt_re
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     }
     if (!ra.n) return LDT_OK;
+    if (r->rec->nops) { /* the previous copy between the same buffers takes these runs too: one
+                           launch (its writes and these are disjoint, and neither reads the other's
+                           destination buffer) */
+        ldt__dr_op *last = &r->rec->ops[r->rec->nops - 1];
+        if (last->kind == LDT__DR_COPY && last->src_buf == src.buf && last->dst_buf == dst.buf &&
+            last->src_buf != last->dst_buf && last->es == (int)es) {
+            int64_t *p = realloc(last->runs, (size_t)(last->nruns + ra.n) * 3 * sizeof *p);
+            if (!p) {
+                free(ra.runs);
+                LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+            }
+            memcpy(p + 3 * last->nruns, ra.runs, (size_t)ra.n * 3 * sizeof *p);
+            last->runs = p;
+            last->nruns += ra.n;
+            free(ra.runs);
+            return LDT_OK;
+        }
+    }
     memset(&op, 0, sizeof op);
     op.kind = LDT__DR_COPY;
     op.src_buf = src.buf;
