@@ -54,7 +54,7 @@ static ldt_status in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats
         x->out = src;
         x->reduce = (uint8_t)s.op;
         x->ndims = (uint8_t)s.ndims;
-        for (int d = 0; d < s.ndims; d++) x->dims[d] = (uint8_t)s.dims[d];
+        for (int d = 0; d < s.ndims && d < LDT_MAX_DIMS; d++) x->dims[d] = (uint8_t)s.dims[d];
         rename_reads(p, i + 1, dst, src);
         readers[src] += readers[dst];
         st->in_place++;

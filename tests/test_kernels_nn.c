@@ -86,9 +86,8 @@ static int close_to(ldt_dtype t, double got, double want) {
     case LDT_F64: return fabs(got - want) <= 1e-12 * fabs(want) + 1e-13;
     case LDT_F32: return fabs(got - want) <= 1e-5 * fabs(want) + 1e-6;
     default: {
-        double r = get(t, (uint16_t[]){t == LDT_F16 ? ldt__f64_to_f16_once(want)
-                                                    : ldt__f64_to_bf16_once(want)},
-                       0);
+        uint16_t h = t == LDT_F16 ? ldt__f64_to_f16_once(want) : ldt__f64_to_bf16_once(want);
+        double r = t == LDT_F16 ? ldt__f16_to_f32(h) : ldt__bf16_to_f32(h);
         return fabs(got - r) <= half_ulp(t, r);
     }
     }

@@ -259,7 +259,7 @@ static void keys_for_min(uint64_t *k, int64_t n, int isf) {
  * updated by each of the R rows in input order (sequential reads for any dim). */
 static ldt_status argmax_kernel(const ldt__kcall *c) {
     const char *name = rd_name(c->op);
-    ldt__ar_geom g;
+    ldt__ar_geom g = {0}; /* (set by the check; zeroed for the compiler's flow analysis at -O3) */
     LDT_CHECK(ldt__ar_check(c, &g));
     if (g.O * g.I == 0) return LDT_OK;
     ldt_dtype t = c->in[0].dtype;
@@ -323,7 +323,7 @@ static int kv_cmp(const void *pa, const void *pb) {
 
 static ldt_status topk_kernel(const ldt__kcall *c) {
     const char *name = rd_name(c->op);
-    ldt__ar_geom g;
+    ldt__ar_geom g = {0}; /* (set by the check; zeroed for the compiler's flow analysis at -O3) */
     LDT_CHECK(ldt__ar_check(c, &g));
     int64_t k = g.k;
     int largest = g.largest;
