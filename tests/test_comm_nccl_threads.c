@@ -4,6 +4,8 @@
  * without a CUDA device; runs on the CUDA emulator (LDT_CUDA=EMU), whose NCCL joins threads. */
 #include <criterion/criterion.h>
 
+#include "core/error.h"
+#include "exec/comm_nccl.h"
 #include "tests/nccl_check.h"
 
 static ldt_status rank_fn(ldt_comm *world, void *arg) {
@@ -76,4 +78,36 @@ Test(nccl_threads, a_world_that_cannot_bootstrap_is_refused) {
     cr_assert_eq(ldt_nccl_world(NULL, -1, NULL, &w), ldt_built_with_nccl() ? LDT_ERR_INVALID_ARGUMENT
                                                                               : LDT_ERR_UNSUPPORTED);
     cr_assert_null(w);
+}
+
+/* The timeout a world gets without options: LDT_NCCL_TIMEOUT_MS, else 60 s; options win. */
+static ldt_status timeout_rank(ldt_comm *world, void *arg) {
+    int64_t *got = arg;
+    ldt_comm *a = NULL, *b = NULL;
+    ldt_comm_options o = {777};
+    LDT_CHECK(ldt_nccl_world(world, -1, NULL, &a));
+    got[0] = ldt__nccl_timeout_ms(a);
+    ldt_nccl_world_destroy(a);
+    LDT_CHECK(ldt_nccl_world(world, -1, &o, &b));
+    got[1] = ldt__nccl_timeout_ms(b);
+    ldt_nccl_world_destroy(b);
+    return LDT_OK;
+}
+
+Test(nccl_threads, the_timeout_comes_from_the_options_or_the_environment) {
+    int64_t got[2] = {0, 0};
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        cudaGetLastError();
+        fprintf(stderr, "SKIPPED: no CUDA device: the NCCL backend was not run\n");
+        cr_skip("no CUDA device");
+    }
+    setenv("LDT_NCCL_TIMEOUT_MS", "4321", 1);
+    cr_assert_eq(ldt_threads_launch(1, NULL, timeout_rank, got), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(got[0], 4321);
+    cr_assert_eq(got[1], 777);
+    setenv("LDT_NCCL_TIMEOUT_MS", "nonsense", 1);
+    cr_assert_eq(ldt_threads_launch(1, NULL, timeout_rank, got), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(got[0], 60000, "a value that is not a positive number: the default");
+    unsetenv("LDT_NCCL_TIMEOUT_MS");
 }

@@ -65,7 +65,8 @@ void ldt_mpi_world_destroy(ldt_comm *world);
  * process, a GPU per rank thread; every rank thread calls this). device is this rank's CUDA
  * device (-1: the rank modulo the devices present). Buffers given to its calls are device
  * pointers; its calls run on one stream in program order (ldt_nccl_stream) and are waited
- * for with the timeout, after which the communicator is aborted. NCCL reduces in its own
+ * for with the timeout (opts's; without one, LDT_NCCL_TIMEOUT_MS from the environment, else
+ * 60000), after which the communicator is aborted. NCCL reduces in its own
  * order: the other backends' results to rounding. LDT_ERR_UNSUPPORTED without CUDA and
  * NCCL, or without a device. */
 ldt_status ldt_nccl_world(ldt_comm *boot, int device, const ldt_comm_options *opts, ldt_comm **out);
