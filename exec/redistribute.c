@@ -198,83 +198,71 @@ static void rec_run(void *arg, int64_t s, int64_t d, int64_t n) {
     a->n++;
 }
 
-/* Copies a ∩ b from src (region a, or packed) to dst (region b, or packed). */
-static ldt_status r_copy(ldt_redist_runner *r, const ldt_region *a, const ldt_region *b, size_t es,
-                         rref src, int src_packed, rref dst, int dst_packed) {
-    ldt__dr_op op;
-    rec_arg ra;
-    if (!r->rec) return isect_copy(a, b, es, ptr_of(r, src), src_packed, ptr_of(r, dst), dst_packed);
-    memset(&ra, 0, sizeof ra);
-    ra.s0 = src.off;
-    ra.d0 = dst.off;
-    ra.es = (int64_t)es;
-    {
-        ldt_status w = isect_walk(a, b, src_packed, dst_packed, rec_run, &ra);
-        if (w != LDT_OK) {
-            free(ra.runs);
-            return ldt__trace(w, __FILE__, __LINE__);
+/* Records a copy of runs[0..n) (taken) from buffer sbuf to dbuf: appended to the previous
+ * copy between the same two buffers, one launch for both (its writes and these are disjoint,
+ * and neither reads the other's destination buffer), or a new op. */
+static ldt_status rec_copy(ldt_redist_runner *r, int sbuf, int dbuf, size_t es, int64_t *runs, int64_t n) {
+    ldt__dr_op op, *last = r->rec->nops ? &r->rec->ops[r->rec->nops - 1] : NULL;
+    if (last && last->kind == LDT__DR_COPY && last->src_buf == sbuf && last->dst_buf == dbuf &&
+        sbuf != dbuf && last->es == (int)es) {
+        int64_t *p = realloc(last->runs, (size_t)(last->nruns + n) * 3 * sizeof *p);
+        if (!p) {
+            free(runs);
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
         }
-    }
-    if (ra.oom) {
-        free(ra.runs);
-        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
-    }
-    if (!ra.n) return LDT_OK;
-    if (r->rec->nops) { /* the previous copy between the same buffers takes these runs too: one
-                           launch (its writes and these are disjoint, and neither reads the other's
-                           destination buffer) */
-        ldt__dr_op *last = &r->rec->ops[r->rec->nops - 1];
-        if (last->kind == LDT__DR_COPY && last->src_buf == src.buf && last->dst_buf == dst.buf &&
-            last->src_buf != last->dst_buf && last->es == (int)es) {
-            int64_t *p = realloc(last->runs, (size_t)(last->nruns + ra.n) * 3 * sizeof *p);
-            if (!p) {
-                free(ra.runs);
-                LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
-            }
-            memcpy(p + 3 * last->nruns, ra.runs, (size_t)ra.n * 3 * sizeof *p);
-            last->runs = p;
-            last->nruns += ra.n;
-            free(ra.runs);
-            return LDT_OK;
-        }
+        memcpy(p + 3 * last->nruns, runs, (size_t)n * 3 * sizeof *p);
+        last->runs = p;
+        last->nruns += n;
+        free(runs);
+        return LDT_OK;
     }
     memset(&op, 0, sizeof op);
     op.kind = LDT__DR_COPY;
-    op.src_buf = src.buf;
-    op.dst_buf = dst.buf;
+    op.src_buf = sbuf;
+    op.dst_buf = dbuf;
     op.es = (int)es;
-    op.runs = ra.runs;
-    op.nruns = ra.n;
+    op.runs = runs;
+    op.nruns = n;
     if (rec_push(r, &op) != LDT_OK) {
-        free(ra.runs);
+        free(runs);
         return ldt__trace(LDT_ERR_OUT_OF_MEMORY, __FILE__, __LINE__);
     }
     return LDT_OK;
 }
 
+/* Copies a ∩ b from src (region a, or packed) to dst (region b, or packed). */
+static ldt_status r_copy(ldt_redist_runner *r, const ldt_region *a, const ldt_region *b, size_t es,
+                         rref src, int src_packed, rref dst, int dst_packed) {
+    rec_arg ra;
+    ldt_status w;
+    if (!r->rec) return isect_copy(a, b, es, ptr_of(r, src), src_packed, ptr_of(r, dst), dst_packed);
+    memset(&ra, 0, sizeof ra);
+    ra.s0 = src.off;
+    ra.d0 = dst.off;
+    ra.es = (int64_t)es;
+    w = isect_walk(a, b, src_packed, dst_packed, rec_run, &ra);
+    if (w != LDT_OK || ra.oom) {
+        free(ra.runs);
+        if (w != LDT_OK) return ldt__trace(w, __FILE__, __LINE__);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    }
+    if (!ra.n) return LDT_OK;
+    return rec_copy(r, src.buf, dst.buf, es, ra.runs, ra.n);
+}
+
 /* A contiguous copy of bytes. */
 static ldt_status r_memcpy(ldt_redist_runner *r, rref dst, rref src, int64_t bytes, size_t es) {
-    ldt__dr_op op;
+    int64_t *runs;
     if (!bytes) return LDT_OK;
     if (!r->rec) {
         if (ptr_of(r, dst) != ptr_of(r, src)) memcpy(ptr_of(r, dst), ptr_of(r, src), (size_t)bytes);
         return LDT_OK;
     }
-    memset(&op, 0, sizeof op);
-    op.kind = LDT__DR_COPY;
-    op.src_buf = src.buf;
-    op.dst_buf = dst.buf;
-    op.es = (int)es;
-    if (!(op.runs = malloc(3 * sizeof *op.runs))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
-    op.runs[0] = src.off;
-    op.runs[1] = dst.off;
-    op.runs[2] = bytes;
-    op.nruns = 1;
-    if (rec_push(r, &op) != LDT_OK) {
-        free(op.runs);
-        return ldt__trace(LDT_ERR_OUT_OF_MEMORY, __FILE__, __LINE__);
-    }
-    return LDT_OK;
+    if (!(runs = malloc(3 * sizeof *runs))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    runs[0] = src.off;
+    runs[1] = dst.off;
+    runs[2] = bytes;
+    return rec_copy(r, src.buf, dst.buf, es, runs, 1);
 }
 
 static ldt_status r_zero(ldt_redist_runner *r, rref dst, int64_t bytes, size_t es) {
