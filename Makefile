@@ -17,7 +17,9 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo builds only what it runs (the library and ldt), not the tests and benchmarks.
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target ldt
 	./$(BUILD)/ldt train --mesh dp=2,tp=2 --steps 200 --trace $(BUILD)/demo-trace.json
 
 test: build

@@ -1,6 +1,6 @@
 /* The one op enum. Each layer keeps one table indexed by it (trace: name, arity and shape
  * rule; kernels: CPU and CUDA kernels; later the planner's strategies and autodiff's
- * backward rules), each with a static_assert on its length (STYLE.md rule 6).
+ * backward rules), each with a static_assert on its length (docs/design.md, "Conventions").
  *
  * X(ENUM, "name", arity): arity is the number of tensor inputs, -1 for variadic (cat). */
 #ifndef LDT_CORE_OPS_H

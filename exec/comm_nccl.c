@@ -141,7 +141,10 @@ static ldt_status drain(nccl_comm *c, const char *what) {
     }
 }
 
+/* Writes *out on every path (ncclUint8 when refused), so no caller reads it uninitialized:
+ * gcc -O3 cannot see that ldt__error never returns LDT_OK. */
 static ldt_status type_of(ldt_dtype dt, ncclDataType_t *out) {
+    *out = ncclUint8;
     switch (dt) {
     case LDT_F32: *out = ncclFloat32; return LDT_OK;
     case LDT_F64: *out = ncclFloat64; return LDT_OK;

@@ -1,4 +1,4 @@
-/* Internal: the program of one rank (DESIGN.md, "the program"), the builder that lowering
+/* Internal: the program of one rank (docs/design.md, "the program"), the builder that lowering
  * uses, and the plan that holds the chosen strategies.
  *
  * A program is a flat array of instructions over numbered values (each a local buffer with
