@@ -23,7 +23,7 @@ static cli_flag *flag_table(void) {
         {"save", 1, "materialize and save the model as a sharded checkpoint in DIR", NULL},
         {"device", 1, "cpu (default) or cuda: where --materialize computes the shards (cuda: "
                       "each rank's init program on a GPU, rank r on device r % devices)", NULL},
-        {"json", 0, "one JSON object", NULL},
+        {"json", 0, "one JSON object: config, param_count, memory_per_rank, ... (docs/cli.md)", NULL},
         {"help", 0, "this help", NULL},
     };
     return flags;

@@ -19,8 +19,8 @@ static cli_flag *flag_table(void) {
         {"strict", 0, "refuse any redistribution not asked for explicitly", NULL},
         {"greedy", 0, "op-by-op choice (each op follows its inputs) instead of the whole graph", NULL},
         {"profile", 1, "cost profile JSON from ldt calibrate, or a preset name (default uniform)", NULL},
-        {"json", 0, "one JSON object: nodes and totals", NULL},
-        {"dot", 1, "write the planned graph as Graphviz DOT to FILE", NULL},
+        {"json", 0, "one JSON object: nodes, totals, config, memory_per_rank (docs/cli.md)", NULL},
+        {"dot", 1, "write the planned graph as Graphviz DOT to FILE (title, legend, local shapes)", NULL},
         {"program", 0, "print each rank's program (or --rank R's)", NULL},
         {"train", 0, "plan the whole training step: forward, backward and an AdamW update", NULL},
         {"rank", 1, "with --program: only this rank", NULL},
@@ -243,9 +243,9 @@ int cmd_plan(int argc, char **argv) {
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
                "                [--profile F] [--json] [--dot FILE] [--program [--rank R]] [--train]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
-               "whole graph under the cost model (pins honoured), and reports the placements,\n"
-               "every redistribution with its collectives, and the totals (per-rank figures\n"
-               "are the maximum over ranks).\n\nflags:\n");
+               "whole graph under the cost model (pins honoured), and prints every op with its\n"
+               "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
+               "columns (per-rank figures are the maximum over ranks).\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
         return 0;
     }

@@ -245,7 +245,7 @@ static cJSON *plan_json(const ldt_redist_plan *plan) {
         ldt_redist_plan_step(plan, i, &s);
         cJSON_AddItemToObject(o, "mesh_dims", int_array(s.dims, s.ndims));
         if (cross)
-            cJSON_AddStringToObject(o, "mesh", s.collective == LDT_COLL_SEND_RECV ? "both"
+            cJSON_AddStringToObject(o, "on_mesh", s.collective == LDT_COLL_SEND_RECV ? "both"
                                                : s.mesh ? "target" : "source");
         ldt_placements_format(s.from, s.nfrom, buf, sizeof buf);
         cJSON_AddStringToObject(o, "from", buf);
