@@ -1459,3 +1459,78 @@ ldt_status ldt_ckpt_info(const char *dir, FILE *out) {
     free(b.p);
     return LDT_OK;
 }
+
+static cJSON *json_i64s(const int64_t *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+    return a;
+}
+
+/* The shards of ldt_ckpt_info as `ldt layout --json` writes a rank: local_shape, offset and,
+ * when interleaved, slices. */
+static cJSON *json_shard(const ck_piece *q) {
+    cJSON *o = cJSON_CreateObject();
+    int interleaved = 0;
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "rank", q->rank);
+    cJSON_AddItemToObject(o, "local_shape", json_i64s(q->region.local_shape.dims, q->region.ndim));
+    cJSON_AddItemToObject(o, "offset", json_i64s(q->region.offset, q->region.ndim));
+    for (int d = 0; d < q->region.ndim; d++) interleaved |= q->region.runs[d].blocks > 1;
+    if (interleaved) {
+        cJSON *sl = cJSON_AddArrayToObject(o, "slices");
+        for (int64_t k = 0; sl && k < q->region.nslices; k++) {
+            int64_t off[LDT_MAX_DIMS], sh[LDT_MAX_DIMS];
+            cJSON *x = cJSON_CreateObject();
+            ldt_region_slice(&q->region, k, off, sh);
+            cJSON_AddItemToObject(x, "offset", json_i64s(off, q->region.ndim));
+            cJSON_AddItemToObject(x, "shape", json_i64s(sh, q->region.ndim));
+            cJSON_AddItemToArray(sl, x);
+        }
+    }
+    cJSON_AddNumberToObject(o, "bytes", (double)q->nbytes);
+    return o;
+}
+
+ldt_status ldt_ckpt_info_json(const char *dir, FILE *out) {
+    ckpt *c = NULL;
+    cJSON *root, *tensors;
+    char *text;
+    int64_t stored_all = 0, files_all = 0;
+    if (!dir || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "ckpt info: arguments must not be NULL");
+    LDT_CHECK(ckpt_open(dir, &c));
+    for (int r = 0; r < c->world; r++) files_all += c->files[r].size;
+    for (int i = 0; i < c->npieces; i++) stored_all += c->pieces[i].nbytes;
+    root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "dir", dir);
+    cJSON_AddStringToObject(root, "format", CKPT_FORMAT);
+    cJSON_AddNumberToObject(root, "version", CKPT_VERSION);
+    cJSON_AddNumberToObject(root, "rank_files", c->world);
+    cJSON_AddNumberToObject(root, "stored_bytes", (double)stored_all);
+    cJSON_AddNumberToObject(root, "file_bytes", (double)files_all);
+    tensors = cJSON_AddArrayToObject(root, "tensors");
+    for (int lo = 0, hi; tensors && lo < c->npieces; lo = hi) {
+        const ck_piece *pc = &c->pieces[lo];
+        int64_t numel = 0, stored = 0;
+        cJSON *t = cJSON_CreateObject(), *shards;
+        find_tensor(c, pc->name, &lo, &hi);
+        ldt_shape_numel(&pc->gshape, &numel);
+        for (int i = lo; i < hi; i++) stored += c->pieces[i].nbytes;
+        cJSON_AddStringToObject(t, "name", pc->name);
+        cJSON_AddStringToObject(t, "dtype", ldt_dtype_name(pc->dtype));
+        cJSON_AddItemToObject(t, "shape", json_i64s(pc->gshape.dims, pc->gshape.ndim));
+        cJSON_AddStringToObject(t, "mesh", pc->mesh);
+        cJSON_AddStringToObject(t, "placements", pc->placements);
+        cJSON_AddNumberToObject(t, "tensor_bytes", (double)(numel * (int64_t)ldt_dtype_size(pc->dtype)));
+        cJSON_AddNumberToObject(t, "stored_bytes", (double)stored);
+        shards = cJSON_AddArrayToObject(t, "shards");
+        for (int i = lo; shards && i < hi; i++) cJSON_AddItemToArray(shards, json_shard(&c->pieces[i]));
+        cJSON_AddItemToArray(tensors, t);
+    }
+    ckpt_close(c);
+    text = root ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "ckpt info: out of memory");
+    fprintf(out, "%s\n", text);
+    cJSON_free(text);
+    return ferror(out) ? ldt__error(LDT_ERR_SYSTEM, "ckpt info: writing failed") : LDT_OK;
+}

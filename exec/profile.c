@@ -15,6 +15,75 @@ static const char *category(const ldt__instr *x) {
     }
 }
 
+/* The ranks of `rank`'s group over mesh dims dims[0..n): those that share its coordinates on
+ * every other dim, in mesh order. */
+static void write_group(FILE *f, const ldt_mesh *m, int rank, const int *dims, int n) {
+    int64_t me[LDT_MAX_DIMS], c[LDT_MAX_DIMS];
+    int first = 1;
+    fputc('[', f);
+    if (ldt_mesh_coord(m, rank, me) == LDT_OK)
+        for (int i = 0; i < ldt_mesh_nranks(m); i++) {
+            int q = ldt_mesh_rank_at(m, i), same = 1;
+            if (ldt_mesh_coord(m, q, c) != LDT_OK) continue;
+            for (int d = 0; d < ldt_mesh_ndim(m); d++) {
+                int in = 0;
+                for (int k = 0; k < n; k++) in |= dims[k] == d;
+                if (!in && c[d] != me[d]) same = 0;
+            }
+            if (!same) continue;
+            fprintf(f, "%s%d", first ? "" : ",", q);
+            first = 0;
+        }
+    fputc(']', f);
+}
+
+/* A communication event's args (docs/cli.md): collective (steps joined by '+'), bytes (this
+ * rank's buffer going in), bytes_per_rank (sent or received, the larger), mesh_dims, group
+ * (this rank's group over them) and placements (from -> to: a redistribution's whole lists,
+ * an all_reduce's on its mesh dims). */
+static void comm_args(FILE *f, const ldt_exec *e, const ldt__program *p, const ldt__instr *x) {
+    int dims[LDT_MAX_DIMS], nd = 0;
+    char from[256], to[256];
+    int64_t bytes = 0, traffic = 0;
+    fputs(",\"collective\":\"", f);
+    if (x->kind == LDT__I_REDIST) {
+        const ldt_spec *a = ldt_redist_plan_source(x->plan), *b = ldt_redist_plan_target(x->plan);
+        for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
+            ldt_redist_step st;
+            ldt_redist_plan_step(x->plan, s, &st);
+            fprintf(f, "%s%s", s ? "+" : "", ldt_collective_name(st.collective));
+            for (int k = 0; k < st.ndims; k++) {
+                int seen = 0;
+                for (int j = 0; j < nd; j++) seen |= dims[j] == st.dims[k];
+                if (!seen && nd < LDT_MAX_DIMS) dims[nd++] = st.dims[k];
+            }
+        }
+        bytes = ldt__value_bytes(&p->vals[p->ops[x->in]]);
+        traffic = ldt_redist_plan_bytes(x->plan);
+        ldt_placements_format(a->placements, a->nplace, from, sizeof from);
+        ldt_placements_format(b->placements, b->nplace, to, sizeof to);
+    } else {
+        ldt_placement pp[LDT_MAX_DIMS], rr[LDT_MAX_DIMS];
+        int64_t n = 1;
+        fputs("all_reduce", f);
+        for (int k = 0; k < x->ndims; k++) {
+            dims[nd++] = x->dims[k];
+            n *= ldt_mesh_dim_size(e->mesh, x->dims[k]);
+            pp[k] = ldt_partial((ldt_reduce_op)x->reduce);
+            rr[k] = ldt_replicate();
+        }
+        for (int k = 0; k < x->nin; k++) bytes += ldt__value_bytes(&p->vals[p->ops[x->in + k]]);
+        traffic = n > 1 ? 2 * (n - 1) * bytes / n : 0;
+        ldt_placements_format(pp, x->ndims, from, sizeof from);
+        ldt_placements_format(rr, x->ndims, to, sizeof to);
+    }
+    fprintf(f, "\",\"bytes\":%lld,\"bytes_per_rank\":%lld,\"mesh_dims\":[", (long long)bytes, (long long)traffic);
+    for (int k = 0; k < nd; k++) fprintf(f, "%s%d", k ? "," : "", dims[k]);
+    fputs("],\"group\":", f);
+    write_group(f, e->mesh, p->rank, dims, nd);
+    fprintf(f, ",\"placements\":\"%s -> %s\"", from, to);
+}
+
 ldt_status ldt__exec_write_trace(ldt_exec *e) {
     FILE *f = fopen(e->trace_path, "w");
     int first = 1;
@@ -29,9 +98,11 @@ ldt_status ldt__exec_write_trace(ldt_exec *e) {
         for (int64_t i = 0; i < rs->nins; i++) {
             const ldt__instr *x = &rs->prog->ins[i];
             fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
-                       "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"node\":%d,\"instruction\":%lld}}",
+                       "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"node\":%d,\"instruction\":%lld",
                     ldt__instr_name(e->ctx, x), category(x), r, rs->prof[i].start * 1e6,
                     (rs->prof[i].end - rs->prof[i].start) * 1e6, x->node, (long long)i);
+            if (x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE) comm_args(f, e, rs->prog, x);
+            fputs("}}", f);
         }
     }
     fputs("\n]}\n", f);

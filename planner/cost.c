@@ -228,15 +228,11 @@ ldt_status ldt_cost_model_load(const char *path, ldt_cost_model *out) {
     return LDT_OK;
 }
 
-ldt_status ldt_cost_model_save(const ldt_cost_model *m, const char *path) {
-    ldt_status st = LDT_OK;
-    cJSON *root = NULL, *links;
+/* The profile's JSON text (cJSON_free it), or NULL when out of memory. */
+static char *profile_json(const ldt_cost_model *m) {
+    cJSON *root = cJSON_CreateObject(), *links;
     char *text = NULL;
-    FILE *f = NULL;
-    LDT_CHECK(ldt_cost_model_check(m));
-    if (!path) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost profile: path must not be NULL");
-    root = cJSON_CreateObject();
-    if (!root) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cost profile: out of memory");
+    if (!root) return NULL;
     cJSON_AddStringToObject(root, "format", "lazydt-cost-profile");
     cJSON_AddNumberToObject(root, "version", 1);
     cJSON_AddStringToObject(root, "name", m->name);
@@ -251,9 +247,18 @@ ldt_status ldt_cost_model_save(const ldt_cost_model *m, const char *path) {
         cJSON_AddNumberToObject(l, "bandwidth_gbps", m->links[i].bandwidth_Bps / GB);
         cJSON_AddItemToArray(links, l);
     }
-    text = cJSON_Print(root);
-    if (!links || !text || cJSON_GetArraySize(links) != m->nlinks)
-        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cost profile: out of memory");
+    if (links && cJSON_GetArraySize(links) == m->nlinks) text = cJSON_Print(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+ldt_status ldt_cost_model_save(const ldt_cost_model *m, const char *path) {
+    ldt_status st = LDT_OK;
+    char *text = NULL;
+    FILE *f = NULL;
+    LDT_CHECK(ldt_cost_model_check(m));
+    if (!path) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost profile: path must not be NULL");
+    if (!(text = profile_json(m))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cost profile: out of memory");
     f = fopen(path, "wb");
     if (!f) LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "cost profile: cannot create '%s'", path);
     if (fputs(text, f) < 0 || fputc('\n', f) == EOF)
@@ -263,6 +268,17 @@ fail:
         st = ldt__trace(ldt__error(LDT_ERR_SYSTEM, "cost profile: closing '%s' failed", path),
                         __FILE__, __LINE__);
     cJSON_free(text);
-    cJSON_Delete(root);
+    return st;
+}
+
+ldt_status ldt_cost_model_write(const ldt_cost_model *m, FILE *f) {
+    ldt_status st = LDT_OK;
+    char *text;
+    LDT_CHECK(ldt_cost_model_check(m));
+    if (!f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost profile: stream must not be NULL");
+    if (!(text = profile_json(m))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cost profile: out of memory");
+    if (fputs(text, f) < 0 || fputc('\n', f) == EOF)
+        st = ldt__error(LDT_ERR_SYSTEM, "cost profile: writing the profile failed");
+    cJSON_free(text);
     return st;
 }

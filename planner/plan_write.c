@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "planner/memory.h"
 #include "planner/plan_internal.h"
 
 static int is_coll(ldt_collective c) { return c <= LDT_COLL_ALL_TO_ALL || c == LDT_COLL_SEND_RECV; }
@@ -151,7 +152,7 @@ static void json_node_moves(FILE *f, ldt_plan *p, int64_t v) {
             fputs(",\"mesh_dims\":", f);
             json_dims(f, st.dims, st.ndims);
             fprintf(f, ",\"tensor_bytes\":%" PRId64 ",\"bytes_per_rank\":%" PRId64
-                       ",\"seconds\":%.9g}",
+                       ",\"modeled_seconds\":%.9g}",
                     node_bytes(u), st.bytes_sent > st.bytes_recv ? st.bytes_sent : st.bytes_recv,
                     st.seconds);
             first = 0;
@@ -222,7 +223,7 @@ ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f) {
     }
     fprintf(f,
             "\n],\"totals\":{\"collectives\":%" PRId64 ",\"comm_bytes_per_rank\":%" PRId64
-            ",\"modeled_seconds\":%.9g,\"plan_seconds\":%.9g,\"redistributions\":%" PRId64
+            ",\"modeled_comm_seconds\":%.9g,\"plan_seconds\":%.9g,\"redistributions\":%" PRId64
             ",\"plan_cost_seconds\":%.9g,\"greedy_cost_seconds\":%.9g,\"nodes\":%" PRId64 "}}\n",
             tot.collectives, tot.comm_bytes_per_rank, tot.modeled_seconds, tot.plan_seconds,
             tot.redistributions, p->cost_chosen, p->cost_greedy, p->nnodes);
@@ -232,23 +233,82 @@ ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f) {
 /* ---------------------------------------------------------------------------------------
  * DOT.
  */
-ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f) {
+/* "[4,64]", the local shape of node v's output on the mesh's first rank, with " (uneven)"
+ * when another rank's differs. */
+static void local_shape(const ldt_plan *p, const ldt_tensor *t, int out, char *buf, size_t cap) {
+    ldt_spec spec;
+    ldt_region r0, r;
+    int uneven = 0;
+    buf[0] = '\0';
+    if (ldt_spec_init(&spec, p->mesh, t->shape, ldt__plist(p, out), p->nd, (ldt_dtype)t->dtype) != LDT_OK ||
+        ldt_layout(&spec, ldt_mesh_rank_at(p->mesh, 0), &r0) != LDT_OK) {
+        ldt_clear_error();
+        snprintf(buf, cap, "?");
+        return;
+    }
+    for (int i = 1; i < ldt_mesh_nranks(p->mesh) && !uneven; i++)
+        if (ldt_layout(&spec, ldt_mesh_rank_at(p->mesh, i), &r) == LDT_OK)
+            for (int d = 0; d < r.ndim; d++) uneven |= r.local_shape.dims[d] != r0.local_shape.dims[d];
+    ldt_shape_format(&r0.local_shape, buf, cap);
+    if (uneven && strlen(buf) + 10 < cap) strcat(buf, " (uneven)");
+}
+
+ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f) { return ldt_plan_write_dot_titled(p, NULL, f); }
+
+ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f) {
     static const char *const palette[] = {"#ffffff", "#a6cee3", "#b2df8a", "#fb9a99",
                                           "#fdbf6f", "#cab2d6", "#ffff99", "#1f78b4",
                                           "#33a02c", "#e31a1c", "#ff7f00", "#6a3d9a"};
     const int npal = (int)(sizeof palette / sizeof palette[0]);
+    char mesh[256];
+    uint8_t *used;
     if (!p || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan dot: NULL argument");
-    fputs("digraph plan {\n  node [shape=box, style=filled, fontname=\"monospace\"];\n", f);
+    if (!(used = calloc((size_t)npal, 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan dot: out of memory");
+    ldt_mesh_format(p->mesh, mesh, sizeof mesh);
+    fputs("digraph plan {\n  labelloc=t;\n  label=", f);
+    if (title) {
+        json_str(f, title); /* a DOT string is quoted and escaped as JSON's is */
+    } else {
+        fprintf(f, "\"plan on mesh %s: %" PRId64 " nodes\"", mesh, p->nnodes);
+    }
+    fputs(";\n  node [shape=box, style=filled, fontname=\"monospace\"];\n", f);
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         int out = ldt__chosen_out(p, v);
-        char pl[256];
+        char pl[256], gs[128], ls[160];
         ldt_placements_format(ldt__plist(p, out), p->nd, pl, sizeof pl);
+        ldt_shape_format(t->shape, gs, sizeof gs);
+        local_shape(p, t, out, ls, sizeof ls);
         /* the colour is the placement list's id: the same placements, the same colour */
-        fprintf(f, "  n%" PRId64 " [label=\"%%%" PRId64 " %s%s%s\\n%s\", fillcolor=\"%s\"];\n", v, v,
-                ldt__op_name(p->ctx, t->op), LDT__NAME(t) ? " " : "", LDT__NAME(t) ? LDT__NAME(t) : "",
-                pl, palette[out % npal]);
+        fprintf(f, "  n%" PRId64 " [label=\"%%%" PRId64 " %s%s%s\\n%s\\nglobal %s local %s\", fillcolor=\"%s\"];\n", v,
+                v, ldt__op_name(p->ctx, t->op), LDT__NAME(t) ? " " : "", LDT__NAME(t) ? LDT__NAME(t) : "", pl, gs,
+                ls, palette[out % npal]);
+        used[out % npal] = 1;
     }
+    /* the legend: each colour in use with its placement list (ids that share a colour listed
+     * together), and what a red edge means */
+    fputs("  subgraph cluster_legend {\n    label=\"legend\";\n    style=dashed;\n", f);
+    for (int c = 0; c < npal; c++) {
+        char pl[256];
+        int first = 1;
+        if (!used[c]) continue;
+        fprintf(f, "    legend%d [label=\"", c);
+        for (int64_t v = 0, k; v < p->nnodes; v++) {
+            int out = ldt__chosen_out(p, v);
+            if (out % npal != c) continue;
+            for (k = 0; k < v && ldt__chosen_out(p, k) != out; k++) {}
+            if (k < v) continue; /* listed already */
+            ldt_placements_format(ldt__plist(p, out), p->nd, pl, sizeof pl);
+            fprintf(f, "%s%s", first ? "" : " | ", pl);
+            first = 0;
+        }
+        fprintf(f, "\", fillcolor=\"%s\"];\n", palette[c]);
+    }
+    fputs("    legend_edge_from [label=\"producer\", style=solid];\n"
+          "    legend_edge_to [label=\"consumer\", style=solid];\n"
+          "    legend_edge_from -> legend_edge_to [color=red, fontcolor=red, label=\"redistribution: its collectives\"];\n"
+          "  }\n", f);
+    free(used);
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         for (int k = 0; t->kind != LDT__PERSISTENT && k < t->nin; k++) {
@@ -396,5 +456,28 @@ ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out) {
     free(bytes);
     free(elems);
     ldt_clear_error();
+    return LDT_OK;
+}
+
+/* The arena of rank's program, as ldt_compile binds it: parameter and constant shards are held
+ * outside, every other value (inputs, activations, gradients) gets an offset. */
+ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out) {
+    const ldt__program *prog;
+    ldt__mem_plan m = {0};
+    uint8_t *outside;
+    ldt_status st;
+    if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan arena: NULL argument");
+    if (!(prog = ldt__plan_program(p, rank, &st))) return st;
+    if (!(outside = calloc((size_t)(prog->nvals ? prog->nvals : 1), 1)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan arena: out of memory");
+    for (int64_t i = 0; i < prog->nins; i++) {
+        const ldt__instr *x = &prog->ins[i];
+        if (x->kind == LDT__I_LOAD && x->src->op != LDT_OP_INPUT) outside[x->out] = 1;
+    }
+    st = ldt__memory_plan(prog, outside, NULL, &m);
+    free(outside);
+    if (st != LDT_OK) return st;
+    *out = m.arena_bytes;
+    ldt__mem_plan_free(&m);
     return LDT_OK;
 }

@@ -25,8 +25,9 @@ Test(cli, layout_json_2x3) {
     cr_assert_eq(run("layout --mesh 2x3 --shape 7,5 --placements S0,S1 --json", out, sizeof out, 0), 0);
     root = cJSON_Parse(out);
     cr_assert_not_null(root, "not JSON: %s", out);
-    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "mesh")), 2);
-    cr_expect_eq(num(cJSON_GetObjectItem(root, "mesh"), 1), 3);
+    cr_expect_str_eq(cJSON_GetObjectItem(root, "mesh")->valuestring, "2x3");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "mesh_shape")), 2);
+    cr_expect_eq(num(cJSON_GetObjectItem(root, "mesh_shape"), 1), 3);
     cr_expect_eq(num(cJSON_GetObjectItem(root, "shape"), 0), 7);
     cr_expect_str_eq(cJSON_GetObjectItem(root, "placements")->valuestring, "S0,S1");
     ranks = cJSON_GetObjectItem(root, "ranks");
@@ -138,7 +139,7 @@ Test(cli, plan_json_megatron_mlp) {
     cr_assert_eq(all_reduces, 2);
     cr_assert_eq(cJSON_GetObjectItem(tot, "collectives")->valuedouble, 2);
     cr_assert_gt(cJSON_GetObjectItem(tot, "comm_bytes_per_rank")->valuedouble, 0);
-    cr_assert_gt(cJSON_GetObjectItem(tot, "modeled_seconds")->valuedouble, 0);
+    cr_assert_gt(cJSON_GetObjectItem(tot, "modeled_comm_seconds")->valuedouble, 0);
     cr_assert_geq(cJSON_GetObjectItem(tot, "plan_seconds")->valuedouble, 0);
     cJSON_Delete(j);
 }
@@ -292,4 +293,348 @@ Test(cli, every_command_has_whole_help) {
         cr_assert(strstr(out, "usage") != NULL, "%s: %s", cmds[i], out);
         cr_assert(strstr(out, "(null)") == NULL, "%s help prints a missing entry:\n%s", cmds[i], out);
     }
+}
+
+/* ---- version, help, defaults -------------------------------------------------------------- */
+
+static const char *const k_cmds[] = {"layout", "info", "redistribute", "plan", "run", "train", "step-bench",
+                                     "meta-init", "calibrate", "rand", "ckpt", "spec"};
+#define NCMDS (sizeof k_cmds / sizeof k_cmds[0])
+
+/* `ldt --version` is the CMake project's version; -h, --help and `ldt help CMD` print the same. */
+Test(cli, version_and_help_everywhere) {
+    static char out[1 << 16], ref[1 << 16];
+    char args[128];
+    cr_assert_eq(run("--version", out, sizeof out, 1), 0, "%s", out);
+    cr_assert_str_eq(out, "ldt " LDT_PROJECT_VERSION "\n");
+    for (size_t i = 0; i < NCMDS; i++) {
+        snprintf(args, sizeof args, "%s --help", k_cmds[i]);
+        cr_assert_eq(run(args, ref, sizeof ref, 1), 0, "%s: %s", args, ref);
+        snprintf(args, sizeof args, "%s -h", k_cmds[i]);
+        cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s: %s", args, out);
+        cr_expect_str_eq(out, ref, "%s differs from --help", args);
+        snprintf(args, sizeof args, "help %s", k_cmds[i]);
+        cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s: %s", args, out);
+        cr_expect_str_eq(out, ref, "ldt %s differs from --help", args);
+    }
+    /* ckpt's subcommands each have their own */
+    cr_assert_eq(run("ckpt merge --help", ref, sizeof ref, 1), 0, "%s", ref);
+    cr_expect(strstr(ref, "usage: ldt ckpt merge DIR OUT.safetensors") != NULL, "%s", ref);
+    cr_assert_eq(run("help ckpt merge", out, sizeof out, 1), 0, "%s", out);
+    cr_expect_str_eq(out, ref);
+    cr_assert_eq(run("ckpt info -h", out, sizeof out, 1), 0, "%s", out);
+    cr_expect(strstr(out, "usage: ldt ckpt info DIR [--json]") && strstr(out, "--json"), "%s", out);
+    cr_assert_eq(run("help nope", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "unknown command 'nope'") != NULL, "%s", out);
+    cr_assert_eq(run("ckpt frob", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "unknown subcommand 'frob'") != NULL, "%s", out);
+}
+
+/* The default a command's help names for --flag: the text after "(default " up to ')'. */
+static int help_default(const char *help, const char *flag, char *val, size_t cap) {
+    char key[64];
+    const char *p, *eol, *d;
+    snprintf(key, sizeof key, "  --%s VALUE ", flag);
+    if (!(p = strstr(help, key))) return 0;
+    eol = strchr(p, '\n');
+    if (!(d = strstr(p, "(default ")) || (eol && d > eol)) return 0;
+    d += strlen("(default ");
+    snprintf(val, cap, "%.*s", (int)strcspn(d, ")"), d);
+    return 1;
+}
+
+/* For every command that builds a model, its help names the model sizes, the pins and the mesh
+ * it applies: run without those flags, the "config" it reports holds exactly those values. */
+Test(cli, help_names_the_defaults_applied) {
+    static char help[1 << 16], out[1 << 20];
+    static const struct {
+        const char *cmd, *args;
+        int has_pins;
+    } rows[] = {
+        {"plan", "--model gpt --json", 1},
+        {"run", "--steps 1 --json", 1},
+        {"step-bench", "--steps 1 --json", 1},
+        {"meta-init", "--model gpt --json", 1},
+        {"train", "--steps 1 --sample 0 --json", 0},
+    };
+    static const char *sizes[] = {"layers", "hidden", "heads", "vocab", "seq", "batch"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char args[256], val[64];
+        cJSON *j, *cfg;
+        snprintf(args, sizeof args, "%s --help", rows[i].cmd);
+        cr_assert_eq(run(args, help, sizeof help, 1), 0, "%s", help);
+        snprintf(args, sizeof args, "%s %s", rows[i].cmd, rows[i].args);
+        cr_assert_eq(run(args, out, sizeof out, 0), 0, "%s: %s", args, out);
+        j = cJSON_Parse(out);
+        cr_assert_not_null(j, "%s: not JSON: %.300s", args, out);
+        cfg = cJSON_GetObjectItem(j, "config");
+        cr_assert(cJSON_IsObject(cfg), "%s: no config: %.300s", args, out);
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            cr_assert(help_default(help, sizes[k], val, sizeof val), "%s --help names no default for --%s",
+                      rows[i].cmd, sizes[k]);
+            cr_expect_eq(atoll(val), (long long)cJSON_GetObjectItem(cfg, sizes[k])->valuedouble,
+                         "%s: help says --%s %s, the command applied %g", rows[i].cmd, sizes[k], val,
+                         cJSON_GetObjectItem(cfg, sizes[k])->valuedouble);
+        }
+        cr_assert(help_default(help, "mesh", val, sizeof val), "%s --help names no default --mesh", rows[i].cmd);
+        cr_expect_str_eq(val, cJSON_GetObjectItem(cfg, "mesh")->valuestring, "%s: --mesh", rows[i].cmd);
+        if (rows[i].has_pins) {
+            cr_assert(help_default(help, "pins", val, sizeof val), "%s --help names no default --pins", rows[i].cmd);
+            cr_expect_str_eq(val, cJSON_GetObjectItem(cfg, "pins")->valuestring, "%s: --pins", rows[i].cmd);
+            cr_expect_str_eq(val, "megatron", "%s: every command pins alike", rows[i].cmd);
+        } else {
+            cr_expect(strstr(help, "Pins: megatron") != NULL, "%s --help names its pins", rows[i].cmd);
+            cr_expect_str_eq(cJSON_GetObjectItem(cfg, "pins")->valuestring, "megatron");
+        }
+        cJSON_Delete(j);
+    }
+}
+
+/* The plan without --pins is the plan with the pins plan's help names (and not with none). */
+Test(cli, plan_default_pins_plan_alike) {
+    static char a[1 << 20], b[1 << 20], c[1 << 20];
+    cJSON *ja, *jb, *jc;
+    char *na, *nb, *nc;
+    cr_assert_eq(run("plan --model mlp --mesh tp=4 --json", a, sizeof a, 0), 0, "%s", a);
+    cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --json", b, sizeof b, 0), 0, "%s", b);
+    cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins none --json", c, sizeof c, 0), 0, "%s", c);
+    ja = cJSON_Parse(a), jb = cJSON_Parse(b), jc = cJSON_Parse(c);
+    cr_assert(ja && jb && jc);
+    na = cJSON_PrintUnformatted(cJSON_GetObjectItem(ja, "nodes"));
+    nb = cJSON_PrintUnformatted(cJSON_GetObjectItem(jb, "nodes"));
+    nc = cJSON_PrintUnformatted(cJSON_GetObjectItem(jc, "nodes"));
+    cr_expect_str_eq(na, nb);
+    cr_expect_str_neq(na, nc, "megatron and none plan alike: the comparison proves nothing");
+    free(na), free(nb), free(nc);
+    cJSON_Delete(ja), cJSON_Delete(jb), cJSON_Delete(jc);
+}
+
+/* ---- --json on info, calibrate and ckpt info ---------------------------------------------- */
+
+Test(cli, info_json_matches_text) {
+    static char out[1 << 12], text[1 << 12];
+    cJSON *j;
+    const char *keys[] = {"cuda", "nccl", "mpi"};
+    cr_assert_eq(run("info --json", out, sizeof out, 0), 0, "%s", out);
+    cr_assert_eq(run("info", text, sizeof text, 0), 0, "%s", text);
+    j = cJSON_Parse(out);
+    cr_assert_not_null(j, "%s", out);
+    for (int i = 0; i < 3; i++) {
+        char line[64];
+        const char *v = cJSON_GetObjectItem(j, keys[i])->valuestring;
+        cr_assert(strcmp(v, "yes") == 0 || strcmp(v, "no") == 0 || strcmp(v, "emulated") == 0, "%s: %s", keys[i], v);
+        snprintf(line, sizeof line, "%s: %s", keys[i], v); /* the text says the same, first word */
+        cr_expect(strstr(text, line) != NULL, "'%s' not in:\n%s", line, text);
+    }
+    {
+        char line[64];
+        snprintf(line, sizeof line, "cuda_devices: %d\n", cJSON_GetObjectItem(j, "cuda_devices")->valueint);
+        cr_expect(strstr(text, line) != NULL, "'%s' not in:\n%s", line, text);
+    }
+    cJSON_Delete(j);
+    cr_assert_eq(run("info extra", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "unexpected argument 'extra'") != NULL, "%s", out);
+}
+
+Test(cli, calibrate_prints_without_out_and_json) {
+    static char out[1 << 14], file[1 << 14];
+    char path[64], args[128];
+    FILE *f;
+    size_t n;
+    cJSON *j, *links;
+    cr_assert_eq(run("calibrate --mesh dp=4 --quick", out, sizeof out, 1), 0, "%s", out);
+    cr_expect(strstr(out, "latency_us") && strstr(out, "overhead_us") && !strstr(out, "wrote"), "%s", out);
+    snprintf(path, sizeof path, "/tmp/ldt_test_profile_%d.json", (int)getpid());
+    snprintf(args, sizeof args, "calibrate --mesh 2x2 --quick --json --out %s", path);
+    cr_assert_eq(run(args, out, sizeof out, 0), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert_not_null(j, "%s", out);
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, "lazydt-cost-profile");
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "name")->valuestring, "calibrated");
+    links = cJSON_GetObjectItem(j, "links");
+    cr_assert_eq(cJSON_GetArraySize(links), 2, "one link per mesh dim: %s", out);
+    for (int d = 0; d < 2; d++)
+        cr_expect_gt(cJSON_GetObjectItem(cJSON_GetArrayItem(links, d), "bandwidth_gbps")->valuedouble, 0);
+    cJSON_Delete(j);
+    /* --out writes what --json prints */
+    f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    n = fread(file, 1, sizeof file - 1, f);
+    file[n] = '\0';
+    fclose(f);
+    remove(path);
+    cr_expect_str_eq(file, out);
+    cr_assert_eq(run("calibrate --quick", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "--mesh is required") != NULL, "%s", out);
+    cr_assert_eq(run("calibrate --mesh 2 --backend mpi", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "--backend mpi") != NULL, "%s", out);
+}
+
+/* A checkpoint of the mlp on tp=4 (meta-init --save), described by ckpt info --json: w1 [32,8]
+ * S0 is four [8,8] shards of 256 bytes at rows 0, 8, 16, 24. */
+Test(cli, ckpt_info_json) {
+    static char out[1 << 16];
+    char dir[64], args[256];
+    cJSON *j, *t, *w1 = NULL;
+    snprintf(dir, sizeof dir, "/tmp/ldt-ckpt-info-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(args, sizeof args, "meta-init --model mlp --hidden 8 --layers 1 --batch 2 --mesh tp=4 --save %s/c", dir);
+    cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s", out);
+    snprintf(args, sizeof args, "ckpt info %s/c --json", dir);
+    cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert_not_null(j, "%s", out);
+    cr_expect_eq(cJSON_GetObjectItem(j, "rank_files")->valueint, 4);
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, "lazydt-checkpoint");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "tensors")), 4, "%s", out);
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tensors"))
+        if (strcmp(cJSON_GetObjectItem(t, "name")->valuestring, "l.0.w1") == 0) w1 = t;
+    cr_assert_not_null(w1, "%s", out);
+    cr_expect_str_eq(cJSON_GetObjectItem(w1, "placements")->valuestring, "S0");
+    cr_expect_str_eq(cJSON_GetObjectItem(w1, "dtype")->valuestring, "f32");
+    cr_expect_eq(num(cJSON_GetObjectItem(w1, "shape"), 0), 32);
+    cr_expect_eq(cJSON_GetObjectItem(w1, "tensor_bytes")->valuedouble, 32 * 8 * 4);
+    cr_expect_eq(cJSON_GetObjectItem(w1, "stored_bytes")->valuedouble, 32 * 8 * 4);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(w1, "shards")), 4);
+    for (int r = 0; r < 4; r++) {
+        cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(w1, "shards"), r);
+        cr_expect_eq(cJSON_GetObjectItem(s, "rank")->valueint, r);
+        cr_expect_eq(num(cJSON_GetObjectItem(s, "local_shape"), 0), 8);
+        cr_expect_eq(num(cJSON_GetObjectItem(s, "local_shape"), 1), 8);
+        cr_expect_eq(num(cJSON_GetObjectItem(s, "offset"), 0), 8 * r);
+        cr_expect_eq(cJSON_GetObjectItem(s, "bytes")->valuedouble, 8 * 8 * 4);
+    }
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, "ckpt info %s/c --yaml", dir);
+    cr_expect_eq(run(args, out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "unknown flag '--yaml'") != NULL, "%s", out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* ---- plan table, trace args, DOT ---------------------------------------------------------- */
+
+/* Megatron's mlp on tp=4, 2 blocks: the table lists every op with its strategy and each
+ * all_reduce of a [4,64] f32 activation: 1024 bytes, of which a ring over 4 ranks sends
+ * 2 (4-1)/4 1024 = 1536 per rank; totals 2 collectives and 3072 bytes. */
+Test(cli, plan_table_ops_and_moves) {
+    static char out[1 << 16];
+    int ar = 0;
+    const char *p;
+    cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --layers 2", out, sizeof out, 0), 0, "%s", out);
+    cr_expect(strstr(out, "plan of mlp on mesh tp=4: 21 ops") != NULL, "%s", out);
+    /* the column heads, then rows of the real plan: the column-parallel W1, the row-parallel W2 */
+    cr_expect(strstr(out, "node  op      name    shape     strategy (inputs -> output)\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "%1    param   l.0.w1  [256,64]  -> S0\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "%3    linear          [4,256]   R S0 S0 -> S1\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "%7    linear          [4,64]    S1 S1 P -> P\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "%20   mean            []        P -> P\n") != NULL, "%s", out);
+    for (p = out; (p = strstr(p, "  all_reduce  ")); p++) {
+        char line[256];
+        long long bytes = 0, tensor = 0;
+        const char *eol = strchr(p, '\n');
+        snprintf(line, sizeof line, "%.*s", (int)(eol - p), p);
+        cr_assert_eq(sscanf(line, " all_reduce [0] P -> R %lld %lld", &bytes, &tensor), 2, "%s", line);
+        cr_expect_eq(bytes, 2 * (4 - 1) * 1024 / 4, "%s", line);
+        cr_expect_eq(tensor, 4 * 64 * 4, "%s", line);
+        ar++;
+    }
+    cr_expect_eq(ar, 2, "%s", out);
+    cr_expect(strstr(out, "node  input  collective     mesh_dims  from -> to  bytes_per_rank  tensor_bytes  modeled_us\n"),
+              "%s", out);
+    cr_expect(strstr(out, "%8        1  all_reduce     [0]        P -> R                1536          1024") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "totals: 2 collectives per rank, 6 redistributions, 3072 comm bytes per rank") != NULL,
+              "%s", out);
+}
+
+static char *read_all(const char *path) {
+    FILE *f = fopen(path, "rb");
+    long n;
+    char *b;
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = malloc((size_t)n + 1);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* The Chrome trace of mlp on dp=2,tp=2: rank 3's all_reduce over tp reduces its [2,64] f32
+ * rows (the batch of 4 split over dp): 512 bytes, with its tp partner rank 2; a ring of 2
+ * sends 2 (2-1)/2 512 = 512 bytes. */
+Test(cli, trace_comm_events_carry_args) {
+    static char out[1 << 16];
+    char path[64], args[256];
+    char *text;
+    cJSON *j, *e;
+    int found = 0, comm = 0;
+    snprintf(path, sizeof path, "/tmp/ldt_test_trace_%d.json", (int)getpid());
+    snprintf(args, sizeof args, "run --model mlp --mesh dp=2,tp=2 --layers 1 --steps 1 --trace %s", path);
+    cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s", out);
+    text = read_all(path);
+    remove(path);
+    j = cJSON_Parse(text);
+    cr_assert_not_null(j, "trace is not JSON");
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "traceEvents")) {
+        cJSON *a = cJSON_GetObjectItem(e, "args");
+        const cJSON *cat = cJSON_GetObjectItem(e, "cat");
+        if (!cJSON_IsString(cat) || strcmp(cat->valuestring, "comm") != 0) continue;
+        comm++;
+        cr_assert(cJSON_IsString(cJSON_GetObjectItem(a, "collective")) &&
+                      cJSON_IsNumber(cJSON_GetObjectItem(a, "bytes")) &&
+                      cJSON_IsNumber(cJSON_GetObjectItem(a, "bytes_per_rank")) &&
+                      cJSON_IsArray(cJSON_GetObjectItem(a, "mesh_dims")) &&
+                      cJSON_IsArray(cJSON_GetObjectItem(a, "group")) &&
+                      cJSON_IsString(cJSON_GetObjectItem(a, "placements")),
+                  "a comm event lacks args: %s", cJSON_PrintUnformatted(e));
+        if (cJSON_GetObjectItem(e, "tid")->valueint == 3 &&
+            strcmp(cJSON_GetObjectItem(a, "collective")->valuestring, "all_reduce") == 0) {
+            cJSON *g = cJSON_GetObjectItem(a, "group"), *d = cJSON_GetObjectItem(a, "mesh_dims");
+            found++;
+            cr_expect_eq(cJSON_GetObjectItem(a, "bytes")->valuedouble, 2 * 64 * 4);
+            cr_expect_eq(cJSON_GetObjectItem(a, "bytes_per_rank")->valuedouble, 512);
+            cr_expect(cJSON_GetArraySize(d) == 1 && num(d, 0) == 1, "mesh_dims");
+            cr_expect(cJSON_GetArraySize(g) == 2 && num(g, 0) == 2 && num(g, 1) == 3, "group");
+            cr_expect_str_eq(cJSON_GetObjectItem(a, "placements")->valuestring, "P -> R");
+        }
+    }
+    cr_expect_geq(comm, 4, "comm events: %d", comm);
+    cr_expect_eq(found, 1, "rank 3's all_reduces (the block's; the loss stays Partial): %d", found);
+    cJSON_Delete(j);
+    free(text);
+}
+
+/* The DOT: a title naming model and mesh, a legend of the colours in use, local shapes. */
+Test(cli, plan_dot_title_legend_local_shapes) {
+    static char out[1 << 16];
+    char path[64], args[256];
+    char *dot;
+    snprintf(path, sizeof path, "/tmp/ldt_test_plan_%d_b.dot", (int)getpid());
+    snprintf(args, sizeof args, "plan --model mlp --layers 1 --mesh tp=4 --dot %s", path);
+    cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s", out);
+    dot = read_all(path);
+    remove(path);
+    cr_expect(strstr(dot, "label=\"mlp (layers 1, hidden 64, batch 4) on mesh tp=4, pins megatron\";") != NULL,
+              "%s", dot);
+    /* w1 [256,64] S0 over 4: [64,64] on each rank; the input x whole */
+    cr_expect(strstr(dot, "n1 [label=\"%1 param l.0.w1\\nS0\\nglobal [256,64] local [64,64]\", fillcolor=\"#a6cee3\"]") !=
+                  NULL, "%s", dot);
+    cr_expect(strstr(dot, "n0 [label=\"%0 input x\\nR\\nglobal [4,64] local [4,64]\"") != NULL, "%s", dot);
+    /* the legend: each colour with its placements, the red edge */
+    cr_expect(strstr(dot, "subgraph cluster_legend") != NULL, "%s", dot);
+    cr_expect(strstr(dot, "[label=\"S0\", fillcolor=\"#a6cee3\"]") != NULL, "%s", dot);
+    cr_expect(strstr(dot, "[label=\"P\", fillcolor=\"#fb9a99\"]") != NULL, "%s", dot);
+    cr_expect(strstr(dot, "label=\"redistribution: its collectives\"") != NULL, "%s", dot);
+    free(dot);
+    /* uneven: hidden 6 over 4 ranks is chunks of 2,2,2,0 */
+    snprintf(args, sizeof args, "plan --model mlp --layers 1 --hidden 6 --mesh tp=4 --dot %s", path);
+    cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s", out);
+    dot = read_all(path);
+    remove(path);
+    cr_expect(strstr(dot, "global [24,6] local [6,6]\"") != NULL, "%s", dot);
+    free(dot);
 }

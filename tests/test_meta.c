@@ -359,18 +359,23 @@ static double jnum(cJSON *j, const char *k) {
 
 Test(meta, cli_meta_init_json) {
     static char out[1 << 16];
-    cJSON *j;
+    cJSON *j, *mpr;
     int64_t H = 12288, V = 50257, S = 2048, L = 96;
     /* GPT-3 175B on dp=8,tp=8: planned on meta, nothing allocated */
     cr_assert_eq(run_cli("meta-init --model gpt --layers 96 --hidden 12288 --heads 96 --vocab 50257 "
                          "--seq 2048 --mesh dp=8,tp=8 --pins megatron --json", out, sizeof out), 0, "%s", out);
     j = cJSON_Parse(out);
     cr_assert(j != NULL, "%s", out);
-    cr_assert_eq((int64_t)jnum(j, "params"), V * H + S * H + L * (12 * H * H + 13 * H) + 2 * H);
-    cr_assert_eq((int64_t)jnum(j, "param_bytes"), 4 * (int64_t)jnum(j, "params"));
-    cr_assert_lt(jnum(j, "per_rank_param_bytes_max"), jnum(j, "param_bytes") / 7);
+    cr_assert_eq((int64_t)jnum(j, "param_count"), V * H + S * H + L * (12 * H * H + 13 * H) + 2 * H);
+    cr_assert_eq((int64_t)jnum(j, "param_bytes"), 4 * (int64_t)jnum(j, "param_count"));
+    mpr = cJSON_GetObjectItem(j, "memory_per_rank");
+    cr_assert(cJSON_IsObject(mpr), "%s", out);
+    cr_assert_lt(jnum(mpr, "params"), jnum(j, "param_bytes") / 7);
+    cr_assert_eq(jnum(mpr, "grads"), jnum(mpr, "params"));
+    cr_assert_eq(jnum(mpr, "optimizer"), 2 * jnum(mpr, "params"), "f32: two states of 4 bytes an element");
+    cr_assert_gt(jnum(mpr, "activations_peak"), 0);
     cr_assert_eq(jnum(j, "allocated_bytes"), 0);
-    cr_assert_geq(jnum(j, "seconds"), 0);
+    cr_assert_geq(jnum(j, "wall_seconds"), 0);
     cJSON_Delete(j);
     /* a small one materialized: the ranks made exactly their shards, summed */
     cr_assert_eq(run_cli("meta-init --model mlp --hidden 8 --layers 1 --batch 2 --mesh tp=4 --pins megatron "
@@ -379,7 +384,17 @@ Test(meta, cli_meta_init_json) {
     cr_assert(j != NULL, "%s", out);
     /* w1 [32,8] S0, b1 [32] S0, w2 [8,32] S1 split 4 ways; b2 [8] whole on each of 4 ranks */
     cr_assert_eq((int64_t)jnum(j, "allocated_bytes"), 4 * (32 * 8 + 32 + 8 * 32) + 4 * 4 * 8);
-    cr_assert_eq((int64_t)jnum(j, "per_rank_param_bytes_max"), (4 * (32 * 8 + 32 + 8 * 32) + 4 * 4 * 8) / 4);
+    mpr = cJSON_GetObjectItem(j, "memory_per_rank");
+    cr_assert(cJSON_IsObject(mpr), "%s", out);
+    /* every rank: a quarter of w1, b1, w2 and all of b2 = 144 elements, 576 bytes */
+    cr_assert_eq((int64_t)jnum(mpr, "params"), (4 * (32 * 8 + 32 + 8 * 32) + 4 * 4 * 8) / 4);
+    cr_assert_eq((int64_t)jnum(mpr, "grads"), 576);
+    cr_assert_eq((int64_t)jnum(mpr, "optimizer"), 8 * 144);
+    /* the arena at its fullest, at the second linear: x [2,8], gelu's [2,8], b2's Partial [8]
+     * and the product [2,8], each rounded up to 64 bytes */
+    cr_assert_eq((int64_t)jnum(mpr, "activations_peak"), 4 * 64);
+    /* the ranks are alike, so the peak is the sum of the four */
+    cr_assert_eq((int64_t)jnum(mpr, "peak"), 576 + 576 + 8 * 144 + (int64_t)jnum(mpr, "activations_peak"));
     cJSON_Delete(j);
     cr_assert_eq(run_cli("meta-init --layers 2", out, sizeof out), 2);
     cr_assert(strstr(out, "--model is required"), "%s", out);

@@ -60,7 +60,7 @@ Test(train, the_loss_falls) {
     cr_assert_leq(tail, 0.6 * log(256.0), "last-10 mean %.4f", tail);
     cr_assert_float_eq(cJSON_GetObjectItem(j, "last10_mean_loss")->valuedouble, tail, 1e-6);
     cr_assert_gt(cJSON_GetObjectItem(j, "tokens_per_second")->valuedouble, 0);
-    cr_assert_gt(cJSON_GetObjectItem(j, "step_seconds_median")->valuedouble, 0);
+    cr_assert_gt(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "step_seconds"), "median")->valuedouble, 0);
     cr_assert_gt(cJSON_GetObjectItem(j, "compile_seconds")->valuedouble, 0);
     cJSON_Delete(j);
 }
@@ -134,4 +134,46 @@ Test(train, step_bench_json) {
     cr_assert_gt(sum, 0);
     cJSON_Delete(j);
     cr_assert_eq(run_cli("step-bench --steps 0", out, sizeof out), 2);
+}
+
+/* Without a terminal (popen: stdout is a pipe) the text output logs the loss at step 1 and
+ * every tenth of the steps, the very losses --json reports; the sample is one line, escaped. */
+Test(train, log_lines_and_escaped_sample) {
+    static char out[1 << 16];
+    const char *small = "--steps 20 --hidden 32 --heads 4 --seq 16 --batch 4 --mesh dp=2,tp=2";
+    double l[20];
+    char cmd[512];
+    const char *p;
+    int lines = 0;
+    cJSON_Delete(train(small, l, 20));
+    snprintf(cmd, sizeof cmd, "train %s --sample 30", small);
+    cr_assert_eq(run(cmd, out, sizeof out, 0), 0, "%s", out);
+    for (int k = 1; k <= 20; k++) {
+        char line[64];
+        if (k != 1 && k % 2 != 0) continue; /* a tenth of 20 steps: every 2nd */
+        snprintf(line, sizeof line, "step %d/20 loss %.4f\n", k, l[k - 1]);
+        cr_expect(strstr(out, line) != NULL, "'%s' missing:\n%s", line, out);
+        lines++;
+    }
+    for (p = out; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, "step ", 5) == 0) lines--;
+    cr_expect_eq(lines, 0, "other step lines:\n%s", out);
+    cr_expect(strstr(out, "trained 20 steps: loss ") != NULL, "the summary stays:\n%s", out);
+    /* after the header, the prompt and 30 characters on one line: newlines written as \n */
+    p = strstr(out, "sample (greedy, from \"12+34=\"):\n");
+    cr_assert_not_null(p, "%s", out);
+    p = strchr(p, '\n') + 1;
+    {
+        size_t len = strcspn(p, "\n"), chars = 0;
+        cr_expect_str_eq(p + len, "\n", "the sample ends the output on its line:\n%s", p);
+        for (size_t i = 0; i < len; i++, chars++) {
+            cr_assert(p[i] >= 32 && p[i] < 127, "raw byte %d in the sample", p[i]);
+            if (p[i] == '\\') {
+                i++;
+                cr_assert(p[i] == 'n' || p[i] == 't' || p[i] == 'r' || p[i] == '\\' || p[i] == 'x', "%s", p);
+                if (p[i] == 'x') i += 2;
+            }
+        }
+        cr_expect_eq(chars, 6 + 30, "'%.*s' holds %zu characters", (int)len, p, chars);
+    }
 }

@@ -364,6 +364,11 @@ ldt_status ldt_ckpt_merge(const char *dir, const char *out_path);
 /* Prints dir's tensors with their dtype, shape, mesh, placements, stored shards and sizes.
  * Headers are checked; the data is not read. */
 ldt_status ldt_ckpt_info(const char *dir, FILE *f);
+/* The same as one JSON object (`ldt ckpt info --json`; keys in docs/cli.md):
+ * {"dir","format","version","rank_files","stored_bytes","file_bytes","tensors":[{"name",
+ * "dtype","shape","mesh","placements","tensor_bytes","stored_bytes","shards":[{"rank",
+ * "local_shape","offset","slices"?,"bytes"}]}]}. */
+ldt_status ldt_ckpt_info_json(const char *dir, FILE *f);
 
 #ifdef __cplusplus
 }

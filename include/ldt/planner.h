@@ -69,6 +69,8 @@ ldt_status ldt_cost_model_preset(const char *name, ldt_cost_model *out);
 ldt_status ldt_cost_model_load(const char *path, ldt_cost_model *out);
 ldt_status ldt_cost_model_parse(const char *json, ldt_cost_model *out);
 ldt_status ldt_cost_model_save(const ldt_cost_model *m, const char *path);
+/* The same JSON written to a stream (`ldt calibrate --json` prints it). */
+ldt_status ldt_cost_model_write(const ldt_cost_model *m, FILE *f);
 /* Positive finite bandwidths, non-negative finite latencies and overhead, 1..8 links. */
 ldt_status ldt_cost_model_check(const ldt_cost_model *m);
 /* The link that prices mesh dim `dim` of a mesh with `mesh_ndim` dims. */
@@ -245,11 +247,20 @@ typedef struct ldt_plan_memory {
     int64_t per_rank_param_elems_max;
 } ldt_plan_memory;
 ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out);
+/* The static memory plan's arena of rank's program: the bytes that its transient values
+ * (inputs, activations; in a training step the gradients too) need at once, parameter shards
+ * not included (what ldt_compile allocates per rank; `memory_per_rank.activations_peak`). */
+ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out);
 
 /* The JSON of `ldt plan --json`: {"nodes":[...],"totals":{...}}. */
 ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f);
-/* Graphviz: nodes coloured by placement, redistribution edges labelled with collectives. */
+/* Graphviz: nodes coloured by placement, redistribution edges labelled with collectives, a
+ * title and a legend. */
 ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f);
+/* The same under a title (the graph's label; NULL: "plan on mesh M: N nodes"). Nodes show
+ * op, name, placements, global and local shape (the first rank's; "(uneven)" when ranks
+ * differ); a legend cluster names each colour's placement lists and the red edges. */
+ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f);
 /* The program of one rank, one instruction per line. */
 ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f);
 

@@ -2,7 +2,10 @@
 #ifndef LDT_TOOLS_CLI_H
 #define LDT_TOOLS_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
+
+#include "ldt/ldt.h"
 
 /* One accepted flag: name without dashes, whether it takes a value, its help line. */
 typedef struct cli_flag {
@@ -12,7 +15,8 @@ typedef struct cli_flag {
     const char *value; /* filled by cli_parse: the value, or "1" for a switch; NULL if absent */
 } cli_flag;
 
-/* Parses argv (after the subcommand) into flags: "--name value" or "--name=value".
+/* Parses argv (after the subcommand) into flags: "--name value" or "--name=value"; "-h" is
+ * "--help" where the table has a help flag.
  * Returns 0, or prints the problem to stderr and returns 2. */
 int cli_parse(const char *cmd, int argc, char **argv, cli_flag *flags, int nflags);
 const char *cli_get(const cli_flag *flags, int nflags, const char *name);
@@ -21,20 +25,44 @@ void cli_print_flags(FILE *f, const cli_flag *flags, int nflags);
 /* Prints "ldt <cmd>: <ldt_last_error()>" to stderr and returns 1. */
 int cli_fail(const char *cmd);
 
-/* The flag entries of a model's sizes, for the tables of the commands that build models. */
-#define CLI_MODEL_SIZE_FLAGS                                                              \
-    {"layers", 1, "blocks (default 2)", NULL}, {"hidden", 1, "hidden size (default 64)", NULL}, \
-        {"heads", 1, "gpt attention heads (default 4)", NULL},                            \
-        {"vocab", 1, "gpt vocabulary (default 128)", NULL},                               \
-        {"seq", 1, "gpt sequence length (default 16)", NULL},                             \
-        {"batch", 1, "batch size (default 4)", NULL}
-struct ldt_model_config;
+/* The flag entries of a model's sizes, for the tables of the commands that build models, with
+ * the defaults the command applies (CLI_MODEL_SIZE_FLAGS: ldt_model_config_default's). */
+#define CLI_MODEL_SIZE_FLAGS_AT(...) CLI_MODEL_SIZE_FLAGS_AT_(__VA_ARGS__)
+#define CLI_MODEL_SIZE_FLAGS_AT_(L, H, A, V, S, B)                                              \
+    {"layers", 1, "blocks (default " #L ")", NULL}, {"hidden", 1, "hidden size (default " #H ")", NULL}, \
+        {"heads", 1, "gpt attention heads (default " #A ")", NULL},                               \
+        {"vocab", 1, "gpt vocabulary (default " #V ")", NULL},                                    \
+        {"seq", 1, "gpt sequence length (default " #S ")", NULL},                                 \
+        {"batch", 1, "batch size (default " #B ")", NULL}
+/* ldt_model_config_default's sizes (models/model.c), in the order above; test_cli checks
+ * that each command's help names the sizes it applies. */
+#define CLI_DEFAULT_SIZES 2, 64, 4, 128, 16, 4
+#define CLI_MODEL_SIZE_FLAGS CLI_MODEL_SIZE_FLAGS_AT(CLI_DEFAULT_SIZES)
+/* The pins every command that builds a model applies without --pins. */
+#define CLI_DEFAULT_PINS "megatron"
+#define CLI_PINS_FLAG {"pins", 1, "megatron or none (default " CLI_DEFAULT_PINS ")", NULL}
+/* "config":{model, layers, hidden, heads, vocab, seq, batch, dtype, pins, mesh}: what the
+ * command built (no braces around it). */
+void cli_config_json(FILE *f, const char *kind, const ldt_model_config *cfg, const char *pins,
+                     const ldt_mesh *mesh);
 /* Integer flag `name`: its value (>= lo) or def. Returns 0, or prints why and returns 2. */
 int cli_int(const char *cmd, const cli_flag *flags, int nflags, const char *name, int64_t def,
             int64_t lo, int64_t *out);
 /* The model sizes (CLI_MODEL_SIZE_FLAGS) into cfg, keeping its values where a flag is absent.
  * Returns 0, or prints why and returns 2. */
-int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, struct ldt_model_config *cfg);
+int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_model_config *cfg);
+
+/* memory_per_rank (docs/cli.md), bytes, each figure its busiest rank's: params (the model's
+ * parameter shards under the plan), grads (one per parameter element, in its dtype), optimizer
+ * (AdamW: two f32 states per parameter element), activations_peak (ldt_plan_arena_bytes: the
+ * planned program's transient values), peak (the four summed on one rank, the largest). */
+typedef struct cli_memory {
+    int64_t params, grads, optimizer, activations_peak, peak;
+} cli_memory;
+/* Returns LDT_OK or the library's error (its message set). */
+ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mesh, cli_memory *out);
+/* Writes "memory_per_rank":{...} (no braces around it). */
+void cli_memory_json(FILE *f, const cli_memory *m);
 
 int cmd_layout(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -5,6 +5,7 @@
 
 #include "ldt/core.h"
 #include "ldt/models.h"
+#include "ldt/planner.h"
 #include "tools/ldt/cli.h"
 
 static cli_flag *find(cli_flag *flags, int nflags, const char *name, size_t len) {
@@ -19,6 +20,10 @@ int cli_parse(const char *cmd, int argc, char **argv, cli_flag *flags, int nflag
         const char *a = argv[i], *eq;
         cli_flag *f;
         size_t len;
+        if (strcmp(a, "-h") == 0 && (f = find(flags, nflags, "help", 4))) { /* -h is --help */
+            f->value = "1";
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "ldt %s: unexpected argument '%s' (see ldt %s --help)\n", cmd, a, cmd);
             return 2;
@@ -96,4 +101,62 @@ int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_mode
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (cli_int(cmd, flags, nflags, f[i].name, *f[i].field, 1, f[i].field)) return 2;
     return 0;
+}
+
+ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mesh, cli_memory *out) {
+    int nr = ldt_mesh_nranks(mesh), np = ldt_model_nparams(m);
+    int64_t *bytes = calloc((size_t)nr, sizeof *bytes), *elems = calloc((size_t)nr, sizeof *elems);
+    ldt_status st = LDT_OK;
+    memset(out, 0, sizeof *out);
+    if (!bytes || !elems) {
+        st = ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "memory per rank: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < np && st == LDT_OK; i++) {
+        ldt_tensor *w = ldt_model_param(m, i, NULL);
+        ldt_placement pl[LDT_MAX_DIMS];
+        ldt_shape s;
+        ldt_spec spec;
+        ldt_dtype dt = ldt_tensor_dtype(w);
+        ldt_tensor_shape(w, &s);
+        if ((st = ldt_plan_placements(plan, w, pl, LDT_MAX_DIMS)) != LDT_OK ||
+            (st = ldt_spec_init(&spec, mesh, &s, pl, ldt_mesh_ndim(mesh), dt)) != LDT_OK)
+            break;
+        for (int r = 0; r < nr && st == LDT_OK; r++) {
+            ldt_region reg;
+            if ((st = ldt_layout(&spec, ldt_mesh_rank_at(mesh, r), &reg)) != LDT_OK) break;
+            bytes[r] += reg.numel * (int64_t)ldt_dtype_size(dt);
+            elems[r] += reg.numel;
+        }
+    }
+    for (int r = 0; r < nr && st == LDT_OK; r++) {
+        int64_t arena, peak;
+        if ((st = ldt_plan_arena_bytes(plan, ldt_mesh_rank_at(mesh, r), &arena)) != LDT_OK) break;
+        peak = 2 * bytes[r] + 8 * elems[r] + arena;
+        if (bytes[r] > out->params) out->params = out->grads = bytes[r];
+        if (8 * elems[r] > out->optimizer) out->optimizer = 8 * elems[r];
+        if (arena > out->activations_peak) out->activations_peak = arena;
+        if (peak > out->peak) out->peak = peak;
+    }
+done:
+    free(bytes);
+    free(elems);
+    return st;
+}
+
+void cli_memory_json(FILE *f, const cli_memory *m) {
+    fprintf(f, "\"memory_per_rank\":{\"params\":%lld,\"grads\":%lld,\"optimizer\":%lld,"
+               "\"activations_peak\":%lld,\"peak\":%lld}",
+            (long long)m->params, (long long)m->grads, (long long)m->optimizer, (long long)m->activations_peak,
+            (long long)m->peak);
+}
+
+void cli_config_json(FILE *f, const char *kind, const ldt_model_config *c, const char *pins,
+                     const ldt_mesh *mesh) {
+    char m[256];
+    ldt_mesh_format(mesh, m, sizeof m);
+    fprintf(f, "\"config\":{\"model\":\"%s\",\"layers\":%lld,\"hidden\":%lld,\"heads\":%lld,\"vocab\":%lld,"
+               "\"seq\":%lld,\"batch\":%lld,\"dtype\":\"%s\",\"pins\":\"%s\",\"mesh\":\"%s\"}",
+            kind, (long long)c->layers, (long long)c->hidden, (long long)c->heads, (long long)c->vocab,
+            (long long)c->seq, (long long)c->batch, ldt_dtype_name(c->dtype), pins, m);
 }

@@ -85,7 +85,9 @@ int cmd_layout(int argc, char **argv) {
         int64_t mdims[LDT_MAX_DIMS];
         for (int d = 0; d < ldt_mesh_ndim(mesh); d++) mdims[d] = ldt_mesh_dim_size(mesh, d);
         root = cJSON_CreateObject();
-        cJSON_AddItemToObject(root, "mesh", int_array(mdims, ldt_mesh_ndim(mesh)));
+        ldt_mesh_format(mesh, buf, sizeof buf);
+        cJSON_AddStringToObject(root, "mesh", buf);
+        cJSON_AddItemToObject(root, "mesh_shape", int_array(mdims, ldt_mesh_ndim(mesh)));
         cJSON_AddItemToObject(root, "shape", int_array(shape.dims, shape.ndim));
         ldt_placements_format(spec.placements, spec.nplace, buf, sizeof buf);
         cJSON_AddStringToObject(root, "placements", buf);

@@ -17,13 +17,13 @@ static cli_flag *flag_table(void) {
         {"model", 1, "mlp or gpt (required)", NULL},
         CLI_MODEL_SIZE_FLAGS,
         {"mesh", 1, "device mesh: dp=8,tp=8, 4, 2x2, ... (default 4)", NULL},
-        {"pins", 1, "megatron or none (default megatron)", NULL},
+        CLI_PINS_FLAG,
         {"seed", 1, "random stream seed of the init recipes (default 0)", NULL},
         {"materialize", 0, "allocate and compute each rank's shard on a real mesh of threads", NULL},
         {"save", 1, "materialize and save the model as a sharded checkpoint in DIR", NULL},
         {"device", 1, "cpu (default) or cuda: where --materialize computes the shards (cuda: "
                       "each rank's init program on a GPU, rank r on device r % devices)", NULL},
-        {"json", 0, "one JSON object", NULL},
+        {"json", 0, "one JSON object: config, param_count, memory_per_rank, ... (docs/cli.md)", NULL},
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -102,7 +102,8 @@ int cmd_meta_init(int argc, char **argv) {
     ldt_ctx_options co = {0};
     ldt_model_config cfg;
     ldt_plan_memory mem;
-    const char *kind, *save_dir, *dev_text;
+    cli_memory mpr;
+    const char *kind, *save_dir, *dev_text, *pins;
     int64_t seed, allocated = 0;
     double t0;
     int rc = 1;
@@ -113,12 +114,14 @@ int cmd_meta_init(int argc, char **argv) {
                "                     [--seed S] [--materialize] [--save DIR] [--device cpu|cuda]\n"
                "                     [--json]\n\n"
                "Builds the model on a meta mesh (parameters hold no data, only their init\n"
-               "recipes), plans its forward pass and reports the parameter memory per rank.\n\n"
+               "recipes), plans its forward pass and reports the memory per rank: parameters,\n"
+               "gradients, AdamW states, the forward's activations (its memory plan), the peak.\n\n"
                "flags:\n");
         cli_print_flags(stdout, f, NFLAGS);
         return 0;
     }
     kind = cli_get(f, NFLAGS, "model");
+    pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
     if (!kind) {
         fprintf(stderr, "ldt meta-init: --model is required (mlp or gpt)\n");
         return 2;
@@ -143,7 +146,7 @@ int cmd_meta_init(int argc, char **argv) {
     co.mesh = mesh;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_init(model, (uint64_t)seed) != LDT_OK ||
-        ldt_model_pin(model, cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : "megatron") != LDT_OK)
+        ldt_model_pin(model, pins) != LDT_OK)
         goto fail;
     if (!ldt_model_forward(model)) {
         ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
@@ -155,18 +158,19 @@ int cmd_meta_init(int argc, char **argv) {
                         dev_text && strcmp(dev_text, "cuda") == 0 ? LDT_DEVICE_CUDA : LDT_DEVICE_CPU,
                         save_dir, &allocated) != 0)
         goto fail;
+    if (cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK) goto fail;
     if (cli_has(f, NFLAGS, "json")) {
-        printf("{\"params\":%lld,\"param_bytes\":%lld,\"per_rank_param_bytes_max\":%lld,"
-               "\"per_rank_grad_bytes_max\":%lld,\"per_rank_adam_bytes_max\":%lld,"
-               "\"allocated_bytes\":%lld,\"seconds\":%.6f}\n",
-               (long long)mem.params, (long long)mem.param_bytes, (long long)mem.per_rank_param_bytes_max,
-               (long long)mem.per_rank_param_bytes_max, (long long)(8 * mem.per_rank_param_elems_max),
-               (long long)allocated, now_s() - t0);
+        printf("{");
+        cli_config_json(stdout, kind, &cfg, pins, mesh);
+        printf(",\"param_count\":%lld,\"param_bytes\":%lld,", (long long)mem.params, (long long)mem.param_bytes);
+        cli_memory_json(stdout, &mpr);
+        printf(",\"allocated_bytes\":%lld,\"wall_seconds\":%.6f}\n", (long long)allocated, now_s() - t0);
     } else {
         printf("params %lld (%.3f GB); per rank at most %.3f GB of parameters, as much again of "
-               "gradients, %.3f GB of Adam states; %lld bytes allocated; %.1f ms\n",
-               (long long)mem.params, (double)mem.param_bytes / 1e9,
-               (double)mem.per_rank_param_bytes_max / 1e9, 8.0 * (double)mem.per_rank_param_elems_max / 1e9,
+               "gradients, %.3f GB of Adam states, %.3f GB of activations (peak %.3f GB); %lld bytes "
+               "allocated; %.1f ms\n",
+               (long long)mem.params, (double)mem.param_bytes / 1e9, (double)mpr.params / 1e9,
+               (double)mpr.optimizer / 1e9, (double)mpr.activations_peak / 1e9, (double)mpr.peak / 1e9,
                (long long)allocated, (now_s() - t0) * 1e3);
     }
     rc = 0;

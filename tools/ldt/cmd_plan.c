@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
@@ -13,12 +15,12 @@ static cli_flag *flag_table(void) {
         {"model", 1, "mlp or gpt (required)", NULL},
         {"mesh", 1, "device mesh: 4, 2x2, dp=2,tp=2, [[0,2],[1,3]] (default 4)", NULL},
         CLI_MODEL_SIZE_FLAGS,
-        {"pins", 1, "megatron or none (default none)", NULL},
+        CLI_PINS_FLAG,
         {"strict", 0, "refuse any redistribution not asked for explicitly", NULL},
         {"greedy", 0, "op-by-op choice (each op follows its inputs) instead of the whole graph", NULL},
         {"profile", 1, "cost profile JSON from ldt calibrate, or a preset name (default uniform)", NULL},
-        {"json", 0, "one JSON object: nodes and totals", NULL},
-        {"dot", 1, "write the planned graph as Graphviz DOT to FILE", NULL},
+        {"json", 0, "one JSON object: nodes, totals, config, memory_per_rank (docs/cli.md)", NULL},
+        {"dot", 1, "write the planned graph as Graphviz DOT to FILE (title, legend, local shapes)", NULL},
         {"program", 0, "print each rank's program (or --rank R's)", NULL},
         {"train", 0, "plan the whole training step: forward, backward and an AdamW update", NULL},
         {"rank", 1, "with --program: only this rank", NULL},
@@ -29,18 +31,170 @@ static cli_flag *flag_table(void) {
 }
 
 
-static void print_table(ldt_plan *plan, ldt_ctx *ctx, const ldt_plan_totals *t) {
-    (void)ctx;
-    printf("%-14s %14s %18s %14s %14s\n", "collectives", "redistributions", "comm_bytes_per_rank",
-           "modeled_us", "plan_us");
-    printf("%-14lld %14lld %18lld %14.3f %14.1f\n", (long long)t->collectives,
-           (long long)t->redistributions, (long long)t->comm_bytes_per_rank,
-           t->modeled_seconds * 1e6, t->plan_seconds * 1e6);
-    for (int c = 0; c < LDT_COLL_COUNT; c++) {
-        int64_t n = 0;
-        if (ldt_plan_count(plan, (ldt_collective)c, -1, &n) == LDT_OK && n)
-            printf("  %-16s %lld per rank\n", ldt_collective_name((ldt_collective)c), (long long)n);
+/* The plan's JSON (ldt_plan_write_json) as text; NULL with the error set. Free it. */
+static char *plan_json_text(ldt_plan *plan) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&buf, &n);
+    ldt_status st;
+    if (!m) {
+        ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        return NULL;
     }
+    st = ldt_plan_write_json(plan, m);
+    if (fclose(m) != 0 && st == LDT_OK) st = ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    if (st != LDT_OK) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double jnum(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* "[4,64]" from a JSON array of integers. */
+static void fmt_ints(const cJSON *a, char *buf, size_t cap) {
+    const cJSON *e;
+    size_t at = (size_t)snprintf(buf, cap, "[");
+    cJSON_ArrayForEach(e, a) {
+        if (at >= cap) break;
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", e == a->child ? "" : ",", (long long)e->valuedouble);
+    }
+    if (at < cap) snprintf(buf + at, cap - at, "]");
+}
+
+/* A node's strategy: its inputs' placement lists, then its output's: "R S0 S0 -> S1". */
+static void fmt_strategy(const cJSON *n, char *buf, size_t cap) {
+    const cJSON *e;
+    size_t at = 0;
+    buf[0] = '\0';
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(n, "in")) {
+        if (at >= cap) break;
+        at += (size_t)snprintf(buf + at, cap - at, "%s ", e->valuestring);
+    }
+    if (at < cap) snprintf(buf + at, cap - at, "-> %s", cJSON_GetArrayItem(cJSON_GetObjectItem(n, "out"), 0)->valuestring);
+}
+
+#define ROW 512
+typedef struct row {
+    char c[8][ROW];
+} row;
+
+/* Prints rows in columns as wide as their widest cell; right-aligned where right[i]. */
+static void print_rows(const row *rows, int n, int ncol, const int *right) {
+    int w[8] = {0};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < ncol; k++)
+            if ((int)strlen(rows[i].c[k]) > w[k]) w[k] = (int)strlen(rows[i].c[k]);
+    for (int i = 0; i < n; i++) {
+        char line[8 * ROW + 16];
+        size_t at = 0;
+        for (int k = 0; k < ncol; k++)
+            at += (size_t)snprintf(line + at, sizeof line - at, k ? "  %*s" : "%*s", right[k] ? w[k] : -w[k],
+                                   rows[i].c[k]);
+        while (at > 0 && line[at - 1] == ' ') line[--at] = '\0';
+        printf("%s\n", line);
+    }
+}
+
+/* Every op with its strategy, every redistribution and collective, then the totals: the
+ * same figures as --json. */
+static int print_table(const char *json, const ldt_mesh *mesh, const char *kind) {
+    cJSON *j = cJSON_Parse(json), *nodes, *tot, *n;
+    row *rows = NULL;
+    int nr = 0, cap, rc = 1;
+    static const int right_ops[5] = {0, 0, 0, 0, 0}, right_moves[8] = {0, 1, 0, 0, 0, 1, 1, 1};
+    if (!j) {
+        fprintf(stderr, "ldt plan: the plan's JSON does not parse\n");
+        return 1;
+    }
+    nodes = cJSON_GetObjectItem(j, "nodes");
+    tot = cJSON_GetObjectItem(j, "totals");
+    cap = 2 * cJSON_GetArraySize(nodes) + 2;
+    for (n = nodes ? nodes->child : NULL; n; n = n->next)
+        cap += cJSON_GetArraySize(cJSON_GetObjectItem(n, "redistributions")) +
+               cJSON_GetArraySize(cJSON_GetObjectItem(n, "collectives"));
+    if (!(rows = calloc((size_t)cap, sizeof *rows))) {
+        fprintf(stderr, "ldt plan: out of memory\n");
+        goto done;
+    }
+    printf("plan of %s on mesh %s: %d ops\n\n", kind, jstr(j, "mesh"), cJSON_GetArraySize(nodes));
+    snprintf(rows[0].c[0], ROW, "node");
+    snprintf(rows[0].c[1], ROW, "op");
+    snprintf(rows[0].c[2], ROW, "name");
+    snprintf(rows[0].c[3], ROW, "shape");
+    snprintf(rows[0].c[4], ROW, "strategy (inputs -> output)");
+    nr = 1;
+    cJSON_ArrayForEach(n, nodes) {
+        row *r = &rows[nr++];
+        snprintf(r->c[0], ROW, "%%%lld", (long long)jnum(n, "id"));
+        snprintf(r->c[1], ROW, "%s", jstr(n, "op"));
+        snprintf(r->c[2], ROW, "%s", jstr(n, "name"));
+        fmt_ints(cJSON_GetObjectItem(n, "shape"), r->c[3], ROW);
+        fmt_strategy(n, r->c[4], ROW);
+    }
+    print_rows(rows, nr, 5, right_ops);
+    /* the moves: redistributions of inputs, then each node's own collectives */
+    memset(rows, 0, sizeof *rows);
+    snprintf(rows[0].c[0], ROW, "node");
+    snprintf(rows[0].c[1], ROW, "input");
+    snprintf(rows[0].c[2], ROW, "collective");
+    snprintf(rows[0].c[3], ROW, "mesh_dims");
+    snprintf(rows[0].c[4], ROW, "from -> to");
+    snprintf(rows[0].c[5], ROW, "bytes_per_rank");
+    snprintf(rows[0].c[6], ROW, "tensor_bytes");
+    snprintf(rows[0].c[7], ROW, "modeled_us");
+    nr = 1;
+    cJSON_ArrayForEach(n, nodes) {
+        const cJSON *m;
+        cJSON_ArrayForEach(m, cJSON_GetObjectItem(n, "redistributions")) {
+            row *r = &rows[nr++];
+            snprintf(r->c[0], ROW, "%%%lld", (long long)jnum(n, "id"));
+            snprintf(r->c[1], ROW, "%lld", (long long)jnum(m, "input"));
+            snprintf(r->c[2], ROW, "%s", jstr(m, "collective"));
+            fmt_ints(cJSON_GetObjectItem(m, "mesh_dims"), r->c[3], ROW);
+            snprintf(r->c[4], ROW, "%s -> %s", jstr(m, "from"), jstr(m, "to"));
+            snprintf(r->c[5], ROW, "%lld", (long long)jnum(m, "bytes_per_rank"));
+            snprintf(r->c[6], ROW, "%lld", (long long)jnum(m, "tensor_bytes"));
+            snprintf(r->c[7], ROW, "%.3f", jnum(m, "modeled_seconds") * 1e6);
+        }
+        cJSON_ArrayForEach(m, cJSON_GetObjectItem(n, "collectives")) {
+            row *r = &rows[nr++];
+            const cJSON *d;
+            int64_t g = 1, b = (int64_t)jnum(m, "bytes");
+            cJSON_ArrayForEach(d, cJSON_GetObjectItem(m, "mesh_dims")) g *= ldt_mesh_dim_size(mesh, d->valueint);
+            snprintf(r->c[0], ROW, "%%%lld", (long long)jnum(n, "id"));
+            snprintf(r->c[1], ROW, "own");
+            snprintf(r->c[2], ROW, "%s", jstr(m, "collective"));
+            fmt_ints(cJSON_GetObjectItem(m, "mesh_dims"), r->c[3], ROW);
+            snprintf(r->c[4], ROW, "reduce %s", jstr(m, "op"));
+            /* a ring all_reduce of b bytes sends and receives 2 (g-1)/g b */
+            snprintf(r->c[5], ROW, "%lld", (long long)(g > 1 ? 2 * (g - 1) * b / g : 0));
+            snprintf(r->c[6], ROW, "-");
+            snprintf(r->c[7], ROW, "-");
+        }
+    }
+    printf("\n");
+    if (nr > 1) print_rows(rows, nr, 8, right_moves);
+    else printf("no redistributions: every op runs on its inputs as they are\n");
+    printf("\ntotals: %lld collectives per rank, %lld redistributions, %lld comm bytes per rank, "
+           "modeled comm %.3f us\n",
+           (long long)jnum(tot, "collectives"), (long long)jnum(tot, "redistributions"),
+           (long long)jnum(tot, "comm_bytes_per_rank"), jnum(tot, "modeled_comm_seconds") * 1e6);
+    printf("planned in %.3f ms\n", jnum(tot, "plan_seconds") * 1e3);
+    rc = 0;
+done:
+    free(rows);
+    cJSON_Delete(j);
+    return rc;
 }
 
 /* The rest of a training step after the forward: gradients of every parameter and an AdamW
@@ -79,7 +233,8 @@ int cmd_plan(int argc, char **argv) {
     ldt_plan_options po = {0};
     ldt_ctx_options co = {0};
     ldt_model_config cfg;
-    ldt_plan_totals tot;
+    cli_memory mpr;
+    char *json = NULL;
     const char *kind, *prof, *pins;
     int rc = 1;
     if (cli_parse("plan", argc, argv, f, NFLAGS)) return 2;
@@ -88,9 +243,9 @@ int cmd_plan(int argc, char **argv) {
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
                "                [--profile F] [--json] [--dot FILE] [--program [--rank R]] [--train]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
-               "whole graph under the cost model (pins honoured), and reports the placements,\n"
-               "every redistribution with its collectives, and the totals (per-rank figures\n"
-               "are the maximum over ranks).\n\nflags:\n");
+               "whole graph under the cost model (pins honoured), and prints every op with its\n"
+               "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
+               "columns (per-rank figures are the maximum over ranks).\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
         return 0;
     }
@@ -101,7 +256,7 @@ int cmd_plan(int argc, char **argv) {
     }
     cfg = ldt_model_config_default(kind);
     if (cli_model_sizes("plan", f, NFLAGS, &cfg)) return 2;
-    pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : "none";
+    pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
     prof = cli_get(f, NFLAGS, "profile");
     if (prof && ldt_cost_model_preset(prof, &cm) != LDT_OK && ldt_cost_model_load(prof, &cm) != LDT_OK)
         return cli_fail("plan");
@@ -123,8 +278,7 @@ int cmd_plan(int argc, char **argv) {
         }
         if (cli_has(f, NFLAGS, "train") && train_step(model, loss) != LDT_OK) goto fail;
     }
-    if (ldt_plan_create(ctx, &po, &plan) != LDT_OK || ldt_plan_totals_get(plan, &tot) != LDT_OK)
-        goto fail;
+    if (ldt_plan_create(ctx, &po, &plan) != LDT_OK) goto fail;
     if (cli_has(f, NFLAGS, "dot")) {
         FILE *d = fopen(cli_get(f, NFLAGS, "dot"), "w");
         ldt_status st;
@@ -132,13 +286,34 @@ int cmd_plan(int argc, char **argv) {
             ldt_set_error(LDT_ERR_SYSTEM, "cannot write '%s'", cli_get(f, NFLAGS, "dot"));
             goto fail;
         }
-        st = ldt_plan_write_dot(plan, d);
+        char title[512], mtext[256];
+        ldt_mesh_format(mesh, mtext, sizeof mtext);
+        if (strcmp(kind, "gpt") == 0)
+            snprintf(title, sizeof title, "%s%s (layers %lld, hidden %lld, heads %lld, vocab %lld, seq %lld, batch %lld) "
+                     "on mesh %s, pins %s", kind, cli_has(f, NFLAGS, "train") ? " training step" : "",
+                     (long long)cfg.layers, (long long)cfg.hidden, (long long)cfg.heads, (long long)cfg.vocab,
+                     (long long)cfg.seq, (long long)cfg.batch, mtext, pins);
+        else
+            snprintf(title, sizeof title, "%s%s (layers %lld, hidden %lld, batch %lld) on mesh %s, pins %s", kind,
+                     cli_has(f, NFLAGS, "train") ? " training step" : "", (long long)cfg.layers,
+                     (long long)cfg.hidden, (long long)cfg.batch, mtext, pins);
+        st = ldt_plan_write_dot_titled(plan, title, d);
         if (fclose(d) != 0 || st != LDT_OK) goto fail;
     }
+    if (!(json = plan_json_text(plan))) goto fail;
     if (cli_has(f, NFLAGS, "json")) {
-        if (ldt_plan_write_json(plan, stdout) != LDT_OK) goto fail;
-    } else {
-        print_table(plan, ctx, &tot);
+        /* the plan's object, with the memory per rank added before its closing brace */
+        size_t n = strlen(json);
+        while (n > 0 && json[n - 1] != '}') n--;
+        if (n == 0 || cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK) goto fail;
+        printf("%.*s,", (int)(n - 1), json);
+        cli_config_json(stdout, kind, &cfg, pins, mesh);
+        putchar(',');
+        cli_memory_json(stdout, &mpr);
+        printf("}\n");
+    } else if (print_table(json, mesh, kind) != 0) {
+        rc = 1;
+        goto done;
     }
     if (cli_has(f, NFLAGS, "program")) {
         int64_t only = -1;
@@ -155,6 +330,7 @@ int cmd_plan(int argc, char **argv) {
 fail:
     rc = cli_fail("plan");
 done:
+    free(json);
     ldt_plan_destroy(plan);
     ldt_model_destroy(model);
     ldt_ctx_destroy(ctx);

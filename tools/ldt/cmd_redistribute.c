@@ -46,7 +46,7 @@ static int help(void) {
            "or local op (local_chunk, local_partial, local_pad) on one mesh dim, or on several\n"
            "merged into one flattened group; with --to-mesh one send_recv step moves the\n"
            "intersections of source and target regions. Byte figures are per rank, the maximum\n"
-           "over ranks; total_bytes_per_rank sums max(sent, recv) over steps. --run fills the\n"
+           "over ranks; comm_bytes_per_rank sums max(sent, recv) over steps. --run fills the\n"
            "source with known values (Partial sources: random addends whose reduction is the\n"
            "known tensor), runs on rank threads, compares the full result with the original\n"
            "(\"verified\") and reports the median time of %d runs (\"measured_seconds\").\n"
@@ -229,7 +229,7 @@ static void print_human(const ldt_redist_plan *plan, const char *model, const ru
                ldt_collective_name(s.collective), dims, ft, (long long)s.bytes_sent,
                (long long)s.bytes_recv, s.seconds);
     }
-    printf("total_bytes_per_rank: %lld\nmodeled_seconds: %.6g\n",
+    printf("comm_bytes_per_rank: %lld\nmodeled_seconds: %.6g\n",
            (long long)ldt_redist_plan_bytes(plan), ldt_redist_plan_seconds(plan));
     if (run) printf("verified: %s\nmeasured_seconds: %.6g\n", run->verified ? "true" : "false",
                     run->seconds);
@@ -245,7 +245,7 @@ static cJSON *plan_json(const ldt_redist_plan *plan) {
         ldt_redist_plan_step(plan, i, &s);
         cJSON_AddItemToObject(o, "mesh_dims", int_array(s.dims, s.ndims));
         if (cross)
-            cJSON_AddStringToObject(o, "mesh", s.collective == LDT_COLL_SEND_RECV ? "both"
+            cJSON_AddStringToObject(o, "on_mesh", s.collective == LDT_COLL_SEND_RECV ? "both"
                                                : s.mesh ? "target" : "source");
         ldt_placements_format(s.from, s.nfrom, buf, sizeof buf);
         cJSON_AddStringToObject(o, "from", buf);
@@ -257,7 +257,7 @@ static cJSON *plan_json(const ldt_redist_plan *plan) {
         cJSON_AddNumberToObject(o, "modeled_seconds", s.seconds);
         cJSON_AddItemToArray(steps, o);
     }
-    cJSON_AddNumberToObject(root, "total_bytes_per_rank", (double)ldt_redist_plan_bytes(plan));
+    cJSON_AddNumberToObject(root, "comm_bytes_per_rank", (double)ldt_redist_plan_bytes(plan));
     cJSON_AddNumberToObject(root, "modeled_seconds", ldt_redist_plan_seconds(plan));
     return root;
 }

@@ -15,7 +15,7 @@ static cli_flag *flag_table(void) {
         {"mesh", 1, "device mesh of rank threads: 4, 2x2, dp=2,tp=2 (default 4)", NULL},
         CLI_MODEL_SIZE_FLAGS,
         {"dropout", 1, "gpt dropout probability, on while training (default 0)", NULL},
-        {"pins", 1, "megatron or none (default megatron)", NULL},
+        CLI_PINS_FLAG,
         {"steps", 1, "replays (default 5)", NULL},
         {"seed", 1, "random stream seed (default 0)", NULL},
         {"trace", 1, "write a Chrome trace JSON of the last replay to FILE", NULL},
@@ -39,6 +39,11 @@ static int num(const cli_flag *f, const char *name, double def, double lo, doubl
         return 2;
     }
     return 0;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 static double now_s(void) {
@@ -82,9 +87,10 @@ int cmd_run(int argc, char **argv) {
     ldt_compile_options opt = {0};
     ldt_model_config cfg;
     ldt_exec_stats es;
-    const char *kind;
+    const char *kind, *pins;
     double v[11], t_compile, t_total = 0;
     float *loss = NULL;
+    double *times = NULL;
     int rc = 1, json;
     if (cli_parse("run", argc, argv, f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
@@ -98,6 +104,7 @@ int cmd_run(int argc, char **argv) {
         return 0;
     }
     kind = cli_has(f, NFLAGS, "model") ? cli_get(f, NFLAGS, "model") : "gpt";
+    pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
     cfg = ldt_model_config_default(kind);
     if (cli_model_sizes("run", f, NFLAGS, &cfg) || num(f, "dropout", 0, 0, &v[6]) ||
         num(f, "steps", 5, 1, &v[7]) || num(f, "seed", 0, 0, &v[8]))
@@ -113,10 +120,10 @@ int cmd_run(int argc, char **argv) {
         return cli_fail("run");
     co.mesh = mesh;
     co.seed = (uint64_t)v[8];
-    if (!(loss = calloc((size_t)v[7], sizeof *loss))) goto fail;
+    if (!(loss = calloc((size_t)v[7], sizeof *loss)) || !(times = calloc((size_t)v[7], sizeof *times))) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_init(model, (uint64_t)v[8] + 1) != LDT_OK ||
-        ldt_model_pin(model, cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : "megatron") != LDT_OK)
+        ldt_model_pin(model, pins) != LDT_OK)
         goto fail;
     {
         double t0 = now_s();
@@ -133,19 +140,24 @@ int cmd_run(int argc, char **argv) {
         if (bind_inputs(model, k, cfg.vocab) != 0) goto fail;
         t0 = now_s();
         if (ldt_replay(ex) != LDT_OK) goto fail;
-        t_total += now_s() - t0;
+        times[k] = now_s() - t0;
+        t_total += times[k];
         if (ldt_exec_read(ex, 0, &loss[k], sizeof loss[k]) != LDT_OK) goto fail;
         if (!json) printf("step %d  loss %.6f\n", k, loss[k]);
     }
     ldt_exec_stats_get(ex, &es);
     if (json) {
-        printf("{\"model\":\"%s\",\"steps\":%d,\"loss\":[", kind, (int)v[7]);
-        for (int k = 0; k < (int)v[7]; k++) printf("%s%.9g", k ? "," : "", loss[k]);
-        printf("],\"compile_seconds\":%.9g,\"replay_seconds\":%.9g,\"instructions\":%lld,"
-               "\"arena_bytes\":%lld,\"bound_bytes\":%lld,\"collectives\":%lld,"
-               "\"collectives_unfused\":%lld,\"modeled_step_seconds\":%.9g,"
+        int n = (int)v[7];
+        qsort(times, (size_t)n, sizeof *times, cmp_d);
+        printf("{");
+        cli_config_json(stdout, kind, &cfg, pins, mesh);
+        printf(",\"replays\":%d,\"losses\":[", n);
+        for (int k = 0; k < n; k++) printf("%s%.9g", k ? "," : "", loss[k]);
+        printf("],\"compile_seconds\":%.9g,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},"
+               "\"instructions_per_rank\":%lld,\"arena_bytes_per_rank\":%lld,\"bound_bytes_per_rank\":%lld,"
+               "\"collectives\":%lld,\"collectives_unfused\":%lld,\"modeled_step_seconds\":%.9g,"
                "\"modeled_overlap_seconds\":%.9g}\n",
-               t_compile, t_total / v[7], (long long)es.instructions, (long long)es.arena_bytes,
+               t_compile, times[n / 2], times[0], times[n - 1], (long long)es.instructions, (long long)es.arena_bytes,
                (long long)es.bound_bytes, (long long)es.collectives, (long long)es.collectives_unfused,
                es.modeled_step_seconds, es.modeled_overlap_seconds);
     } else {
@@ -161,6 +173,7 @@ fail:
     rc = cli_fail("run");
 done:
     free(loss);
+    free(times);
     ldt_model_destroy(model);
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);

@@ -17,7 +17,7 @@ static cli_flag *flag_table(void) {
         {"model", 1, "mlp or gpt (default gpt)", NULL},
         CLI_MODEL_SIZE_FLAGS,
         {"mesh", 1, "device mesh of rank threads (default dp=2,tp=2)", NULL},
-        {"pins", 1, "megatron or none (default megatron)", NULL},
+        CLI_PINS_FLAG,
         {"steps", 1, "replays to time (default 10)", NULL},
         {"forward", 0, "the forward pass only, not the training step", NULL},
         {"backend", 1, "threads (default) or mpi (one process per rank, under mpirun; rank 0 reports "
@@ -66,7 +66,7 @@ int cmd_step_bench(int argc, char **argv) {
     ldt_exec_stats es;
     ldt_exec_op_time ops[MAXOPS];
     ldt_tensor *loss, *ps[4096];
-    const char *kind;
+    const char *kind, *pins;
     double *t = NULL, total_flops = 0, inside = 0;
     int64_t steps;
     int rc = 1, nops = 0, fwd, json;
@@ -84,6 +84,7 @@ int cmd_step_bench(int argc, char **argv) {
         return 0;
     }
     kind = cli_has(f, NFLAGS, "model") ? cli_get(f, NFLAGS, "model") : "gpt";
+    pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
     cfg = ldt_model_config_default(kind);
     if (cli_model_sizes("step-bench", f, NFLAGS, &cfg) || cli_int("step-bench", f, NFLAGS, "steps", 10, 1, &steps))
         return 2;
@@ -108,7 +109,7 @@ int cmd_step_bench(int argc, char **argv) {
     if (!(t = calloc((size_t)steps, sizeof *t))) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &m) != LDT_OK ||
         ldt_model_init(m, 1) != LDT_OK ||
-        ldt_model_pin(m, cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : "megatron") != LDT_OK)
+        ldt_model_pin(m, pins) != LDT_OK)
         goto fail;
     for (int i = 0; i < ldt_model_ninputs(m); i++) { /* deterministic data */
         ldt_tensor *in = ldt_model_input(m, i, NULL);
@@ -147,17 +148,19 @@ int cmd_step_bench(int argc, char **argv) {
         inside += ops[i].seconds;
     }
     if (json) {
-        printf("{\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},\"ops\":[", t[steps / 2], t[0],
-               t[steps - 1]);
+        printf("{");
+        cli_config_json(stdout, kind, &cfg, pins, mesh);
+        printf(",\"replays\":%lld,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},\"ops\":[",
+               (long long)steps, t[steps / 2], t[0], t[steps - 1]);
         for (int i = 0; i < nops; i++)
-            printf("%s{\"name\":\"%s\",\"collective\":%s,\"calls\":%lld,\"seconds\":%.9g,\"flops\":%.9g,"
+            printf("%s{\"name\":\"%s\",\"is_collective\":%s,\"calls\":%lld,\"seconds\":%.9g,\"flops\":%.9g,"
                    "\"flops_per_second\":%.9g,\"bus_bytes_per_second\":%.9g}",
                    i ? "," : "", ops[i].name, ops[i].collective ? "true" : "false", (long long)ops[i].calls,
                    ops[i].seconds, ops[i].flops, ops[i].seconds > 0 ? ops[i].flops / ops[i].seconds : 0,
                    ops[i].collective && ops[i].seconds > 0 ? ops[i].bytes / ops[i].seconds : 0);
-        printf("],\"flops_per_second\":%.9g,\"modeled_step_seconds\":%.9g,\"measured_step_seconds\":%.9g,"
+        printf("],\"flops_per_second\":%.9g,\"modeled_step_seconds\":%.9g,"
                "\"arena_bytes_per_rank\":%lld,\"instructions_per_rank\":%lld}\n",
-               total_flops / t[steps / 2], es.modeled_step_seconds, t[steps / 2], (long long)es.arena_bytes,
+               total_flops / t[steps / 2], es.modeled_step_seconds, (long long)es.arena_bytes,
                (long long)es.instructions);
     } else {
         printf("step %.3f ms median (min %.3f, max %.3f) over %lld replays; %.2f GFLOP/s; modeled %.3f ms; "

@@ -10,11 +10,14 @@
 #include "tools/ldt/cli.h"
 
 #define NFLAGS 23
+/* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
+#define TRAIN_SIZES 2, 128, 4, 256, 64, 8
+static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
         {"model", 1, "gpt (default)", NULL},
-        CLI_MODEL_SIZE_FLAGS,
+        CLI_MODEL_SIZE_FLAGS_AT(TRAIN_SIZES),
         {"mesh", 1, "device mesh of rank threads: dp=2,tp=2, tp=4, 1, ... (default dp=2,tp=2)", NULL},
         {"steps", 1, "training steps (default 200)", NULL},
         {"optimizer", 1, "adamw or sgd (default adamw)", NULL},
@@ -133,6 +136,20 @@ done:
     return rc;
 }
 
+/* One line: the text with C escapes (\\n, \\t, \\\\, \\xNN), so a sample never breaks a log. */
+static void print_escaped(const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c == '\\') fputs("\\\\", stdout);
+        else if (c < 0x20 || c >= 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    putchar('\n');
+}
+
 int cmd_train(int argc, char **argv) {
     cli_flag *f = flag_table();
     ldt_mesh *mesh = NULL;
@@ -148,7 +165,7 @@ int cmd_train(int argc, char **argv) {
     int64_t steps, seed, nsample, len = 0, *tok = NULL, *tgt = NULL;
     char *text = NULL, *end;
     const char *s_opt, *s_dt, *v;
-    int rc = 1, np, json, tty = isatty(2), nccl;
+    int rc = 1, np, json, tty = isatty(2), log_lines = !isatty(1), nccl;
     ldt_comm *world = NULL;
     ldt_cost_model cm;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
@@ -161,15 +178,15 @@ int cmd_train(int argc, char **argv) {
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
-        printf("\nThe model sizes train on their own defaults: --layers 2 --hidden 128 --heads 4 --vocab 256\n"
-               "--seq 64 --batch 8 (the size flags above give the other commands' defaults).\n");
+        printf("\nPins: megatron. Without a terminal (stdout not a tty) a loss line every tenth of the steps.\n");
         return 0;
     }
     if (cli_has(f, NFLAGS, "model") && strcmp(cli_get(f, NFLAGS, "model"), "gpt") != 0) {
         fprintf(stderr, "ldt train: --model %s; only gpt trains on characters\n", cli_get(f, NFLAGS, "model"));
         return 2;
     }
-    cfg.layers = 2, cfg.hidden = 128, cfg.heads = 4, cfg.vocab = 256, cfg.seq = 64, cfg.batch = 8;
+    cfg.layers = k_train_sizes[0], cfg.hidden = k_train_sizes[1], cfg.heads = k_train_sizes[2];
+    cfg.vocab = k_train_sizes[3], cfg.seq = k_train_sizes[4], cfg.batch = k_train_sizes[5];
     if (cli_model_sizes("train", f, NFLAGS, &cfg) || cli_int("train", f, NFLAGS, "steps", 200, 1, &steps) ||
         cli_int("train", f, NFLAGS, "seed", 1, 0, &seed) || cli_int("train", f, NFLAGS, "sample", 40, 0, &nsample))
         return 2;
@@ -226,6 +243,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (ldt_comm_rank(world) != 0) {
             tty = 0;
+            log_lines = 0;
             if (!freopen("/dev/null", "w", stdout)) tty = 0;
         }
     }
@@ -316,9 +334,14 @@ int cmd_train(int argc, char **argv) {
                     (double)(cfg.batch * cfg.seq) / times[k], times[k] * 1e3);
             if (k + 1 == steps) fputc('\n', stderr);
         }
+        /* logs: the first step, then every tenth of the steps (and the last) */
+        if (log_lines && !json && (k == 0 || (k + 1) % (steps >= 10 ? steps / 10 : 1) == 0 || k + 1 == steps)) {
+            printf("step %d/%lld loss %.4f\n", k + 1, (long long)steps, losses[k]);
+            fflush(stdout);
+        }
     }
     {
-        double *sorted = malloc((size_t)steps * sizeof *sorted), med, tail = 0;
+        double *sorted = malloc((size_t)steps * sizeof *sorted), med, lo, hi, tail = 0;
         int ntail = steps < 10 ? (int)steps : 10;
         if (!sorted) goto fail;
         memcpy(sorted, times, (size_t)steps * sizeof *sorted);
@@ -329,14 +352,18 @@ int cmd_train(int argc, char **argv) {
                 sorted[j - 1] = x;
             }
         med = sorted[steps / 2];
+        lo = sorted[0];
+        hi = sorted[steps - 1];
         free(sorted);
         for (int i = 0; i < ntail; i++) tail += losses[steps - 1 - i] / ntail;
         if (json) {
-            printf("{\"losses\":[");
+            printf("{");
+            cli_config_json(stdout, "gpt", &cfg, "megatron", mesh);
+            printf(",\"losses\":[");
             for (int k = 0; k < steps; k++) printf("%s%.9g", k ? "," : "", losses[k]);
-            printf("],\"tokens_per_second\":%.6g,\"step_seconds_median\":%.9g,\"compile_seconds\":%.9g,"
-                   "\"last10_mean_loss\":%.9g,\"ln_vocab\":%.9g}\n",
-                   (double)(cfg.batch * cfg.seq) / med, med, t_compile, tail, log((double)cfg.vocab));
+            printf("],\"tokens_per_second\":%.6g,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},"
+                   "\"compile_seconds\":%.9g,\"last10_mean_loss\":%.9g,\"ln_vocab\":%.9g}\n",
+                   (double)(cfg.batch * cfg.seq) / med, med, lo, hi, t_compile, tail, log((double)cfg.vocab));
         } else {
             printf("trained %lld steps: loss %.4f -> %.4f (mean of the last %d %.4f; ln(vocab) %.4f); "
                    "%.0f tokens/s, %.2f ms a step (median), compile %.1f ms\n",
@@ -352,7 +379,8 @@ int cmd_train(int argc, char **argv) {
             free(txt);
             goto fail;
         }
-        printf("sample (greedy, from \"%s\"):\n%s\n", prompt[0] == '\n' ? "\\n" : prompt, txt);
+        printf("sample (greedy, from \"%s\"):\n", prompt[0] == '\n' ? "\\n" : prompt);
+        print_escaped(txt);
         free(txt);
     }
     rc = 0;

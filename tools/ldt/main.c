@@ -28,8 +28,13 @@ static const command k_commands[] = {
     {"spec", cmd_spec, "one sharding in ColossalAI, torch_xla and HLO notation (and back)"},
 };
 
+#ifndef LDT_VERSION
+#error "LDT_VERSION (the CMake project version) must be defined"
+#endif
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: ldt <command> [flags]   (ldt <command> --help for its flags)\n\n"
+    fprintf(f, "usage: ldt <command> [flags]   (ldt <command> --help, or ldt help <command>, for its flags)\n"
+               "       ldt --version\n\n"
                "lazydt: distributed tensors traced lazily, planned as a whole, replayed.\n\n"
                "commands:\n");
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
@@ -47,10 +52,27 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        printf("ldt %s\n", LDT_VERSION);
+        return 0;
+    }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
+        (strcmp(argv[1], "help") == 0 && argc == 2)) {
         usage(stdout);
         return 0;
+    }
+    if (strcmp(argv[1], "help") == 0) { /* ldt help CMD [SUB]: CMD's help, as CMD --help prints it */
+        char *help_argv[3] = {argc > 3 ? argv[3] : "--help", "--help", NULL};
+        if (argc > 4) {
+            fprintf(stderr, "ldt help: expected one command (and a ckpt subcommand), got %d words\n", argc - 2);
+            return 2;
+        }
+        for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+            if (strcmp(argv[2], k_commands[i].name) == 0)
+                return k_commands[i].fn(argc > 3 ? 2 : 1, help_argv);
+        fprintf(stderr, "ldt help: unknown command '%s'\n\n", argv[2]);
+        usage(stderr);
+        return 2;
     }
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].fn(argc - 2, argv + 2);
