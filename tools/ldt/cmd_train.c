@@ -178,7 +178,7 @@ int cmd_train(int argc, char **argv) {
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
-        printf("\nPins: megatron. Without a terminal (stdout not a tty) a loss line every tenth of the steps.\n");
+        printf("\nPins: megatron. Without a terminal (stdout not a tty), and under mpirun, a loss line every tenth of the steps.\n");
         return 0;
     }
     if (cli_has(f, NFLAGS, "model") && strcmp(cli_get(f, NFLAGS, "model"), "gpt") != 0) {
@@ -241,11 +241,11 @@ int cmd_train(int argc, char **argv) {
             free(text);
             return cli_fail("train");
         }
-        if (ldt_comm_rank(world) != 0) {
-            tty = 0;
-            log_lines = 0;
-            if (!freopen("/dev/null", "w", stdout)) tty = 0;
-        }
+        /* mpirun hands its processes a pseudo-terminal whatever its own output is: rank 0
+         * logs lines (no progress bar), the others are silent */
+        tty = 0;
+        log_lines = ldt_comm_rank(world) == 0;
+        if (ldt_comm_rank(world) != 0 && !freopen("/dev/null", "w", stdout)) log_lines = 0;
     }
     if ((v = cli_get(f, NFLAGS, "device")) && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
         fprintf(stderr, "ldt train: --device %s, expected cpu or cuda\n", v);
