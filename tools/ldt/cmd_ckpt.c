@@ -9,12 +9,15 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ldt ckpt merge DIR OUT.safetensors\n"
             "       ldt ckpt info DIR\n\n"
-            "DIR is a sharded checkpoint (rank-<r>.safetensors files, docs/checkpoint.md).\n"
+            "DIR is a sharded checkpoint: manifest.json and the rank files it lists (or, saved\n"
+            "before manifests, rank-<r>.safetensors files); docs/checkpoint.md.\n"
             "  merge  writes every full tensor into one single-device safetensors file that\n"
             "         standard tools read (Python's safetensors, numpy); no mesh is needed.\n"
             "         Every shard's checksum and the coverage of every tensor are verified.\n"
+            "         OUT must lie outside DIR.\n"
             "  info   lists the tensors: dtype, global shape, mesh, placements, each stored\n"
-            "         shard (rank, local shape, region) and sizes.\n");
+            "         shard (rank, local shape, region) and sizes, and any file in DIR that\n"
+            "         is not part of the checkpoint.\n");
 }
 
 int cmd_ckpt(int argc, char **argv) {
