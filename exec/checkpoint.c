@@ -2,12 +2,14 @@
  * (docs/checkpoint.md). Every byte read from a file is bounds-checked before it is used. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -16,11 +18,16 @@
 #include "ldt/exec.h"
 #include "core/error.h"
 #include "core/mesh.h"
+#include "exec/ckpt_io.h"
 #include "exec/reduce.h"
 #include "exec/shards.h"
 
 #define CKPT_FORMAT "lazydt-checkpoint"
 #define CKPT_VERSION 1
+#define CKPT_MANIFEST "manifest.json" /* the file that says which rank files are the checkpoint */
+#define CKPT_MANIFEST_FORMAT "lazydt-checkpoint-manifest"
+#define CKPT_MANIFEST_VERSION 1
+#define CKPT_MAX_MANIFEST (256LL << 20) /* manifests above this are refused */
 #define CKPT_MAX_HEADER (100LL << 20) /* safetensors headers above this are refused */
 #define CKPT_MAX_INT 9007199254740992.0 /* 2^53: JSON numbers are doubles */
 
@@ -377,13 +384,75 @@ static ldt_status plan_tensor(int t, const char *name, const ldt_shards *s, save
     return LDT_OK;
 }
 
-/* Writes one rank's file (pieces[lo, hi) all belong to it) to path. */
-static ldt_status write_rank(const char *path, int rank, int world, int ntensors,
+/* What a directory entry is to the checkpoint format (*rank gets r where there is one). */
+enum {
+    CK_NAME_OTHER,      /* not a name this format uses: saves leave it alone */
+    CK_NAME_LEGACY,     /* rank-<r>.safetensors: a rank file of a save without a manifest */
+    CK_NAME_LEGACY_TMP, /* rank-<r>.safetensors.tmp: such a save's temporary */
+    CK_NAME_RANK,       /* rank-<r>.<16 hex>.safetensors: a rank file of a manifest save */
+    CK_NAME_MANIFEST_TMP /* manifest.json.tmp */
+};
+
+static int ckpt_name_kind(const char *name, int *rank) {
+    const char *p = name;
+    long r = 0;
+    int digits = 0;
+    *rank = -1;
+    if (strcmp(name, CKPT_MANIFEST ".tmp") == 0) return CK_NAME_MANIFEST_TMP;
+    if (strncmp(p, "rank-", 5) != 0) return CK_NAME_OTHER;
+    for (p += 5; *p >= '0' && *p <= '9'; p++, digits++)
+        if (digits < 10) r = r * 10 + (*p - '0');
+    if (digits == 0 || digits > 9 || (digits > 1 && name[5] == '0')) return CK_NAME_OTHER;
+    *rank = (int)r;
+    if (strcmp(p, ".safetensors") == 0) return CK_NAME_LEGACY;
+    if (strcmp(p, ".safetensors.tmp") == 0) return CK_NAME_LEGACY_TMP;
+    if (p[0] != '.') return CK_NAME_OTHER;
+    for (int i = 1; i <= 16; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f'))) return CK_NAME_OTHER;
+    if (strcmp(p + 17, ".safetensors") == 0) return CK_NAME_RANK;
+    return CK_NAME_OTHER;
+}
+
+/* A save in progress: the fault hook and the step count it sees. */
+typedef struct saver {
+    ldt__ckpt_hook hook;
+    void *arg;
+    int step;
+} saver;
+
+/* Announces the next step to the hook: 0 to go on, -1 with errno EIO when the hook fails it
+ * (the caller then takes the path a real I/O error takes). */
+static int save_step(saver *s, const char *fmt, ...) LDT__PRINTF(2, 3);
+static int save_step(saver *s, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    int k = s->step++;
+    if (!s->hook) return 0;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (s->hook(s->arg, k, what) != 0) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+/* One rank file of a save: its name in dir, and what the manifest records of it. */
+typedef struct save_file {
+    char *name, *path;
+    int64_t bytes;
+    uint64_t header_hash; /* xxh64 of the 8-byte length and the header */
+    int made;             /* created by this save: removed again if the save fails */
+} save_file;
+
+/* Writes one rank's file (pieces[lo, hi) all belong to it) to a new file, fsynced. */
+static ldt_status write_rank(saver *s, save_file *sf, int rank, int world, int ntensors,
                              uint64_t save_id, const char *const *names, const ldt_spec *const *specs,
                              const save_piece *pieces, int lo, int hi) {
     ldt_status st = LDT_OK;
     sbuf h = {0}, fmt = {0};
-    FILE *f = NULL;
+    int fd = -1;
     int64_t off = 0;
     unsigned char len8[8];
     sb_printf(&fmt, "{\"format\":\"%s\",\"version\":%d,\"world_size\":%d,\"rank\":%d,"
@@ -413,54 +482,169 @@ static ldt_status write_rank(const char *path, int rank, int world, int ntensors
     sb_puts(&h, "}");
     while (!h.oom && h.len % 8) sb_puts(&h, " "); /* 8-byte aligned data, as safetensors pads */
     if (h.oom || fmt.oom) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
-    f = fopen(path, "wb");
-    if (!f) LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: cannot create %s: %s", path, strerror(errno));
     put_le64(len8, (uint64_t)h.len);
-    if (fwrite(len8, 1, 8, f) != 8 || fwrite(h.p, 1, h.len, f) != h.len)
-        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: writing %s: %s", path, strerror(errno));
-    for (int i = lo; i < hi; i++)
-        if (pieces[i].nbytes &&
-            fwrite(pieces[i].data, 1, (size_t)pieces[i].nbytes, f) != (size_t)pieces[i].nbytes)
-            LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: writing tensor '%s' to %s: %s",
-                          names[pieces[i].tensor], path, strerror(errno));
-    if (fclose(f) != 0) {
-        f = NULL;
-        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: closing %s: %s", path, strerror(errno));
+    {
+        XXH64_state_t *hs = XXH64_createState();
+        if (!hs) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
+        XXH64_reset(hs, 0);
+        XXH64_update(hs, len8, 8);
+        XXH64_update(hs, h.p, h.len);
+        sf->header_hash = XXH64_digest(hs);
+        XXH64_freeState(hs);
     }
-    f = NULL;
+    /* a new name: O_EXCL, so no file of the checkpoint in place is ever opened for writing */
+    if (save_step(s, "create %s", sf->name) != 0 ||
+        (fd = open(sf->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) < 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: cannot create %s: %s", sf->path, strerror(errno));
+    sf->made = 1;
+    if (ldt__write_all(fd, len8, 8) != 0 || ldt__write_all(fd, h.p, h.len) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: writing %s: %s", sf->path, strerror(errno));
+    if (save_step(s, "write the data of %s", sf->name) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: writing %s: %s", sf->path, strerror(errno));
+    for (int i = lo; i < hi; i++)
+        if (pieces[i].nbytes && ldt__write_all(fd, pieces[i].data, (size_t)pieces[i].nbytes) != 0)
+            LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: writing tensor '%s' to %s: %s",
+                          names[pieces[i].tensor], sf->path, strerror(errno));
+    if (save_step(s, "fsync %s", sf->name) != 0 || fsync(fd) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: fsync of %s: %s", sf->path, strerror(errno));
+    if (close(fd) != 0) {
+        fd = -1;
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: closing %s: %s", sf->path, strerror(errno));
+    }
+    fd = -1;
+    sf->bytes = 8 + (int64_t)h.len + off;
 fail:
-    if (f) fclose(f);
+    if (fd >= 0) close(fd);
     free(h.p);
     free(fmt.p);
     return st;
 }
 
-/* Removes rank-<k>.safetensors files with k >= world left by an earlier, larger save. */
-static void remove_stale(const char *dir, int world) {
+/* A token unique to this save, for its file names: the time, the process and the content. */
+static uint64_t save_token(uint64_t save_id, int attempt) {
+    struct timespec a = {0, 0}, b = {0, 0};
+    uint64_t v[6];
+    clock_gettime(CLOCK_REALTIME, &a);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    v[0] = save_id;
+    v[1] = (uint64_t)a.tv_sec;
+    v[2] = (uint64_t)a.tv_nsec;
+    v[3] = (uint64_t)b.tv_sec;
+    v[4] = (uint64_t)b.tv_nsec;
+    v[5] = (uint64_t)getpid();
+    return XXH64(v, sizeof v, (XXH64_hash_t)attempt);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* After the manifest is in place: removes the files of this format's names that it does not
+ * list (rank files of earlier saves, temporaries of interrupted ones), in name order. Other
+ * files are left alone. A removal that fails leaves a file that loaders ignore: not an error. */
+static void remove_unlisted(saver *s, const char *dir, const save_file *files, int world) {
     DIR *d = opendir(dir);
     struct dirent *e;
+    char **gone = NULL;
+    int n = 0, cap = 0;
     if (!d) return;
     while ((e = readdir(d)) != NULL) {
-        int k, n = 0;
-        if (sscanf(e->d_name, "rank-%d.safetensors%n", &k, &n) == 1 && n > 0 &&
-            e->d_name[n] == '\0' && k >= world) {
-            char *p = path_join(dir, e->d_name);
-            if (p) unlink(p);
-            free(p);
+        int r, kind = ckpt_name_kind(e->d_name, &r);
+        char **p;
+        if (kind == CK_NAME_OTHER) continue;
+        if (kind == CK_NAME_RANK && r < world && strcmp(e->d_name, files[r].name) == 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            p = realloc(gone, (size_t)cap * sizeof *p);
+            if (!p) break;
+            gone = p;
         }
+        if (!(gone[n] = strdup(e->d_name))) break;
+        n++;
     }
     closedir(d);
+    if (n > 1) qsort(gone, (size_t)n, sizeof *gone, cmp_str);
+    for (int i = 0; i < n; i++) {
+        char *p = path_join(dir, gone[i]);
+        if (p && save_step(s, "remove %s", gone[i]) == 0) unlink(p);
+        free(p);
+        free(gone[i]);
+    }
+    free(gone);
+}
+
+/* The manifest's text: the save, its world, and each rank file with its size and header hash. */
+static char *manifest_text(uint64_t save_id, int world, int ntensors, const save_file *files) {
+    sbuf m = {0};
+    sb_printf(&m, "{\"format\":\"%s\",\"version\":%d,\"save_id\":\"%016llx\",\"world_size\":%d,"
+                  "\"tensors\":%d,\"files\":[",
+              CKPT_MANIFEST_FORMAT, CKPT_MANIFEST_VERSION, (unsigned long long)save_id, world,
+              ntensors);
+    for (int r = 0; r < world; r++)
+        sb_printf(&m, "%s\n  {\"rank\":%d,\"file\":\"%s\",\"bytes\":%lld,\"header_xxh64\":\"%016llx\"}",
+                  r ? "," : "", r, files[r].name, (long long)files[r].bytes,
+                  (unsigned long long)files[r].header_hash);
+    sb_puts(&m, "\n]}\n");
+    if (m.oom) {
+        free(m.p);
+        return NULL;
+    }
+    return m.p;
+}
+
+/* Makes dir if absent; a new directory's entry is made durable in its parent. */
+static ldt_status make_dir(saver *s, const char *dir) {
+    char *parent, *slash;
+    if (mkdir(dir, 0777) != 0) {
+        if (errno == EEXIST) {
+            struct stat sb;
+            if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+                LDT_FAIL(LDT_ERR_SYSTEM, "ckpt save: %s is %s, not a directory", dir,
+                         ldt__file_kind(sb.st_mode));
+            return LDT_OK;
+        }
+        LDT_FAIL(LDT_ERR_SYSTEM, "ckpt save: cannot create directory %s: %s", dir, strerror(errno));
+    }
+    parent = strdup(dir);
+    if (!parent) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
+    slash = strrchr(parent, '/');
+    while (slash && slash > parent && slash[1] == '\0') { /* "a/b/" */
+        *slash = '\0';
+        slash = strrchr(parent, '/');
+    }
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = '\0';
+    else *slash = '\0';
+    if (save_step(s, "fsync %s (the new directory's parent)", parent) != 0 || ldt__fsync_dir(parent) != 0) {
+        ldt_status st = ldt__error(LDT_ERR_SYSTEM, "ckpt save: fsync of %s, the parent of the new directory %s: %s",
+                                   parent, dir, strerror(errno));
+        free(parent);
+        return ldt__trace(st, __FILE__, __LINE__);
+    }
+    free(parent);
+    return LDT_OK;
 }
 
 ldt_status ldt_ckpt_save(const char *dir, int n, const char *const *names,
                          ldt_shards *const *tensors) {
+    return ldt__ckpt_save_hooked(dir, n, names, tensors, NULL, NULL);
+}
+
+/* The save: new rank files under names unique to it, each fsynced; then the manifest, written
+ * to a temporary, fsynced and renamed into place (the one atomic step that replaces the
+ * checkpoint), the directory fsynced; then the files the manifest does not list are removed.
+ * Until the rename a reader sees the old checkpoint, after it the new one. */
+ldt_status ldt__ckpt_save_hooked(const char *dir, int n, const char *const *names,
+                                 ldt_shards *const *tensors, ldt__ckpt_hook hook, void *arg) {
     ldt_status st = LDT_OK;
     save_piece *pieces = NULL;
     const ldt_spec **specs = NULL;
-    char **tmp = NULL;
-    int np = 0, cap = 0, world = 1;
-    uint64_t save_id;
+    save_file *files = NULL;
+    char *mtext = NULL, *mtmp = NULL, *mpath = NULL;
+    int np = 0, cap = 0, world = 1, mfd = -1, mmade = 0, committed = 0;
+    uint64_t save_id, token = 0;
     XXH64_state_t *hs = NULL;
+    saver sv = {hook, arg, 0};
     if (!dir || n < 0 || (n > 0 && (!names || !tensors)))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "ckpt save: arguments must not be NULL");
     if (!little_endian())
@@ -486,7 +670,8 @@ ldt_status ldt_ckpt_save(const char *dir, int n, const char *const *names,
     }
     for (int i = 0; i < n; i++) LDT_CHECK_GOTO(plan_tensor(i, names[i], tensors[i], &pieces, &np, &cap));
     if (np > 1) qsort(pieces, (size_t)np, sizeof *pieces, cmp_piece);
-    /* The save id ties the rank files of one save together: a hash of all their metadata. */
+    /* The save id ties the rank files of one save together: a hash of all their metadata,
+     * recomputed by every reader. */
     hs = XXH64_createState();
     if (!hs) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
     XXH64_reset(hs, (XXH64_hash_t)world);
@@ -495,42 +680,82 @@ ldt_status ldt_ckpt_save(const char *dir, int n, const char *const *names,
         XXH64_update(hs, pieces[i].meta, strlen(pieces[i].meta) + 1);
     }
     save_id = XXH64_digest(hs);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: cannot create directory %s: %s", dir,
-                      strerror(errno));
-    tmp = calloc((size_t)world, sizeof *tmp);
-    if (!tmp) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
-    /* Every rank's file is written under a temporary name first, then all are renamed: a
-     * failed save leaves no new rank file beside old ones. */
+    LDT_CHECK_GOTO(make_dir(&sv, dir));
+    files = calloc((size_t)world, sizeof *files);
+    mpath = path_join(dir, CKPT_MANIFEST);
+    mtmp = path_join(dir, CKPT_MANIFEST ".tmp");
+    if (!files || !mpath || !mtmp) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
+    /* names no file in dir has: the checkpoint in place is never written over */
+    for (int attempt = 0, clash = 1; clash; attempt++) {
+        struct stat sb;
+        if (attempt == 16)
+            LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: %s: no unused name for the new rank files", dir);
+        token = save_token(save_id, attempt);
+        clash = 0;
+        for (int r = 0; r < world && !clash; r++) {
+            char name[64];
+            snprintf(name, sizeof name, "rank-%d.%016llx.safetensors", r, (unsigned long long)token);
+            free(files[r].name);
+            free(files[r].path);
+            files[r].name = strdup(name);
+            files[r].path = path_join(dir, name);
+            if (!files[r].name || !files[r].path)
+                LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
+            clash = lstat(files[r].path, &sb) == 0 || errno != ENOENT;
+        }
+    }
     for (int r = 0, lo = 0; r < world; r++) {
         int hi = lo;
         while (hi < np && pieces[hi].rank == r) hi++;
-        tmp[r] = rank_path(dir, r, ".tmp");
-        if (!tmp[r]) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
-        LDT_CHECK_GOTO(write_rank(tmp[r], r, world, n, save_id, names, specs, pieces, lo, hi));
+        LDT_CHECK_GOTO(write_rank(&sv, &files[r], r, world, n, save_id, names, specs, pieces, lo, hi));
         lo = hi;
     }
-    for (int r = 0; r < world; r++) {
-        char *final = rank_path(dir, r, "");
-        if (!final) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
-        if (rename(tmp[r], final) != 0) {
-            int e = errno;
-            free(final);
-            LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: cannot rename %s: %s", tmp[r], strerror(e));
-        }
-        free(final);
-        free(tmp[r]);
-        tmp[r] = NULL;
+    mtext = manifest_text(save_id, world, n, files);
+    if (!mtext) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt save: out of memory");
+    /* the temporary is this format's own name: a stale one (even a FIFO) is replaced */
+    if (unlink(mtmp) != 0 && errno != ENOENT)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: cannot replace %s: %s", mtmp, strerror(errno));
+    if (save_step(&sv, "write %s.tmp", CKPT_MANIFEST) != 0 ||
+        (mfd = open(mtmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) < 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: cannot create %s: %s", mtmp, strerror(errno));
+    mmade = 1;
+    if (ldt__write_all(mfd, mtext, strlen(mtext)) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: writing %s: %s", mtmp, strerror(errno));
+    if (save_step(&sv, "fsync %s.tmp", CKPT_MANIFEST) != 0 || fsync(mfd) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: fsync of %s: %s", mtmp, strerror(errno));
+    if (close(mfd) != 0) {
+        mfd = -1;
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: closing %s: %s", mtmp, strerror(errno));
     }
-    remove_stale(dir, world);
+    mfd = -1;
+    if (save_step(&sv, "rename %s.tmp to %s", CKPT_MANIFEST, CKPT_MANIFEST) != 0 ||
+        rename(mtmp, mpath) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt save: cannot rename %s to %s: %s", mtmp, mpath,
+                      strerror(errno));
+    committed = 1; /* from here on the directory holds the new checkpoint */
+    if (save_step(&sv, "fsync the directory %s", dir) != 0 || ldt__fsync_dir(dir) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM,
+                      "ckpt save: fsync of the directory %s: %s (the new checkpoint is in place "
+                      "but may not survive a power loss)",
+                      dir, strerror(errno));
+    remove_unlisted(&sv, dir, files, world);
 fail:
-    if (tmp)
-        for (int r = 0; r < world; r++)
-            if (tmp[r]) {
-                unlink(tmp[r]);
-                free(tmp[r]);
-            }
-    free(tmp);
+    if (mfd >= 0) close(mfd);
+    if (!committed) { /* the old checkpoint stays as it was: take back what this save made */
+        if (mmade) unlink(mtmp);
+        if (files)
+            for (int r = 0; r < world; r++)
+                if (files[r].made) unlink(files[r].path);
+    }
+    if (files)
+        for (int r = 0; r < world; r++) {
+            free(files[r].name);
+            free(files[r].path);
+        }
+    free(files);
+    free(mtext);
+    free(mtmp);
+    free(mpath);
     if (hs) XXH64_freeState(hs);
     for (int i = 0; i < np; i++) {
         free(pieces[i].owned);
@@ -557,15 +782,23 @@ typedef struct ck_piece {
 } ck_piece;
 
 typedef struct ck_file {
-    char *path;
+    char *path, *name;  /* name: as the manifest lists it (NULL without a manifest) */
     int64_t size;
     cJSON *header;
+    dev_t dev;          /* the file's identity, so that a merge never writes over it */
+    ino_t ino;
+    int64_t want_bytes; /* the manifest's size and header hash */
+    uint64_t want_hash;
+    int64_t world, tensors; /* the file's own save entry */
+    uint64_t save_id;
 } ck_file;
 
 typedef struct ckpt {
     char *dir;
+    int manifest; /* 1: the manifest lists the files; 0: rank-<r>.safetensors, as before it */
+    uint64_t save_id;
     int world;
-    int tensors; /* as the format entry says */
+    int tensors; /* as the manifest (or rank 0's format entry) says */
     ck_file *files;
     ck_piece *pieces;
     int npieces, cap;
@@ -580,6 +813,7 @@ static void ckpt_close(ckpt *c) {
     if (c->files)
         for (int i = 0; i < c->world; i++) {
             free(c->files[i].path);
+            free(c->files[i].name);
             cJSON_Delete(c->files[i].header);
         }
     for (int i = 0; i < c->nmetas; i++) cJSON_Delete(c->metas[i]);
@@ -636,9 +870,10 @@ static ldt_status keep_meta(ckpt *c, cJSON *j) {
 
 /* Reads and checks a file's header: length, JSON, the format entry. */
 static ldt_status read_header(int r, const char *path, int64_t *world, uint64_t *save_id,
-                              int64_t *ntensors, cJSON **out, int64_t *fsize, int64_t *hlen) {
+                              int64_t *ntensors, cJSON **out, int64_t *fsize, int64_t *hlen,
+                              uint64_t *hhash, struct stat *sb) {
     ldt_status st = LDT_OK;
-    FILE *f = fopen(path, "rb");
+    FILE *f = NULL;
     unsigned char len8[8];
     uint64_t n = 0;
     char *buf = NULL;
@@ -646,11 +881,7 @@ static ldt_status read_header(int r, const char *path, int64_t *world, uint64_t 
     cJSON *root = NULL, *meta, *info = NULL;
     int64_t size, v;
     *out = NULL;
-    if (!f) {
-        if (errno == ENOENT)
-            LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: %s is missing", path);
-        LDT_FAIL(LDT_ERR_SYSTEM, "ckpt: cannot open %s: %s", path, strerror(errno));
-    }
+    LDT_CHECK(ldt__open_regular("ckpt", path, 1, &f, sb)); /* a FIFO or directory: said, never waited on */
     if (fseeko(f, 0, SEEK_END) != 0 || (size = (int64_t)ftello(f)) < 0 || fseeko(f, 0, SEEK_SET) != 0)
         LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt: cannot read %s: %s", path, strerror(errno));
     if (size < 8)
@@ -672,6 +903,15 @@ static ldt_status read_header(int r, const char *path, int64_t *world, uint64_t 
     if (!buf) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: %s: out of memory for the header", path);
     if (fread(buf, 1, (size_t)n, f) != (size_t)n)
         LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s is truncated in the header", path);
+    { /* the header's hash, which the manifest records */
+        XXH64_state_t *hs = XXH64_createState();
+        if (!hs) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
+        XXH64_reset(hs, 0);
+        XXH64_update(hs, len8, 8);
+        XXH64_update(hs, buf, (size_t)n);
+        *hhash = XXH64_digest(hs);
+        XXH64_freeState(hs);
+    }
     root = cJSON_ParseWithLengthOpts(buf, (size_t)n, &end, 0);
     if (!root || !cJSON_IsObject(root))
         LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: bad JSON header near byte %lld", path,
@@ -884,40 +1124,192 @@ static ldt_status find_world(const char *dir, int *world) {
     }
     closedir(d);
     if (found < 0)
-        LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: %s holds no rank-<r>.safetensors files", dir);
+        LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: %s holds no checkpoint: no %s and no rank-<r>.safetensors files", dir, CKPT_MANIFEST);
     *world = -2 - found; /* read it from that rank */
     return LDT_OK;
+}
+
+static int parse_hex64(const char *s, uint64_t *out) {
+    char *e = NULL;
+    if (!s || strlen(s) != 16) return 0;
+    for (int i = 0; i < 16; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F')))
+            return 0;
+    *out = strtoull(s, &e, 16);
+    return e && !*e;
+}
+
+/* dir/manifest.json, when there is one: the save, its world and its files (c->manifest = 1).
+ * Without one, c is left for the rank-<r>.safetensors files of a save made before manifests. */
+static ldt_status read_manifest(ckpt *c) {
+    ldt_status st = LDT_OK;
+    char *path = path_join(c->dir, CKPT_MANIFEST), *buf = NULL;
+    FILE *f = NULL;
+    struct stat sb;
+    cJSON *root = NULL, *files, *e;
+    int64_t v, world, ntens;
+    const char *end = NULL;
+    int r = 0;
+    if (!path) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
+    if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        free(path);
+        return LDT_OK;
+    }
+    LDT_CHECK_GOTO(ldt__open_regular("ckpt", path, 1, &f, &sb));
+    if (sb.st_size > CKPT_MAX_MANIFEST)
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s is %lld bytes, above the %lld-byte cap for a manifest",
+                      path, (long long)sb.st_size, (long long)CKPT_MAX_MANIFEST);
+    buf = malloc((size_t)sb.st_size + 1);
+    if (!buf) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: %s: out of memory", path);
+    if (fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt: cannot read %s: %s", path, strerror(errno));
+    buf[sb.st_size] = '\0';
+    root = cJSON_ParseWithLengthOpts(buf, (size_t)sb.st_size, &end, 0);
+    if (!cJSON_IsObject(root))
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: bad JSON near byte %lld (a manifest is one JSON object)",
+                      path, (long long)(end && end >= buf && end <= buf + sb.st_size ? end - buf : 0));
+    if (!json_str(root, "format") || strcmp(json_str(root, "format"), CKPT_MANIFEST_FORMAT) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: 'format' is not \"%s\": not a lazydt checkpoint manifest",
+                      path, CKPT_MANIFEST_FORMAT);
+    if (!json_i64(cJSON_GetObjectItemCaseSensitive(root, "version"), &v))
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: the manifest version is missing", path);
+    if (v != CKPT_MANIFEST_VERSION)
+        LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "ckpt: %s: manifest version %lld; this build reads version %d",
+                      path, (long long)v, CKPT_MANIFEST_VERSION);
+    if (!parse_hex64(json_str(root, "save_id"), &c->save_id))
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: 'save_id' is not 16 hexadecimal digits", path);
+    if (!json_i64(cJSON_GetObjectItemCaseSensitive(root, "world_size"), &world) || world < 1 ||
+        world > LDT_MESH_MAX_RANKS)
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: 'world_size' is missing or not in 1..%d", path,
+                      LDT_MESH_MAX_RANKS);
+    if (!json_i64(cJSON_GetObjectItemCaseSensitive(root, "tensors"), &ntens) || ntens > INT32_MAX)
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: 'tensors' is missing or out of range", path);
+    files = cJSON_GetObjectItemCaseSensitive(root, "files");
+    if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) != world)
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: 'files' must list one file per rank (world size %lld)",
+                      path, (long long)world);
+    c->files = calloc((size_t)world, sizeof *c->files);
+    if (!c->files) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
+    c->world = (int)world;
+    c->tensors = (int)ntens;
+    cJSON_ArrayForEach(e, files) {
+        ck_file *cf = &c->files[r];
+        const char *name = json_str(e, "file");
+        int64_t rank;
+        int nr;
+        if (!json_i64(cJSON_GetObjectItemCaseSensitive(e, "rank"), &rank) || rank != r)
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: files[%d] is not rank %d's entry", path, r, r);
+        /* a plain name of this format: nothing outside dir is ever read */
+        if (!name || ckpt_name_kind(name, &nr) != CK_NAME_RANK || nr != r)
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: rank %d's file %s%s%s is not named "
+                          "rank-%d.<16 hex digits>.safetensors",
+                          path, r, name ? "'" : "", name ? name : "(missing)", name ? "'" : "", r);
+        if (!json_i64(cJSON_GetObjectItemCaseSensitive(e, "bytes"), &cf->want_bytes) ||
+            !parse_hex64(json_str(e, "header_xxh64"), &cf->want_hash))
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: rank %d's 'bytes' or 'header_xxh64' is missing or bad",
+                          path, r);
+        cf->name = strdup(name);
+        cf->path = path_join(c->dir, name);
+        if (!cf->name || !cf->path) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
+        r++;
+    }
+    c->manifest = 1;
+fail:
+    cJSON_Delete(root);
+    free(buf);
+    if (f) fclose(f);
+    free(path);
+    return st;
+}
+
+/* The save id recomputed from the files' metadata, as the save computed it: a forged but
+ * consistent edit (a dtype changed in every file) changes it. */
+static ldt_status recompute_save_id(const ckpt *c, uint64_t *out) {
+    XXH64_state_t *hs = XXH64_createState();
+    if (!hs) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
+    XXH64_reset(hs, (XXH64_hash_t)c->world);
+    for (int r = 0; r < c->world; r++) {
+        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(c->files[r].header, "__metadata__"), *e;
+        cJSON_ArrayForEach(e, meta) {
+            if (!e->string || strcmp(e->string, "lazydt") == 0 || !cJSON_IsString(e)) continue;
+            XXH64_update(hs, e->string, strlen(e->string) + 1);
+            XXH64_update(hs, e->valuestring, strlen(e->valuestring) + 1);
+        }
+    }
+    *out = XXH64_digest(hs);
+    XXH64_freeState(hs);
+    return LDT_OK;
+}
+
+/* Without a manifest, rank 0's save entry is the reference; when a file disagrees, the one
+ * named is the file that is odd: rank 0 itself when its save id is not the one the metadata
+ * gives, when every other rank agrees against it, or when the larger world the others claim
+ * is all there. */
+static ldt_status legacy_claims(const ckpt *c, uint64_t recomputed) {
+    const ck_file *f0 = &c->files[0], *fo;
+    int odd = -1, blame0;
+    for (int r = 1; r < c->world && odd < 0; r++)
+        if (c->files[r].world != f0->world || c->files[r].save_id != f0->save_id) odd = r;
+    if (odd < 0) return LDT_OK;
+    fo = &c->files[odd];
+    blame0 = f0->save_id != recomputed && fo->save_id == recomputed;
+    if (!blame0 && c->world > 2) {
+        blame0 = 1;
+        for (int r = 1; r < c->world; r++)
+            if (c->files[r].world != fo->world || c->files[r].save_id != fo->save_id) blame0 = 0;
+    }
+    if (!blame0 && fo->world > f0->world && fo->world <= LDT_MESH_MAX_RANKS) {
+        blame0 = 1; /* rank 0 says fewer ranks than the files there are */
+        for (int64_t k = f0->world; k < fo->world && blame0; k++) {
+            char *p = rank_path(c->dir, (int)k, "");
+            blame0 = p && access(p, F_OK) == 0;
+            free(p);
+        }
+    }
+    if (blame0)
+        LDT_FAIL(LDT_ERR_CORRUPT,
+                 "ckpt: %s: its save entry (world size %lld, save id %016llx) disagrees with %s "
+                 "(world size %lld, save id %016llx) and with the metadata of the files: "
+                 "rank 0's metadata was changed after the save",
+                 f0->path, (long long)f0->world, (unsigned long long)f0->save_id, fo->path,
+                 (long long)fo->world, (unsigned long long)fo->save_id);
+    LDT_FAIL(LDT_ERR_CORRUPT,
+             "ckpt: %s belongs to another save (world size %lld, save id %016llx; "
+             "rank-0.safetensors has %lld, %016llx)",
+             fo->path, (long long)fo->world, (unsigned long long)fo->save_id, (long long)f0->world,
+             (unsigned long long)f0->save_id);
 }
 
 static ldt_status ckpt_open(const char *dir, ckpt **out) {
     ldt_status st = LDT_OK;
     ckpt *c = NULL;
     int probe = -1;
-    int64_t world = 0, ntens = 0, first_tens = 0;
-    uint64_t first_id = 0;
+    uint64_t recomputed = 0;
     *out = NULL;
     if (!little_endian())
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "ckpt: safetensors data is little-endian; this host is not");
-    LDT_CHECK(find_world(dir, &probe));
     c = calloc(1, sizeof *c);
     if (!c || !(c->dir = strdup(dir))) {
         free(c);
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
     }
     c->open_idx = -1;
+    LDT_CHECK_GOTO(read_manifest(c));
+    if (!c->manifest) LDT_CHECK_GOTO(find_world(dir, &probe));
     if (probe <= -2) {
         /* rank 0 is missing: say so, with the world size another rank's header gives */
         int k = -2 - probe;
         char *p = rank_path(dir, k, ""), *p0 = rank_path(dir, 0, "");
         cJSON *h = NULL;
-        int64_t fs, hl;
-        uint64_t id;
+        int64_t fs, hl, world = 0, ntens = 0;
+        uint64_t id, hh;
+        struct stat sb;
         if (!p || !p0) {
             free(p);
             free(p0);
             LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
         }
-        st = read_header(k, p, &world, &id, &ntens, &h, &fs, &hl);
+        st = read_header(k, p, &world, &id, &ntens, &h, &fs, &hl, &hh, &sb);
         cJSON_Delete(h);
         if (st == LDT_OK)
             st = ldt__error(LDT_ERR_CORRUPT, "ckpt: %s is missing (the checkpoint has %lld ranks, "
@@ -927,13 +1319,15 @@ static ldt_status ckpt_open(const char *dir, ckpt **out) {
         goto fail;
     }
     for (int r = 0; r < (c->world ? c->world : 1); r++) {
-        char *path = rank_path(dir, r, "");
+        char *path = c->manifest ? c->files[r].path : rank_path(dir, r, "");
         cJSON *h = NULL, *e;
         const cJSON *meta;
-        int64_t fsize = 0, hlen = 0, w = 0;
-        uint64_t id = 0;
+        int64_t fsize = 0, hlen = 0, w = 0, ntens = 0;
+        uint64_t id = 0, hh = 0;
+        struct stat sb;
+        ck_file *cf;
         if (!path) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
-        if (r > 0 && access(path, F_OK) != 0 && errno == ENOENT) {
+        if (!c->manifest && r > 0 && access(path, F_OK) != 0 && errno == ENOENT) {
             st = ldt__trace(ldt__error(LDT_ERR_CORRUPT,
                                        "ckpt: %s is missing (the checkpoint has %d ranks)", path,
                                        c->world),
@@ -941,12 +1335,15 @@ static ldt_status ckpt_open(const char *dir, ckpt **out) {
             free(path);
             goto fail;
         }
-        st = read_header(r, path, &w, &id, &ntens, &h, &fsize, &hlen);
+        if (c->manifest && access(path, F_OK) != 0 && errno == ENOENT)
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s is missing (%s/%s lists it as rank %d's file)",
+                          path, dir, CKPT_MANIFEST, r);
+        st = read_header(r, path, &w, &id, &ntens, &h, &fsize, &hlen, &hh, &sb);
         if (st != LDT_OK) {
-            free(path);
+            if (!c->manifest) free(path);
             goto fail;
         }
-        if (r == 0) {
+        if (!c->manifest && r == 0) {
             c->world = (int)w;
             c->files = calloc((size_t)w, sizeof *c->files);
             if (!c->files) {
@@ -954,23 +1351,36 @@ static ldt_status ckpt_open(const char *dir, ckpt **out) {
                 cJSON_Delete(h);
                 LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt: out of memory");
             }
-            first_id = id;
-            first_tens = ntens;
             c->tensors = (int)(ntens > INT32_MAX ? INT32_MAX : ntens);
-        } else if (w != c->world || id != first_id || ntens != first_tens) {
-            ldt__error(LDT_ERR_CORRUPT,
-                       "ckpt: %s belongs to another save (world size %lld, save id %016llx; "
-                       "rank-0.safetensors has %d, %016llx)",
-                       path, (long long)w, (unsigned long long)id, c->world,
-                       (unsigned long long)first_id);
-            st = LDT_ERR_CORRUPT;
-            free(path);
-            cJSON_Delete(h);
-            goto fail;
         }
-        c->files[r].path = path;
-        c->files[r].header = h;
-        c->files[r].size = fsize;
+        cf = &c->files[r];
+        cf->path = path;
+        cf->header = h;
+        cf->size = fsize;
+        cf->dev = sb.st_dev;
+        cf->ino = sb.st_ino;
+        cf->world = w;
+        cf->save_id = id;
+        cf->tensors = ntens;
+        if (c->manifest) { /* every listed file is of the manifest's save, as it was written */
+            if (w != c->world || id != c->save_id || ntens != c->tensors)
+                LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                              "ckpt: %s belongs to another save (world size %lld, save id %016llx, "
+                              "%lld tensors; %s/%s lists world size %d, save id %016llx, %d tensors)",
+                              path, (long long)w, (unsigned long long)id, (long long)ntens, dir,
+                              CKPT_MANIFEST, c->world, (unsigned long long)c->save_id, c->tensors);
+            if (hh != cf->want_hash)
+                LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                              "ckpt: %s: its header's xxh64 is %016llx; %s/%s lists %016llx: the "
+                              "header was changed after the save",
+                              path, (unsigned long long)hh, dir, CKPT_MANIFEST,
+                              (unsigned long long)cf->want_hash);
+            if (fsize != cf->want_bytes)
+                LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                              "ckpt: %s is %lld bytes; %s/%s lists %lld: the file was cut or "
+                              "extended after the save",
+                              path, (long long)fsize, dir, CKPT_MANIFEST, (long long)cf->want_bytes);
+        }
         meta = cJSON_GetObjectItemCaseSensitive(h, "__metadata__");
         cJSON_ArrayForEach(e, h) {
             if (!e->string)
@@ -987,6 +1397,17 @@ static ldt_status ckpt_open(const char *dir, ckpt **out) {
                               e->string);
         }
     }
+    LDT_CHECK_GOTO(recompute_save_id(c, &recomputed));
+    if (!c->manifest) {
+        LDT_CHECK_GOTO(legacy_claims(c, recomputed));
+        c->save_id = c->files[0].save_id;
+    }
+    if (recomputed != c->save_id)
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                      "ckpt: %s: the files' tensor metadata gives save id %016llx, but the save "
+                      "was %016llx: a file's metadata (a dtype, shape or sharding) was changed "
+                      "after the save",
+                      dir, (unsigned long long)recomputed, (unsigned long long)c->save_id);
     if (c->npieces > 1) qsort(c->pieces, (size_t)c->npieces, sizeof *c->pieces, cmp_ck_piece);
     /* one shard per tensor per file, and the same tensor everywhere */
     {
@@ -1005,6 +1426,13 @@ static ldt_status ckpt_open(const char *dir, ckpt **out) {
                               "ckpt: tensor '%s': %s and %s disagree on its global shape or dtype",
                               b->name, c->files[a->file].path, c->files[b->file].path);
         }
+        /* without a manifest, a file whose tensor count alone is off is named */
+        for (int r = 0; r < c->world && !c->manifest; r++)
+            if (c->files[r].tensors != distinct && c->files[r ? 0 : (c->world > 1)].tensors == distinct)
+                LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                              "ckpt: %s says its save wrote %lld tensors; the files hold %d: its "
+                              "metadata was changed after the save",
+                              c->files[r].path, (long long)c->files[r].tensors, distinct);
         if (distinct != c->tensors)
             LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
                           "ckpt: %s: the files hold %d tensors, the save wrote %d: a file is from "
@@ -1035,13 +1463,14 @@ static int find_tensor(const ckpt *c, const char *name, int *lo, int *hi) {
 static ldt_status read_bytes(ckpt *c, const ck_piece *pc, void *dst) {
     const char *path = c->files[pc->file].path;
     if (c->open_idx != pc->file) {
+        struct stat sb;
         if (c->open) fclose(c->open);
-        c->open = fopen(path, "rb");
-        c->open_idx = c->open ? pc->file : -1;
-        if (!c->open) {
-            if (errno == ENOENT) LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: %s is missing", path);
-            LDT_FAIL(LDT_ERR_SYSTEM, "ckpt: cannot open %s: %s", path, strerror(errno));
-        }
+        c->open = NULL;
+        c->open_idx = -1;
+        LDT_CHECK(ldt__open_regular("ckpt", path, 1, &c->open, &sb));
+        c->open_idx = pc->file;
+        if (sb.st_dev != c->files[pc->file].dev || sb.st_ino != c->files[pc->file].ino)
+            LDT_FAIL(LDT_ERR_CORRUPT, "ckpt: %s was replaced while it was read", path);
     }
     if (pc->nbytes == 0) return LDT_OK;
     if (fseeko(c->open, (off_t)pc->begin, SEEK_SET) != 0 ||
@@ -1345,6 +1774,40 @@ ldt_status ldt_ckpt_load(const char *dir, const char *name, const ldt_spec *targ
     return LDT_OK;
 }
 
+/* 1 when the resolved path rpath is rdir or lies under it. */
+static int path_inside(const char *rdir, const char *rpath) {
+    size_t n = strlen(rdir);
+    if (strcmp(rdir, "/") == 0) return 1;
+    return strncmp(rpath, rdir, n) == 0 && (rpath[n] == '\0' || rpath[n] == '/');
+}
+
+/* A merge never writes into the checkpoint it reads: an output inside dir, or one that
+ * resolves (through symlinks) into it, is refused before anything is written. */
+static ldt_status merge_output_outside(const char *dir, const char *out_path) {
+    ldt_status st = LDT_OK;
+    char *rdir = ldt__realpath(dir), *parent = NULL, *rpar = NULL, *rout = NULL, *slash;
+    if (!rdir) return LDT_OK; /* opening the checkpoint says what is wrong with dir */
+    parent = strdup(out_path);
+    if (!parent) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt merge: out of memory");
+    slash = strrchr(parent, '/');
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = '\0';
+    else *slash = '\0';
+    rpar = ldt__realpath(parent);
+    rout = ldt__realpath(out_path); /* NULL when it does not exist yet */
+    if ((rpar && path_inside(rdir, rpar)) || (rout && path_inside(rdir, rout)))
+        LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT,
+                      "ckpt merge: the output %s is inside the checkpoint directory %s (%s): a "
+                      "merge must not write into the checkpoint it reads; choose a path outside it",
+                      out_path, dir, rout && path_inside(rdir, rout) ? rout : rpar);
+fail:
+    free(rdir);
+    free(parent);
+    free(rpar);
+    free(rout);
+    return st;
+}
+
 ldt_status ldt_ckpt_merge(const char *dir, const char *out_path) {
     ldt_status st = LDT_OK;
     ckpt *c = NULL;
@@ -1355,7 +1818,18 @@ ldt_status ldt_ckpt_merge(const char *dir, const char *out_path) {
     unsigned char len8[8];
     void *full = NULL;
     if (!dir || !out_path) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "ckpt merge: arguments must not be NULL");
+    LDT_CHECK(merge_output_outside(dir, out_path));
     LDT_CHECK(ckpt_open(dir, &c));
+    { /* nor over one of its files from outside (a hard link) */
+        struct stat sb;
+        if (stat(out_path, &sb) == 0)
+            for (int r = 0; r < c->world; r++)
+                if (sb.st_dev == c->files[r].dev && sb.st_ino == c->files[r].ino)
+                    LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT,
+                                  "ckpt merge: the output %s is the checkpoint's file %s: a merge "
+                                  "must not write over the checkpoint it reads",
+                                  out_path, c->files[r].path);
+    }
     /* The header: tensors by name (the pieces are sorted so), data back to back. */
     sb_puts(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
     for (int lo = 0, hi; lo < c->npieces; lo = hi) {
@@ -1378,8 +1852,19 @@ ldt_status ldt_ckpt_merge(const char *dir, const char *out_path) {
     tmp = malloc(strlen(out_path) + 5);
     if (!tmp) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "ckpt merge: out of memory");
     sprintf(tmp, "%s.tmp", out_path);
-    f = fopen(tmp, "wb");
-    if (!f) LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt merge: cannot create %s: %s", tmp, strerror(errno));
+    { /* a fresh temporary (a stale one, even a FIFO, is replaced, never opened) */
+        int fd;
+        if (unlink(tmp) != 0 && errno != ENOENT)
+            LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt merge: cannot replace %s: %s", tmp, strerror(errno));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+            int e = errno;
+            if (fd >= 0) close(fd);
+            free(tmp);
+            tmp = NULL; /* not ours to remove */
+            LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt merge: cannot create %s.tmp: %s", out_path, strerror(e));
+        }
+    }
     put_le64(len8, (uint64_t)h.len);
     if (fwrite(len8, 1, 8, f) != 8 || fwrite(h.p, 1, h.len, f) != h.len)
         LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt merge: writing %s: %s", tmp, strerror(errno));
@@ -1393,6 +1878,8 @@ ldt_status ldt_ckpt_merge(const char *dir, const char *out_path) {
         free(full);
         full = NULL;
     }
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+        LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt merge: writing %s: %s", tmp, strerror(errno));
     if (fclose(f) != 0) {
         f = NULL;
         LDT_FAIL_GOTO(LDT_ERR_SYSTEM, "ckpt merge: closing %s: %s", tmp, strerror(errno));
@@ -1415,6 +1902,70 @@ fail:
     return st;
 }
 
+/* Every entry of c's directory that is not part of the checkpoint, with what it is: loaders
+ * ignore them, and saves remove those of this format's names. */
+/* What a file in c's directory that is not part of the checkpoint is (for ckpt info). */
+static const char *unlisted_why(const ckpt *c, const char *name) {
+    int r;
+    switch (ckpt_name_kind(name, &r)) {
+    case CK_NAME_RANK:
+        return c->manifest ? "a rank file of another save, not in the manifest; the next save removes it"
+                           : "a rank file of an interrupted save; the next save removes it";
+    case CK_NAME_LEGACY:
+        return c->manifest ? "a rank file of an earlier save, not in the manifest; the next save removes it"
+                           : "a rank file beyond the world size; the next save removes it";
+    case CK_NAME_LEGACY_TMP:
+    case CK_NAME_MANIFEST_TMP: return "a temporary file of an interrupted save; the next save removes it";
+    default: return "not a checkpoint file; saves leave it alone";
+    }
+}
+
+/* The files in c's directory that are not part of the checkpoint, sorted; *n of them (the
+ * caller frees each and the array). */
+static char **unlisted_files(const ckpt *c, int *n_out) {
+    DIR *d = opendir(c->dir);
+    struct dirent *e;
+    char **names = NULL;
+    int n = 0, cap = 0;
+    *n_out = 0;
+    if (!d) return NULL;
+    while ((e = readdir(d)) != NULL) {
+        int r, kind = ckpt_name_kind(e->d_name, &r);
+        char **p;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (c->manifest && strcmp(e->d_name, CKPT_MANIFEST) == 0) continue;
+        if (c->manifest && kind == CK_NAME_RANK && r < c->world && strcmp(e->d_name, c->files[r].name) == 0)
+            continue;
+        if (!c->manifest && kind == CK_NAME_LEGACY && r < c->world) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            p = realloc(names, (size_t)cap * sizeof *p);
+            if (!p) break;
+            names = p;
+        }
+        if (!(names[n] = strdup(e->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    if (n > 1) qsort(names, (size_t)n, sizeof *names, cmp_str);
+    *n_out = n;
+    return names;
+}
+
+static void sb_unlisted(sbuf *b, const ckpt *c) {
+    int n;
+    char **names = unlisted_files(c, &n);
+    if (n)
+        sb_printf(b, "not part of the checkpoint (%d file%s, ignored by loads):\n", n, n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++) {
+        sb_puts(b, "  ");
+        sb_puts(b, names[i]);
+        sb_printf(b, "  (%s)\n", unlisted_why(c, names[i]));
+        free(names[i]);
+    }
+    free(names);
+}
+
 ldt_status ldt_ckpt_info(const char *dir, FILE *out) {
     ckpt *c = NULL;
     sbuf b = {0};
@@ -1429,6 +1980,12 @@ ldt_status ldt_ckpt_info(const char *dir, FILE *out) {
                   "(%lld on disk)\n",
               dir, CKPT_FORMAT, CKPT_VERSION, c->world, ntensors, (long long)stored_all,
               (long long)files_all);
+    if (c->manifest)
+        sb_printf(&b, "save %016llx, listed in %s\n", (unsigned long long)c->save_id, CKPT_MANIFEST);
+    else
+        sb_printf(&b, "save %016llx, no %s (saved before manifests): rank-<r>.safetensors files\n",
+                  (unsigned long long)c->save_id, CKPT_MANIFEST);
+    sb_unlisted(&b, c);
     for (int lo = 0, hi; lo < c->npieces; lo = hi) {
         const ck_piece *pc = &c->pieces[lo];
         int64_t numel = 0, stored = 0;
@@ -1507,6 +2064,23 @@ ldt_status ldt_ckpt_info_json(const char *dir, FILE *out) {
     cJSON_AddNumberToObject(root, "rank_files", c->world);
     cJSON_AddNumberToObject(root, "stored_bytes", (double)stored_all);
     cJSON_AddNumberToObject(root, "file_bytes", (double)files_all);
+    {
+        char id[20];
+        int n;
+        char **names = unlisted_files(c, &n);
+        cJSON *un = cJSON_AddArrayToObject(root, "unlisted_files");
+        snprintf(id, sizeof id, "%016llx", (unsigned long long)c->save_id);
+        cJSON_AddStringToObject(root, "save_id", id);
+        cJSON_AddBoolToObject(root, "manifest", c->manifest != 0);
+        for (int i = 0; i < n; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "file", names[i]);
+            cJSON_AddStringToObject(o, "why", unlisted_why(c, names[i]));
+            cJSON_AddItemToArray(un, o);
+            free(names[i]);
+        }
+        free(names);
+    }
     tensors = cJSON_AddArrayToObject(root, "tensors");
     for (int lo = 0, hi; tensors && lo < c->npieces; lo = hi) {
         const ck_piece *pc = &c->pieces[lo];

@@ -504,6 +504,25 @@ Test(cli, ckpt_info_json) {
         cr_expect_eq(num(cJSON_GetObjectItem(s, "offset"), 0), 8 * r);
         cr_expect_eq(cJSON_GetObjectItem(s, "bytes")->valuedouble, 8 * 8 * 4);
     }
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(j, "manifest")), "%s", out);
+    cr_expect_eq(strlen(cJSON_GetObjectItem(j, "save_id")->valuestring), 16, "%s", out);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "unlisted_files")), 0, "%s", out);
+    cJSON_Delete(j);
+    /* a stray file (a rank file of no save) is reported, not used */
+    snprintf(args, sizeof args, "touch %s/c/rank-7.safetensors %s/c/notes.txt", dir, dir);
+    cr_assert_eq(system(args), 0);
+    snprintf(args, sizeof args, "ckpt info %s/c --json", dir);
+    cr_assert_eq(run(args, out, sizeof out, 1), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert_not_null(j, "%s", out);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "unlisted_files")), 2, "%s", out);
+    cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "unlisted_files"), 0), "file")
+                         ->valuestring, "notes.txt");
+    cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "unlisted_files"), 1), "file")
+                         ->valuestring, "rank-7.safetensors");
+    cr_expect(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "unlisted_files"), 1), "why")
+                         ->valuestring, "not in the manifest") != NULL, "%s", out);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "tensors")), 4, "%s", out);
     cJSON_Delete(j);
     snprintf(args, sizeof args, "ckpt info %s/c --yaml", dir);
     cr_expect_eq(run(args, out, sizeof out, 1), 2);

@@ -349,6 +349,7 @@ Test(meta, materialize_bad_input) {
  */
 #include <cjson/cJSON.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 
 static double jnum(cJSON *j, const char *k) {
@@ -500,6 +501,15 @@ Test(meta, cli_meta_init_save_loads_as_one_device) {
     snprintf(args, sizeof args, "meta-init %s --mesh 2 --save %s", sizes, m4);
     cr_assert_eq(run_cli(args, out, sizeof out), 1, "%s", out);
     cr_assert(strstr(out, m4), "names the path: %s", out);
+    /* a merge into the checkpoint it reads is refused before anything is written */
+    snprintf(m1, sizeof m1, "%s/four/merged.safetensors", dir);
+    snprintf(args, sizeof args, "ckpt merge %s/four %s", dir, m1);
+    cr_assert_eq(run_cli(args, out, sizeof out), 1, "%s", out);
+    cr_assert(strstr(out, m1) && strstr(out, "inside the checkpoint directory"), "%s", out);
+    cr_assert_neq(access(m1, F_OK), 0);
+    snprintf(args, sizeof args, "ckpt info %s/four", dir);
+    cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "listed in manifest.json") && !strstr(out, "not part of"), "%s", out);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     cr_assert_eq(system(args), 0);
 }

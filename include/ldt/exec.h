@@ -333,9 +333,9 @@ ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap,
 ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses);
 
 /* ---------------------------------------------------------------------------------------
- * Sharded checkpoints (docs/checkpoint.md): one safetensors file per rank,
- * DIR/rank-<r>.safetensors, each holding its shards with their sharding and an xxHash64 in
- * __metadata__. Replicated regions are written once (by the lowest rank holding them);
+ * Sharded checkpoints (docs/checkpoint.md): one safetensors file per rank, listed by
+ * DIR/manifest.json, each holding its shards with their sharding and an xxHash64 in
+ * __metadata__ (checkpoints saved before manifests, DIR/rank-<r>.safetensors, still load). Replicated regions are written once (by the lowest rank holding them);
  * Partial placements are reduced before saving. Loading reshards onto any spec; a merge makes
  * one standard safetensors file of the full tensors. Corrupt or incomplete files are
  * LDT_ERR_CORRUPT with a message naming the file and tensor; a failed call returns nothing.
@@ -345,9 +345,9 @@ ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *miss
  *   ldt_ckpt_merge("ckpt", "model.safetensors");       // offline, no mesh needed
  */
 /* Saves n tensors under distinct names (non-empty UTF-8, no control characters, not
- * "__metadata__" or "lazydt") into dir (created if absent). Files are written under
- * temporary names and renamed when all are complete; rank files of an earlier, larger save
- * in dir are removed. */
+ * "__metadata__" or "lazydt") into dir (created if absent). Atomic: new rank files under new
+ * names, fsynced, then the manifest renamed into place; after a failure or kill at any point
+ * dir loads as the old checkpoint or the new one, whole. Old files are removed after. */
 ldt_status ldt_ckpt_save(const char *dir, int n, const char *const *names,
                          ldt_shards *const *tensors);
 /* Reads tensor `name` from dir as shards of `target` (its shape and dtype must match the
@@ -359,10 +359,12 @@ ldt_status ldt_ckpt_load(const char *dir, const char *name, const ldt_spec *targ
 ldt_status ldt_ckpt_load_n(const char *dir, int n, const char *const *names,
                            const ldt_spec *const *targets, ldt_shards **out);
 /* Writes every full tensor of dir into one single-device safetensors file at out_path
- * (names sorted, data contiguous, header padded to 8 bytes), via a temporary file. */
+ * (names sorted, data contiguous, header padded to 8 bytes), via a temporary file. An
+ * out_path inside dir is refused (LDT_ERR_INVALID_ARGUMENT) before anything is written. */
 ldt_status ldt_ckpt_merge(const char *dir, const char *out_path);
-/* Prints dir's tensors with their dtype, shape, mesh, placements, stored shards and sizes.
- * Headers are checked; the data is not read. */
+/* Prints dir's tensors with their dtype, shape, mesh, placements, stored shards and sizes,
+ * and the files in dir that are not part of the checkpoint. Headers are checked; the data is
+ * not read. */
 ldt_status ldt_ckpt_info(const char *dir, FILE *f);
 /* The same as one JSON object (`ldt ckpt info --json`; keys in docs/cli.md):
  * {"dir","format","version","rank_files","stored_bytes","file_bytes","tensors":[{"name",

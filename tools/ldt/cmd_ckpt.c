@@ -9,12 +9,15 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ldt ckpt merge DIR OUT.safetensors\n"
             "       ldt ckpt info DIR [--json]\n\n"
-            "DIR is a sharded checkpoint (rank-<r>.safetensors files, docs/checkpoint.md).\n"
+            "DIR is a sharded checkpoint: manifest.json and the rank files it lists (or, saved\n"
+            "before manifests, rank-<r>.safetensors files); docs/checkpoint.md.\n"
             "  merge  writes every full tensor into one single-device safetensors file that\n"
             "         standard tools read (Python's safetensors, numpy); no mesh is needed.\n"
             "         Every shard's checksum and the coverage of every tensor are verified.\n"
+            "         OUT must lie outside DIR.\n"
             "  info   lists the tensors: dtype, global shape, mesh, placements, each stored\n"
-            "         shard (rank, local shape, region) and sizes.\n"
+            "         shard (rank, local shape, region) and sizes, and any file in DIR that\n"
+            "         is not part of the checkpoint.\n"
             "ldt ckpt merge --help and ldt ckpt info --help describe each.\n");
 }
 
@@ -24,7 +27,7 @@ static void usage_merge(FILE *f) {
             "Writes every full tensor of the sharded checkpoint DIR into one single-device\n"
             "safetensors file (names sorted, data contiguous) that standard tools read; no mesh\n"
             "is needed. Every shard's checksum and the coverage of every tensor are verified.\n"
-            "Prints \"merged DIR into OUT\".\n\nflags:\n"
+            "OUT must lie outside DIR. Prints \"merged DIR into OUT\".\n\nflags:\n"
             "  --help, -h             this help\n");
 }
 
@@ -32,8 +35,8 @@ static void usage_info(FILE *f) {
     fprintf(f,
             "usage: ldt ckpt info DIR [--json]\n\n"
             "Lists the tensors of the sharded checkpoint DIR: dtype, global shape, mesh,\n"
-            "placements, each stored shard (rank, local shape, region) and sizes. Headers are\n"
-            "checked; the data is not read.\n\nflags:\n"
+            "placements, each stored shard (rank, local shape, region) and sizes, and any file in\n"
+            "DIR that is not part of the checkpoint. Headers are checked; the data is not read.\n\nflags:\n"
             "  --json                 one JSON object (keys in docs/cli.md)\n"
             "  --help, -h             this help\n");
 }
