@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "models/model.h"
 
@@ -58,6 +59,20 @@ static ldt_status check_config(const char *kind, const ldt_model_config *c, mode
                  "are counted in an int)",
                  kind, (long long)c->layers, (long long)max_layers);
         return LDT_ERR_OVERFLOW;
+    }
+    {
+        /* the trace's own bookkeeping grows with the layers whatever the mesh (a training
+         * step records about 64 KB of nodes, shapes and names a layer): refuse at once what
+         * this machine cannot hold, rather than after minutes of allocating */
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        double need = (double)c->layers * 65536.0, have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+        if (have > 0 && need > have) {
+            snprintf(buf, cap,
+                     "model %s: layers = %lld needs about %.3g GB of trace bookkeeping (64 KB a "
+                     "layer), more than this machine's %.3g GB of memory",
+                     kind, (long long)c->layers, need / 1e9, have / 1e9);
+            return LDT_ERR_OUT_OF_MEMORY;
+        }
     }
     if (*k == MODEL_GPT && c->hidden % c->heads != 0) {
         snprintf(buf, cap, "model gpt: hidden = %lld is not a multiple of heads = %lld",

@@ -79,6 +79,39 @@ Test(train, bad_flags) {
     cr_assert_eq(run_cli("train --steps 1 --profile /nonexistent/profile.json", out, sizeof out), 1);
     cr_assert(strstr(out, "/nonexistent/profile.json"), "%s", out);
     cr_assert_eq(run_cli("train --steps 1 --backend pigeon", out, sizeof out), 2);
+    /* numbers that are not what they look like are refused, never clamped or read as 0 */
+    static const struct {
+        const char *args, *needle;
+    } rows[] = {
+        {"train --dropout ''", "--dropout is '', expected a finite number"},
+        {"train --lr nan", "--lr is 'nan', expected a finite number"},
+        {"train --seed 99999999999999999999", "out of the 64-bit range"},
+        {"train --steps 1.5", "--steps is '1.5', expected an integer"},
+        {"train --seq 99999999999", "--seq is '99999999999', expected at most 2^30"},
+        {"train --sample 9999999999999", "--sample is '9999999999999', expected at most 2^30"},
+        {"train --batch 99999 --seq 99999", "--batch 99999 x --seq 99999 tokens a step"},
+        {"train --steps 9999999999", "--steps is '9999999999', expected at most 2^30"},
+        {"run --steps 1.5", "--steps is '1.5', expected an integer"},
+        {"run --seed 1e3", "--seed is '1e3', expected an integer"},
+        {"run --dropout 2", "--dropout is '2', expected 0 <= p < 1"},
+        /* 10^8 layers would take terabytes of trace: refused before any of it is made */
+        {"train --layers 99999999 --steps 1", "layers = 99999999 needs about"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int rc = run_cli(rows[i].args, out, sizeof out);
+        cr_expect_neq(rc, 0, "'%s' exited 0", rows[i].args);
+        cr_expect(strstr(out, rows[i].needle) != NULL, "'%s': %s", rows[i].args, out);
+    }
+}
+
+/* f16 trains and its losses are read as f16 (they were read as bf16: 4224 at step 1): within
+ * 1e-2 of f32's, which start at ln(vocab)-ish. */
+Test(train, f16_losses_are_read_as_f16) {
+    double l16[5], l32[5];
+    cJSON_Delete(train("--steps 5 --dtype f16 --hidden 32 --heads 4 --seq 16 --batch 4", l16, 5));
+    cJSON_Delete(train("--steps 5 --dtype f32 --hidden 32 --heads 4 --seq 16 --batch 4", l32, 5));
+    for (int i = 0; i < 5; i++)
+        cr_expect(fabs(l16[i] - l32[i]) < 1e-2, "step %d: f16 %.6f, f32 %.6f", i, l16[i], l32[i]);
 }
 
 /* A cost profile may change the plan, never the numbers: losses with the nvlink-ib preset equal

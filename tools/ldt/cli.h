@@ -48,6 +48,9 @@ void cli_config_json(FILE *f, const char *kind, const ldt_model_config *cfg, con
 /* Integer flag `name`: its value (>= lo) or def. Returns 0, or prints why and returns 2. */
 int cli_int(const char *cmd, const cli_flag *flags, int nflags, const char *name, int64_t def,
             int64_t lo, int64_t *out);
+/* Real flag `name`: its value (a finite number; not empty) or def. Returns 0, or prints why
+ * and returns 2. */
+int cli_real(const char *cmd, const cli_flag *flags, int nflags, const char *name, double def, double *out);
 /* The model sizes (CLI_MODEL_SIZE_FLAGS) into cfg, keeping its values where a flag is absent.
  * Returns 0, or prints why and returns 2. */
 int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_model_config *cfg);

@@ -1,7 +1,9 @@
 /* Flag parsing and error printing shared by the ldt subcommands. */
-#include <string.h>
-
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ldt/core.h"
 #include "ldt/models.h"
@@ -83,10 +85,30 @@ int cli_int(const char *cmd, const cli_flag *flags, int nflags, const char *name
     char *end;
     *out = def;
     if (!v) return 0;
+    errno = 0;
     *out = strtoll(v, &end, 10);
+    if (errno == ERANGE) {
+        fprintf(stderr, "ldt %s: --%s is '%s', out of the 64-bit range; expected an integer from %lld to %lld\n",
+                cmd, name, v, (long long)lo, (long long)INT64_MAX);
+        return 2;
+    }
     if (*v == '\0' || *end != '\0' || *out < lo) {
         fprintf(stderr, "ldt %s: --%s is '%s', expected an integer >= %lld\n", cmd, name, v,
                 (long long)lo);
+        return 2;
+    }
+    return 0;
+}
+
+int cli_real(const char *cmd, const cli_flag *flags, int nflags, const char *name, double def, double *out) {
+    const char *v = cli_get(flags, nflags, name);
+    char *end;
+    *out = def;
+    if (!v) return 0;
+    errno = 0;
+    *out = strtod(v, &end);
+    if (*v == '\0' || end == v || *end != '\0' || errno == ERANGE || isnan(*out) || isinf(*out)) {
+        fprintf(stderr, "ldt %s: --%s is '%s', expected a finite number\n", cmd, name, v);
         return 2;
     }
     return 0;

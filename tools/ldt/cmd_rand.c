@@ -58,21 +58,6 @@ static int help(void) {
     return 0;
 }
 
-/* Flag `name` as a finite double (def when absent); 0, or a message and 2. */
-static int flag_double(const cli_flag *flags, const char *name, double def, double *out) {
-    const char *v = cli_get(flags, NFLAGS, name);
-    char *end;
-    *out = def;
-    if (!v) return 0;
-    errno = 0;
-    *out = strtod(v, &end);
-    if (*v == '\0' || *end != '\0' || errno == ERANGE || !isfinite(*out)) {
-        fprintf(stderr, "ldt rand: --%s is '%s', expected a finite number\n", name, v);
-        return 2;
-    }
-    return 0;
-}
-
 /* Flag `name` as an unsigned 64-bit integer (decimal or 0x hex). */
 static int flag_u64(const cli_flag *flags, const char *name, uint64_t *out) {
     const char *v = cli_get(flags, NFLAGS, name);
@@ -166,10 +151,10 @@ int cmd_rand(int argc, char **argv) {
         }
     }
     if (flag_u64(flags, "seed", &seed) || flag_u64(flags, "offset", &offset) ||
-        flag_double(flags, "mean", 0.0, &mean) || flag_double(flags, "std", 1.0, &std) ||
-        flag_double(flags, "a", -2.0, &a) || flag_double(flags, "b", 2.0, &b) ||
-        flag_double(flags, "lo", 0.0, &lo) || flag_double(flags, "hi", 1.0, &hi) ||
-        flag_double(flags, "p", 0.5, &p) || flag_i64(flags, "low", 0, &low) ||
+        cli_real("rand", flags, NFLAGS, "mean", 0.0, &mean) || cli_real("rand", flags, NFLAGS, "std", 1.0, &std) ||
+        cli_real("rand", flags, NFLAGS, "a", -2.0, &a) || cli_real("rand", flags, NFLAGS, "b", 2.0, &b) ||
+        cli_real("rand", flags, NFLAGS, "lo", 0.0, &lo) || cli_real("rand", flags, NFLAGS, "hi", 1.0, &hi) ||
+        cli_real("rand", flags, NFLAGS, "p", 0.5, &p) || flag_i64(flags, "low", 0, &low) ||
         flag_i64(flags, "high", 10, &high))
         return 2;
     if (ldt_shape_parse(cli_get(flags, NFLAGS, "shape"), &shape) != LDT_OK ||

@@ -28,19 +28,6 @@ static cli_flag *flag_table(void) {
     return flags;
 }
 
-static int num(const cli_flag *f, const char *name, double def, double lo, double *out) {
-    const char *v = cli_get(f, NFLAGS, name);
-    char *end;
-    *out = def;
-    if (!v) return 0;
-    *out = strtod(v, &end);
-    if (*v == '\0' || *end != '\0' || !(*out >= lo)) {
-        fprintf(stderr, "ldt run: --%s is '%s', expected a number >= %g\n", name, v, lo);
-        return 2;
-    }
-    return 0;
-}
-
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -88,7 +75,8 @@ int cmd_run(int argc, char **argv) {
     ldt_model_config cfg;
     ldt_exec_stats es;
     const char *kind, *pins;
-    double v[11], t_compile, t_total = 0;
+    double dropout, t_compile, t_total = 0;
+    int64_t steps, seed;
     float *loss = NULL;
     double *times = NULL;
     int rc = 1, json;
@@ -106,11 +94,19 @@ int cmd_run(int argc, char **argv) {
     kind = cli_has(f, NFLAGS, "model") ? cli_get(f, NFLAGS, "model") : "gpt";
     pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
     cfg = ldt_model_config_default(kind);
-    if (cli_model_sizes("run", f, NFLAGS, &cfg) || num(f, "dropout", 0, 0, &v[6]) ||
-        num(f, "steps", 5, 1, &v[7]) || num(f, "seed", 0, 0, &v[8]))
+    if (cli_model_sizes("run", f, NFLAGS, &cfg) || cli_real("run", f, NFLAGS, "dropout", 0, &dropout) ||
+        cli_int("run", f, NFLAGS, "steps", 5, 1, &steps) || cli_int("run", f, NFLAGS, "seed", 0, 0, &seed))
         return 2;
-    cfg.dropout = v[6];
-    cfg.train = v[6] > 0;
+    if (!(dropout >= 0 && dropout < 1)) {
+        fprintf(stderr, "ldt run: --dropout is '%s', expected 0 <= p < 1\n", cli_get(f, NFLAGS, "dropout"));
+        return 2;
+    }
+    if (steps > ((int64_t)1 << 30)) {
+        fprintf(stderr, "ldt run: --steps %lld, expected at most 2^30\n", (long long)steps);
+        return 2;
+    }
+    cfg.dropout = dropout;
+    cfg.train = dropout > 0;
     json = cli_has(f, NFLAGS, "json");
     opt.trace_path = cli_get(f, NFLAGS, "trace");
     opt.no_fuse = cli_has(f, NFLAGS, "no-fuse");
@@ -119,10 +115,10 @@ int cmd_run(int argc, char **argv) {
                        &mesh) != LDT_OK)
         return cli_fail("run");
     co.mesh = mesh;
-    co.seed = (uint64_t)v[8];
-    if (!(loss = calloc((size_t)v[7], sizeof *loss)) || !(times = calloc((size_t)v[7], sizeof *times))) goto fail;
+    co.seed = (uint64_t)seed;
+    if (!(loss = calloc((size_t)steps, sizeof *loss)) || !(times = calloc((size_t)steps, sizeof *times))) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
-        ldt_model_init(model, (uint64_t)v[8] + 1) != LDT_OK ||
+        ldt_model_init(model, (uint64_t)seed + 1) != LDT_OK ||
         ldt_model_pin(model, pins) != LDT_OK)
         goto fail;
     {
@@ -135,7 +131,7 @@ int cmd_run(int argc, char **argv) {
         if (ldt_compile(ctx, &l, 1, &opt, &ex) != LDT_OK) goto fail;
         t_compile = now_s() - t0;
     }
-    for (int k = 0; k < (int)v[7]; k++) {
+    for (int k = 0; k < (int)steps; k++) {
         double t0;
         if (bind_inputs(model, k, cfg.vocab) != 0) goto fail;
         t0 = now_s();
@@ -147,7 +143,7 @@ int cmd_run(int argc, char **argv) {
     }
     ldt_exec_stats_get(ex, &es);
     if (json) {
-        int n = (int)v[7];
+        int n = (int)steps;
         qsort(times, (size_t)n, sizeof *times, cmp_d);
         printf("{");
         cli_config_json(stdout, kind, &cfg, pins, mesh);
@@ -163,7 +159,7 @@ int cmd_run(int argc, char **argv) {
     } else {
         printf("compile %.3f ms, replay %.3f ms per step; %lld instructions per rank, arena %lld B "
                "(bound %lld B), %lld collective calls per step (%lld unfused)\n",
-               t_compile * 1e3, t_total / v[7] * 1e3, (long long)es.instructions, (long long)es.arena_bytes,
+               t_compile * 1e3, t_total / (double)steps * 1e3, (long long)es.instructions, (long long)es.arena_bytes,
                (long long)es.bound_bytes, (long long)es.collectives, (long long)es.collectives_unfused);
         if (opt.trace_path) printf("wrote %s\n", opt.trace_path);
     }

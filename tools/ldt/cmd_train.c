@@ -163,7 +163,7 @@ int cmd_train(int argc, char **argv) {
     ldt_tensor *ps[4096];
     double *losses = NULL, *times = NULL, t_compile = 0, dropout = 0.1, lr = 3e-3;
     int64_t steps, seed, nsample, len = 0, *tok = NULL, *tgt = NULL;
-    char *text = NULL, *end;
+    char *text = NULL;
     const char *s_opt, *s_dt, *v;
     int rc = 1, np, json, tty = isatty(2), log_lines = !isatty(1), nccl;
     ldt_comm *world = NULL;
@@ -190,13 +190,30 @@ int cmd_train(int argc, char **argv) {
     if (cli_model_sizes("train", f, NFLAGS, &cfg) || cli_int("train", f, NFLAGS, "steps", 200, 1, &steps) ||
         cli_int("train", f, NFLAGS, "seed", 1, 0, &seed) || cli_int("train", f, NFLAGS, "sample", 40, 0, &nsample))
         return 2;
-    if ((v = cli_get(f, NFLAGS, "lr")) && (!(lr = strtod(v, &end)) || *end || !(lr > 0))) {
-        fprintf(stderr, "ldt train: --lr is '%s', expected a positive number\n", v);
+    if (cli_real("train", f, NFLAGS, "lr", 3e-3, &lr) || cli_real("train", f, NFLAGS, "dropout", 0.1, &dropout))
+        return 2;
+    if (!(lr > 0 && lr <= 1e3)) {
+        fprintf(stderr, "ldt train: --lr is '%s', expected a positive number up to 1000\n", cli_get(f, NFLAGS, "lr"));
         return 2;
     }
-    if ((v = cli_get(f, NFLAGS, "dropout")) && ((dropout = strtod(v, &end)), *end || !(dropout >= 0 && dropout < 1))) {
-        fprintf(stderr, "ldt train: --dropout is '%s', expected 0 <= p < 1\n", v);
+    if (!(dropout >= 0 && dropout < 1)) {
+        fprintf(stderr, "ldt train: --dropout is '%s', expected 0 <= p < 1\n", cli_get(f, NFLAGS, "dropout"));
         return 2;
+    }
+    /* every size the step multiplies, checked before any arithmetic: a batch of tokens and
+     * the sample's window are allocated on the host */
+    {
+        const int64_t k_max = (int64_t)1 << 30;
+        const char *too = cfg.seq > k_max ? "seq" : nsample > k_max ? "sample" : steps > k_max ? "steps" : NULL;
+        if (too) {
+            fprintf(stderr, "ldt train: --%s is '%s', expected at most 2^30\n", too, cli_get(f, NFLAGS, too));
+            return 2;
+        }
+        if (cfg.batch > k_max / cfg.seq) {
+            fprintf(stderr, "ldt train: --batch %lld x --seq %lld tokens a step, expected at most 2^30\n",
+                    (long long)cfg.batch, (long long)cfg.seq);
+            return 2;
+        }
     }
     s_opt = cli_has(f, NFLAGS, "optimizer") ? cli_get(f, NFLAGS, "optimizer") : "adamw";
     s_dt = cli_has(f, NFLAGS, "dtype") ? cli_get(f, NFLAGS, "dtype") : "f32";
@@ -205,7 +222,7 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (ldt_dtype_parse(s_dt, &cfg.dtype) != LDT_OK || !ldt_dtype_is_float(cfg.dtype)) {
-        fprintf(stderr, "ldt train: --dtype %s, expected f32, f64 or bf16\n", s_dt);
+        fprintf(stderr, "ldt train: --dtype %s, expected f32, f64, bf16 or f16\n", s_dt);
         return 2;
     }
     if ((v = cli_get(f, NFLAGS, "profile"))) { /* the planner's numbers; rank 0's under mpi */
@@ -318,14 +335,10 @@ int cmd_train(int argc, char **argv) {
             float l;
             if (ldt_exec_read(ex, 0, &l, 4) != LDT_OK) goto fail;
             losses[k] = l;
-        } else {
+        } else { /* a 2-byte loss: f16 or bf16, each by its own format */
             uint16_t h;
-            uint32_t bits;
-            float l;
             if (ldt_exec_read(ex, 0, &h, 2) != LDT_OK) goto fail;
-            bits = (uint32_t)h << 16;
-            memcpy(&l, &bits, 4);
-            losses[k] = l;
+            losses[k] = cfg.dtype == LDT_F16 ? ldt_f16_to_f32(h) : ldt_bf16_to_f32(h);
         }
         if (tty && !json) {
             int w = (int)(30L * (k + 1) / steps);
