@@ -1,12 +1,17 @@
-/* lazydt execution layer: communicators (ranks as threads now; MPI and NCCL later) and
- * sharded tensor data (ldt_shards) with the helpers that move it to and from full tensors.
+/* lazydt execution layer: communicators (ranks as threads of one process, one process per
+ * rank over MPI, or a GPU per rank over NCCL), sharded tensor data (ldt_shards) with the
+ * helpers that move it to and from full tensors, and compiled steps replayed (ldt_compile).
  *
  *   static ldt_status step(ldt_comm *world, void *arg) {
  *       float x[4] = {1, 2, 3, (float)ldt_comm_rank(world)};
+ *       (void)arg;
  *       return ldt_all_reduce(world, x, x, 4, LDT_F32, LDT_REDUCE_SUM); // x[3] = 0+1+2+3
  *   }
- *   ldt_status st = ldt_threads_run(4, NULL, step, NULL);  // 4 ranks, one thread each
+ *   ldt_status st = ldt_threads_launch(4, NULL, step, NULL);  // 4 ranks, one thread each
  *   if (st != LDT_OK) fprintf(stderr, "%s\n", ldt_last_error());
+ *
+ * Under mpirun the same step runs once per process: ldt_mpi_world(NULL, &world), then
+ * step(world, NULL), then ldt_mpi_world_destroy(world).
  */
 #ifndef LDT_EXEC_H
 #define LDT_EXEC_H
@@ -82,7 +87,7 @@ LDT_API int ldt_comm_rank(const ldt_comm *c); /* rank within the group */
 LDT_API int ldt_comm_size(const ldt_comm *c);
 /* The global (world) rank of group member r; -1 if out of range. */
 LDT_API int ldt_comm_world_rank(const ldt_comm *c, int r);
-/* "threads" (later "mpi", "nccl"). */
+/* The backend's name: "threads", "mpi" or "nccl". */
 LDT_API const char *ldt_comm_backend(const ldt_comm *c);
 
 /* A communicator over world ranks `ranks` (group order), which must include the caller's.
