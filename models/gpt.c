@@ -11,7 +11,7 @@
 enum { LN1_W, LN1_B, ATTN_W, ATTN_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FC2_W, FC2_B,
        PER_LAYER };
 
-ldt_status gpt_create(ldt_model *m) {
+ldt_status ldt__gpt_create(ldt_model *m) {
     int64_t H = m->cfg.hidden, V = m->cfg.vocab, S = m->cfg.seq, B = m->cfg.batch;
     ldt_shape ts = {2, {B, S}}, hs = {1, {H}};
     int64_t *pos;
@@ -32,26 +32,26 @@ ldt_status gpt_create(ldt_model *m) {
     m->input_names[0] = "tokens";
     m->input_names[1] = "targets";
     m->ninputs = 2;
-    if (!m->inputs[0] || !m->inputs[1]) return model_fail(m);
+    if (!m->inputs[0] || !m->inputs[1]) return ldt__model_fail(m);
     if (!(pos = malloc((size_t)S * sizeof *pos)))
         return ldt_set_error(LDT_ERR_OUT_OF_MEMORY,
                              "model gpt: out of memory for seq = %lld positions", (long long)S);
     for (int64_t i = 0; i < S; i++) pos[i] = i;
     m->positions = ldt_constant(m->ctx, &(ldt_shape){1, {S}}, LDT_I64, pos); /* made once */
     free(pos);
-    if (!m->positions || !model_param(m, N, &(ldt_shape){2, {V, H}}, "wte") ||
-        !model_param(m, N, &(ldt_shape){2, {S, H}}, "wpe"))
-        return model_fail(m);
+    if (!m->positions || !ldt__model_param(m, N, &(ldt_shape){2, {V, H}}, "wte") ||
+        !ldt__model_param(m, N, &(ldt_shape){2, {S, H}}, "wpe"))
+        return ldt__model_fail(m);
     for (int64_t l = 0; l < m->cfg.layers; l++)
         for (int k = 0; k < PER_LAYER; k++)
-            if (!model_param(m, init[k], &shapes[k], "h.%lld.%s", (long long)l, names[k]))
-                return model_fail(m);
-    if (!model_param(m, O, &hs, "ln_f.w") || !model_param(m, Z, &hs, "ln_f.b"))
-        return model_fail(m);
+            if (!ldt__model_param(m, init[k], &shapes[k], "h.%lld.%s", (long long)l, names[k]))
+                return ldt__model_fail(m);
+    if (!ldt__model_param(m, O, &hs, "ln_f.w") || !ldt__model_param(m, Z, &hs, "ln_f.b"))
+        return ldt__model_fail(m);
     return LDT_OK;
 }
 
-ldt_tensor *gpt_forward(ldt_model *m) {
+ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     int64_t H = m->cfg.hidden, A = m->cfg.heads, D = H / A, S = m->cfg.seq, B = m->cfg.batch;
     int train = m->cfg.train;
     double p = train ? m->cfg.dropout : 0;

@@ -5,7 +5,7 @@
 /* The parameters of one block, in creation order. */
 enum { W1, B1, W2, B2, PER_LAYER };
 
-ldt_status mlp_create(ldt_model *m) {
+ldt_status ldt__mlp_create(ldt_model *m) {
     int64_t H = m->cfg.hidden, B = m->cfg.batch;
     ldt_shape xs = {2, {B, H}};
     static const char *const names[PER_LAYER] = {"w1", "b1", "w2", "b2"};
@@ -17,15 +17,15 @@ ldt_status mlp_create(ldt_model *m) {
     m->input_names[0] = "x";
     m->input_names[1] = "target";
     m->ninputs = 2;
-    if (!m->inputs[0] || !m->inputs[1]) return model_fail(m);
+    if (!m->inputs[0] || !m->inputs[1]) return ldt__model_fail(m);
     for (int64_t l = 0; l < m->cfg.layers; l++)
         for (int k = 0; k < PER_LAYER; k++)
-            if (!model_param(m, init[k], &shapes[k], "l.%lld.%s", (long long)l, names[k]))
-                return model_fail(m);
+            if (!ldt__model_param(m, init[k], &shapes[k], "l.%lld.%s", (long long)l, names[k]))
+                return ldt__model_fail(m);
     return LDT_OK;
 }
 
-ldt_tensor *mlp_forward(ldt_model *m) {
+ldt_tensor *ldt__mlp_forward(ldt_model *m) {
     ldt_tensor *x = m->inputs[0], *d;
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         ldt_tensor **p = &m->params[PER_LAYER * l];

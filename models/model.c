@@ -155,8 +155,8 @@ ldt_status ldt_model_param_count_of(const char *kind, const ldt_model_config *cf
     return LDT_OK;
 }
 
-ldt_tensor *model_param(ldt_model *m, model_init init, const ldt_shape *shape, const char *fmt,
-                        ...) {
+ldt_tensor *ldt__model_param(ldt_model *m, model_init init, const ldt_shape *shape,
+                             const char *fmt, ...) {
     char name[128];
     va_list ap;
     ldt_tensor *t;
@@ -187,7 +187,7 @@ ldt_tensor *model_param(ldt_model *m, model_init init, const ldt_shape *shape, c
     return t;
 }
 
-ldt_status model_fail(const ldt_model *m) {
+ldt_status ldt__model_fail(const ldt_model *m) {
     ldt_status st = ldt_ctx_status(m->ctx);
     return st != LDT_OK ? st : ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "model: out of memory");
 }
@@ -217,7 +217,7 @@ ldt_status ldt_model_create(ldt_ctx *ctx, const char *kind, const ldt_model_conf
     m->kind = k;
     m->cfg = *cfg;
     m->cfg.train = cfg->train != 0;
-    st = k == MODEL_MLP ? mlp_create(m) : gpt_create(m);
+    st = k == MODEL_MLP ? ldt__mlp_create(m) : ldt__gpt_create(m);
     if (st != LDT_OK) {
         ldt_model_destroy(m);
         return st;
@@ -343,7 +343,7 @@ ldt_status ldt_model_init(ldt_model *m, uint64_t seed) {
         }
         all = parts[0];
         if (!all) {
-            st = model_fail(m);
+            st = ldt__model_fail(m);
             ldt_trace_discard(m->ctx);
             goto done;
         }
@@ -379,7 +379,7 @@ ldt_tensor *ldt_model_forward(ldt_model *m) {
         return NULL;
     }
     m->output = NULL;
-    return m->kind == MODEL_MLP ? mlp_forward(m) : gpt_forward(m);
+    return m->kind == MODEL_MLP ? ldt__mlp_forward(m) : ldt__gpt_forward(m);
 }
 
 ldt_tensor *ldt_model_output(const ldt_model *m) { return m ? m->output : NULL; }

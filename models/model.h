@@ -29,17 +29,18 @@ struct ldt_model {
 
 /* Adds a parameter called name (printf format) of the given shape and initial value; NULL
  * on error (the context's error, or out of memory). */
-ldt_tensor *model_param(ldt_model *m, model_init init, const ldt_shape *shape, const char *fmt, ...)
+ldt_tensor *ldt__model_param(ldt_model *m, model_init init, const ldt_shape *shape,
+                             const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-/* The status to return after model_param or ldt_input gave NULL. */
-ldt_status model_fail(const ldt_model *m);
+/* The status to return after ldt__model_param or ldt_input gave NULL. */
+ldt_status ldt__model_fail(const ldt_model *m);
 
-ldt_status mlp_create(ldt_model *m);
-ldt_tensor *mlp_forward(ldt_model *m);
-ldt_status gpt_create(ldt_model *m);
-ldt_tensor *gpt_forward(ldt_model *m);
+ldt_status ldt__mlp_create(ldt_model *m);
+ldt_tensor *ldt__mlp_forward(ldt_model *m);
+ldt_status ldt__gpt_create(ldt_model *m);
+ldt_tensor *ldt__gpt_forward(ldt_model *m);
 
 #endif

@@ -40,7 +40,7 @@ ldt_status ldt_model_pin(ldt_model *m, const char *scheme) {
     if (dp == tp) dp = -1;
     ldt_clear_error();
     for (int i = 0; i < m->ninputs; i++) /* the batch on dp, replicated on tp */
-        if (pin_one(m->inputs[i], nd, tp, R, dp) != LDT_OK) return model_fail(m);
+        if (pin_one(m->inputs[i], nd, tp, R, dp) != LDT_OK) return ldt__model_fail(m);
     for (int i = 0; i < m->nparams; i++) {
         const char *n = m->names[i];
         size_t len = strlen(n);
@@ -60,7 +60,7 @@ ldt_status ldt_model_pin(ldt_model *m, const char *scheme) {
             else pinned = 0;
         }
 #undef ENDS
-        if (pinned && pin_one(m->params[i], nd, tp, p, -1) != LDT_OK) return model_fail(m);
+        if (pinned && pin_one(m->params[i], nd, tp, p, -1) != LDT_OK) return ldt__model_fail(m);
     }
     return LDT_OK;
 }

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ldt/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,19 +55,19 @@ typedef enum ldt_status {
 } ldt_status;
 
 /* Short name of a status ("invalid argument"); "unknown status" for other values. */
-const char *ldt_status_name(ldt_status s);
+LDT_API const char *ldt_status_name(ldt_status s);
 /* One line saying what to do about a status. */
-const char *ldt_status_hint(ldt_status s);
+LDT_API const char *ldt_status_hint(ldt_status s);
 /* The calling thread's last error message ("" if none): names what was wrong and what was
  * expected, e.g. "spec: placement S2 shards dim 2 but the tensor has 2 dims [7,5]". */
-const char *ldt_last_error(void);
+LDT_API const char *ldt_last_error(void);
 /* The file:line trail the error passed through inside the library, innermost first. */
-const char *ldt_last_error_trace(void);
+LDT_API const char *ldt_last_error_trace(void);
 /* Forget the calling thread's last error. */
-void ldt_clear_error(void);
+LDT_API void ldt_clear_error(void);
 /* Sets the calling thread's last error (for code built on lazydt's API, such as the model
  * builders, that reports its own bad input the library's way); returns st. */
-ldt_status ldt_set_error(ldt_status st, const char *fmt, ...)
+LDT_API ldt_status ldt_set_error(ldt_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -92,18 +94,18 @@ typedef enum ldt_dtype {
 } ldt_dtype;
 
 /* Bytes per element; 0 for an invalid dtype. */
-size_t ldt_dtype_size(ldt_dtype t);
+LDT_API size_t ldt_dtype_size(ldt_dtype t);
 /* "f32", "bf16", ...; "invalid" for an invalid dtype. */
-const char *ldt_dtype_name(ldt_dtype t);
+LDT_API const char *ldt_dtype_name(ldt_dtype t);
 /* 1 for floating-point dtypes (f32, f64, f16, bf16). */
-int ldt_dtype_is_float(ldt_dtype t);
-ldt_status ldt_dtype_parse(const char *text, ldt_dtype *out);
+LDT_API int ldt_dtype_is_float(ldt_dtype t);
+LDT_API ldt_status ldt_dtype_parse(const char *text, ldt_dtype *out);
 
 /* f16 (IEEE binary16) and bf16 bit patterns <-> f32, round to nearest even, NaN kept quiet. */
-uint16_t ldt_f32_to_f16(float f);
-float ldt_f16_to_f32(uint16_t h);
-uint16_t ldt_f32_to_bf16(float f);
-float ldt_bf16_to_f32(uint16_t h);
+LDT_API uint16_t ldt_f32_to_f16(float f);
+LDT_API float ldt_f16_to_f32(uint16_t h);
+LDT_API uint16_t ldt_f32_to_bf16(float f);
+LDT_API float ldt_bf16_to_f32(uint16_t h);
 
 /* ---------------------------------------------------------------------------------------
  * Shapes: up to 8 dims of int64 sizes; element counts are checked for overflow.
@@ -117,14 +119,14 @@ typedef struct ldt_shape {
 
 /* Number of elements; LDT_ERR_OVERFLOW when it exceeds INT64_MAX, LDT_ERR_INVALID_ARGUMENT
  * for a negative size or a bad ndim. A 0-dim shape has 1 element. */
-ldt_status ldt_shape_numel(const ldt_shape *s, int64_t *out);
+LDT_API ldt_status ldt_shape_numel(const ldt_shape *s, int64_t *out);
 /* Bytes of a contiguous tensor of that shape and dtype, overflow-checked. */
-ldt_status ldt_shape_nbytes(const ldt_shape *s, ldt_dtype t, int64_t *out);
+LDT_API ldt_status ldt_shape_nbytes(const ldt_shape *s, ldt_dtype t, int64_t *out);
 /* "7,5" (also "[7,5]", "7x5"); "" or "[]" is a 0-dim shape. */
-ldt_status ldt_shape_parse(const char *text, ldt_shape *out);
+LDT_API ldt_status ldt_shape_parse(const char *text, ldt_shape *out);
 /* Writes "[7,5]"; returns the length it needed (snprintf rules). */
-int ldt_shape_format(const ldt_shape *s, char *buf, size_t cap);
-int ldt_shape_equal(const ldt_shape *a, const ldt_shape *b);
+LDT_API int ldt_shape_format(const ldt_shape *s, char *buf, size_t cap);
+LDT_API int ldt_shape_equal(const ldt_shape *a, const ldt_shape *b);
 
 /* ---------------------------------------------------------------------------------------
  * Device meshes: an N-D array of (global) ranks with optional dim names.
@@ -139,44 +141,45 @@ typedef struct ldt_mesh ldt_mesh;
 
 /* ranks: row-major array of prod(dims) distinct non-negative ranks, or NULL for 0..n-1.
  * names: ndim dim names (identifiers, distinct) or NULL for unnamed dims. */
-ldt_status ldt_mesh_create(int ndim, const int64_t *dims, const int *ranks,
-                           const char *const *names, ldt_device_type dev, ldt_mesh **out);
+LDT_API ldt_status ldt_mesh_create(int ndim, const int64_t *dims, const int *ranks,
+                                   const char *const *names, ldt_device_type dev, ldt_mesh **out);
 /* "4", "2x2", "dp=2,tp=2", or an explicit rank array "[[0,2],[1,3]]". */
-ldt_status ldt_mesh_parse(const char *text, ldt_device_type dev, ldt_mesh **out);
-ldt_status ldt_mesh_clone(const ldt_mesh *m, ldt_mesh **out);
-void ldt_mesh_destroy(ldt_mesh *m);
+LDT_API ldt_status ldt_mesh_parse(const char *text, ldt_device_type dev, ldt_mesh **out);
+LDT_API ldt_status ldt_mesh_clone(const ldt_mesh *m, ldt_mesh **out);
+LDT_API void ldt_mesh_destroy(ldt_mesh *m);
 
-int ldt_mesh_ndim(const ldt_mesh *m);
-int64_t ldt_mesh_dim_size(const ldt_mesh *m, int dim); /* 0 if dim is out of range */
-int ldt_mesh_nranks(const ldt_mesh *m);
-ldt_device_type ldt_mesh_device(const ldt_mesh *m);
+/* Number of mesh dims (0 for NULL); sizes, rank count and device type below. */
+LDT_API int ldt_mesh_ndim(const ldt_mesh *m);
+LDT_API int64_t ldt_mesh_dim_size(const ldt_mesh *m, int dim); /* 0 if dim is out of range */
+LDT_API int ldt_mesh_nranks(const ldt_mesh *m);
+LDT_API ldt_device_type ldt_mesh_device(const ldt_mesh *m);
 /* Rank at row-major position i (0 <= i < nranks); -1 out of range. */
-int ldt_mesh_rank_at(const ldt_mesh *m, int i);
+LDT_API int ldt_mesh_rank_at(const ldt_mesh *m, int i);
 /* Dim name, or NULL for unnamed meshes. */
-const char *ldt_mesh_dim_name(const ldt_mesh *m, int dim);
+LDT_API const char *ldt_mesh_dim_name(const ldt_mesh *m, int dim);
 /* Index of the dim called name. */
-ldt_status ldt_mesh_dim_index(const ldt_mesh *m, const char *name, int *out);
+LDT_API ldt_status ldt_mesh_dim_index(const ldt_mesh *m, const char *name, int *out);
 /* Coordinate (ndim entries) of a rank; LDT_ERR_INVALID_ARGUMENT if the rank is not in it. */
-ldt_status ldt_mesh_coord(const ldt_mesh *m, int rank, int64_t *coord);
+LDT_API ldt_status ldt_mesh_coord(const ldt_mesh *m, int rank, int64_t *coord);
 /* Rank at a coordinate. */
-ldt_status ldt_mesh_rank_of(const ldt_mesh *m, const int64_t *coord, int *out);
+LDT_API ldt_status ldt_mesh_rank_of(const ldt_mesh *m, const int64_t *coord, int *out);
 /* The ranks of the group along `dim` that contains `rank`, in coordinate order;
  * ranks must hold ldt_mesh_dim_size(m, dim) entries. */
-ldt_status ldt_mesh_group(const ldt_mesh *m, int rank, int dim, int *ranks);
+LDT_API ldt_status ldt_mesh_group(const ldt_mesh *m, int rank, int dim, int *ranks);
 /* The sub-mesh over the selected dims (in the order given) that contains `rank`
  * (DeviceMesh's mesh["tp"]). */
-ldt_status ldt_mesh_submesh(const ldt_mesh *m, int rank, int ndims, const int *dims,
-                            ldt_mesh **out);
+LDT_API ldt_status ldt_mesh_submesh(const ldt_mesh *m, int rank, int ndims, const int *dims,
+                                    ldt_mesh **out);
 /* Every sub-mesh over the selected dims, one per coordinate of the other dims, in row-major
  * order of those; *out is an array of *count meshes: free with ldt_mesh_list_destroy. */
-ldt_status ldt_mesh_split(const ldt_mesh *m, int ndims, const int *dims, ldt_mesh ***out,
-                          int *count);
-void ldt_mesh_list_destroy(ldt_mesh **list, int count);
+LDT_API ldt_status ldt_mesh_split(const ldt_mesh *m, int ndims, const int *dims, ldt_mesh ***out,
+                                  int *count);
+LDT_API void ldt_mesh_list_destroy(ldt_mesh **list, int count);
 /* "2x2", "dp=2,tp=2", or "[[0,2],[1,3]]" when the ranks are not 0..n-1 in order.
  * Returns the length it needed (snprintf rules). */
-int ldt_mesh_format(const ldt_mesh *m, char *buf, size_t cap);
+LDT_API int ldt_mesh_format(const ldt_mesh *m, char *buf, size_t cap);
 /* Same dims, names, ranks and device. */
-int ldt_mesh_equal(const ldt_mesh *a, const ldt_mesh *b);
+LDT_API int ldt_mesh_equal(const ldt_mesh *a, const ldt_mesh *b);
 
 /* ---------------------------------------------------------------------------------------
  * Placements, one per mesh dim. Text: S0, R, P (=Psum), Pavg, Pmax, Pmin, IS0:3.
@@ -197,23 +200,25 @@ typedef struct ldt_placement {
     ldt_reduce_op op; /* Partial: the pending reduction */
 } ldt_placement;
 
-ldt_placement ldt_replicate(void);
-ldt_placement ldt_shard(int dim);
-ldt_placement ldt_partial(ldt_reduce_op op);
-ldt_placement ldt_interleaved_shard(int dim, int64_t blocks);
+/* Placement values: Replicate, Shard(dim), Partial(op), InterleavedShard(dim, blocks).
+ * Nothing is checked here; ldt_spec_init validates them against a tensor. */
+LDT_API ldt_placement ldt_replicate(void);
+LDT_API ldt_placement ldt_shard(int dim);
+LDT_API ldt_placement ldt_partial(ldt_reduce_op op);
+LDT_API ldt_placement ldt_interleaved_shard(int dim, int64_t blocks);
 
-const char *ldt_reduce_op_name(ldt_reduce_op op); /* "sum", "avg", "max", "min" */
-ldt_status ldt_reduce_op_parse(const char *text, ldt_reduce_op *out);
+LDT_API const char *ldt_reduce_op_name(ldt_reduce_op op); /* "sum", "avg", "max", "min" */
+LDT_API ldt_status ldt_reduce_op_parse(const char *text, ldt_reduce_op *out);
 
 /* Parses "S0,R" (also "[S0, R]" and "Shard(0),Replicate()" forms). Negative dims are
  * normalised against tensor_ndim; pass tensor_ndim < 0 to keep them as written (then a
  * negative dim is an error). */
-ldt_status ldt_placements_parse(const char *text, int tensor_ndim, ldt_placement *out, int cap,
-                                int *n);
+LDT_API ldt_status ldt_placements_parse(const char *text, int tensor_ndim, ldt_placement *out,
+                                        int cap, int *n);
 /* Writes "S0,R"; returns the length needed (snprintf rules). */
-int ldt_placement_format(const ldt_placement *p, char *buf, size_t cap);
-int ldt_placements_format(const ldt_placement *p, int n, char *buf, size_t cap);
-int ldt_placement_equal(const ldt_placement *a, const ldt_placement *b);
+LDT_API int ldt_placement_format(const ldt_placement *p, char *buf, size_t cap);
+LDT_API int ldt_placements_format(const ldt_placement *p, int n, char *buf, size_t cap);
+LDT_API int ldt_placement_equal(const ldt_placement *a, const ldt_placement *b);
 
 /* ---------------------------------------------------------------------------------------
  * Specs: mesh + placements + global shape/stride/dtype. The mesh is borrowed, not owned.
@@ -230,12 +235,12 @@ typedef struct ldt_spec {
 /* Validates and fills a spec with a contiguous stride: one placement per mesh dim, shard
  * dims in range (negative dims normalised), InterleavedShard blocks dividing the dim and
  * its dim not sharded on another mesh dim, element count within int64. */
-ldt_status ldt_spec_init(ldt_spec *spec, const ldt_mesh *mesh, const ldt_shape *shape,
-                         const ldt_placement *placements, int nplace, ldt_dtype dtype);
+LDT_API ldt_status ldt_spec_init(ldt_spec *spec, const ldt_mesh *mesh, const ldt_shape *shape,
+                                 const ldt_placement *placements, int nplace, ldt_dtype dtype);
 /* Re-checks an existing spec (for specs filled by hand). */
-ldt_status ldt_spec_check(const ldt_spec *spec);
+LDT_API ldt_status ldt_spec_check(const ldt_spec *spec);
 /* "[7,5] f32 (S0,S1) on 2x2" */
-int ldt_spec_format(const ldt_spec *spec, char *buf, size_t cap);
+LDT_API int ldt_spec_format(const ldt_spec *spec, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------------------------------
  * Layout. Along each tensor dim a rank holds `blocks` runs of `len` indices: run j covers
@@ -262,14 +267,15 @@ typedef struct ldt_region {
 } ldt_region;
 
 /* The region of the global tensor that `rank` holds. */
-ldt_status ldt_layout(const ldt_spec *spec, int rank, ldt_region *out);
+LDT_API ldt_status ldt_layout(const ldt_spec *spec, int rank, ldt_region *out);
 /* Same, by mesh coordinate. */
-ldt_status ldt_layout_coord(const ldt_spec *spec, const int64_t *coord, ldt_region *out);
+LDT_API ldt_status ldt_layout_coord(const ldt_spec *spec, const int64_t *coord, ldt_region *out);
 /* Slice i (0 <= i < nslices, row-major over the runs of each dim) as a global offset and
  * shape. */
-ldt_status ldt_region_slice(const ldt_region *r, int64_t i, int64_t *offset, int64_t *shape);
+LDT_API ldt_status ldt_region_slice(const ldt_region *r, int64_t i, int64_t *offset,
+                                    int64_t *shape);
 /* torch.chunk of a dim of size n into k parts: start and length of part i. */
-void ldt_chunk(int64_t n, int64_t k, int64_t i, int64_t *start, int64_t *len);
+LDT_API void ldt_chunk(int64_t n, int64_t k, int64_t i, int64_t *start, int64_t *len);
 
 /* ---------------------------------------------------------------------------------------
  * Other systems' sharding notations (docs/notations.md). ColossalAI/Alpa "[S01,R]" and
@@ -282,23 +288,24 @@ void ldt_chunk(int64_t n, int64_t k, int64_t i, int64_t *start, int64_t *len);
  * tensor_ndim >= 0 requires that many entries, < 0 takes the count as written.
  */
 /* Placements -> ColossalAI/Alpa sharding sequence: R,S0 on a 2-D mesh, 3-D tensor -> "[S1,R,R]". */
-ldt_status ldt_colossal_format(const ldt_placement *pl, int nplace, int tensor_ndim, char *buf,
-                               size_t cap, size_t *need);
+LDT_API ldt_status ldt_colossal_format(const ldt_placement *pl, int nplace, int tensor_ndim,
+                                       char *buf, size_t cap, size_t *need);
 /* "[S0,R]", "[S01,R]", Alpa's "S01R" -> one placement per mesh dim (mesh dims it names
  * nowhere: R). */
-ldt_status ldt_colossal_parse(const char *text, int mesh_ndim, int tensor_ndim, ldt_placement *out,
-                              int cap, int *n);
+LDT_API ldt_status ldt_colossal_parse(const char *text, int mesh_ndim, int tensor_ndim,
+                                      ldt_placement *out, int cap, int *n);
 /* Placements -> torch_xla partition spec as Python writes it: R,S0 -> "(1, None, None)",
  * S0,S0 (1-D tensor) -> "((0, 1),)"; the mesh axes of one dim go major first. */
-ldt_status ldt_xla_format(const ldt_placement *pl, int nplace, int tensor_ndim, char *buf,
-                          size_t cap, size_t *need);
+LDT_API ldt_status ldt_xla_format(const ldt_placement *pl, int nplace, int tensor_ndim, char *buf,
+                                  size_t cap, size_t *need);
 /* "(1, None, None)", "((0, 1), None)" -> one placement per mesh dim. */
-ldt_status ldt_xla_parse(const char *text, int mesh_ndim, int tensor_ndim, ldt_placement *out,
-                         int cap, int *n);
+LDT_API ldt_status ldt_xla_parse(const char *text, int mesh_ndim, int tensor_ndim,
+                                 ldt_placement *out, int cap, int *n);
 /* The HLO sharding of a spec, device ids from the mesh's rank array: R,S0 on 2x4, 3-D ->
  * "{devices=[4,1,1,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}"; "{replicated}" if unsharded.
  * Refuses a dim split unevenly over several mesh dims where nested torch.chunk != XLA tiles. */
-ldt_status ldt_hlo_sharding_format(const ldt_spec *spec, char *buf, size_t cap, size_t *need);
+LDT_API ldt_status ldt_hlo_sharding_format(const ldt_spec *spec, char *buf, size_t cap,
+                                           size_t *need);
 
 #ifdef __cplusplus
 }

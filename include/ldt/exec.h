@@ -1,12 +1,17 @@
-/* lazydt execution layer: communicators (ranks as threads now; MPI and NCCL later) and
- * sharded tensor data (ldt_shards) with the helpers that move it to and from full tensors.
+/* lazydt execution layer: communicators (ranks as threads of one process, one process per
+ * rank over MPI, or a GPU per rank over NCCL), sharded tensor data (ldt_shards) with the
+ * helpers that move it to and from full tensors, and compiled steps replayed (ldt_compile).
  *
  *   static ldt_status step(ldt_comm *world, void *arg) {
  *       float x[4] = {1, 2, 3, (float)ldt_comm_rank(world)};
+ *       (void)arg;
  *       return ldt_all_reduce(world, x, x, 4, LDT_F32, LDT_REDUCE_SUM); // x[3] = 0+1+2+3
  *   }
- *   ldt_status st = ldt_threads_run(4, NULL, step, NULL);  // 4 ranks, one thread each
+ *   ldt_status st = ldt_threads_launch(4, NULL, step, NULL);  // 4 ranks, one thread each
  *   if (st != LDT_OK) fprintf(stderr, "%s\n", ldt_last_error());
+ *
+ * Under mpirun the same step runs once per process: ldt_mpi_world(NULL, &world), then
+ * step(world, NULL), then ldt_mpi_world_destroy(world).
  */
 #ifndef LDT_EXEC_H
 #define LDT_EXEC_H
@@ -14,6 +19,7 @@
 #include <stdio.h>
 
 #include "ldt/core.h"
+#include "ldt/export.h"
 #include "ldt/planner.h"
 
 #ifdef __cplusplus
@@ -40,26 +46,29 @@ typedef ldt_status (*ldt_rank_fn)(ldt_comm *world, void *arg);
 /* A set of rank threads sharing memory, reusable across runs (the threaded backend). */
 typedef struct ldt_threads ldt_threads;
 
-ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_threads **out);
-void ldt_threads_destroy(ldt_threads *t);
+/* A world of nranks (1..4096) rank threads, each run with ldt_threads_run; opts may be
+ * NULL. Destroy stops the threads and frees the groups made on it. */
+LDT_API ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_threads **out);
+LDT_API void ldt_threads_destroy(ldt_threads *t);
 /* Runs fn on every rank in its own thread and waits for all. Returns LDT_OK, or the status
  * of the lowest failing rank with its message ("rank 2: ...") as this thread's last error.
  * A rank that fails aborts the world: its peers' pending and later calls return
  * LDT_ERR_REMOTE, and the world must be recreated. */
-ldt_status ldt_threads_run(ldt_threads *t, ldt_rank_fn fn, void *arg);
+LDT_API ldt_status ldt_threads_run(ldt_threads *t, ldt_rank_fn fn, void *arg);
 /* Create, run once, destroy. */
-ldt_status ldt_threads_launch(int nranks, const ldt_comm_options *opts, ldt_rank_fn fn,
-                              void *arg);
+LDT_API ldt_status ldt_threads_launch(int nranks, const ldt_comm_options *opts, ldt_rank_fn fn,
+                                      void *arg);
 
 /* The MPI backend: one process per rank (mpirun). The world communicator of this process
  * over MPI_COMM_WORLD, initialising MPI (MPI_THREAD_MULTIPLE) if nobody has; or over an
  * existing communicator the caller owns: mpi_comm points to an MPI_Comm (this header does
  * not include mpi.h). Reductions give the threaded backend's bits. LDT_ERR_UNSUPPORTED in a
  * build without MPI. */
-ldt_status ldt_mpi_world(const ldt_comm_options *opts, ldt_comm **out);
-ldt_status ldt_mpi_world_from(const void *mpi_comm, const ldt_comm_options *opts, ldt_comm **out);
+LDT_API ldt_status ldt_mpi_world(const ldt_comm_options *opts, ldt_comm **out);
+LDT_API ldt_status ldt_mpi_world_from(const void *mpi_comm, const ldt_comm_options *opts,
+                                      ldt_comm **out);
 /* Frees a world made above (a collective over it); finalises MPI if ldt_mpi_world began it. */
-void ldt_mpi_world_destroy(ldt_comm *world);
+LDT_API void ldt_mpi_world_destroy(ldt_comm *world);
 /* The NCCL backend: a GPU per rank, bootstrapped through `boot`, a world over the same
  * ranks: an MPI world (one process per rank) or a rank thread's world (ldt_threads: one
  * process, a GPU per rank thread; every rank thread calls this). device is this rank's CUDA
@@ -69,61 +78,63 @@ void ldt_mpi_world_destroy(ldt_comm *world);
  * 60000), after which the communicator is aborted. NCCL reduces in its own
  * order: the other backends' results to rounding. LDT_ERR_UNSUPPORTED without CUDA and
  * NCCL, or without a device. */
-ldt_status ldt_nccl_world(ldt_comm *boot, int device, const ldt_comm_options *opts, ldt_comm **out);
-void ldt_nccl_world_destroy(ldt_comm *world);
-void *ldt_nccl_stream(const ldt_comm *c); /* its cudaStream_t; NULL for other backends */
+LDT_API ldt_status ldt_nccl_world(ldt_comm *boot, int device, const ldt_comm_options *opts,
+                                  ldt_comm **out);
+LDT_API void ldt_nccl_world_destroy(ldt_comm *world);
+LDT_API void *ldt_nccl_stream(const ldt_comm *c); /* its cudaStream_t; NULL for other backends */
 
-int ldt_comm_rank(const ldt_comm *c); /* rank within the group */
-int ldt_comm_size(const ldt_comm *c);
+LDT_API int ldt_comm_rank(const ldt_comm *c); /* rank within the group */
+LDT_API int ldt_comm_size(const ldt_comm *c);
 /* The global (world) rank of group member r; -1 if out of range. */
-int ldt_comm_world_rank(const ldt_comm *c, int r);
-/* "threads" (later "mpi", "nccl"). */
-const char *ldt_comm_backend(const ldt_comm *c);
+LDT_API int ldt_comm_world_rank(const ldt_comm *c, int r);
+/* The backend's name: "threads", "mpi" or "nccl". */
+LDT_API const char *ldt_comm_backend(const ldt_comm *c);
 
 /* A communicator over world ranks `ranks` (group order), which must include the caller's.
  * Every member calls it with the same list. Destroy with ldt_comm_destroy. */
-ldt_status ldt_comm_group(ldt_comm *world, int n, const int *ranks, ldt_comm **out);
+LDT_API ldt_status ldt_comm_group(ldt_comm *world, int n, const int *ranks, ldt_comm **out);
 /* The group along mesh dim `dim` containing the caller (ranks are world ranks). */
-ldt_status ldt_comm_mesh_dim(ldt_comm *world, const ldt_mesh *mesh, int dim, ldt_comm **out);
+LDT_API ldt_status ldt_comm_mesh_dim(ldt_comm *world, const ldt_mesh *mesh, int dim,
+                                     ldt_comm **out);
 /* Destroys a group communicator; the world communicator from a run is not destroyed. */
-void ldt_comm_destroy(ldt_comm *c);
+LDT_API void ldt_comm_destroy(ldt_comm *c);
 
 /* recv[i] = op over ranks (in rank order) of send[i]. avg divides the sum by the size
  * (integer division for integer dtypes); bool sum/max are OR, min is AND, avg refused.
  * Integer sums wrap. f16/bf16 accumulate in f32 and round once. */
-ldt_status ldt_all_reduce(ldt_comm *c, const void *send, void *recv, int64_t count,
-                          ldt_dtype dt, ldt_reduce_op op);
+LDT_API ldt_status ldt_all_reduce(ldt_comm *c, const void *send, void *recv, int64_t count,
+                                  ldt_dtype dt, ldt_reduce_op op);
 /* send holds size*count elements; rank r receives the reduction of segment r. */
-ldt_status ldt_reduce_scatter(ldt_comm *c, const void *send, void *recv, int64_t count,
-                              ldt_dtype dt, ldt_reduce_op op);
+LDT_API ldt_status ldt_reduce_scatter(ldt_comm *c, const void *send, void *recv, int64_t count,
+                                      ldt_dtype dt, ldt_reduce_op op);
 /* Uneven: send holds sum(counts) elements, rank r receives counts[r] (segment r). */
-ldt_status ldt_reduce_scatter_v(ldt_comm *c, const void *send, void *recv,
-                                const int64_t *counts, ldt_dtype dt, ldt_reduce_op op);
+LDT_API ldt_status ldt_reduce_scatter_v(ldt_comm *c, const void *send, void *recv,
+                                        const int64_t *counts, ldt_dtype dt, ldt_reduce_op op);
 /* recv holds size*count elements: rank r's send at r*count. */
-ldt_status ldt_all_gather(ldt_comm *c, const void *send, void *recv, int64_t count,
-                          ldt_dtype dt);
+LDT_API ldt_status ldt_all_gather(ldt_comm *c, const void *send, void *recv, int64_t count,
+                                  ldt_dtype dt);
 /* Uneven: rank r sends counts[r]; recv is their concatenation in rank order. */
-ldt_status ldt_all_gather_v(ldt_comm *c, const void *send, void *recv, const int64_t *counts,
-                            ldt_dtype dt);
+LDT_API ldt_status ldt_all_gather_v(ldt_comm *c, const void *send, void *recv,
+                                    const int64_t *counts, ldt_dtype dt);
 /* send segment p (count elements) goes to rank p; recv segment p came from rank p. */
-ldt_status ldt_all_to_all(ldt_comm *c, const void *send, void *recv, int64_t count,
-                          ldt_dtype dt);
+LDT_API ldt_status ldt_all_to_all(ldt_comm *c, const void *send, void *recv, int64_t count,
+                                  ldt_dtype dt);
 /* Uneven: sendcounts[p] elements at sdispls[p] go to rank p; recvcounts[p] elements from
  * rank p land at rdispls[p]. Each pair's counts must agree. */
-ldt_status ldt_all_to_all_v(ldt_comm *c, const void *send, const int64_t *sendcounts,
-                            const int64_t *sdispls, void *recv, const int64_t *recvcounts,
-                            const int64_t *rdispls, ldt_dtype dt);
-ldt_status ldt_broadcast(ldt_comm *c, void *buf, int64_t count, ldt_dtype dt, int root);
+LDT_API ldt_status ldt_all_to_all_v(ldt_comm *c, const void *send, const int64_t *sendcounts,
+                                    const int64_t *sdispls, void *recv, const int64_t *recvcounts,
+                                    const int64_t *rdispls, ldt_dtype dt);
+LDT_API ldt_status ldt_broadcast(ldt_comm *c, void *buf, int64_t count, ldt_dtype dt, int root);
 /* Point to point within the group; a send completes when the receiver has the data. */
-ldt_status ldt_send(ldt_comm *c, const void *buf, int64_t count, ldt_dtype dt, int peer);
-ldt_status ldt_recv(ldt_comm *c, void *buf, int64_t count, ldt_dtype dt, int peer);
-ldt_status ldt_barrier(ldt_comm *c);
+LDT_API ldt_status ldt_send(ldt_comm *c, const void *buf, int64_t count, ldt_dtype dt, int peer);
+LDT_API ldt_status ldt_recv(ldt_comm *c, void *buf, int64_t count, ldt_dtype dt, int peer);
+LDT_API ldt_status ldt_barrier(ldt_comm *c);
 
 /* Calls between group_start and group_end (on this thread) are queued and issued as one at
  * group_end, so matching sends and recvs between two ranks cannot deadlock. Errors from
  * queued calls are reported by group_end. Groups do not nest. */
-ldt_status ldt_group_start(void);
-ldt_status ldt_group_end(void);
+LDT_API ldt_status ldt_group_start(void);
+LDT_API ldt_status ldt_group_end(void);
 
 /* ---------------------------------------------------------------------------------------
  * Sharded tensor data: a spec and every local rank's buffer (its region, row-major).
@@ -132,30 +143,31 @@ typedef struct ldt_shards ldt_shards;
 
 /* Zero-filled local buffers for every rank of the spec's mesh (copied spec; the mesh is
  * borrowed and must outlive the shards). A meta mesh holds no data: refused. */
-ldt_status ldt_shards_create(const ldt_spec *spec, ldt_shards **out);
-void ldt_shards_destroy(ldt_shards *s);
-const ldt_spec *ldt_shards_spec(const ldt_shards *s);
+LDT_API ldt_status ldt_shards_create(const ldt_spec *spec, ldt_shards **out);
+LDT_API void ldt_shards_destroy(ldt_shards *s);
+LDT_API const ldt_spec *ldt_shards_spec(const ldt_shards *s);
 /* Rank's local buffer and its size in bytes (NULL and 0 for a rank outside the mesh). */
-void *ldt_shards_local(const ldt_shards *s, int rank, int64_t *nbytes);
+LDT_API void *ldt_shards_local(const ldt_shards *s, int rank, int64_t *nbytes);
 
 /* Full host tensor (row-major, spec dtype) -> each rank's shard. Partial(sum) puts the value
  * on coordinate 0 of that mesh dim and zeros elsewhere; avg, max, min put it everywhere. */
-ldt_status ldt_distribute(const void *full, const ldt_spec *spec, ldt_shards **out);
+LDT_API ldt_status ldt_distribute(const void *full, const ldt_spec *spec, ldt_shards **out);
 /* Shards -> full host tensor: Replicate dims read coordinate 0, Partial dims are reduced in
  * coordinate order. */
-ldt_status ldt_full_tensor(const ldt_shards *s, void *full);
+LDT_API ldt_status ldt_full_tensor(const ldt_shards *s, void *full);
 /* Builds shards from every rank's local data (locals[i] is the i-th rank of the mesh in
  * row-major order, ldt_layout's local shape), copying it. */
-ldt_status ldt_from_local(const ldt_spec *spec, const void *const *locals, ldt_shards **out);
+LDT_API ldt_status ldt_from_local(const ldt_spec *spec, const void *const *locals,
+                                  ldt_shards **out);
 /* Copies rank's local shard out (nbytes must be its size). */
-ldt_status ldt_to_local(const ldt_shards *s, int rank, void *dst, int64_t nbytes);
+LDT_API ldt_status ldt_to_local(const ldt_shards *s, int rank, void *dst, int64_t nbytes);
 
 /* ---------------------------------------------------------------------------------------
  * Devices.
  */
 /* Number of CUDA devices: 0 when the build has no CUDA or the runtime reports any error
  * (no driver, no device). */
-int ldt_cuda_device_count(void);
+LDT_API int ldt_cuda_device_count(void);
 /* ---------------------------------------------------------------------------------------
  * Materialization of parameters described on a meta mesh (their init recipes, trace.h).
  */
@@ -167,20 +179,21 @@ typedef struct ldt_materialize_stats {
 /* Makes out[i] = params[i]'s shards on `mesh` (a real mesh) under placements[i] (one per mesh
  * dim): each rank thread allocates and computes only its region, from the global indices, so
  * every placement gives the single-device values bitwise. stats (may be NULL) accumulates. */
-ldt_status ldt_materialize(const ldt_tensor *const *params, const ldt_placement *const *placements,
-                           int n, const ldt_mesh *mesh, ldt_shards **out,
-                           ldt_materialize_stats *stats);
+LDT_API ldt_status ldt_materialize(const ldt_tensor *const *params,
+                                   const ldt_placement *const *placements, int n,
+                                   const ldt_mesh *mesh, ldt_shards **out,
+                                   ldt_materialize_stats *stats);
 
 /* Threads each BLAS call may use (OpenBLAS); rank threads set 1, since they use the cores
  * already. Programs that do no GEMM of their own call it early to keep BLAS's pool idle. */
-void ldt_set_blas_threads(int n);
+LDT_API void ldt_set_blas_threads(int n);
 /* 1 when the library was built with CUDA, NCCL, MPI. */
-int ldt_built_with_cuda(void);
-int ldt_built_with_nccl(void);
-int ldt_built_with_mpi(void);
+LDT_API int ldt_built_with_cuda(void);
+LDT_API int ldt_built_with_nccl(void);
+LDT_API int ldt_built_with_mpi(void);
 /* 1 when the CUDA backend runs on the CPU emulator (LDT_CUDA=EMU, docs/gpu.md): its "GPU"
  * results are real, its timings are the CPU's. */
-int ldt_cuda_emulated(void);
+LDT_API int ldt_cuda_emulated(void);
 
 /* ---------------------------------------------------------------------------------------
  * Redistribution: running plans from ldt/planner.h, and measuring a communicator for the
@@ -194,23 +207,23 @@ typedef struct ldt_redist_runner ldt_redist_runner;
  * local shard of the plan's source (ignored off the source mesh), `out` gets its local shard
  * of the target (ignored off the target mesh); they must not overlap. The world holds at
  * least every rank of both meshes; a rank in neither returns at once. */
-ldt_status ldt_redistribute(ldt_comm *world, const ldt_redist_plan *plan, const void *in,
-                            void *out);
+LDT_API ldt_status ldt_redistribute(ldt_comm *world, const ldt_redist_plan *plan, const void *in,
+                                    void *out);
 /* The same, split so the groups and buffers are made once and the plan run many times. */
-ldt_status ldt_redist_runner_create(ldt_comm *world, const ldt_redist_plan *plan,
-                                    ldt_redist_runner **out);
-ldt_status ldt_redist_runner_run(ldt_redist_runner *r, const void *in, void *out);
-void ldt_redist_runner_destroy(ldt_redist_runner *r);
+LDT_API ldt_status ldt_redist_runner_create(ldt_comm *world, const ldt_redist_plan *plan,
+                                            ldt_redist_runner **out);
+LDT_API ldt_status ldt_redist_runner_run(ldt_redist_runner *r, const void *in, void *out);
+LDT_API void ldt_redist_runner_destroy(ldt_redist_runner *r);
 /* Runs the plan on a threaded world of its own (max rank of both meshes + 1 threads) from
  * shards of the plan's source spec; *out gets new shards of its target spec. */
-ldt_status ldt_redistribute_shards(const ldt_shards *src, const ldt_redist_plan *plan,
-                                   ldt_shards **out);
+LDT_API ldt_status ldt_redistribute_shards(const ldt_shards *src, const ldt_redist_plan *plan,
+                                           ldt_shards **out);
 
 /* Runs the plan `reps` times (after one warm-up) on a threaded world of its own from shards
  * `src` (NULL: zero-filled source shards); *seconds gets the median wall time of a run, from
  * a world barrier to the next one after it. *out (may be NULL) gets the target shards. */
-ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_redist_plan *plan, int reps,
-                                    double *seconds, ldt_shards **out);
+LDT_API ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_redist_plan *plan,
+                                            int reps, double *seconds, ldt_shards **out);
 
 /* Like ldt_distribute, but every Partial mesh dim holds random addends whose reduction is
  * the tensor (sum: integers in [-3, 3] and a remainder; avg: the value plus deltas summing
@@ -218,8 +231,8 @@ ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_redist_plan
  * by `seed`. For integer-valued tensors of small magnitude every reduction order gives the
  * tensor back exactly. bool and u8 under avg (no exact signed deltas) get the value on
  * every coordinate. */
-ldt_status ldt_distribute_addends(const void *full, const ldt_spec *spec, uint64_t seed,
-                                  ldt_shards **out);
+LDT_API ldt_status ldt_distribute_addends(const void *full, const ldt_spec *spec, uint64_t seed,
+                                          ldt_shards **out);
 
 typedef struct ldt_calibrate_options {
     int quick; /* fewer sizes and repetitions (a few tenths of a second) */
@@ -228,8 +241,8 @@ typedef struct ldt_calibrate_options {
 /* Measures latency and bandwidth along each dim of `mesh` (and the per-call overhead and
  * local copy bandwidth) on the threaded communicator: a cost model named "calibrated" with
  * one link per mesh dim. opts may be NULL. */
-ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
-                         ldt_cost_model *out);
+LDT_API ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
+                                 ldt_cost_model *out);
 
 
 /* ---------------------------------------------------------------------------------------
@@ -240,13 +253,14 @@ ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts
  */
 typedef struct ldt_plan ldt_plan;
 typedef struct ldt_tensor ldt_tensor;
-ldt_status ldt_plan_run(ldt_plan *plan, int nout, ldt_tensor *const *outs, void *const *dst,
-                        const int64_t *nbytes);
+/* Runs plan on its mesh's rank threads and gathers outs[i] into dst[i] (as above). */
+LDT_API ldt_status ldt_plan_run(ldt_plan *plan, int nout, ldt_tensor *const *outs, void *const *dst,
+                                const int64_t *nbytes);
 /* One eager step on ctx's mesh: plans the current trace anew, runs it (as ldt_plan_run) and
  * ends the trace (its random draws stay taken, as ldt_sync's do). The reference a compiled
  * executable's replays are checked against. */
-ldt_status ldt_run_eager(ldt_ctx *ctx, const ldt_plan_options *opts, int nout,
-                         ldt_tensor *const *outs, void *const *dst, const int64_t *nbytes);
+LDT_API ldt_status ldt_run_eager(ldt_ctx *ctx, const ldt_plan_options *opts, int nout,
+                                 ldt_tensor *const *outs, void *const *dst, const int64_t *nbytes);
 
 
 /* ---------------------------------------------------------------------------------------
@@ -281,16 +295,16 @@ typedef struct ldt_compile_options {
 } ldt_compile_options;
 
 /* Compiles ctx's current trace with `outputs` (nodes of it) read after each replay. */
-ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
-                       const ldt_compile_options *opts, ldt_exec **out);
+LDT_API ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
+                               const ldt_compile_options *opts, ldt_exec **out);
 /* Runs one step on every rank with the inputs' current data. A failed replay leaves the
  * executable unusable (its rank threads are aborted): compile anew. */
-ldt_status ldt_replay(ldt_exec *e);
+LDT_API ldt_status ldt_replay(ldt_exec *e);
 /* Output i of the last replay as a full row-major tensor (nbytes: its size). */
-ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes);
+LDT_API ldt_status ldt_exec_read(ldt_exec *e, int i, void *dst, int64_t nbytes);
 /* Zero-copy input: later replays read input `name` from data (nbytes: its size), which must
  * stay valid and unchanged while a replay runs. Ranks that hold all of it read it in place. */
-ldt_status ldt_exec_bind(ldt_exec *e, const char *name, const void *data, int64_t nbytes);
+LDT_API ldt_status ldt_exec_bind(ldt_exec *e, const char *name, const void *data, int64_t nbytes);
 
 typedef struct ldt_exec_stats {
     int64_t instructions;     /* per rank, the most */
@@ -316,7 +330,8 @@ typedef struct ldt_exec_stats {
     int64_t host_copies;       /* times the host's copy of them was brought up to date (a
                                   host read, an eager run, another executable): not per step */
 } ldt_exec_stats;
-ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
+/* The executable's figures above, as of its last replay. */
+LDT_API ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
 /* The last profiled replay's time by op (kernels by op name, collectives by kind, loads), on
  * its busiest rank: calls, seconds, floating-point operations (GEMM-like ops) and bytes
  * moved (collectives: per rank, as the ring algorithms move them). Needs profile or
@@ -327,10 +342,11 @@ typedef struct ldt_exec_op_time {
     int64_t calls;
     double seconds, flops, bytes;
 } ldt_exec_op_time;
-ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap, int *n);
+/* Fills out[0..*n) with the breakdown described above. */
+LDT_API ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap, int *n);
 
 /* The context's plan cache: compiles answered from it and compiles that built anew. */
-ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses);
+LDT_API ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses);
 
 /* ---------------------------------------------------------------------------------------
  * Sharded checkpoints (docs/checkpoint.md): one safetensors file per rank, listed by
@@ -348,29 +364,30 @@ ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *miss
  * "__metadata__" or "lazydt") into dir (created if absent). Atomic: new rank files under new
  * names, fsynced, then the manifest renamed into place; after a failure or kill at any point
  * dir loads as the old checkpoint or the new one, whole. Old files are removed after. */
-ldt_status ldt_ckpt_save(const char *dir, int n, const char *const *names,
+LDT_API ldt_status ldt_ckpt_save(const char *dir, int n, const char *const *names,
                          ldt_shards *const *tensors);
 /* Reads tensor `name` from dir as shards of `target` (its shape and dtype must match the
  * saved tensor; mesh and placements are free). Checksums and coverage are verified. */
-ldt_status ldt_ckpt_load(const char *dir, const char *name, const ldt_spec *target,
-                         ldt_shards **out);
+LDT_API ldt_status ldt_ckpt_load(const char *dir, const char *name, const ldt_spec *target,
+                                 ldt_shards **out);
 /* Loads n tensors with one reading of the headers (cheaper than n loads): out[i] gets
  * names[i] as shards of targets[i]. All or nothing: on any error every out[i] is NULL. */
-ldt_status ldt_ckpt_load_n(const char *dir, int n, const char *const *names,
-                           const ldt_spec *const *targets, ldt_shards **out);
+LDT_API ldt_status ldt_ckpt_load_n(const char *dir, int n, const char *const *names,
+                                   const ldt_spec *const *targets, ldt_shards **out);
 /* Writes every full tensor of dir into one single-device safetensors file at out_path
  * (names sorted, data contiguous, header padded to 8 bytes), via a temporary file. An
  * out_path inside dir is refused (LDT_ERR_INVALID_ARGUMENT) before anything is written. */
-ldt_status ldt_ckpt_merge(const char *dir, const char *out_path);
+LDT_API ldt_status ldt_ckpt_merge(const char *dir, const char *out_path);
 /* Prints dir's tensors with their dtype, shape, mesh, placements, stored shards and sizes,
  * and the files in dir that are not part of the checkpoint. Headers are checked; the data is
  * not read. */
-ldt_status ldt_ckpt_info(const char *dir, FILE *f);
+LDT_API ldt_status ldt_ckpt_info(const char *dir, FILE *f);
 /* The same as one JSON object (`ldt ckpt info --json`; keys in docs/cli.md):
- * {"dir","format","version","rank_files","stored_bytes","file_bytes","tensors":[{"name",
+ * {"dir","format","version","rank_files","stored_bytes","file_bytes","unlisted_files":[{"file",
+ * "why"}],"save_id","manifest","tensors":[{"name",
  * "dtype","shape","mesh","placements","tensor_bytes","stored_bytes","shards":[{"rank",
  * "local_shape","offset","slices"?,"bytes"}]}]}. */
-ldt_status ldt_ckpt_info_json(const char *dir, FILE *f);
+LDT_API ldt_status ldt_ckpt_info_json(const char *dir, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #define LDT_LDT_H
 
 #include "ldt/core.h"
+#include "ldt/export.h"
 #include "ldt/exec.h"
 #include "ldt/trace.h"
 #include "ldt/planner.h"

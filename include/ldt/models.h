@@ -12,6 +12,7 @@
 #ifndef LDT_MODELS_H
 #define LDT_MODELS_H
 
+#include "ldt/export.h"
 #include "ldt/trace.h"
 
 #ifdef __cplusplus
@@ -29,41 +30,41 @@ typedef struct ldt_model ldt_model;
 
 /* Small defaults for "mlp" or "gpt" (layers 2, hidden 64, heads 4, vocab 128, seq 16,
  * batch 4, f32, no dropout). */
-ldt_model_config ldt_model_config_default(const char *kind);
+LDT_API ldt_model_config ldt_model_config_default(const char *kind);
 /* Checks the config (sizes >= 1, hidden % heads == 0 for gpt, float dtype) and creates the
  * model's parameters (zero) and inputs on ctx.
  * mlp inputs: "x" [batch, hidden], "target" [batch, hidden].
  * gpt inputs: "tokens" [batch, seq] i64, "targets" [batch, seq] i64 (-1 is ignored). */
-ldt_status ldt_model_create(ldt_ctx *ctx, const char *kind, const ldt_model_config *cfg,
-                            ldt_model **out);
-void ldt_model_destroy(ldt_model *m);
+LDT_API ldt_status ldt_model_create(ldt_ctx *ctx, const char *kind, const ldt_model_config *cfg,
+                                    ldt_model **out);
+LDT_API void ldt_model_destroy(ldt_model *m);
 /* Parameters: count, the i-th tensor and its name ("h.0.attn.qkv.w" style). */
-int ldt_model_nparams(const ldt_model *m);
-ldt_tensor *ldt_model_param(const ldt_model *m, int i, const char **name);
-int ldt_model_ninputs(const ldt_model *m);
-ldt_tensor *ldt_model_input(const ldt_model *m, int i, const char **name);
+LDT_API int ldt_model_nparams(const ldt_model *m);
+LDT_API ldt_tensor *ldt_model_param(const ldt_model *m, int i, const char **name);
+LDT_API int ldt_model_ninputs(const ldt_model *m);
+LDT_API ldt_tensor *ldt_model_input(const ldt_model *m, int i, const char **name);
 /* Total parameter elements. gpt: V*H + S*H + L*(12H^2 + 13H) + 2H. */
-int64_t ldt_model_param_count(const ldt_model *m);
-ldt_status ldt_model_param_count_of(const char *kind, const ldt_model_config *cfg,
-                                    int64_t *out);
+LDT_API int64_t ldt_model_param_count(const ldt_model *m);
+LDT_API ldt_status ldt_model_param_count_of(const char *kind, const ldt_model_config *cfg,
+                                            int64_t *out);
 /* Fills the parameters GPT-2 style (weights N(0, 0.02), biases 0, norms 1) from the random
  * stream with this seed, by running a small trace. On a meta mesh it gives each parameter
  * that recipe instead (ldt_param_init), drawing the same stream positions. */
-ldt_status ldt_model_init(ldt_model *m, uint64_t seed);
+LDT_API ldt_status ldt_model_init(ldt_model *m, uint64_t seed);
 /* Records the forward pass and returns the loss (0-dim); NULL with the error stuck on the
  * context on failure. *logits (gpt) or *out (mlp) may be requested through ldt_model_output
  * after this call, in the same trace. */
-ldt_tensor *ldt_model_forward(ldt_model *m);
-ldt_tensor *ldt_model_output(const ldt_model *m);
+LDT_API ldt_tensor *ldt_model_forward(ldt_model *m);
+LDT_API ldt_tensor *ldt_model_output(const ldt_model *m);
 /* Pins a sharding scheme on the parameters and inputs (the planner derives the rest):
  * "megatron" (tensor parallel on the mesh dim named "tp", else the last unless one is named
  * "dp": a dp-only mesh is data parallel; the batch on the dim named "dp", else the first
  * non-tp dim of a 2-D+ mesh): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
  * IS0:3 (q, k and v each split by heads), attention and MLP output projections S1, c_fc S0,
  * the token embedding (and tied LM head) S0 on the vocab; inputs S0 on dp. "none": nothing. */
-ldt_status ldt_model_pin(ldt_model *m, const char *scheme);
+LDT_API ldt_status ldt_model_pin(ldt_model *m, const char *scheme);
 /* Switches dropout on (train != 0) or off for later forward passes. */
-void ldt_model_set_train(ldt_model *m, int train);
+LDT_API void ldt_model_set_train(ldt_model *m, int train);
 
 #ifdef __cplusplus
 }

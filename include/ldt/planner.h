@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "ldt/core.h"
+#include "ldt/export.h"
 #include "ldt/trace.h"
 
 #ifdef __cplusplus
@@ -60,25 +61,26 @@ typedef struct ldt_cost_model {
 /* Presets: "uniform" (every dim one NVLink-class link: PyTorch's 87.7 GB/s, 0.6 us a hop,
  * 6.6 us a call) and "nvlink-ib" (that on the innermost mesh dim; 0.22x the bandwidth and
  * 2.7 us a hop on the outer dims, which cross hosts). */
-ldt_status ldt_cost_model_preset(const char *name, ldt_cost_model *out);
+LDT_API ldt_status ldt_cost_model_preset(const char *name, ldt_cost_model *out);
 /* A JSON profile as `ldt calibrate` writes it:
  * {"format":"lazydt-cost-profile","version":1,"name":..,"overhead_s":..,
  *  "local_bandwidth_gbps":..,"local_overhead_s":..,
  *  "links":[{"latency_s":..,"bandwidth_gbps":..},...]}
  * (links outer to inner, as in the struct; local_overhead_s may be left out: 0). */
-ldt_status ldt_cost_model_load(const char *path, ldt_cost_model *out);
-ldt_status ldt_cost_model_parse(const char *json, ldt_cost_model *out);
-ldt_status ldt_cost_model_save(const ldt_cost_model *m, const char *path);
+LDT_API ldt_status ldt_cost_model_load(const char *path, ldt_cost_model *out);
+LDT_API ldt_status ldt_cost_model_parse(const char *json, ldt_cost_model *out);
+LDT_API ldt_status ldt_cost_model_save(const ldt_cost_model *m, const char *path);
 /* The same JSON written to a stream (`ldt calibrate --json` prints it). */
-ldt_status ldt_cost_model_write(const ldt_cost_model *m, FILE *f);
+LDT_API ldt_status ldt_cost_model_write(const ldt_cost_model *m, FILE *f);
 /* Positive finite bandwidths, non-negative finite latencies and overhead, 1..8 links. */
-ldt_status ldt_cost_model_check(const ldt_cost_model *m);
+LDT_API ldt_status ldt_cost_model_check(const ldt_cost_model *m);
 /* The link that prices mesh dim `dim` of a mesh with `mesh_ndim` dims. */
-ldt_link ldt_cost_model_link(const ldt_cost_model *m, int mesh_ndim, int dim);
+LDT_API ldt_link ldt_cost_model_link(const ldt_cost_model *m, int mesh_ndim, int dim);
 /* The same model with one explicit link per mesh dim (nlinks = mesh_ndim), for overrides. */
-ldt_status ldt_cost_model_expand(const ldt_cost_model *m, int mesh_ndim, ldt_cost_model *out);
+LDT_API ldt_status ldt_cost_model_expand(const ldt_cost_model *m, int mesh_ndim,
+                                         ldt_cost_model *out);
 /* 1 when every mesh dim of a mesh_ndim-dim mesh gets the same link. */
-int ldt_cost_model_is_uniform(const ldt_cost_model *m, int mesh_ndim);
+LDT_API int ldt_cost_model_is_uniform(const ldt_cost_model *m, int mesh_ndim);
 
 /* ---------------------------------------------------------------------------------------
  * Redistribution plans.
@@ -101,12 +103,12 @@ typedef enum ldt_collective {
 } ldt_collective;
 
 /* "all_gather", ...; "invalid" otherwise. */
-const char *ldt_collective_name(ldt_collective c);
+LDT_API const char *ldt_collective_name(ldt_collective c);
 /* Seconds the model gives one collective over the group spanning `dims` of `mesh` (ndims of
  * them) when the busiest rank moves `bytes` (sent or received; for local ops, written).
  * send_recv is priced on the mesh's slowest link with `peers` hops; others ignore peers. */
-double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,
-                        const int *dims, ldt_collective c, int64_t bytes, int peers);
+LDT_API double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,
+                                const int *dims, ldt_collective c, int64_t bytes, int peers);
 
 /* One step: a collective (or local op) over the group spanning mesh dims `dims`, moving
  * those dims from `from` to `to`. send_recv steps (cross-mesh) span no dims and carry the
@@ -145,21 +147,21 @@ typedef struct ldt_redist_plan ldt_redist_plan;
  * the target are made locally on the target mesh. Errors: placement lists that do not fit
  * the mesh, shard dims out of range, P(op) -> P(other op) on a mesh dim, sizes that
  * overflow, shapes or dtypes that differ (never: src and target share them). */
-ldt_status ldt_redist_plan_create(const ldt_spec *src, const ldt_mesh *to_mesh,
-                                  const ldt_placement *to, int nto,
-                                  const ldt_redist_options *opts, ldt_redist_plan **out);
-void ldt_redist_plan_destroy(ldt_redist_plan *p);
-int ldt_redist_plan_nsteps(const ldt_redist_plan *p);
-ldt_status ldt_redist_plan_step(const ldt_redist_plan *p, int i, ldt_redist_step *out);
+LDT_API ldt_status ldt_redist_plan_create(const ldt_spec *src, const ldt_mesh *to_mesh,
+                                          const ldt_placement *to, int nto,
+                                          const ldt_redist_options *opts, ldt_redist_plan **out);
+LDT_API void ldt_redist_plan_destroy(ldt_redist_plan *p);
+LDT_API int ldt_redist_plan_nsteps(const ldt_redist_plan *p);
+LDT_API ldt_status ldt_redist_plan_step(const ldt_redist_plan *p, int i, ldt_redist_step *out);
 /* Sum over steps of max(bytes_sent, bytes_recv): the busiest rank's traffic. */
-int64_t ldt_redist_plan_bytes(const ldt_redist_plan *p);
-double ldt_redist_plan_seconds(const ldt_redist_plan *p);
-const ldt_spec *ldt_redist_plan_source(const ldt_redist_plan *p);
-const ldt_spec *ldt_redist_plan_target(const ldt_redist_plan *p);
+LDT_API int64_t ldt_redist_plan_bytes(const ldt_redist_plan *p);
+LDT_API double ldt_redist_plan_seconds(const ldt_redist_plan *p);
+LDT_API const ldt_spec *ldt_redist_plan_source(const ldt_redist_plan *p);
+LDT_API const ldt_spec *ldt_redist_plan_target(const ldt_redist_plan *p);
 /* 1 for a plan across two meshes. */
-int ldt_redist_plan_is_cross_mesh(const ldt_redist_plan *p);
+LDT_API int ldt_redist_plan_is_cross_mesh(const ldt_redist_plan *p);
 /* "all_gather [0] S0->R 144B/144B 2.1us"; returns the length it needed (snprintf rules). */
-int ldt_redist_step_format(const ldt_redist_step *s, char *buf, size_t cap);
+LDT_API int ldt_redist_step_format(const ldt_redist_step *s, char *buf, size_t cap);
 
 
 /* ---------------------------------------------------------------------------------------
@@ -174,10 +176,10 @@ typedef void (*ldt_custom_strategy_fn)(int nin, const ldt_shape *in_shapes,
                                        const ldt_shape *out_shape, void *user,
                                        ldt_strategy_builder *b);
 /* Adds one option: the output's placement and each of the nin inputs'. */
-void ldt_strategy_add(ldt_strategy_builder *b, ldt_placement out, const ldt_placement *in);
+LDT_API void ldt_strategy_add(ldt_strategy_builder *b, ldt_placement out, const ldt_placement *in);
 /* Sets custom op `id`'s strategy function on ctx (fn NULL: only all-Replicate). */
-ldt_status ldt_custom_op_set_strategy(ldt_ctx *ctx, int id, ldt_custom_strategy_fn fn,
-                                      void *user);
+LDT_API ldt_status ldt_custom_op_set_strategy(ldt_ctx *ctx, int id, ldt_custom_strategy_fn fn,
+                                              void *user);
 
 /* ---------------------------------------------------------------------------------------
  * Whole-graph planning: one strategy per node of a context's current trace, chosen for the
@@ -221,22 +223,22 @@ typedef struct ldt_plan_totals {
 } ldt_plan_totals;
 
 /* Plans the current trace of ctx on its mesh. Pins (ldt_pin) are honoured. */
-ldt_status ldt_plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, ldt_plan **out);
-void ldt_plan_destroy(ldt_plan *p);
-ldt_status ldt_plan_totals_get(ldt_plan *p, ldt_plan_totals *out);
+LDT_API ldt_status ldt_plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, ldt_plan **out);
+LDT_API void ldt_plan_destroy(ldt_plan *p);
+LDT_API ldt_status ldt_plan_totals_get(ldt_plan *p, ldt_plan_totals *out);
 /* Calls of collective c in rank's program (all of the program's collectives when c is
  * LDT_COLL_COUNT); rank -1: the maximum over ranks. */
-ldt_status ldt_plan_count(ldt_plan *p, ldt_collective c, int rank, int64_t *out);
+LDT_API ldt_status ldt_plan_count(ldt_plan *p, ldt_collective c, int rank, int64_t *out);
 /* The chosen placements of t's value (one per mesh dim). */
-ldt_status ldt_plan_placements(const ldt_plan *p, const ldt_tensor *t, ldt_placement *out,
-                               int cap);
+LDT_API ldt_status ldt_plan_placements(const ldt_plan *p, const ldt_tensor *t, ldt_placement *out,
+                                       int cap);
 /* The modeled cost of the chosen strategies' redistributions (what the search minimises,
  * priced with the real redistribution plans). */
-double ldt_plan_cost(const ldt_plan *p);
+LDT_API double ldt_plan_cost(const ldt_plan *p);
 /* The same for the op-by-op greedy choice on this graph (computed by every plan). */
-double ldt_plan_greedy_cost(const ldt_plan *p);
+LDT_API double ldt_plan_greedy_cost(const ldt_plan *p);
 /* Wall time of ldt_plan_create (strategies, search, pricing; not lowering). */
-double ldt_plan_seconds(const ldt_plan *p);
+LDT_API double ldt_plan_seconds(const ldt_plan *p);
 /* Parameter memory under the chosen placements (works on a meta mesh): the parameters' global
  * elements and bytes, and the most bytes any rank holds of them (its shards). Gradients take
  * as much again; Adam's two f32 states per element take 8 bytes an element of a shard. */
@@ -246,23 +248,24 @@ typedef struct ldt_plan_memory {
     int64_t per_rank_param_bytes_max; /* the largest rank's shards */
     int64_t per_rank_param_elems_max;
 } ldt_plan_memory;
-ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out);
+/* The plan's parameter memory, as described above. */
+LDT_API ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out);
 /* The static memory plan's arena of rank's program: the bytes that its transient values
  * (inputs, activations; in a training step the gradients too) need at once, parameter shards
  * not included (what ldt_compile allocates per rank; `memory_per_rank.activations_peak`). */
-ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out);
+LDT_API ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out);
 
 /* The JSON of `ldt plan --json`: {"nodes":[...],"totals":{...}}. */
-ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f);
+LDT_API ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f);
 /* Graphviz: nodes coloured by placement, redistribution edges labelled with collectives, a
  * title and a legend. */
-ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f);
+LDT_API ldt_status ldt_plan_write_dot(ldt_plan *p, FILE *f);
 /* The same under a title (the graph's label; NULL: "plan on mesh M: N nodes"). Nodes show
  * op, name, placements, global and local shape (the first rank's; "(uneven)" when ranks
  * differ); a legend cluster names each colour's placement lists and the red edges. */
-ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f);
+LDT_API ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f);
 /* The program of one rank, one instruction per line. */
-ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f);
+LDT_API ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f);
 
 /* ---------------------------------------------------------------------------------------
  * User graph passes and bypass (docs/planner.md), veScale's dispatch patches for a whole
@@ -297,30 +300,30 @@ typedef ldt_status (*ldt_pass_fn)(ldt_ctx *ctx, ldt_plan *plan, void *user);
 
 /* Registers fn under a unique name (1..63 characters) to run at `stage` of every plan of ctx;
  * user is handed back, borrowed. */
-ldt_status ldt_pass_register(ldt_ctx *ctx, ldt_pass_stage stage, const char *name, ldt_pass_fn fn,
-                             void *user);
+LDT_API ldt_status ldt_pass_register(ldt_ctx *ctx, ldt_pass_stage stage, const char *name,
+                                     ldt_pass_fn fn, void *user);
 /* Passes registered on ctx (all stages). */
-int ldt_pass_count(const ldt_ctx *ctx);
+LDT_API int ldt_pass_count(const ldt_ctx *ctx);
 /* Bypass (veScale's bypass-for-sharding-prop): the op that produced t (a result of the current
  * trace) gets the fixed output placements out (one per mesh dim); the search does not choose its
  * strategy: it takes the first of the op's strategies (enumeration order) with that output,
  * and its inputs are redistributed to what that strategy needs. No such strategy (S on a
  * normalised dim, P(max) out of a matmul, ...) fails ldt_plan_create naming the node. */
-ldt_status ldt_bypass(ldt_tensor *t, const ldt_placement *out, int n);
+LDT_API ldt_status ldt_bypass(ldt_tensor *t, const ldt_placement *out, int n);
 /* The placements t's chosen strategy needs its input k to have (where the planner moves data
  * when the producer chose otherwise). */
-ldt_status ldt_plan_input_placements(const ldt_plan *p, const ldt_tensor *t, int k,
-                                     ldt_placement *out, int cap);
+LDT_API ldt_status ldt_plan_input_placements(const ldt_plan *p, const ldt_tensor *t, int k,
+                                             ldt_placement *out, int cap);
 /* Post-plan passes: gives node t (an op result or a leaf of the planned trace) the strategy
  * whose output is out (n placements, one per mesh dim) and, when in is not NULL, whose inputs
  * are in[k*n .. k*n+n) for each input k; among several, the one whose inputs need the fewest
  * moves from what their producers chose. Consumers' moves follow. No such strategy: an error
  * naming the node, op and placements, and the change is not made. */
-ldt_status ldt_plan_set_placements(ldt_plan *p, ldt_tensor *t, const ldt_placement *out,
-                                   const ldt_placement *in, int n);
+LDT_API ldt_status ldt_plan_set_placements(ldt_plan *p, ldt_tensor *t, const ldt_placement *out,
+                                           const ldt_placement *in, int n);
 /* Hash of ctx's registered passes (stage, name, function, user pointer, in order) and the
  * current trace's bypass marks: part of the plan cache's key. 0 when there are none. */
-uint64_t ldt_passes_hash(const ldt_ctx *ctx);
+LDT_API uint64_t ldt_passes_hash(const ldt_ctx *ctx);
 
 #ifdef __cplusplus
 }
