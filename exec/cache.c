@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "exec/comm.h"
 #include "exec/exec_internal.h"
 
 typedef struct exec_cache {
@@ -104,6 +105,13 @@ ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "compile: ctx, outputs and out must be given");
     *out = NULL;
     if (ctx->status != LDT_OK) LDT_FAIL(ctx->status, "compile: the trace holds an error: %s", ctx->errmsg);
+    /* what cannot run is refused before anything is planned (a 5000-rank plan takes minutes) */
+    if (!ctx->world && ldt_mesh_device(ctx->mesh) == LDT_DEVICE_CPU &&
+        ldt_mesh_nranks(ctx->mesh) > LDT__COMM_MAX_RANKS)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED,
+                 "compile: mesh of %d ranks: rank threads in one process stop at %d; run one "
+                 "process per rank (ldt_mpi_world) or plan it on a meta mesh",
+                 ldt_mesh_nranks(ctx->mesh), LDT__COMM_MAX_RANKS);
     for (int64_t i = 0; i < ctx->nkeeps; i++)
         if (ctx->keeps[i]->op == LDT_OP_DATA && LDT__P(ctx->keeps[i])->source->kind == LDT__PERSISTENT)
             LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: a kept persistent tensor");

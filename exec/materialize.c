@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/mesh.h"
+#include "core/sysmem.h"
 #include "exec/backend_cuda.h"
 #include "exec/groups.h"
 #include "exec/shards.h"
@@ -76,6 +77,35 @@ static ldt_status rank_fn(ldt_comm *world, void *arg) {
     return st;
 }
 
+/* Every rank of a CPU mesh holds its shards in this process: refuse, before allocating any,
+ * what this machine's memory cannot hold (a 175B model on dp=8,tp=8 is 2.8 TB of shards). */
+static ldt_status check_fits(const ldt_tensor *const *params, const ldt_placement *const *placements,
+                             int n, const ldt_mesh *mesh) {
+    double need = 0, have = ldt__machine_memory_bytes();
+    int nr = ldt_mesh_nranks(mesh);
+    if (ldt_mesh_device(mesh) != LDT_DEVICE_CPU || have <= 0) return LDT_OK;
+    for (int i = 0; i < n; i++) {
+        const ldt_tensor *t = params[i];
+        ldt_spec spec;
+        if (!t || t->kind != LDT__PERSISTENT || !placements[i] ||
+            ldt_spec_init(&spec, mesh, t->shape, placements[i], ldt_mesh_ndim(mesh), (ldt_dtype)t->dtype) != LDT_OK)
+            continue; /* the main loop reports it */
+        for (int r = 0; r < nr; r++) {
+            ldt_region reg;
+            if (ldt_layout(&spec, ldt_mesh_rank_at(mesh, r), &reg) == LDT_OK)
+                need += (double)reg.numel * (double)ldt_dtype_size((ldt_dtype)t->dtype);
+        }
+    }
+    ldt_clear_error();
+    if (need > have)
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY,
+                 "materialize: the shards of %d parameters take %.4g GB on the %d ranks of this "
+                 "process, more than this machine's %.4g GB of memory; materialize one process per "
+                 "rank (MPI), on GPUs, or fewer parameters at a time",
+                 n, need / 1e9, nr, have / 1e9);
+    return LDT_OK;
+}
+
 ldt_status ldt_materialize(const ldt_tensor *const *params, const ldt_placement *const *placements,
                            int n, const ldt_mesh *mesh, ldt_shards **out,
                            ldt_materialize_stats *stats) {
@@ -88,6 +118,7 @@ ldt_status ldt_materialize(const ldt_tensor *const *params, const ldt_placement 
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "materialize: the target mesh is on the meta device; "
                                            "expected a real one");
     for (int i = 0; i < n; i++) out[i] = NULL;
+    LDT_CHECK(check_fits(params, placements, n, mesh));
     for (int i = 0; i < n; i++) {
         const ldt_tensor *t = params[i];
         ldt_spec spec;

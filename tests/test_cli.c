@@ -94,6 +94,9 @@ Test(cli, bad_input_exits_nonzero_with_message) {
         {"layout --mesh 2 --shape 7", "--placements is required"},
         {"layout --bogus 1", "unknown flag"},
         {"frobnicate", "unknown command"},
+        {"plan --model mlp --mesh 4 --program --rank 9223372036854775807",
+         "--rank 9223372036854775807 is not on mesh 4, expected 0 to 3"},
+        {"plan --model mlp --mesh 4 --program --rank -1", "--rank is '-1', expected an integer >= 0"},
     };
     static char out[1 << 16];
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

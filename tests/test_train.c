@@ -96,6 +96,14 @@ Test(train, bad_flags) {
         {"run --dropout 2", "--dropout is '2', expected 0 <= p < 1"},
         /* 10^8 layers would take terabytes of trace: refused before any of it is made */
         {"train --layers 99999999 --steps 1", "layers = 99999999 needs about"},
+        /* more rank threads than a process runs: refused before anything is planned */
+        {"run --mesh 5000 --steps 1", "mesh of 5000 ranks: rank threads in one process stop at 4096"},
+        {"train --mesh 5000 --steps 1", "mesh of 5000 ranks: rank threads in one process stop at 4096"},
+        /* a 175B model's shards on 64 rank threads: hundreds of GB, refused before allocating */
+        {"meta-init --model gpt --layers 96 --hidden 12288 --heads 96 --vocab 50257 --seq 2048 "
+         "--mesh dp=8,tp=8 --materialize", "GB of memory"},
+        {"meta-init --model gpt --layers 96 --hidden 12288 --heads 96 --vocab 50257 --seq 2048 "
+         "--mesh dp=8,tp=8 --save /tmp/ldt-never-written", "--save keeps the shards of every rank"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         int rc = run_cli(rows[i].args, out, sizeof out);

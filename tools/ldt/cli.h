@@ -61,6 +61,7 @@ int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_mode
  * planned program's transient values), peak (the four summed on one rank, the largest). */
 typedef struct cli_memory {
     int64_t params, grads, optimizer, activations_peak, peak;
+    double params_all_ranks; /* every rank's parameter shards together (not in the JSON) */
 } cli_memory;
 /* Returns LDT_OK or the library's error (its message set). */
 ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mesh, cli_memory *out);

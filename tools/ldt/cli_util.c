@@ -155,6 +155,7 @@ ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mes
         int64_t arena, peak;
         if ((st = ldt_plan_arena_bytes(plan, ldt_mesh_rank_at(mesh, r), &arena)) != LDT_OK) break;
         peak = 2 * bytes[r] + 8 * elems[r] + arena;
+        out->params_all_ranks += (double)bytes[r];
         if (bytes[r] > out->params) out->params = out->grads = bytes[r];
         if (8 * elems[r] > out->optimizer) out->optimizer = 8 * elems[r];
         if (arena > out->activations_peak) out->activations_peak = arena;

@@ -153,12 +153,23 @@ int cmd_meta_init(int argc, char **argv) {
         goto fail;
     }
     if (ldt_plan_create(ctx, NULL, &plan) != LDT_OK || ldt_plan_memory_get(plan, &mem) != LDT_OK) goto fail;
+    if (cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK) goto fail;
+    if (save_dir) { /* a save keeps every rank's shards in this process until it writes them */
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+        if (have > 0 && mpr.params_all_ranks > have) {
+            ldt_set_error(LDT_ERR_OUT_OF_MEMORY,
+                          "--save keeps the shards of every rank in this process: %.4g GB, more "
+                          "than this machine's %.4g GB of memory",
+                          mpr.params_all_ranks / 1e9, have / 1e9);
+            goto fail;
+        }
+    }
     if ((cli_has(f, NFLAGS, "materialize") || save_dir) &&
         materialize_all(model, plan, mesh,
                         dev_text && strcmp(dev_text, "cuda") == 0 ? LDT_DEVICE_CUDA : LDT_DEVICE_CPU,
                         save_dir, &allocated) != 0)
         goto fail;
-    if (cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK) goto fail;
     if (cli_has(f, NFLAGS, "json")) {
         printf("{");
         cli_config_json(stdout, kind, &cfg, pins, mesh);

@@ -318,8 +318,19 @@ int cmd_plan(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "program")) {
         int64_t only = -1;
         if (cli_has(f, NFLAGS, "rank")) {
-            only = atoll(cli_get(f, NFLAGS, "rank"));
-            if (ldt_plan_write_program(plan, (int)only, stdout) != LDT_OK) goto fail;
+            if (cli_int("plan", f, NFLAGS, "rank", 0, 0, &only)) {
+                rc = 2;
+                goto done;
+            }
+            if (only >= ldt_mesh_nranks(mesh)) {
+                char mt[256];
+                ldt_mesh_format(mesh, mt, sizeof mt);
+                fprintf(stderr, "ldt plan: --rank %s is not on mesh %s, expected 0 to %d\n",
+                        cli_get(f, NFLAGS, "rank"), mt, ldt_mesh_nranks(mesh) - 1);
+                rc = 2;
+                goto done;
+            }
+            if (ldt_plan_write_program(plan, ldt_mesh_rank_at(mesh, (int)only), stdout) != LDT_OK) goto fail;
         } else {
             for (int i = 0; i < ldt_mesh_nranks(mesh); i++)
                 if (ldt_plan_write_program(plan, ldt_mesh_rank_at(mesh, i), stdout) != LDT_OK) goto fail;
