@@ -19,9 +19,11 @@ static int grow(void **v, int64_t *cap, int64_t need, size_t elem) {
     return 1;
 }
 
-int32_t ldt__lower_value(ldt__lower *L, const ldt_shape *shape, ldt_dtype dt, int32_t node) {
+int32_t ldt__lower_value(ldt__lower *L, const ldt_shape *shape_in, ldt_dtype dt, int32_t node) {
     ldt__program *p = L->p;
     int64_t cap = p->cap_vals;
+    /* a copy first: callers may pass another value's shape, which the growth below moves */
+    const ldt_shape sh = *shape_in, *shape = &sh;
     if (!grow((void **)&p->vals, &cap, (int64_t)p->nvals + 1, sizeof *p->vals)) return -1;
     p->cap_vals = (int32_t)cap;
     memset(&p->vals[p->nvals], 0, sizeof p->vals[0]);
