@@ -596,12 +596,12 @@ static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms,
     atomic_init(&w->failed, 0);
     w->comm = w->ctl = MPI_COMM_NULL;
     w->timeout_ms = timeout_ms;
+    MPI_Comm_rank(from, &w->me); /* before the monitor, which may quote it */
     if (monitor_start(w) != 0) {
         world_free(w);
         free(c);
         LDT_FAIL(LDT_ERR_SYSTEM, "mpi world: cannot start the monitor thread");
     }
-    MPI_Comm_rank(from, &w->me);
     /* the duplicates are collective over the caller's communicator: timed by the watchdog */
     block_begin(w, &b, "world (MPI_Comm_dup)");
     rc = MPI_Comm_dup(from, &w->comm);
@@ -625,7 +625,6 @@ static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms,
     MPI_Comm_size(w->comm, &n);
     MPI_Comm_rank(w->comm, &me);
     w->n = n;
-    w->me = me;
     if (n > LDT__COMM_MAX_RANKS || !(w->ranks = malloc((size_t)n * sizeof *w->ranks))) {
         world_fail(w, "mpi world: not created", 0); /* the notice receive stays MPI's */
         MPI_Comm_free(&w->comm);
