@@ -70,6 +70,7 @@ typedef struct mpi_world {
     int me, n;
     /* Failure: why is written once, before failed is set; neither changes after. */
     atomic_int failed;
+    atomic_int refs;      /* the world and its groups: a group may outlive the world's handle */
     char why[NOTE_BYTES];
     char *note_out;       /* the notice this rank sent (MPI may read it until the peers take it) */
     char *note_in;        /* a peer's notice lands here */
@@ -546,15 +547,19 @@ static ldt_status m_group(ldt_comm *base, int n, const int *ranks, ldt_comm **ou
     g->base.is_world = 0;
     g->base.timeout_ms = c->w->timeout_ms;
     g->w = c->w;
+    atomic_fetch_add(&c->w->refs, 1);
     *out = &g->base;
     return LDT_OK;
 }
+
+static void world_release(mpi_world *w);
 
 static void m_destroy(ldt_comm *base) {
     mpi_comm *c = (mpi_comm *)base;
     if (!c) return;
     /* on an aborted world nothing is freed through MPI: the communicator is abandoned */
     if (c->comm != MPI_COMM_NULL && !world_failed(c->w)) MPI_Comm_free(&c->comm);
+    world_release(c->w);
     free(c->ranks);
     free(c);
 }
@@ -582,6 +587,11 @@ static void world_free(mpi_world *w) {
     free(w);
 }
 
+/* The last of the world's handle and its groups frees it (the monitor stops with the handle). */
+static void world_release(mpi_world *w) {
+    if (atomic_fetch_sub(&w->refs, 1) == 1) world_free(w);
+}
+
 static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms, ldt_comm **out) {
     mpi_world *w = calloc(1, sizeof *w);
     mpi_comm *c = calloc(1, sizeof *c);
@@ -594,6 +604,7 @@ static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms,
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "mpi world: out of memory");
     }
     atomic_init(&w->failed, 0);
+    atomic_init(&w->refs, 1);
     w->comm = w->ctl = MPI_COMM_NULL;
     w->timeout_ms = timeout_ms;
     MPI_Comm_rank(from, &w->me); /* before the monitor, which may quote it */
@@ -706,7 +717,8 @@ void ldt_mpi_world_destroy(ldt_comm *world) {
         /* Nothing more over MPI: a peer may be stopped, and MPI_Comm_free or MPI_Finalize
          * would wait for it. MPI may still write the notice buffer and read the one sent. */
         w->note_in = w->note_out = NULL;
-        world_free(w);
+        monitor_stop(w);
+        world_release(w);
         free(c);
         return;
     }
@@ -719,7 +731,8 @@ void ldt_mpi_world_destroy(ldt_comm *world) {
     MPI_Comm_free(&w->comm);
     if (w->initialised) MPI_Finalize(); /* still timed: a peer that dies now would hold it */
     block_end(w, &b);
-    world_free(w);
+    monitor_stop(w);
+    world_release(w);
     free(c);
 }
 
