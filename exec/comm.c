@@ -1,5 +1,6 @@
 /* Communicator entry points: argument checks with messages, dispatch to the backend vtable,
  * and the thread-local group_start/group_end queue. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,34 @@ int ldt_comm_world_rank(const ldt_comm *c, int r) {
     return c && r >= 0 && r < c->size ? c->world_ranks[r] : -1;
 }
 const char *ldt_comm_backend(const ldt_comm *c) { return c ? c->vt->name : "none"; }
+
+void ldt__comm_abort(ldt_comm *c, const char *why) {
+    if (c && c->vt->abort) c->vt->abort(c, why ? why : "");
+}
+
+ldt_status ldt__comm_timeout(const ldt_comm_options *opts, const char *who, int64_t *out) {
+    const char *env;
+    int64_t t = opts ? opts->timeout_ms : 0;
+    if (t < 0 && t != LDT_COMM_NO_TIMEOUT)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "%s: timeout_ms is %lld, expected > 0, 0 for the default (LDT_COMM_TIMEOUT_MS, "
+                 "else %d) or LDT_COMM_NO_TIMEOUT",
+                 who, (long long)t, LDT__COMM_DEFAULT_TIMEOUT_MS);
+    if (t == 0 && (env = getenv("LDT_COMM_TIMEOUT_MS")) != NULL) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(env, &end, 10);
+        if (*env == '\0' || *end != '\0' || v < 0 || errno)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "%s: LDT_COMM_TIMEOUT_MS is '%.40s', expected milliseconds (0: no timeout)",
+                     who, env);
+        t = v ? (int64_t)v : LDT_COMM_NO_TIMEOUT;
+    }
+    if (t == 0 && (env = getenv("LDT_NCCL_TIMEOUT_MS")) != NULL && atoll(env) > 0) t = atoll(env);
+    if (t == 0) t = LDT__COMM_DEFAULT_TIMEOUT_MS;
+    *out = t == LDT_COMM_NO_TIMEOUT || t > LDT__COMM_FOREVER_MS ? LDT__COMM_FOREVER_MS : t;
+    return LDT_OK;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Argument checks. Each returns LDT_OK or sets a message naming the op, the argument, its

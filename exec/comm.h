@@ -15,6 +15,15 @@
  * per-rank table small and overflow-free. */
 #define LDT__COMM_MAX_RANKS 4096
 #define LDT__COMM_DEFAULT_TIMEOUT_MS 60000
+/* "No timeout" as a number of milliseconds every backend can add to a clock (as threads
+ * does with timespecs) without overflow: about 146 million years. */
+#define LDT__COMM_FOREVER_MS (INT64_MAX / 2)
+
+/* The timeout a backend waits with (LDT__COMM_FOREVER_MS for none): opts's timeout_ms, else
+ * LDT_COMM_TIMEOUT_MS from the environment (0 there: none), else the older name
+ * LDT_NCCL_TIMEOUT_MS (a positive number, read as before), else the default. `who` names the
+ * caller in the error for a negative timeout_ms or a malformed LDT_COMM_TIMEOUT_MS. */
+ldt_status ldt__comm_timeout(const ldt_comm_options *opts, const char *who, int64_t *out);
 
 /* X(enum suffix, name). The order is the descriptor's kind value; names appear in errors. */
 #define LDT__OP_MAP(X)                        \
@@ -73,6 +82,9 @@ typedef struct ldt__comm_vtable {
      * a group fails before its sends complete, so no peer reads a buffer after we return. */
     void (*send_cancel)(ldt__send_req *req);
     ldt_status (*recv)(ldt_comm *c, const ldt__op *op);
+    /* Optional: this rank cannot go on (why: its error); the peers' pending and later calls
+     * fail instead of waiting for it. Backends whose worlds abort otherwise leave it NULL. */
+    void (*abort)(ldt_comm *c, const char *why);
 } ldt__comm_vtable;
 
 /* The head of every backend's communicator (backends embed it first). */
@@ -83,7 +95,12 @@ struct ldt_comm {
     int world_size;
     const int *world_ranks; /* size entries, owned by the backend */
     int is_world;           /* world communicators are not destroyed by ldt_comm_destroy */
+    int64_t timeout_ms;     /* what its calls wait for a peer; LDT__COMM_FOREVER_MS: no limit */
 };
+
+/* A process-per-rank world is told this rank failed (a no-op where the backend has no
+ * abort): see ldt__comm_vtable.abort. */
+void ldt__comm_abort(ldt_comm *c, const char *why);
 
 /* Discards a group left open on this thread (a rank function that returned between
  * group_start and group_end); returns 1 if there was one. */

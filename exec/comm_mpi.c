@@ -8,9 +8,18 @@
  *
  * Every call is nonblocking underneath and waited on with the communicator's timeout, so a
  * peer that never arrives is an LDT_ERR_TIMEOUT, not a hang. Rank threads of the executor
- * and its communication thread may call at once: MPI runs with MPI_THREAD_MULTIPLE. */
+ * and its communication thread may call at once: MPI runs with MPI_THREAD_MULTIPLE.
+ *
+ * Failure (docs/communicator.md): a collective that times out or errs cannot be withdrawn,
+ * so it aborts the world: every later call fails at once (teardown included, so a process
+ * can exit), and a notice on a second communicator (ctl) tells the peers, whose pending and
+ * later calls then fail with LDT_ERR_REMOTE instead of waiting out their own timeouts. A
+ * monitor thread per world takes those notices and is the watchdog of the calls that block
+ * inside MPI (group creation, finalize): past the timeout plus LDT_COMM_ABORT_GRACE_MS it
+ * ends the job with MPI_Abort, the only way out of a call MPI does not bound. */
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -38,12 +47,42 @@ void ldt_mpi_world_destroy(ldt_comm *world) { (void)world; }
 #else
 
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define NOTE_BYTES 512      /* a failure notice: "rank R: why", NUL-terminated */
+#define NOTE_TAG 1
+#define MONITOR_PERIOD_MS 20
+
+/* A call that blocks inside MPI, with no request to poll: the watchdog's to time. */
+typedef struct mpi_block {
+    double t0;
+    const char *what;
+    struct mpi_block *next;
+} mpi_block;
 
 typedef struct mpi_world {
     MPI_Comm comm;     /* the world's (a duplicate of the caller's) */
+    MPI_Comm ctl;      /* another duplicate that carries failure notices only */
     int initialised;   /* we called MPI_Init_thread: we finalise */
     int64_t timeout_ms;
     int *ranks;        /* 0..n-1 */
+    int me, n;
+    /* Failure: why is written once, before failed is set; neither changes after. */
+    atomic_int failed;
+    atomic_int refs;      /* the world and its groups: a group may outlive the world's handle */
+    char why[NOTE_BYTES];
+    char *note_out;       /* the notice this rank sent (MPI may read it until the peers take it) */
+    char *note_in;        /* a peer's notice lands here */
+    MPI_Request note_req; /* the receive of a notice; tested by the monitor only, under mu */
+    int note_pending;     /* note_req is posted and not complete */
+    int polling;          /* the monitor tests note_req */
+    /* the monitor thread */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t monitor;
+    int monitor_on, stop;
+    mpi_block *blocks;
 } mpi_world;
 
 typedef struct mpi_comm {
@@ -74,22 +113,162 @@ static ldt_status mpi_err(int rc, const char *what) {
     return ldt__error(LDT_ERR_REMOTE, "mpi %s: %.*s", what, len, msg);
 }
 
-/* Waits for req, polling, until the communicator's timeout. On a timeout the request is
- * left to MPI (collectives cannot be cancelled): the buffers MPI may still touch are leaked
- * rather than freed, and the communicator is unusable (abandon the world; mpirun ends a job
- * whose process exits). */
-static ldt_status wait_req(mpi_comm *c, MPI_Request *req, const char *what) {
+/* ---------------------------------------------------------------------------------------
+ * Failure: the world is aborted once, for a reason every later call repeats.
+ */
+static int world_failed(mpi_world *w) { return atomic_load_explicit(&w->failed, memory_order_acquire); }
+
+static ldt_status aborted_error(mpi_world *w, const char *what) {
+    return ldt__error(LDT_ERR_REMOTE, "mpi %s: the world was aborted: %s", what, w->why);
+}
+
+/* Marks the world failed (the first reason wins). tell: this rank's own failure, sent to
+ * every peer without waiting (a stopped or dead peer never takes it: nothing waits on it);
+ * a notice that came from a peer was sent to everyone already. */
+static void world_fail(mpi_world *w, const char *why, int tell) {
+    pthread_mutex_lock(&w->mu);
+    if (world_failed(w)) {
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    if (tell)
+        snprintf(w->why, sizeof w->why, "rank %d: %s", w->me, why);
+    else
+        snprintf(w->why, sizeof w->why, "%s", why);
+    atomic_store_explicit(&w->failed, 1, memory_order_release);
+    pthread_mutex_unlock(&w->mu);
+    if (!tell || !w->note_out) return;
+    memcpy(w->note_out, w->why, NOTE_BYTES);
+    for (int r = 0; r < w->n; r++) {
+        MPI_Request req;
+        if (r != w->me && MPI_Isend(w->note_out, NOTE_BYTES, MPI_CHAR, r, NOTE_TAG, w->ctl, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+}
+
+/* The world fails with this thread's last error (a collective that cannot be withdrawn). */
+static ldt_status fail_with(mpi_world *w, ldt_status st) {
+    world_fail(w, ldt_last_error(), 1);
+    return st;
+}
+
+static void block_begin(mpi_world *w, mpi_block *b, const char *what) {
+    b->t0 = now_ms();
+    b->what = what;
+    pthread_mutex_lock(&w->mu);
+    b->next = w->blocks;
+    w->blocks = b;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void block_end(mpi_world *w, mpi_block *b) {
+    pthread_mutex_lock(&w->mu);
+    for (mpi_block **p = &w->blocks; *p; p = &(*p)->next)
+        if (*p == b) {
+            *p = b->next;
+            break;
+        }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The monitor: takes a peer's notice, and ends the job when a call has blocked inside MPI
+ * past the timeout and the grace (never without a timeout). */
+static void *monitor_main(void *arg) {
+    mpi_world *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec dl;
+        double now;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_nsec += MONITOR_PERIOD_MS * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &dl);
+        if (w->stop) break;
+        if (w->polling && w->note_pending) {
+            int done = 0;
+            if (MPI_Test(&w->note_req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 0;
+            if (done) {
+                w->note_pending = 0;
+                w->note_in[NOTE_BYTES - 1] = '\0';
+                pthread_mutex_unlock(&w->mu);
+                world_fail(w, w->note_in, 0);
+                pthread_mutex_lock(&w->mu);
+            }
+        }
+        if (w->timeout_ms >= LDT__COMM_FOREVER_MS) continue;
+        now = now_ms();
+        for (mpi_block *b = w->blocks; b; b = b->next) {
+            if (now - b->t0 <= (double)w->timeout_ms + LDT_COMM_ABORT_GRACE_MS) continue;
+            fprintf(stderr,
+                    "ldt: mpi rank %d: %s has been blocked inside MPI for %.1f s, past the communication "
+                    "timeout (%lld ms) and a %d ms grace: a peer stopped or died, and MPI cannot bound the "
+                    "call, so the job ends (MPI_Abort). LDT_COMM_TIMEOUT_MS (or --comm-timeout-ms) sets "
+                    "the timeout; 0 waits forever.\n",
+                    w->me, b->what, (now - b->t0) / 1e3, (long long)w->timeout_ms, LDT_COMM_ABORT_GRACE_MS);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1); /* the world's own may be freed by now */
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int monitor_start(mpi_world *w) {
+    pthread_condattr_t attr;
+    int ok = pthread_condattr_init(&attr) == 0;
+    ok = ok && pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&w->cv, &attr) == 0;
+    pthread_condattr_destroy(&attr);
+    if (!ok) return -1;
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        pthread_cond_destroy(&w->cv);
+        return -1;
+    }
+    if (pthread_create(&w->monitor, NULL, monitor_main, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        return -1;
+    }
+    w->monitor_on = 1;
+    return 0;
+}
+
+static void monitor_stop(mpi_world *w) {
+    if (!w->monitor_on) return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->monitor, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    w->monitor_on = 0;
+}
+
+/* Waits for req, polling, until the communicator's timeout or the world's abort. On any
+ * failure the request is left to MPI (collectives cannot be cancelled): the buffers MPI may
+ * still touch are leaked rather than freed. A collective's failure aborts the world (its
+ * peers are then told); a send's or a receive's does not: they are withdrawn. */
+static ldt_status wait_req(mpi_comm *c, MPI_Request *req, const char *what, int collective) {
+    mpi_world *w = c->w;
     double t0 = now_ms();
     int done = 0, spins = 0;
     for (;;) {
         int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return mpi_err(rc, what);
+        if (rc != MPI_SUCCESS) return collective ? fail_with(w, mpi_err(rc, what)) : mpi_err(rc, what);
         if (done) return LDT_OK;
-        if (now_ms() - t0 > (double)c->w->timeout_ms)
-            return ldt__error(LDT_ERR_TIMEOUT,
-                              "mpi %s: the group (%d ranks) did not complete within %lld ms: a "
-                              "peer is missing, dead or calling another collective",
-                              what, c->base.size, (long long)c->w->timeout_ms);
+        if (world_failed(w)) return aborted_error(w, what);
+        if (now_ms() - t0 > (double)c->base.timeout_ms) {
+            ldt_status st = ldt__error(
+                LDT_ERR_TIMEOUT,
+                "mpi %s: the group (%d ranks) did not complete within %lld ms: a peer is missing, "
+                "stopped, dead or calling another collective (ranks that are only slow need a longer "
+                "timeout: LDT_COMM_TIMEOUT_MS or --comm-timeout-ms)",
+                what, c->base.size, (long long)c->base.timeout_ms);
+            return collective ? fail_with(w, st) : st;
+        }
         if (++spins > 64) { /* a short sleep after a burst of polls: leave the core to others */
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
@@ -155,8 +334,9 @@ static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const int64_t *co
     }
     st = mpi_err(MPI_Ialltoallv(op->send, sc, sd, type_of(op->dtype), tmp, rc, rd, type_of(op->dtype),
                                 c->comm, &req), what);
-    if (st == LDT_OK && (st = wait_req(c, &req, what)) == LDT_ERR_TIMEOUT)
-        sc = NULL, tmp = NULL; /* MPI may still touch them: leaked with the dead communicator */
+    if (st != LDT_OK) st = fail_with(c->w, st);
+    else if ((st = wait_req(c, &req, what, 1)) != LDT_OK)
+        sc = NULL, tmp = NULL; /* MPI may still touch them: leaked with the aborted world */
     if (st != LDT_OK) goto done;
     for (int r = 0; r < n; r++) srcs[r] = tmp + (size_t)r * (size_t)mine * es;
     if (mine) ldt__reduce_at(out, srcs, n, 0, mine, op->dtype, op->reduce, n);
@@ -180,8 +360,9 @@ static ldt_status gather_v(mpi_comm *c, const void *send, void *recv, const int6
         const char *at = (const char *)recv + (size_t)ic[n + me] * es;
         st = mpi_err(MPI_Iallgatherv(send == at ? MPI_IN_PLACE : send, ic[me], type_of(dt), recv, ic,
                                      ic + n, type_of(dt), c->comm, &req), what);
+        if (st != LDT_OK) st = fail_with(c->w, st);
+        else if ((st = wait_req(c, &req, what, 1)) != LDT_OK) ic = NULL; /* MPI may read it */
     }
-    if (st == LDT_OK && (st = wait_req(c, &req, what)) == LDT_ERR_TIMEOUT) ic = NULL; /* MPI may read it */
     free(ic);
     return st;
 }
@@ -198,6 +379,7 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
     size_t es = ldt_dtype_size(op->dtype);
     MPI_Request req;
     ldt_status st = LDT_OK;
+    if (world_failed(c->w)) return aborted_error(c->w, what);
     switch (op->kind) {
     case LDT__OP_ALL_REDUCE: {
         int64_t *parts = malloc((size_t)n * sizeof *parts);
@@ -208,7 +390,7 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
         if (!mine) st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
         if (st == LDT_OK) st = reduce_parts(c, op, parts, mine, what);
         if (st == LDT_OK) st = gather_v(c, mine, op->recv, parts, op->dtype, what);
-        if (st == LDT_ERR_TIMEOUT) mine = NULL; /* MPI may still read it */
+        if (st != LDT_OK && world_failed(c->w)) mine = NULL; /* MPI may still read it */
         free(mine);
         free(parts);
         return st;
@@ -244,10 +426,12 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
             st = int_table(op->sendcounts, op->sdispls, n, t, t + n, what);
             if (st == LDT_OK) st = int_table(op->recvcounts, op->rdispls, n, t + 2 * n, t + 3 * n, what);
         }
-        if (st == LDT_OK)
+        if (st == LDT_OK) {
             st = mpi_err(MPI_Ialltoallv(op->send, t, t + n, type_of(op->dtype), op->recv, t + 2 * n,
                                         t + 3 * n, type_of(op->dtype), c->comm, &req), what);
-        if (st == LDT_OK && (st = wait_req(c, &req, what)) == LDT_ERR_TIMEOUT) t = NULL; /* MPI may read it */
+            if (st != LDT_OK) st = fail_with(c->w, st);
+            else if ((st = wait_req(c, &req, what, 1)) != LDT_OK) t = NULL; /* MPI may read it */
+        }
         free(t);
         free(eq);
         return st;
@@ -255,12 +439,13 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
     case LDT__OP_BROADCAST: {
         int cnt = 0;
         LDT_CHECK(to_int(op->count, &cnt, what));
-        LDT_CHECK(mpi_err(MPI_Ibcast(op->recv, cnt, type_of(op->dtype), op->root, c->comm, &req), what));
-        return wait_req(c, &req, what);
+        if ((st = mpi_err(MPI_Ibcast(op->recv, cnt, type_of(op->dtype), op->root, c->comm, &req), what)) != LDT_OK)
+            return fail_with(c->w, st);
+        return wait_req(c, &req, what, 1);
     }
     case LDT__OP_BARRIER:
-        LDT_CHECK(mpi_err(MPI_Ibarrier(c->comm, &req), what));
-        return wait_req(c, &req, what);
+        if ((st = mpi_err(MPI_Ibarrier(c->comm, &req), what)) != LDT_OK) return fail_with(c->w, st);
+        return wait_req(c, &req, what, 1);
     default:
         return ldt__error(LDT_ERR_INTERNAL, "mpi: %s is not a collective", what);
     }
@@ -268,10 +453,11 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
 
 static ldt_status m_send_post(ldt_comm *base, const ldt__op *op, ldt__send_req **out) {
     mpi_comm *c = (mpi_comm *)base;
-    ldt__send_req *r = malloc(sizeof *r);
+    ldt__send_req *r;
     int cnt = 0;
     *out = NULL;
-    if (!r) return ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi send: out of memory");
+    if (world_failed(c->w)) return aborted_error(c->w, "send");
+    if (!(r = malloc(sizeof *r))) return ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi send: out of memory");
     ldt_status st = to_int(op->count, &cnt, "send");
     if (st == LDT_OK)
         st = mpi_err(MPI_Isend(op->send, cnt, type_of(op->dtype), op->root, 0, c->comm, &r->req), "send");
@@ -284,12 +470,20 @@ static ldt_status m_send_post(ldt_comm *base, const ldt__op *op, ldt__send_req *
     return LDT_OK;
 }
 
+/* Withdraws a pending request (a receive's cancel is local; a send's may wait for a peer,
+ * hence the watchdog). On an aborted world a send is left to MPI: it only reads the buffer. */
+static void withdraw(mpi_world *w, MPI_Request *req, int is_send) {
+    mpi_block b;
+    if (is_send && world_failed(w)) return;
+    block_begin(w, &b, is_send ? "withdrawing a send" : "withdrawing a receive");
+    MPI_Cancel(req);
+    MPI_Wait(req, MPI_STATUS_IGNORE);
+    block_end(w, &b);
+}
+
 static ldt_status m_send_wait(ldt__send_req *r) {
-    ldt_status st = wait_req(r->c, &r->req, "send");
-    if (st != LDT_OK) { /* nobody took it: withdraw, so the buffer is ours again */
-        MPI_Cancel(&r->req);
-        MPI_Wait(&r->req, MPI_STATUS_IGNORE);
-    }
+    ldt_status st = wait_req(r->c, &r->req, "send", 0);
+    if (st != LDT_OK) withdraw(r->c->w, &r->req, 1); /* nobody took it: the buffer is ours again */
     free(r);
     return st;
 }
@@ -297,10 +491,7 @@ static ldt_status m_send_wait(ldt__send_req *r) {
 static void m_send_cancel(ldt__send_req *r) {
     int done = 0;
     MPI_Test(&r->req, &done, MPI_STATUS_IGNORE);
-    if (!done) {
-        MPI_Cancel(&r->req);
-        MPI_Wait(&r->req, MPI_STATUS_IGNORE);
-    }
+    if (!done) withdraw(r->c->w, &r->req, 1);
     free(r);
 }
 
@@ -309,21 +500,22 @@ static ldt_status m_recv(ldt_comm *base, const ldt__op *op) {
     MPI_Request req;
     int cnt = 0;
     ldt_status st;
+    if (world_failed(c->w)) return aborted_error(c->w, "recv");
     LDT_CHECK(to_int(op->count, &cnt, "recv"));
     LDT_CHECK(mpi_err(MPI_Irecv(op->recv, cnt, type_of(op->dtype), op->root, 0, c->comm, &req), "recv"));
-    st = wait_req(c, &req, "recv");
-    if (st != LDT_OK) { /* a receive can be withdrawn: the communicator stays usable */
-        MPI_Cancel(&req);
-        MPI_Wait(&req, MPI_STATUS_IGNORE);
-    }
+    st = wait_req(c, &req, "recv", 0);
+    if (st != LDT_OK) withdraw(c->w, &req, 0); /* withdrawn: the communicator stays usable */
     return st;
 }
 
 static ldt_status m_group(ldt_comm *base, int n, const int *ranks, ldt_comm **out) {
-    mpi_comm *c = (mpi_comm *)base, *g = calloc(1, sizeof *g);
+    mpi_comm *c = (mpi_comm *)base, *g;
     MPI_Group wg, sub;
+    mpi_block b;
     uint32_t tag = 2166136261u;
     int me = -1, rc;
+    if (world_failed(c->w)) return aborted_error(c->w, "comm_group");
+    g = calloc(1, sizeof *g);
     if (!g || !(g->ranks = malloc((size_t)n * sizeof *g->ranks))) {
         free(g);
         return ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi comm_group: out of memory");
@@ -335,13 +527,17 @@ static ldt_status m_group(ldt_comm *base, int n, const int *ranks, ldt_comm **ou
     }
     MPI_Comm_group(c->w->comm, &wg);
     MPI_Group_incl(wg, n, ranks, &sub);
+    /* blocks until every member calls: no request to poll, so the watchdog times it */
+    block_begin(c->w, &b, "comm_group (MPI_Comm_create_group)");
     rc = MPI_Comm_create_group(c->w->comm, sub, (int)(tag & 0x7fff), &g->comm);
+    block_end(c->w, &b);
     MPI_Group_free(&sub);
     MPI_Group_free(&wg);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
     if (rc != MPI_SUCCESS) {
         free(g->ranks);
         free(g);
-        return mpi_err(rc, "comm_group");
+        return fail_with(c->w, mpi_err(rc, "comm_group"));
     }
     g->base.vt = &k_mpi_vt;
     g->base.rank = me;
@@ -349,18 +545,26 @@ static ldt_status m_group(ldt_comm *base, int n, const int *ranks, ldt_comm **ou
     g->base.world_size = base->world_size;
     g->base.world_ranks = g->ranks;
     g->base.is_world = 0;
+    g->base.timeout_ms = c->w->timeout_ms;
     g->w = c->w;
+    atomic_fetch_add(&c->w->refs, 1);
     *out = &g->base;
     return LDT_OK;
 }
 
+static void world_release(mpi_world *w);
+
 static void m_destroy(ldt_comm *base) {
     mpi_comm *c = (mpi_comm *)base;
     if (!c) return;
-    if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    /* on an aborted world nothing is freed through MPI: the communicator is abandoned */
+    if (c->comm != MPI_COMM_NULL && !world_failed(c->w)) MPI_Comm_free(&c->comm);
+    world_release(c->w);
     free(c->ranks);
     free(c);
 }
+
+static void m_abort(ldt_comm *base, const char *why) { world_fail(((mpi_comm *)base)->w, why, 1); }
 
 static const ldt__comm_vtable k_mpi_vt = {
     .name = "mpi",
@@ -371,41 +575,85 @@ static const ldt__comm_vtable k_mpi_vt = {
     .send_wait = m_send_wait,
     .send_cancel = m_send_cancel,
     .recv = m_recv,
+    .abort = m_abort,
 };
 
-static ldt_status make_world(MPI_Comm from, int initialised, const ldt_comm_options *opts,
-                             ldt_comm **out) {
+static void world_free(mpi_world *w) {
+    if (!w) return;
+    monitor_stop(w);
+    free(w->note_in);
+    free(w->note_out);
+    free(w->ranks);
+    free(w);
+}
+
+/* The last of the world's handle and its groups frees it (the monitor stops with the handle). */
+static void world_release(mpi_world *w) {
+    if (atomic_fetch_sub(&w->refs, 1) == 1) world_free(w);
+}
+
+static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms, ldt_comm **out) {
     mpi_world *w = calloc(1, sizeof *w);
     mpi_comm *c = calloc(1, sizeof *c);
+    mpi_block b;
     int n = 0, me = 0, rc;
-    if (!w || !c) {
+    if (!w || !c || !(w->note_in = calloc(1, NOTE_BYTES)) || !(w->note_out = calloc(1, NOTE_BYTES))) {
+        if (w) free(w->note_in);
         free(w);
         free(c);
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "mpi world: out of memory");
     }
-    if ((rc = MPI_Comm_dup(from, &w->comm)) != MPI_SUCCESS) {
-        free(w);
+    atomic_init(&w->failed, 0);
+    atomic_init(&w->refs, 1);
+    w->comm = w->ctl = MPI_COMM_NULL;
+    w->timeout_ms = timeout_ms;
+    MPI_Comm_rank(from, &w->me); /* before the monitor, which may quote it */
+    if (monitor_start(w) != 0) {
+        world_free(w);
         free(c);
-        return ldt__trace(mpi_err(rc, "world"), __FILE__, __LINE__);
+        LDT_FAIL(LDT_ERR_SYSTEM, "mpi world: cannot start the monitor thread");
     }
+    /* the duplicates are collective over the caller's communicator: timed by the watchdog */
+    block_begin(w, &b, "world (MPI_Comm_dup)");
+    rc = MPI_Comm_dup(from, &w->comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(from, &w->ctl);
+    block_end(w, &b);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(w->ctl, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Irecv(w->note_in, NOTE_BYTES, MPI_CHAR, MPI_ANY_SOURCE, NOTE_TAG, w->ctl, &w->note_req);
+    if (rc != MPI_SUCCESS) {
+        ldt_status st = mpi_err(rc, "world");
+        if (w->ctl != MPI_COMM_NULL) MPI_Comm_free(&w->ctl);
+        if (w->comm != MPI_COMM_NULL) MPI_Comm_free(&w->comm);
+        world_free(w);
+        free(c);
+        return ldt__trace(st, __FILE__, __LINE__);
+    }
+    pthread_mutex_lock(&w->mu);
+    w->note_pending = w->polling = 1;
+    pthread_mutex_unlock(&w->mu);
     MPI_Comm_size(w->comm, &n);
     MPI_Comm_rank(w->comm, &me);
+    w->n = n;
     if (n > LDT__COMM_MAX_RANKS || !(w->ranks = malloc((size_t)n * sizeof *w->ranks))) {
+        world_fail(w, "mpi world: not created", 0); /* the notice receive stays MPI's */
         MPI_Comm_free(&w->comm);
-        free(w);
+        w->note_in = NULL;
+        world_free(w);
         free(c);
         LDT_FAIL(n > LDT__COMM_MAX_RANKS ? LDT_ERR_UNSUPPORTED : LDT_ERR_OUT_OF_MEMORY,
                  "mpi world: %d processes (at most %d)", n, LDT__COMM_MAX_RANKS);
     }
     for (int r = 0; r < n; r++) w->ranks[r] = r;
     w->initialised = initialised;
-    w->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : LDT__COMM_DEFAULT_TIMEOUT_MS;
     c->base.vt = &k_mpi_vt;
     c->base.rank = me;
     c->base.size = n;
     c->base.world_size = n;
     c->base.world_ranks = w->ranks;
     c->base.is_world = 1;
+    c->base.timeout_ms = timeout_ms;
     c->comm = w->comm;
     c->w = w;
     *out = &c->base;
@@ -414,8 +662,10 @@ static ldt_status make_world(MPI_Comm from, int initialised, const ldt_comm_opti
 
 ldt_status ldt_mpi_world(const ldt_comm_options *opts, ldt_comm **out) {
     int inited = 0, finalized = 0, provided = 0, mine = 0;
+    int64_t timeout;
     if (!out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "mpi world: out is NULL");
     *out = NULL;
+    LDT_CHECK(ldt__comm_timeout(opts, "mpi world", &timeout));
     MPI_Finalized(&finalized);
     if (finalized) LDT_FAIL(LDT_ERR_INVALID_USAGE, "mpi world: MPI has been finalised already");
     MPI_Initialized(&inited);
@@ -430,14 +680,16 @@ ldt_status ldt_mpi_world(const ldt_comm_options *opts, ldt_comm **out) {
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "mpi world: MPI gives thread level %d, expected "
                  "MPI_THREAD_MULTIPLE (rank threads and the communication thread call at once)",
                  provided);
-    return make_world(MPI_COMM_WORLD, mine, opts, out);
+    return make_world(MPI_COMM_WORLD, mine, timeout, out);
 }
 
 ldt_status ldt_mpi_world_from(const void *mpi_comm, const ldt_comm_options *opts, ldt_comm **out) {
     int inited = 0, provided = 0;
+    int64_t timeout;
     if (!out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "mpi world: out is NULL");
     *out = NULL;
     if (!mpi_comm) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "mpi world: mpi_comm is NULL, expected an MPI_Comm *");
+    LDT_CHECK(ldt__comm_timeout(opts, "mpi world", &timeout));
     MPI_Initialized(&inited);
     if (!inited) LDT_FAIL(LDT_ERR_INVALID_USAGE, "mpi world: MPI is not initialised; the caller owns "
                           "the communicator, so it initialises MPI");
@@ -447,19 +699,41 @@ ldt_status ldt_mpi_world_from(const void *mpi_comm, const ldt_comm_options *opts
                  "MPI_THREAD_MULTIPLE", provided);
     if (*(const MPI_Comm *)mpi_comm == MPI_COMM_NULL)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "mpi world: the communicator is MPI_COMM_NULL");
-    return make_world(*(const MPI_Comm *)mpi_comm, 0, opts, out);
+    return make_world(*(const MPI_Comm *)mpi_comm, 0, timeout, out);
 }
 
 void ldt_mpi_world_destroy(ldt_comm *world) {
     mpi_comm *c = (mpi_comm *)world;
-    int fin;
+    mpi_world *w;
+    mpi_block b;
+    int pending;
     if (!c || c->base.vt != &k_mpi_vt || !c->base.is_world) return;
-    fin = c->w->initialised;
-    MPI_Comm_free(&c->w->comm);
-    free(c->w->ranks);
-    free(c->w);
+    w = c->w;
+    pthread_mutex_lock(&w->mu);
+    w->polling = 0; /* the monitor leaves note_req alone from here on */
+    pending = w->note_pending;
+    pthread_mutex_unlock(&w->mu);
+    if (world_failed(w)) {
+        /* Nothing more over MPI: a peer may be stopped, and MPI_Comm_free or MPI_Finalize
+         * would wait for it. MPI may still write the notice buffer and read the one sent. */
+        w->note_in = w->note_out = NULL;
+        monitor_stop(w);
+        world_release(w);
+        free(c);
+        return;
+    }
+    block_begin(w, &b, "destroying the world (MPI_Comm_free, MPI_Finalize)");
+    if (pending) {
+        MPI_Cancel(&w->note_req);
+        MPI_Wait(&w->note_req, MPI_STATUS_IGNORE);
+    }
+    MPI_Comm_free(&w->ctl);
+    MPI_Comm_free(&w->comm);
+    if (w->initialised) MPI_Finalize(); /* still timed: a peer that dies now would hold it */
+    block_end(w, &b);
+    monitor_stop(w);
+    world_release(w);
     free(c);
-    if (fin) MPI_Finalize();
 }
 
 #endif

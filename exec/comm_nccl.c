@@ -362,6 +362,7 @@ static ldt_status make(ldt_comm *mpi, int device, int64_t timeout_ms, int n, con
     c->base.world_size = world_size;
     c->base.world_ranks = c->ranks;
     c->base.is_world = is_world;
+    c->base.timeout_ms = timeout_ms;
     if (!is_world) ldt_comm_destroy(mg);
     *out = c;
     return LDT_OK;
@@ -410,21 +411,16 @@ static const ldt__comm_vtable k_nccl_vt = {
     .recv = n_recv,
 };
 
-/* Without options: LDT_NCCL_TIMEOUT_MS from the environment (a positive number of
- * milliseconds), else the default. A compiled CUDA step waits this long for its collectives:
- * a step whose compute alone takes longer needs more. */
-static int64_t default_timeout_ms(void) {
-    const char *e = getenv("LDT_NCCL_TIMEOUT_MS");
-    long long v = e ? atoll(e) : 0;
-    return v > 0 ? (int64_t)v : LDT__COMM_DEFAULT_TIMEOUT_MS;
-}
-
 ldt_status ldt_nccl_world(ldt_comm *mpi_world, int device, const ldt_comm_options *opts, ldt_comm **out) {
     int ndev = 0, n, *ranks;
+    int64_t timeout;
     nccl_comm *c = NULL;
     ldt_status st;
     if (!out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "nccl world: out is NULL");
     *out = NULL;
+    /* A compiled CUDA step waits this long for its collectives: a step whose compute alone
+     * takes longer needs more. */
+    LDT_CHECK(ldt__comm_timeout(opts, "nccl world", &timeout));
     if (!mpi_world || (strcmp(ldt_comm_backend(mpi_world), "mpi") != 0 &&
                        strcmp(ldt_comm_backend(mpi_world), "threads") != 0) ||
         !mpi_world->is_world)
@@ -440,8 +436,7 @@ ldt_status ldt_nccl_world(ldt_comm *mpi_world, int device, const ldt_comm_option
     n = ldt_comm_size(mpi_world);
     if (!(ranks = malloc((size_t)n * sizeof *ranks))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "nccl world: out of memory");
     for (int r = 0; r < n; r++) ranks[r] = r;
-    st = make(mpi_world, device, opts && opts->timeout_ms > 0 ? opts->timeout_ms : default_timeout_ms(),
-              n, ranks, ldt_comm_rank(mpi_world), n, 1, &c);
+    st = make(mpi_world, device, timeout, n, ranks, ldt_comm_rank(mpi_world), n, 1, &c);
     free(ranks);
     LDT_CHECK(st);
     *out = &c->base;

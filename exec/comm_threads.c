@@ -797,6 +797,7 @@ static ldt_status t_group(ldt_comm *base, int n, const int *ranks, ldt_comm **ou
     h->base.world_size = w->n;
     h->base.world_ranks = g->ranks;
     h->base.is_world = 0;
+    h->base.timeout_ms = w->timeout_ms;
     h->w = w;
     h->g = g;
     *out = &h->base;
@@ -839,16 +840,12 @@ ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_thre
     if (nranks < 1 || nranks > LDT__COMM_MAX_RANKS)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "threads_create: nranks is %d, expected 1..%d", nranks,
                  LDT__COMM_MAX_RANKS);
-    int64_t timeout = opts ? opts->timeout_ms : 0;
-    if (timeout < 0)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "threads_create: timeout_ms is %lld, expected > 0 (or 0 for the default %d)",
-                 (long long)timeout, LDT__COMM_DEFAULT_TIMEOUT_MS);
-    if (timeout > INT64_MAX / 2) timeout = INT64_MAX / 2; /* "forever"; keeps timespecs sane */
+    int64_t timeout;
+    LDT_CHECK(ldt__comm_timeout(opts, "threads_create", &timeout)); /* "forever" keeps timespecs sane */
     struct ldt_threads *w = calloc(1, sizeof *w);
     if (!w) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "threads_create: out of memory");
     w->n = nranks;
-    w->timeout_ms = timeout ? timeout : LDT__COMM_DEFAULT_TIMEOUT_MS;
+    w->timeout_ms = timeout;
     atomic_init(&w->aborted, 0);
     atomic_init(&w->broken, 0);
     w->failed_rank = -1;
@@ -888,6 +885,7 @@ ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_thre
         c->base.world_size = nranks;
         c->base.world_ranks = g->ranks;
         c->base.is_world = 1;
+        c->base.timeout_ms = w->timeout_ms;
         c->w = w;
         c->g = g;
     }

@@ -140,6 +140,7 @@ struct ldt_exec {
     int rebind;
     uint64_t rng_base, rng_advance, rng_now;
     int64_t replays;
+    double last_step_s; /* the last replay that completed, in seconds (timeouts quote it) */
     int profile;
     ldt__kernel_fn noop; /* benchmarks: replay calling this for every instruction */
     char *trace_path;

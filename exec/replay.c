@@ -18,6 +18,7 @@
 #include "core/half.h"
 #include "core/mesh.h"
 #include "exec/backend_cuda.h"
+#include "exec/comm.h"
 #include "exec/exec_internal.h"
 #include "exec/fill.h"
 #include "exec/groups.h"
@@ -422,6 +423,21 @@ fail:
     return st;
 }
 
+/* Process mode: every communicator the rank's program uses, made now in program order (each
+ * a collective over its members), so that a replay only calls collectives, which time out
+ * and fail the world, and never group creation, which MPI cannot bound. */
+static ldt_status make_groups(ldt_exec *e, rank_state *rs) {
+    for (int64_t i = 0; i < rs->nins; i++) {
+        const ldt__instr *x = &rs->prog->ins[i];
+        binstr *b = &rs->ins[i];
+        if (x->kind == LDT__I_ALL_REDUCE && !b->comm)
+            LDT_CHECK(ldt__instr_group(e->world, e->mesh, rs->groups, x, &b->comm));
+        else if (x->kind == LDT__I_REDIST && !b->runner)
+            LDT_CHECK(ldt_redist_runner_create(e->world, x->plan, &b->runner));
+    }
+    return LDT_OK;
+}
+
 /* Inputs that zero-copy bindings would let a rank use in place: the value points at the
  * bound buffer (re-pointed each replay, since the user may bind another). */
 static void repoint_inputs(rank_state *rs) {
@@ -727,9 +743,45 @@ static ldt_status read_cuda(ldt_exec *e, int i, void *dst);
 static void destroy_cuda(ldt_exec *e);
 static int cuda_local(const ldt_exec *e, int r);
 
+static ldt_status replay_step(ldt_exec *e);
+
+/* A timeout in a step that runs about as long as the timeout is slowness, not a dead peer:
+ * the message says how long the last step took and how to wait longer. */
+static ldt_status timeout_note(ldt_exec *e, ldt_status st, double ran_s) {
+    char msg[1536];
+    int64_t tmo = 0;
+    if (st != LDT_ERR_TIMEOUT) return st;
+    if (e->world) tmo = e->world->timeout_ms;
+    else if (ldt__comm_timeout(NULL, "replay", &tmo) != LDT_OK) return st;
+    snprintf(msg, sizeof msg, "%s", ldt_last_error());
+    if (e->replays)
+        return ldt__error(st, "%s; this rank's last step took %.1f s, the communication timeout is %.1f s: steps "
+                          "that slow need a longer timeout (LDT_COMM_TIMEOUT_MS or --comm-timeout-ms)",
+                          msg, e->last_step_s, (double)tmo / 1e3);
+    return ldt__error(st, "%s; this first step had run %.1f s, the communication timeout is %.1f s: steps "
+                      "that slow need a longer timeout (LDT_COMM_TIMEOUT_MS or --comm-timeout-ms)",
+                      msg, ran_s, (double)tmo / 1e3);
+}
+
 ldt_status ldt_replay(ldt_exec *e) {
+    double t0 = now_s();
     ldt_status st;
     if (!e) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "replay: the executable is NULL");
+    st = replay_step(e);
+    if (st == LDT_OK) {
+        e->last_step_s = now_s() - t0;
+        return LDT_OK;
+    }
+    st = timeout_note(e, st, now_s() - t0);
+    /* Process mode: the peers cannot see that this process left the step, and would wait out
+     * their timeouts in the collectives it never joins (or mistake its teardown's for the
+     * step's). Aborting the world fails their calls now, and keeps ours from communicating. */
+    if (e->world) ldt__comm_abort(e->world, ldt_last_error());
+    return ldt__trace(st, __FILE__, __LINE__);
+}
+
+static ldt_status replay_step(ldt_exec *e) {
+    ldt_status st;
     if (e->ctx->stale_exec && e->ctx->stale_exec != e) LDT_CHECK(ldt__host_sync(e->ctx));
     if (e->is_cuda) return replay_cuda(e);
     e->rng_now = e->ctx->rng_offset;
@@ -1395,6 +1447,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         rs->rank = r;
         rs->prog = e->progs[r];
         LDT_CHECK_GOTO(bind_rank(e, rs));
+        if (e->world) LDT_CHECK_GOTO(make_groups(e, rs));
         if (!(rs->val_now = malloc((size_t)(rs->prog->nvals ? rs->prog->nvals : 1) * sizeof *rs->val_now)))
             LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
         memcpy(rs->val_now, rs->val, (size_t)rs->prog->nvals * sizeof *rs->val_now);

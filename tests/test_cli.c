@@ -660,3 +660,27 @@ Test(cli, plan_dot_title_legend_local_shapes) {
     cr_expect(strstr(dot, "global [24,6] local [6,6]\"") != NULL, "%s", dot);
     free(dot);
 }
+
+/* --comm-timeout-ms on every command that runs collectives: checked, and passed to the library
+ * (LDT_COMM_TIMEOUT_MS), whose refusal of a malformed environment value the flag overrides. */
+Test(cli, comm_timeout_flag) {
+    static char out[1 << 16];
+    static const char *cmds[] = {"train", "run", "step-bench", "redistribute", "calibrate", "meta-init"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[128];
+        snprintf(args, sizeof args, "%s --comm-timeout-ms -1", cmds[i]);
+        cr_expect_eq(run(args, out, sizeof out, 1), 2, "%s: %s", cmds[i], out);
+        cr_expect(strstr(out, "--comm-timeout-ms is '-1', expected an integer >= 0") != NULL, "%s: %s", cmds[i], out);
+        snprintf(args, sizeof args, "%s --help", cmds[i]);
+        run(args, out, sizeof out, 1);
+        cr_expect(strstr(out, "--comm-timeout-ms") != NULL, "%s --help: %s", cmds[i], out);
+    }
+    cr_expect_eq(run("run --steps 1 --comm-timeout-ms 0", out, sizeof out, 1), 0, "%s", out);
+    cr_expect_eq(run("run --steps 1 --comm-timeout-ms 5000", out, sizeof out, 1), 0, "%s", out);
+    cr_expect_neq(run("run --steps 1 --comm-timeout-ms 1.5", out, sizeof out, 1), 0, "%s", out);
+    setenv("LDT_COMM_TIMEOUT_MS", "soon", 1);
+    cr_expect_eq(run("run --steps 1", out, sizeof out, 1), 1, "%s", out);
+    cr_expect(strstr(out, "LDT_COMM_TIMEOUT_MS is 'soon'") != NULL, "%s", out);
+    cr_expect_eq(run("run --steps 1 --comm-timeout-ms 5000", out, sizeof out, 1), 0, "%s", out);
+    unsetenv("LDT_COMM_TIMEOUT_MS");
+}

@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 
 #include "core/error.h"
+#include "exec/comm.h"
 #include "exec/reduce.h"
 #include "ldt/exec.h"
 #include "tests/test_util.h"
@@ -956,6 +957,39 @@ Test(comm, timeout_names_the_missing_rank) {
     EXPECT_ERR(ldt_threads_run(t, rank_stops_calling, NULL), LDT_ERR_INVALID_USAGE,
                "create a new one");
     ldt_threads_destroy(t);
+}
+
+/* One timeout for every backend: options, else LDT_COMM_TIMEOUT_MS (0: none), else the older
+ * LDT_NCCL_TIMEOUT_MS, else 60 s; a malformed value is refused when the world is made. */
+Test(comm, one_timeout_from_the_environment) {
+    ldt_comm_options o = opts_ms(200), never = opts_ms(LDT_COMM_NO_TIMEOUT), neg = opts_ms(-5);
+    int64_t t = 0;
+    ldt_threads *w = NULL;
+    ldt_status st;
+    unsetenv("LDT_COMM_TIMEOUT_MS");
+    unsetenv("LDT_NCCL_TIMEOUT_MS");
+    cr_assert_eq(ldt__comm_timeout(NULL, "t", &t), LDT_OK);
+    cr_expect_eq(t, 60000);
+    setenv("LDT_COMM_TIMEOUT_MS", "200", 1);
+    st = ldt_threads_launch(3, NULL, rank_stops_calling, NULL); /* rank_stops_calling wants 200 ms */
+    cr_assert_eq(st, LDT_ERR_TIMEOUT, "got %s: %s", ldt_status_name(st), ldt_last_error());
+    setenv("LDT_COMM_TIMEOUT_MS", "999999", 1); /* options win */
+    cr_assert_eq(ldt_threads_launch(3, &o, rank_stops_calling, NULL), LDT_ERR_TIMEOUT, "%s", ldt_last_error());
+    setenv("LDT_COMM_TIMEOUT_MS", "0", 1);
+    cr_assert_eq(ldt__comm_timeout(NULL, "t", &t), LDT_OK);
+    cr_expect_eq(t, LDT__COMM_FOREVER_MS, "0 in the environment is no timeout, got %lld", (long long)t);
+    cr_assert_eq(ldt__comm_timeout(&never, "t", &t), LDT_OK);
+    cr_expect_eq(t, LDT__COMM_FOREVER_MS);
+    setenv("LDT_COMM_TIMEOUT_MS", "12s", 1);
+    EXPECT_ERR(ldt_threads_create(2, NULL, &w), LDT_ERR_INVALID_ARGUMENT, "LDT_COMM_TIMEOUT_MS is '12s'");
+    cr_assert_null(w);
+    EXPECT_ERR(ldt__comm_timeout(&neg, "t", &t), LDT_ERR_INVALID_ARGUMENT, "timeout_ms is -5");
+    unsetenv("LDT_COMM_TIMEOUT_MS");
+    setenv("LDT_NCCL_TIMEOUT_MS", "200", 1); /* the older name */
+    cr_assert_eq(ldt_threads_launch(3, NULL, rank_stops_calling, NULL), LDT_ERR_TIMEOUT, "%s", ldt_last_error());
+    setenv("LDT_NCCL_TIMEOUT_MS", "nonsense", 1); /* read as before: ignored */
+    cr_assert_eq(ldt__comm_timeout(NULL, "t", &t), LDT_OK);
+    cr_expect_eq(t, 60000);
 }
 
 static ldt_status rank_fails(ldt_comm *w, void *arg) {

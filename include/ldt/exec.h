@@ -36,9 +36,12 @@ typedef struct ldt_comm ldt_comm;
 
 typedef struct ldt_comm_options {
     /* A peer that does not arrive within this many milliseconds makes the call fail with
-     * LDT_ERR_TIMEOUT. 0 means the default (60000). */
+     * LDT_ERR_TIMEOUT. 0 means the default: LDT_COMM_TIMEOUT_MS from the environment (0 there:
+     * no timeout; LDT_NCCL_TIMEOUT_MS is an older name), else 60000. LDT_COMM_NO_TIMEOUT
+     * waits forever (and turns the MPI watchdog off). docs/communicator.md: the failure model. */
     int64_t timeout_ms;
 } ldt_comm_options;
+#define LDT_COMM_NO_TIMEOUT (-1)
 
 /* The function each rank thread runs, with its world communicator. */
 typedef ldt_status (*ldt_rank_fn)(ldt_comm *world, void *arg);
@@ -67,14 +70,22 @@ LDT_API ldt_status ldt_threads_launch(int nranks, const ldt_comm_options *opts, 
 LDT_API ldt_status ldt_mpi_world(const ldt_comm_options *opts, ldt_comm **out);
 LDT_API ldt_status ldt_mpi_world_from(const void *mpi_comm, const ldt_comm_options *opts,
                                       ldt_comm **out);
-/* Frees a world made above (a collective over it); finalises MPI if ldt_mpi_world began it. */
+/* A collective that fails (a timeout, an MPI error) or a replay that fails on this process
+ * aborts the world: the other processes' pending and later calls return LDT_ERR_REMOTE
+ * naming this rank, and nothing communicates over it again. A call blocked inside MPI past
+ * the timeout plus a grace of LDT_COMM_ABORT_GRACE_MS ends the job with MPI_Abort (the one
+ * place the library ends a process: a peer that stopped cannot be recovered from). */
+#define LDT_COMM_ABORT_GRACE_MS 5000
+/* Frees a world made above (a collective over it); finalises MPI if ldt_mpi_world began it.
+ * An aborted world is freed without communicating and MPI is left unfinalised: the process
+ * should then exit with a non-zero status. */
 LDT_API void ldt_mpi_world_destroy(ldt_comm *world);
 /* The NCCL backend: a GPU per rank, bootstrapped through `boot`, a world over the same
  * ranks: an MPI world (one process per rank) or a rank thread's world (ldt_threads: one
  * process, a GPU per rank thread; every rank thread calls this). device is this rank's CUDA
  * device (-1: the rank modulo the devices present). Buffers given to its calls are device
  * pointers; its calls run on one stream in program order (ldt_nccl_stream) and are waited
- * for with the timeout (opts's; without one, LDT_NCCL_TIMEOUT_MS from the environment, else
+ * for with the timeout (opts's; without one, LDT_COMM_TIMEOUT_MS from the environment, else
  * 60000), after which the communicator is aborted. NCCL reduces in its own
  * order: the other backends' results to rounding. LDT_ERR_UNSUPPORTED without CUDA and
  * NCCL, or without a device. */

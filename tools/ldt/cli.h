@@ -45,6 +45,15 @@ int cli_fail(const char *cmd);
  * command built (no braces around it). */
 void cli_config_json(FILE *f, const char *kind, const ldt_model_config *cfg, const char *pins,
                      const ldt_mesh *mesh);
+/* --comm-timeout-ms for the commands that run collectives: the library's communication
+ * timeout for every backend (docs/communicator.md), passed on as LDT_COMM_TIMEOUT_MS. */
+#define CLI_COMM_TIMEOUT_FLAG                                                                     \
+    {"comm-timeout-ms", 1,                                                                        \
+     "ms a collective waits for a missing peer before the run fails (default 60000, or "          \
+     "LDT_COMM_TIMEOUT_MS; 0: no limit)", NULL}
+/* Checks --comm-timeout-ms (an integer >= 0) and sets LDT_COMM_TIMEOUT_MS from it (before
+ * any communicator exists). Returns 0, or prints why and returns 2. */
+int cli_comm_timeout(const char *cmd, const cli_flag *flags, int nflags);
 /* Integer flag `name`: its value (>= lo) or def. Returns 0, or prints why and returns 2. */
 int cli_int(const char *cmd, const cli_flag *flags, int nflags, const char *name, int64_t def,
             int64_t lo, int64_t *out);

@@ -114,6 +114,17 @@ int cli_real(const char *cmd, const cli_flag *flags, int nflags, const char *nam
     return 0;
 }
 
+int cli_comm_timeout(const char *cmd, const cli_flag *flags, int nflags) {
+    int64_t ms;
+    if (!cli_has(flags, nflags, "comm-timeout-ms")) return 0;
+    if (cli_int(cmd, flags, nflags, "comm-timeout-ms", 0, 0, &ms)) return 2;
+    if (setenv("LDT_COMM_TIMEOUT_MS", cli_get(flags, nflags, "comm-timeout-ms"), 1) != 0) {
+        fprintf(stderr, "ldt %s: cannot set LDT_COMM_TIMEOUT_MS for --comm-timeout-ms\n", cmd);
+        return 2;
+    }
+    return 0;
+}
+
 int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_model_config *cfg) {
     const struct {
         const char *name;

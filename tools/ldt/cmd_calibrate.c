@@ -5,7 +5,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 6
+#define NFLAGS 7
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -14,6 +14,7 @@ static cli_flag *flag_table(void) {
         {"out", 1, "also write the profile (JSON) to FILE (default: print only)", NULL},
         {"quick", 0, "fewer sizes and repetitions (less precise, a fraction of a second)", NULL},
         {"json", 0, "print the profile itself, one JSON object (what --out writes)", NULL},
+        CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -27,6 +28,7 @@ int cmd_calibrate(int argc, char **argv) {
     const char *backend;
     int rc = 1;
     if (cli_parse("calibrate", argc, argv, f, NFLAGS)) return 2;
+    if (cli_comm_timeout("calibrate", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--quick] [--json]\n\n"
                "Times real redistributions (all_gather steps at two sizes on each mesh dim, on\n"

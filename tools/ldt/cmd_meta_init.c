@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 15
+#define NFLAGS 16
 #define BATCH 64
 
 static cli_flag *flag_table(void) {
@@ -24,6 +24,7 @@ static cli_flag *flag_table(void) {
         {"device", 1, "cpu (default) or cuda: where --materialize computes the shards (cuda: "
                       "each rank's init program on a GPU, rank r on device r % devices)", NULL},
         {"json", 0, "one JSON object: config, param_count, memory_per_rank, ... (docs/cli.md)", NULL},
+        CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -108,6 +109,7 @@ int cmd_meta_init(int argc, char **argv) {
     double t0;
     int rc = 1;
     if (cli_parse("meta-init", argc, argv, f, NFLAGS)) return 2;
+    if (cli_comm_timeout("meta-init", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt meta-init --model mlp|gpt [--layers N --hidden H --heads A --vocab V\n"
                "                     --seq S --batch B] [--mesh M] [--pins megatron|none]\n"

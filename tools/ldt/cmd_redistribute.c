@@ -8,7 +8,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 15
+#define NFLAGS 16
 #define REPS 5
 
 static cli_flag *flag_table(void) {
@@ -32,6 +32,7 @@ static cli_flag *flag_table(void) {
         {"print-local", 0, "with --run: values are global row-major indices; print each target "
                            "rank's local shard", NULL},
         {"json", 0, "print exactly one JSON object", NULL},
+        CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -276,6 +277,7 @@ int cmd_redistribute(int argc, char **argv) {
     run_result run = {0, 0, NULL};
     const char *need[4] = {"mesh", "shape", "from", "to"};
     if (cli_parse("redistribute", argc, argv, f, NFLAGS)) return 2;
+    if (cli_comm_timeout("redistribute", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) return help();
     for (int i = 0; i < 4; i++)
         if (!cli_has(f, NFLAGS, need[i])) {

@@ -7,7 +7,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 18
+#define NFLAGS 19
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -23,6 +23,7 @@ static cli_flag *flag_table(void) {
         {"no-overlap", 0, "run collectives in line", NULL},
         {"overlap", 0, "run collectives on communication threads (default: when there are cores for them)", NULL},
         {"json", 0, "one JSON object", NULL},
+        CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -81,6 +82,7 @@ int cmd_run(int argc, char **argv) {
     double *times = NULL;
     int rc = 1, json;
     if (cli_parse("run", argc, argv, f, NFLAGS)) return 2;
+    if (cli_comm_timeout("run", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt run [--model mlp|gpt] [--mesh M] [--layers N --hidden H --heads A --vocab V\n"
                "               --seq S --batch B --dropout P] [--pins megatron|none] [--steps N]\n"

@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 14
+#define NFLAGS 15
 #define MAXOPS 64
 
 static cli_flag *flag_table(void) {
@@ -23,6 +23,7 @@ static cli_flag *flag_table(void) {
         {"backend", 1, "threads (default) or mpi (one process per rank, under mpirun; rank 0 reports "
                        "its rank)", NULL},
         {"json", 0, "one JSON object", NULL},
+        CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -73,6 +74,7 @@ int cmd_step_bench(int argc, char **argv) {
     const char *b;
     ldt_comm *world = NULL;
     if (cli_parse("step-bench", argc, argv, f, NFLAGS)) return 2;
+    if (cli_comm_timeout("step-bench", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt step-bench [--model mlp|gpt] [--layers N --hidden H --heads A --vocab V\n"
                "                      --seq S --batch B] [--mesh M] [--pins megatron|none]\n"

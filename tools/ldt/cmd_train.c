@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 23
+#define NFLAGS 24
 /* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
 #define TRAIN_SIZES 2, 128, 4, 256, 64, 8
 static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
@@ -36,6 +36,7 @@ static cli_flag *flag_table(void) {
         {"device", 1, "cpu (default) or cuda: each rank's step captured into a CUDA Graph on a GPU "
                       "(rank r on GPU r mod devices; NCCL collectives between the ranks' threads)", NULL},
         {"json", 0, "one JSON object", NULL},
+        CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -169,6 +170,7 @@ int cmd_train(int argc, char **argv) {
     ldt_comm *world = NULL;
     ldt_cost_model cm;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
+    if (cli_comm_timeout("train", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt train [--model gpt] [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
