@@ -375,7 +375,8 @@ int cmd_train(int argc, char **argv) {
             printf("{");
             cli_config_json(stdout, "gpt", &cfg, "megatron", mesh);
             printf(",\"losses\":[");
-            for (int k = 0; k < steps; k++) printf("%s%.9g", k ? "," : "", losses[k]);
+            /* every digit: runs are compared with each other to 1e-9 (scripts/gpu-check.sh) */
+            for (int k = 0; k < steps; k++) printf("%s%.17g", k ? "," : "", losses[k]);
             printf("],\"tokens_per_second\":%.6g,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},"
                    "\"compile_seconds\":%.9g,\"last10_mean_loss\":%.9g,\"ln_vocab\":%.9g}\n",
                    (double)(cfg.batch * cfg.seq) / med, med, lo, hi, t_compile, tail, log((double)cfg.vocab));
