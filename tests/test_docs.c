@@ -88,9 +88,8 @@ static int match(const lines *shown, int i, const lines *got, int j) {
     return match(shown, i + 1, got, j + 1);
 }
 
-static char *slurp_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+/* Everything f gives, NUL-terminated (the caller frees it). */
+static char *read_stream(FILE *f) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     for (;;) {
@@ -100,6 +99,13 @@ static char *slurp_file(const char *path) {
         n += r;
     }
     buf[n] = '\0';
+    return buf;
+}
+
+static char *slurp_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = read_stream(f);
     fclose(f);
     return buf;
 }
@@ -110,15 +116,7 @@ static char *run_capture(const char *cmd, int *status) {
         *status = -1;
         return strdup("");
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (n + 4096 > cap) buf = realloc(buf, cap *= 2);
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        if (r == 0) break;
-        n += r;
-    }
-    buf[n] = '\0';
+    char *buf = read_stream(f);
     int st = pclose(f);
     *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return buf;
