@@ -89,6 +89,11 @@ typedef struct row {
 } row;
 
 /* Prints rows in columns as wide as their widest cell; right-aligned where right[i]. */
+/* A table's header row. */
+static void set_header(row *r, const char *const *names, int n) {
+    for (int i = 0; i < n; i++) snprintf(r->c[i], ROW, "%s", names[i]);
+}
+
 static void print_rows(const row *rows, int n, int ncol, const int *right) {
     int w[8] = {0};
     for (int i = 0; i < n; i++)
@@ -127,11 +132,7 @@ static int print_table(const char *json, const ldt_mesh *mesh, const char *kind)
         goto done;
     }
     printf("plan of %s on mesh %s: %d ops\n\n", kind, jstr(j, "mesh"), cJSON_GetArraySize(nodes));
-    snprintf(rows[0].c[0], ROW, "node");
-    snprintf(rows[0].c[1], ROW, "op");
-    snprintf(rows[0].c[2], ROW, "name");
-    snprintf(rows[0].c[3], ROW, "shape");
-    snprintf(rows[0].c[4], ROW, "strategy (inputs -> output)");
+    set_header(&rows[0], (const char *[]){"node", "op", "name", "shape", "strategy (inputs -> output)"}, 5);
     nr = 1;
     cJSON_ArrayForEach(n, nodes) {
         row *r = &rows[nr++];
@@ -144,14 +145,8 @@ static int print_table(const char *json, const ldt_mesh *mesh, const char *kind)
     print_rows(rows, nr, 5, right_ops);
     /* the moves: redistributions of inputs, then each node's own collectives */
     memset(rows, 0, sizeof *rows);
-    snprintf(rows[0].c[0], ROW, "node");
-    snprintf(rows[0].c[1], ROW, "input");
-    snprintf(rows[0].c[2], ROW, "collective");
-    snprintf(rows[0].c[3], ROW, "mesh_dims");
-    snprintf(rows[0].c[4], ROW, "from -> to");
-    snprintf(rows[0].c[5], ROW, "bytes_per_rank");
-    snprintf(rows[0].c[6], ROW, "tensor_bytes");
-    snprintf(rows[0].c[7], ROW, "modeled_us");
+    set_header(&rows[0], (const char *[]){"node", "input", "collective", "mesh_dims", "from -> to",
+                                          "bytes_per_rank", "tensor_bytes", "modeled_us"}, 8);
     nr = 1;
     cJSON_ArrayForEach(n, nodes) {
         const cJSON *m;
