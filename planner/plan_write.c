@@ -55,22 +55,156 @@ static void program_totals(const ldt_plan *plan, const ldt__program *p, rank_tot
     for (int c = 0; c < LDT_COLL_COUNT; c++) t->colls[LDT_COLL_COUNT] += t->colls[c];
 }
 
-/* Totals of every rank, the maximum of each figure. */
+/* ---------------------------------------------------------------------------------------
+ * Classes of ranks. A rank's program depends on its coordinates through torch.chunk lengths
+ * (and whether a coordinate is 0): along a mesh dim of size k the chunk of a length L is full
+ * below a = L / ceil(L/k), short at a and empty above. Cutting every mesh dim at each a and
+ * a + 1 of every length the graph's tensors can reach there (any dim of any shape, its
+ * interleaved blocks, what the mesh dims before chunk it to) leaves intervals over which all
+ * local shapes agree; one rank per combination of intervals stands for all.
+ */
+#define MAX_CLASS_LENGTHS 4096
+
+static int add_len(int64_t *set, int *n, int64_t v) {
+    for (int i = 0; i < *n; i++)
+        if (set[i] == v) return 1;
+    if (*n == MAX_CLASS_LENGTHS) return 0;
+    set[(*n)++] = v;
+    return 1;
+}
+
+static int cmp_len(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+ldt_status ldt_plan_rank_classes(ldt_plan *p, int *ranks, int64_t *counts, int cap, int *n) {
+    ldt_status st = LDT_OK;
+    const ldt_mesh *m;
+    int64_t *lens = NULL, *cut[LDT_MAX_DIMS] = {0}, pstride[LDT_MAX_DIMS];
+    int nlen = 0, ncut[LDT_MAX_DIMS] = {0}, ok = 1, nd, idx[LDT_MAX_DIMS] = {0}, total = 0;
+    if (!p || !n || cap < 0 || (cap > 0 && (!ranks || !counts)))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan rank classes: invalid arguments");
+    m = p->mesh;
+    nd = ldt_mesh_ndim(m);
+    lens = malloc(MAX_CLASS_LENGTHS * sizeof *lens);
+    if (!lens) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan rank classes: out of memory");
+    for (int64_t v = 0; v < p->nnodes && ok; v++) {
+        const ldt_shape *sh = p->ctx->nodes[v]->shape;
+        for (int d = 0; sh && d < sh->ndim && ok; d++) ok = add_len(lens, &nlen, sh->dims[d]);
+    }
+    for (int32_t l = 0; l < p->nplists && ok; l++)
+        for (int d = 0; d < p->nd && ok; d++) {
+            const ldt_placement *pl = &ldt__plist(p, l)[d];
+            if (pl->kind != LDT_PLACE_INTERLEAVED_SHARD || pl->blocks <= 0) continue;
+            for (int i = 0, n0 = nlen; i < n0 && ok; i++) ok = add_len(lens, &nlen, lens[i] / pl->blocks);
+        }
+    for (int i = 0; i < nd && ok; i++) {
+        int64_t k = ldt_mesh_dim_size(m, i);
+        cut[i] = malloc((size_t)(2 * nlen + 2) * sizeof *cut[i]);
+        if (!cut[i]) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan rank classes: out of memory");
+        cut[i][ncut[i]++] = 0;
+        cut[i][ncut[i]++] = k;
+        for (int j = 0, n0 = nlen; j < n0 && ok; j++) {
+            int64_t L = lens[j], ch, a;
+            if (L <= 0) continue;
+            ch = L / k + (L % k != 0);
+            a = L / ch;
+            if (a < k) cut[i][ncut[i]++] = a;
+            if (a + 1 < k) cut[i][ncut[i]++] = a + 1;
+            ok = add_len(lens, &nlen, ch) && add_len(lens, &nlen, L - (a < k ? a : k - 1) * ch) &&
+                 add_len(lens, &nlen, 0);
+        }
+        qsort(cut[i], (size_t)ncut[i], sizeof *cut[i], cmp_len);
+    }
+    for (int d = nd - 1, s = 1; d >= 0; d--) {
+        pstride[d] = s;
+        s *= (int)ldt_mesh_dim_size(m, d);
+    }
+    if (!ok) {
+        /* too many lengths to cut by: every rank its own class */
+        for (int i = 0; i < ldt_mesh_nranks(m); i++) {
+            if (total < cap) {
+                ranks[total] = ldt_mesh_rank_at(m, i);
+                counts[total] = 1;
+            }
+            total++;
+        }
+        *n = total;
+        goto fail;
+    }
+    /* intervals between distinct cuts, each one class */
+    for (int i = 0; i < nd; i++) {
+        int w = 0;
+        for (int j = 0; j < ncut[i]; j++)
+            if (w == 0 || cut[i][j] != cut[i][w - 1]) cut[i][w++] = cut[i][j];
+        ncut[i] = w;
+    }
+    for (;;) {
+        int64_t pos = 0, cnt = 1;
+        for (int i = 0; i < nd; i++) {
+            pos += cut[i][idx[i]] * pstride[i];
+            cnt *= cut[i][idx[i] + 1] - cut[i][idx[i]];
+        }
+        if (total < cap) {
+            ranks[total] = ldt_mesh_rank_at(m, (int)pos);
+            counts[total] = cnt;
+        }
+        total++;
+        int i = nd - 1;
+        while (i >= 0 && ++idx[i] == ncut[i] - 1) idx[i--] = 0;
+        if (i < 0) break;
+    }
+    *n = total;
+fail:
+    for (int i = 0; i < nd; i++) free(cut[i]);
+    free(lens);
+    return st;
+}
+
+/* Totals of every rank (one per class), the maximum of each figure. */
 static ldt_status all_totals(ldt_plan *plan, int rank, rank_totals *out) {
     ldt_status st;
+    int nc, *reps;
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < ldt_mesh_nranks(plan->mesh); i++) {
-        int r = ldt_mesh_rank_at(plan->mesh, i);
+    if (rank >= 0) {
+        reps = malloc(sizeof *reps);
+        if (!reps) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan totals: out of memory");
+        reps[0] = rank;
+        nc = 0;
+        for (int i = 0; i < ldt_mesh_nranks(plan->mesh); i++) nc |= ldt_mesh_rank_at(plan->mesh, i) == rank;
+    } else {
+        int64_t *counts;
+        LDT_CHECK(ldt_plan_rank_classes(plan, NULL, NULL, 0, &nc));
+        reps = malloc((size_t)nc * sizeof *reps);
+        counts = malloc((size_t)nc * sizeof *counts);
+        if (!reps || !counts) {
+            free(reps);
+            free(counts);
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan totals: out of memory");
+        }
+        st = ldt_plan_rank_classes(plan, reps, counts, nc, &nc);
+        free(counts);
+        if (st != LDT_OK) {
+            free(reps);
+            return st;
+        }
+    }
+    for (int i = 0; i < nc; i++) {
+        int r = reps[i];
         const ldt__program *p;
         rank_totals t;
-        if (rank >= 0 && r != rank) continue;
-        if (!(p = ldt__plan_program(plan, r, &st))) return st;
+        if (!(p = ldt__plan_program(plan, r, &st))) {
+            free(reps);
+            return st;
+        }
         program_totals(plan, p, &t);
         for (int c = 0; c <= LDT_COLL_COUNT; c++)
             if (t.colls[c] > out->colls[c]) out->colls[c] = t.colls[c];
         if (t.bytes > out->bytes) out->bytes = t.bytes;
         if (t.seconds > out->seconds) out->seconds = t.seconds;
     }
+    free(reps);
     return LDT_OK;
 }
 

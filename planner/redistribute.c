@@ -14,6 +14,11 @@
 /* A search that would visit more states than this (huge meshes with many tensor dims)
  * returns the naive route instead: planning time stays bounded. */
 #define MAX_NODES 100000
+/* A step that only enumerating the ranks can price (an all_to_all whose overlaps depend on
+ * where chunks start, see class_ok) is not considered on meshes of more ranks than this: the
+ * search and the merging skip it, so planning stays proportional to what is printed. Every
+ * plan keeps a route without such steps (the naive one). */
+#define MAX_ENUM_RANKS 65536
 
 /* Placement lists compared by value (their structs have padding bytes, so never memcmp). */
 static int same_placements(const ldt_placement *a, const ldt_placement *b, int n) {
@@ -23,15 +28,28 @@ static int same_placements(const ldt_placement *a, const ldt_placement *b, int n
 }
 
 /* ---------------------------------------------------------------------------------------
- * Pricing. A step is priced from the regions of every rank before and after it, so uneven
- * and interleaved shards are counted exactly.
+ * Pricing. A step's figures are the maximum over ranks of what each rank sends and receives,
+ * counted exactly from the regions before and after it, so uneven and interleaved shards are
+ * exact. Ranks are not enumerated: along a mesh dim of size k a rank's chunk of a length L is
+ * full below a = L / ceil(L/k), short at a and empty above, so the coordinates fall into a few
+ * cells over which every chunk length that any spec of the search can produce is the same
+ * (cut at every such a and a + 1, each interval's ends cells of their own so a ring
+ * neighbour of an interior coordinate stays in its interval). A step whose figures depend on
+ * lengths only (all but some all_to_all: see class_ok) is priced from one rank per
+ * combination of cells, its group sums counted cell by cell; the others enumerate the ranks.
  */
+#define MAX_LENGTHS 4096
+
 typedef struct pricer {
     const ldt_mesh *mesh;
     const ldt_cost_model *cm;
     int nd, N;
     size_t es;
     int64_t mstride[LDT_MAX_DIMS]; /* row-major position strides of the mesh */
+    int classes;                   /* 0: the cells could not be built, enumerate */
+    int ncell[LDT_MAX_DIMS];
+    int64_t *cell_at[LDT_MAX_DIMS], *cell_n[LDT_MAX_DIMS]; /* first coordinate, size */
+    /* Enumeration, allocated on first need. */
     int64_t *coords;               /* N x LDT_MAX_DIMS */
     ldt_region *rx, *ry;           /* every position's region before / after */
     int *members;                  /* N scratch */
@@ -42,33 +60,157 @@ static void pricer_free(pricer *pr) {
     free(pr->rx);
     free(pr->ry);
     free(pr->members);
+    for (int d = 0; d < LDT_MAX_DIMS; d++) {
+        free(pr->cell_at[d]);
+        free(pr->cell_n[d]);
+    }
     memset(pr, 0, sizeof *pr);
 }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Adds v to the set (n entries, sorted on use); 0 when full. */
+static int set_add(int64_t *set, int *n, int cap, int64_t v) {
+    for (int i = 0; i < *n; i++)
+        if (set[i] == v) return 1;
+    if (*n == cap) return 0;
+    set[(*n)++] = v;
+    return 1;
+}
+
+/* The cells of mesh dim i: cut where the chunk of any length in `lens` over k changes. */
+static ldt_status build_cells(pricer *pr, int i, const int64_t *lens, int nlens) {
+    int64_t k = ldt_mesh_dim_size(pr->mesh, i), *cut = malloc((size_t)(2 * nlens + 2) * sizeof *cut);
+    int ncut = 0, nc = 0;
+    if (!cut) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    cut[ncut++] = 0;
+    cut[ncut++] = k;
+    for (int j = 0; j < nlens; j++) {
+        int64_t L = lens[j], ch, a;
+        if (L <= 0) continue;
+        ch = L / k + (L % k != 0);
+        a = L / ch;
+        if (a < k) cut[ncut++] = a;
+        if (a + 1 < k) cut[ncut++] = a + 1;
+    }
+    qsort(cut, (size_t)ncut, sizeof *cut, cmp_i64);
+    pr->cell_at[i] = malloc((size_t)(3 * ncut) * sizeof(int64_t));
+    pr->cell_n[i] = malloc((size_t)(3 * ncut) * sizeof(int64_t));
+    if (!pr->cell_at[i] || !pr->cell_n[i]) {
+        free(cut);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    }
+    for (int j = 0; j + 1 < ncut; j++) {
+        int64_t lo = cut[j], hi = cut[j + 1];
+        if (hi <= lo) continue;
+        pr->cell_at[i][nc] = lo;
+        pr->cell_n[i][nc++] = 1;
+        if (hi - lo >= 3) {
+            pr->cell_at[i][nc] = lo + 1;
+            pr->cell_n[i][nc++] = hi - lo - 2;
+        }
+        if (hi - lo >= 2) {
+            pr->cell_at[i][nc] = hi - 1;
+            pr->cell_n[i][nc++] = 1;
+        }
+    }
+    pr->ncell[i] = nc;
+    free(cut);
+    return LDT_OK;
+}
+
+/* Cells for every spec the plan may price: any mesh dims may Shard any tensor dim (outer ones
+ * first), and InterleavedShard(d, b) chunks n_d / b. */
+static ldt_status pricer_cells(pricer *pr, const ldt_spec *src, const ldt_spec *dst) {
+    ldt_status st = LDT_OK;
+    int64_t *lens[LDT_MAX_DIMS] = {0}, *all = NULL;
+    int nlen[LDT_MAX_DIMS] = {0}, ndim = src->shape.ndim, ok = 1;
+    all = malloc((size_t)MAX_LENGTHS * sizeof *all);
+    if (!all) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    for (int d = 0; d < ndim; d++) {
+        lens[d] = malloc((size_t)MAX_LENGTHS * sizeof *lens[d]);
+        if (!lens[d]) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+        lens[d][nlen[d]++] = src->shape.dims[d];
+    }
+    for (int i = 0; i < pr->nd && ok; i++) {
+        int64_t k = ldt_mesh_dim_size(pr->mesh, i);
+        int nall = 0;
+        for (int d = 0; d < ndim && ok; d++)
+            for (int j = 0; j < nlen[d] && ok; j++) ok = set_add(all, &nall, MAX_LENGTHS, lens[d][j]);
+        for (int s = 0; s < 2 && ok; s++) {
+            const ldt_spec *sp = s ? dst : src;
+            for (int m = 0; m < sp->nplace && ok; m++)
+                if (sp->placements[m].kind == LDT_PLACE_INTERLEAVED_SHARD)
+                    ok = set_add(all, &nall, MAX_LENGTHS,
+                                 sp->shape.dims[sp->placements[m].dim] / sp->placements[m].blocks);
+        }
+        if (!ok) break;
+        LDT_CHECK_GOTO(build_cells(pr, i, all, nall));
+        /* what dim i's chunks leave for the dims after it */
+        for (int d = 0; d < ndim && ok; d++)
+            for (int j = 0, n0 = nlen[d]; j < n0 && ok; j++) {
+                int64_t L = lens[d][j], ch, a;
+                if (L <= 0) continue;
+                ch = L / k + (L % k != 0);
+                a = L / ch;
+                ok = set_add(lens[d], &nlen[d], MAX_LENGTHS, ch);
+                if (ok && a < k) ok = set_add(lens[d], &nlen[d], MAX_LENGTHS, L - a * ch);
+                if (ok && a + 1 < k) ok = set_add(lens[d], &nlen[d], MAX_LENGTHS, 0);
+            }
+    }
+    pr->classes = ok;
+fail:
+    for (int d = 0; d < ndim; d++) free(lens[d]);
+    free(all);
+    return st;
+}
+
 static ldt_status pricer_init(pricer *pr, const ldt_mesh *mesh, const ldt_cost_model *cm,
-                              ldt_dtype dt) {
+                              const ldt_spec *src, const ldt_spec *dst) {
     memset(pr, 0, sizeof *pr);
     pr->mesh = mesh;
     pr->cm = cm;
     pr->nd = ldt_mesh_ndim(mesh);
     pr->N = ldt_mesh_nranks(mesh);
-    pr->es = ldt_dtype_size(dt);
+    pr->es = ldt_dtype_size(src->dtype);
+    for (int d = pr->nd - 1, s = 1; d >= 0; d--) {
+        pr->mstride[d] = s;
+        s *= (int)ldt_mesh_dim_size(mesh, d);
+    }
+    if (dst) {
+        ldt_status st = pricer_cells(pr, src, dst);
+        if (st != LDT_OK) {
+            pricer_free(pr);
+            return ldt__trace(st, __FILE__, __LINE__);
+        }
+    }
+    return LDT_OK;
+}
+
+/* The per-rank arrays of enumeration. */
+static ldt_status pricer_enumerate(pricer *pr) {
+    if (pr->coords) return LDT_OK;
     pr->coords = malloc((size_t)pr->N * LDT_MAX_DIMS * sizeof *pr->coords);
     pr->rx = malloc((size_t)pr->N * sizeof *pr->rx);
     pr->ry = malloc((size_t)pr->N * sizeof *pr->ry);
     pr->members = malloc((size_t)pr->N * sizeof *pr->members);
     if (!pr->coords || !pr->rx || !pr->ry || !pr->members) {
-        pricer_free(pr);
+        free(pr->coords);
+        free(pr->rx);
+        free(pr->ry);
+        free(pr->members);
+        pr->coords = NULL;
+        pr->rx = pr->ry = NULL;
+        pr->members = NULL;
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory for a mesh of %d ranks",
-                 ldt_mesh_nranks(mesh));
-    }
-    for (int d = pr->nd - 1, s = 1; d >= 0; d--) {
-        pr->mstride[d] = s;
-        s *= (int)ldt_mesh_dim_size(mesh, d);
+                 pr->N);
     }
     for (int p = 0; p < pr->N; p++)
         for (int d = 0; d < pr->nd; d++)
-            pr->coords[p * LDT_MAX_DIMS + d] = (p / pr->mstride[d]) % ldt_mesh_dim_size(mesh, d);
+            pr->coords[p * LDT_MAX_DIMS + d] = (p / pr->mstride[d]) % ldt_mesh_dim_size(pr->mesh, d);
     return LDT_OK;
 }
 
@@ -76,7 +218,6 @@ static ldt_status layouts(pricer *pr, const ldt_spec *s, ldt_region *r) {
     for (int p = 0; p < pr->N; p++) LDT_CHECK(ldt_layout_coord(s, &pr->coords[p * LDT_MAX_DIMS], &r[p]));
     return LDT_OK;
 }
-
 /* The positions of the group over `dims` (ascending) through position p, in group order
  * (row-major over those dims); returns the group size and p's index in *k. */
 static int group_of(const pricer *pr, int p, int ndims, const int *dims, int *members, int *k) {
@@ -107,7 +248,8 @@ static int64_t sat_mul(int64_t a, int64_t b) { return b != 0 && a > INT64_MAX / 
  * successor's and receives every chunk but its own; a reduce_scatter mirrors that; an
  * all_reduce is both over n segments of the buffer; all_to_all sends each peer what it
  * needs directly. */
-static void price_regions(pricer *pr, ldt_redist_step *s) {
+static void price_regions(pricer *pr, const ldt_redist_step *s, int64_t *ms, int64_t *mr,
+                          int64_t *mw) {
     int64_t maxs = 0, maxr = 0, maxw = 0;
     for (int p = 0; p < pr->N; p++) {
         int k, *m = pr->members;
@@ -146,6 +288,157 @@ static void price_regions(pricer *pr, ldt_redist_step *s) {
         if (sent > maxs) maxs = sent;
         if (recv > maxr) maxr = recv;
     }
+    *ms = maxs;
+    *mr = maxr;
+    *mw = maxw;
+}
+
+static int shards(const ldt_placement *p, int d) {
+    return (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD) && p->dim == d;
+}
+
+/* Whether an all_to_all's figures depend on chunk lengths only: per tensor dim, the mesh dims
+ * sharding it before and after form one list and a longer one that extends it, so one side's
+ * run lies inside the other's and an intersection is the inner run's length. (S0 -> IS0:2 on
+ * one mesh dim is not such a step: the overlap depends on where the chunks start.) */
+static int class_ok(const ldt_spec *X, const ldt_spec *Y, ldt_collective c) {
+    if (c != LDT_COLL_ALL_TO_ALL) return 1;
+    for (int d = 0; d < X->shape.ndim; d++) {
+        int cx[LDT_MAX_DIMS], cy[LDT_MAX_DIMS], nx = 0, ny = 0;
+        for (int i = 0; i < X->nplace; i++) {
+            if (shards(&X->placements[i], d)) cx[nx++] = i;
+            if (shards(&Y->placements[i], d)) cy[ny++] = i;
+        }
+        for (int j = 0; j < nx && j < ny; j++)
+            if (cx[j] != cy[j] || !ldt_placement_equal(&X->placements[cx[j]], &Y->placements[cy[j]]))
+                return 0;
+    }
+    return 1;
+}
+
+/* Smallest l(k) + l(k+1 mod n) over the ring of n, l the torch.chunk lengths of B: the pairs
+ * are (full, full) below a - 1, then around a, then (0, 0), and the wrap. */
+static int64_t min_pair(int64_t B, int64_t n) {
+    int64_t ch = n > 0 ? B / n + (B % n != 0) : 0, a = ch > 0 ? B / ch : 0, best = INT64_MAX;
+    int64_t cand[7] = {0, a - 2, a - 1, a, a + 1, n - 2, n - 1};
+    for (int i = 0; i < 7; i++) {
+        int64_t k = cand[i], st, l0, l1;
+        if (k < 0 || k >= n) continue;
+        ldt_chunk(B, n, k, &st, &l0);
+        ldt_chunk(B, n, (k + 1) % n, &st, &l1);
+        if (l0 + l1 < best) best = l0 + l1;
+    }
+    return best;
+}
+
+/* c moved by one step (+1 or -1) along the group's row-major order over dims, with carry. */
+static void ring_step(const pricer *pr, const int64_t *c, int ndims, const int *dims, int dir,
+                      int64_t *out) {
+    memcpy(out, c, LDT_MAX_DIMS * sizeof *out);
+    for (int i = ndims - 1; i >= 0; i--) {
+        int64_t sz = ldt_mesh_dim_size(pr->mesh, dims[i]);
+        out[dims[i]] += dir;
+        if (out[dims[i]] >= 0 && out[dims[i]] < sz) return;
+        out[dims[i]] = dir > 0 ? 0 : sz - 1;
+    }
+}
+
+/* Sum over the group of rank c (over dims) of f(q) = numel of (X's region of q) when y == NULL,
+ * else |x ∩ Y's region of q| (q's role swapped when swap): one rank per cell, times the
+ * cell's size. */
+static ldt_status group_sum(const pricer *pr, const int64_t *c, int ndims, const int *dims,
+                            const ldt_spec *S, const ldt_region *other, int swap, int64_t *out) {
+    int idx[LDT_MAX_DIMS] = {0};
+    int64_t q[LDT_MAX_DIMS], sum = 0;
+    memcpy(q, c, sizeof q);
+    for (;;) {
+        ldt_region r;
+        int64_t cnt = 1, v;
+        for (int i = 0; i < ndims; i++) {
+            q[dims[i]] = pr->cell_at[dims[i]][idx[i]];
+            cnt *= pr->cell_n[dims[i]][idx[i]];
+        }
+        LDT_CHECK(ldt_layout_coord(S, q, &r));
+        v = !other ? r.numel : swap ? ldt__region_isect_numel(&r, other)
+                                    : ldt__region_isect_numel(other, &r);
+        sum += v * cnt; /* the total over ranks of a tensor's pieces: no overflow */
+        int i = ndims - 1;
+        while (i >= 0 && ++idx[i] == pr->ncell[dims[i]]) idx[i--] = 0;
+        if (i < 0) break;
+    }
+    *out = sum;
+    return LDT_OK;
+}
+
+/* price_regions' figures from one rank per combination of cells (see Pricing). */
+static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                                ldt_redist_step *s, int64_t *ms, int64_t *mr, int64_t *mw) {
+    int idx[LDT_MAX_DIMS] = {0}, n = 1;
+    int64_t c[LDT_MAX_DIMS] = {0}, nb[LDT_MAX_DIMS];
+    for (int i = 0; i < s->ndims; i++) n *= (int)ldt_mesh_dim_size(pr->mesh, s->dims[i]);
+    for (;;) {
+        ldt_region rx, ry, rn;
+        int64_t sent = 0, recv = 0, tot, B;
+        for (int d = 0; d < pr->nd; d++) c[d] = pr->cell_at[d][idx[d]];
+        LDT_CHECK(ldt_layout_coord(X, c, &rx));
+        LDT_CHECK(ldt_layout_coord(Y, c, &ry));
+        switch (s->collective) {
+        case LDT_COLL_ALL_GATHER:
+            LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, X, NULL, 0, &tot));
+            ring_step(pr, c, s->ndims, s->dims, 1, nb);
+            LDT_CHECK(ldt_layout_coord(X, nb, &rn));
+            recv = tot - rx.numel;
+            sent = tot - rn.numel;
+            break;
+        case LDT_COLL_REDUCE_SCATTER:
+            ring_step(pr, c, s->ndims, s->dims, -1, nb);
+            LDT_CHECK(ldt_layout_coord(Y, nb, &rn));
+            sent = rx.numel - ry.numel;
+            recv = rx.numel - rn.numel;
+            break;
+        case LDT_COLL_ALL_REDUCE:
+            /* the same buffer on every rank of the group: the worst ring position */
+            B = rx.numel;
+            sent = recv = sat_mul(B, 2) - min_pair(B, n);
+            break;
+        case LDT_COLL_ALL_TO_ALL: {
+            int64_t self = ldt__region_isect_numel(&rx, &ry);
+            LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, Y, &rx, 0, &sent));
+            LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, X, &ry, 1, &recv));
+            sent -= self;
+            recv -= self;
+            break;
+        }
+        default:
+            if (ry.numel > *mw) *mw = ry.numel;
+            break;
+        }
+        if (sent > *ms) *ms = sent;
+        if (recv > *mr) *mr = recv;
+        int d = pr->nd - 1;
+        while (d >= 0 && ++idx[d] == pr->ncell[d]) idx[d--] = 0;
+        if (d < 0) break;
+    }
+    return LDT_OK;
+}
+
+/* Whether X -> Y by collective c can be priced within the bounds above. */
+static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt_collective c) {
+    return (pr->classes && class_ok(X, Y, c)) || pr->N <= MAX_ENUM_RANKS;
+}
+
+/* Fills s's byte counts and seconds for X -> Y (s's collective and dims set). */
+static ldt_status price_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                             ldt_redist_step *s) {
+    int64_t maxs = 0, maxr = 0, maxw = 0;
+    if (pr->classes && class_ok(X, Y, s->collective)) {
+        LDT_CHECK(price_classes(pr, X, Y, s, &maxs, &maxr, &maxw));
+    } else {
+        LDT_CHECK(pricer_enumerate(pr));
+        LDT_CHECK(layouts(pr, X, pr->rx));
+        LDT_CHECK(layouts(pr, Y, pr->ry));
+        price_regions(pr, s, &maxs, &maxr, &maxw);
+    }
     s->bytes_sent = sat_mul(maxs, (int64_t)pr->es);
     s->bytes_recv = sat_mul(maxr, (int64_t)pr->es);
     s->seconds = ldt_cost_seconds(pr->cm, pr->mesh, s->ndims, s->dims, s->collective,
@@ -154,6 +447,28 @@ static void price_regions(pricer *pr, ldt_redist_step *s) {
                                                                        : s->bytes_recv)
                                       : sat_mul(maxw, (int64_t)pr->es),
                                   0);
+    return LDT_OK;
+}
+
+ldt_status ldt__redist_price(const ldt_spec *X, const ldt_spec *Y, int ndims, const int *dims,
+                             ldt_collective c, int enumerate, ldt_redist_step *out,
+                             int *by_cells) {
+    ldt_status st;
+    ldt_cost_model cm;
+    pricer pr;
+    if (!X || !Y || !out || ndims < 0 || ndims > X->nplace || (ndims > 0 && !dims))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute price: invalid arguments");
+    LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+    LDT_CHECK(pricer_init(&pr, X->mesh, &cm, X, Y));
+    if (enumerate) pr.classes = 0;
+    memset(out, 0, sizeof *out);
+    out->collective = c;
+    out->ndims = ndims;
+    for (int i = 0; i < ndims; i++) out->dims[i] = dims[i];
+    *by_cells = pr.classes && class_ok(X, Y, c);
+    st = price_step(&pr, X, Y, out);
+    pricer_free(&pr);
+    return st;
 }
 
 /* A step from spec X to spec Y over `dims`, priced. */
@@ -172,9 +487,7 @@ static ldt_status make_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y, in
                                                                       : X->placements[dims[0]].op;
     s.before = *X;
     s.after = *Y;
-    LDT_CHECK(layouts(pr, X, pr->rx));
-    LDT_CHECK(layouts(pr, Y, pr->ry));
-    price_regions(pr, &s.pub);
+    LDT_CHECK(price_step(pr, X, Y, &s.pub));
     *out = s;
     return LDT_OK;
 }
@@ -210,10 +523,6 @@ static ldt_collective classify(const ldt_placement *a, const ldt_placement *b,
     }
     *ok = 0;
     return LDT_COLL_COUNT;
-}
-
-static int shards(const ldt_placement *p, int d) {
-    return (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD) && p->dim == d;
 }
 
 /* Whether changing mesh dim i from pl_old to pl[i] respects nesting (above) and keeps a
@@ -513,7 +822,6 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
         }
         if (s.nnodes > MAX_NODES) goto fail; /* too big: naive */
         decode(&s, cur.code, X.placements);
-        LDT_CHECK_GOTO(layouts(pr, &X, pr->rx));
         for (int i = 0; i < s.nd; i++)
             for (int k = 0; k < s.ncand[i]; k++) {
                 ldt_spec Y = X;
@@ -524,14 +832,14 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
                 c = classify(&X.placements[i], &s.cand[i][k], &dst->placements[i], &ok);
                 Y.placements[i] = s.cand[i][k];
                 if (!ok || !edge_ok(Y.placements, s.nd, i, &X.placements[i],
-                                    !ldt_dtype_is_float(src->dtype)))
+                                    !ldt_dtype_is_float(src->dtype)) ||
+                    !priceable(pr, &X, &Y, c))
                     continue;
                 memset(&step, 0, sizeof step);
                 step.collective = c;
                 step.ndims = 1;
                 step.dims[0] = i;
-                LDT_CHECK_GOTO(layouts(pr, &Y, pr->ry));
-                price_regions(pr, &step);
+                LDT_CHECK_GOTO(price_step(pr, &X, &Y, &step));
                 hentry ne = {cur.cost + step.seconds, cur.bytes + step_bytes(&step), cur.nsteps + 1,
                              encode(&s, Y.placements), 0};
                 idx = node_of(&s, ne.code);
@@ -599,7 +907,8 @@ static ldt_status merge_route(pricer *pr, route *r) {
         for (int k = 0; k + 1 < r->n; k++) {
             ldt__rstep *a = &r->s[k], *b = &r->s[k + 1], m;
             int dims[LDT_MAX_DIMS], n = 0;
-            if (!mergeable(a, b)) continue;
+            if (!mergeable(a, b) || !priceable(pr, &a->before, &b->after, a->pub.collective))
+                continue;
             for (int d = 0; d < pr->nd; d++) {
                 int in = 0;
                 for (int i = 0; i < a->pub.ndims; i++) in |= a->pub.dims[i] == d;
@@ -631,7 +940,7 @@ static ldt_status plan_one_mesh(const ldt_spec *src, const ldt_spec *dst, const 
     int found = 0, uniform = ldt_cost_model_is_uniform(cm, src->nplace);
     if (same_placements(src->placements, dst->placements, src->nplace))
         return LDT_OK; /* a no-op has zero steps */
-    LDT_CHECK(pricer_init(&pr, src->mesh, cm, src->dtype));
+    LDT_CHECK(pricer_init(&pr, src->mesh, cm, src, dst));
     LDT_CHECK_GOTO(naive_route(&pr, src, dst, &naive));
     if (search == LDT_REDIST_DIJKSTRA) LDT_CHECK_GOTO(dijkstra(&pr, src, dst, &best, &found));
     if (found) {
@@ -695,9 +1004,12 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     int *peers = NULL, maxp = 0;
     ldt__rstep s;
     memset(&s, 0, sizeof s);
-    LDT_CHECK(pricer_init(&pa, X->mesh, cm, X->dtype));
-    st = pricer_init(&pb, Y->mesh, cm, Y->dtype);
+    LDT_CHECK(pricer_init(&pa, X->mesh, cm, X, NULL));
+    st = pricer_init(&pb, Y->mesh, cm, Y, NULL);
+    if (st == LDT_OK) st = pricer_enumerate(&pa);
+    if (st == LDT_OK) st = pricer_enumerate(&pb);
     if (st != LDT_OK) {
+        pricer_free(&pb);
         pricer_free(&pa);
         return ldt__trace(st, __FILE__, __LINE__);
     }

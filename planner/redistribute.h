@@ -28,4 +28,11 @@ struct ldt_redist_plan {
  * one chosen for the target rank at target_pos. */
 int ldt__xmesh_is_source(const ldt_spec *src, int64_t target_pos, const int64_t *src_coord);
 
+/* Prices one step X -> Y (a collective over mesh dims `dims`, ascending) under the uniform
+ * model: from one rank per cell of coordinates where that is exact (*by_cells = 1), or rank by
+ * rank (always when `enumerate`). Tests compare the two. */
+ldt_status ldt__redist_price(const ldt_spec *X, const ldt_spec *Y, int ndims, const int *dims,
+                             ldt_collective c, int enumerate, ldt_redist_step *out,
+                             int *by_cells);
+
 #endif

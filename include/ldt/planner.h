@@ -254,6 +254,11 @@ LDT_API ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out);
  * (inputs, activations; in a training step the gradients too) need at once, parameter shards
  * not included (what ldt_compile allocates per rank; `memory_per_rank.activations_peak`). */
 LDT_API ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out);
+/* Classes of ranks whose programs are alike (the same local shapes, so the same figures): one
+ * rank per class in ranks[] and the class's size in counts[], at most cap of each; *n is the
+ * number of classes (call with cap 0 to learn it). Per-rank maxima need only these ranks, and
+ * sums over ranks weigh each by its count: a mesh of millions of ranks has a few dozen. */
+LDT_API ldt_status ldt_plan_rank_classes(ldt_plan *p, int *ranks, int64_t *counts, int cap, int *n);
 
 /* The JSON of `ldt plan --json`: {"nodes":[...],"totals":{...}}. */
 LDT_API ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f);

@@ -137,14 +137,21 @@ int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_mode
 }
 
 ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mesh, cli_memory *out) {
-    int nr = ldt_mesh_nranks(mesh), np = ldt_model_nparams(m);
-    int64_t *bytes = calloc((size_t)nr, sizeof *bytes), *elems = calloc((size_t)nr, sizeof *elems);
-    ldt_status st = LDT_OK;
+    /* one rank per class of ranks alike: a huge meta mesh costs what a few ranks do */
+    int nr = 0, np = ldt_model_nparams(m), *ranks = NULL;
+    int64_t *bytes = NULL, *elems = NULL, *counts = NULL;
+    ldt_status st = ldt_plan_rank_classes(plan, NULL, NULL, 0, &nr);
     memset(out, 0, sizeof *out);
-    if (!bytes || !elems) {
+    if (st != LDT_OK) return st;
+    bytes = calloc((size_t)nr, sizeof *bytes);
+    elems = calloc((size_t)nr, sizeof *elems);
+    counts = calloc((size_t)nr, sizeof *counts);
+    ranks = calloc((size_t)nr, sizeof *ranks);
+    if (!bytes || !elems || !counts || !ranks) {
         st = ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "memory per rank: out of memory");
         goto done;
     }
+    if ((st = ldt_plan_rank_classes(plan, ranks, counts, nr, &nr)) != LDT_OK) goto done;
     for (int i = 0; i < np && st == LDT_OK; i++) {
         ldt_tensor *w = ldt_model_param(m, i, NULL);
         ldt_placement pl[LDT_MAX_DIMS];
@@ -157,16 +164,16 @@ ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mes
             break;
         for (int r = 0; r < nr && st == LDT_OK; r++) {
             ldt_region reg;
-            if ((st = ldt_layout(&spec, ldt_mesh_rank_at(mesh, r), &reg)) != LDT_OK) break;
+            if ((st = ldt_layout(&spec, ranks[r], &reg)) != LDT_OK) break;
             bytes[r] += reg.numel * (int64_t)ldt_dtype_size(dt);
             elems[r] += reg.numel;
         }
     }
     for (int r = 0; r < nr && st == LDT_OK; r++) {
         int64_t arena, peak;
-        if ((st = ldt_plan_arena_bytes(plan, ldt_mesh_rank_at(mesh, r), &arena)) != LDT_OK) break;
+        if ((st = ldt_plan_arena_bytes(plan, ranks[r], &arena)) != LDT_OK) break;
         peak = 2 * bytes[r] + 8 * elems[r] + arena;
-        out->params_all_ranks += (double)bytes[r];
+        out->params_all_ranks += (double)bytes[r] * (double)counts[r];
         if (bytes[r] > out->params) out->params = out->grads = bytes[r];
         if (8 * elems[r] > out->optimizer) out->optimizer = 8 * elems[r];
         if (arena > out->activations_peak) out->activations_peak = arena;
@@ -175,6 +182,8 @@ ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mes
 done:
     free(bytes);
     free(elems);
+    free(counts);
+    free(ranks);
     return st;
 }
 

@@ -1,0 +1,249 @@
+/* Redistribution planning on huge meshes, by cells of coordinates: every step priced by
+ * cells equals the rank-by-rank count on small meshes (random specs, uneven and interleaved
+ * shards), and plans on meshes of up to 16,777,216 ranks give hand-derived figures. */
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "ldt/ldt.h"
+#include "planner/redistribute.h"
+#include "tests/test_util.h"
+
+static ldt_mesh *mesh_of(const char *text) {
+    ldt_mesh *m = NULL;
+    cr_assert_eq(ldt_mesh_parse(text, LDT_DEVICE_META, &m), LDT_OK, "%s: %s", text,
+                 ldt_last_error());
+    return m;
+}
+
+/* The plan of src -> to on one mesh under the uniform model. */
+static ldt_redist_plan *plan_of(ldt_mesh *mesh, const char *shape, const char *from,
+                                const char *to) {
+    ldt_shape sh;
+    ldt_placement pf[LDT_MAX_DIMS], pt[LDT_MAX_DIMS];
+    int nf, nt;
+    ldt_spec src;
+    ldt_redist_plan *p = NULL;
+    cr_assert_eq(ldt_shape_parse(shape, &sh), LDT_OK);
+    cr_assert_eq(ldt_placements_parse(from, sh.ndim, pf, LDT_MAX_DIMS, &nf), LDT_OK);
+    cr_assert_eq(ldt_placements_parse(to, sh.ndim, pt, LDT_MAX_DIMS, &nt), LDT_OK);
+    cr_assert_eq(ldt_spec_init(&src, mesh, &sh, pf, nf, LDT_F32), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_redist_plan_create(&src, NULL, pt, nt, NULL, &p), LDT_OK, "%s",
+                 ldt_last_error());
+    return p;
+}
+
+static void expect_step(const ldt_redist_plan *p, int i, ldt_collective c, int dim,
+                        int64_t sent, int64_t recv) {
+    ldt_redist_step s;
+    cr_assert_eq(ldt_redist_plan_step(p, i, &s), LDT_OK);
+    cr_expect_eq(s.collective, c, "step %d: %s, expected %s", i, ldt_collective_name(s.collective),
+                 ldt_collective_name(c));
+    cr_expect(s.ndims == 1 && s.dims[0] == dim, "step %d: %d mesh dims, first %d, expected [%d]",
+              i, s.ndims, s.dims[0], dim);
+    cr_expect_eq(s.bytes_sent, sent, "step %d: sent %lld, expected %lld", i,
+                 (long long)s.bytes_sent, (long long)sent);
+    cr_expect_eq(s.bytes_recv, recv, "step %d: recv %lld, expected %lld", i,
+                 (long long)s.bytes_recv, (long long)recv);
+}
+
+/* [1024,1024] f32 S0 -> R on 2^24 ranks: chunks of ceil(1024 / 2^24) = 1 row, so ranks
+ * 0..1023 hold a row of 1024 and the rest nothing. A ring all_gather moves the whole 2^20
+ * elements less the rank's own chunk (received) or its successor's (sent): an empty rank
+ * receives all 4 MiB, rank 1023 (successor empty) sends all 4 MiB. */
+Test(redist_huge, all_gather_on_16m_ranks) {
+    ldt_mesh *m = mesh_of("16777216");
+    ldt_redist_plan *p = plan_of(m, "1024,1024", "S0", "R");
+    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
+    expect_step(p, 0, LDT_COLL_ALL_GATHER, 0, 4194304, 4194304);
+    cr_expect_eq(ldt_redist_plan_bytes(p), 4194304);
+    ldt_redist_plan_destroy(p);
+    /* [7,5]: ranks 0..6 hold a row of 5; 35 elements, an empty rank receives all 140 bytes */
+    p = plan_of(m, "7,5", "S0", "R");
+    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
+    expect_step(p, 0, LDT_COLL_ALL_GATHER, 0, 140, 140);
+    ldt_redist_plan_destroy(p);
+    ldt_mesh_destroy(m);
+}
+
+/* n = 6 * 2^24 - 5 elements: chunks of 6 for ranks 0..2^24-2, the last rank holds 1, none is
+ * empty. all_gather: the last rank receives n - 1, rank 2^24-2 sends n - 1 (its successor holds
+ * 1): 4 (n - 1) = 402653160 bytes. all_reduce of the whole buffer over the ring: a rank sends
+ * and receives 2n less its own segment and a neighbour's; the smallest pair is the last
+ * segment (1) and rank 0's (6): 4 (2n - 7) = 805306300. reduce_scatter: B - own target chunk
+ * sent, B - predecessor's received; the last rank's is 1 (and rank 0's predecessor): 4 (n - 1). */
+Test(redist_huge, uneven_chunks_on_16m_ranks) {
+    ldt_mesh *m = mesh_of("16777216");
+    ldt_redist_plan *p = plan_of(m, "100663291", "S0", "R");
+    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
+    expect_step(p, 0, LDT_COLL_ALL_GATHER, 0, 402653160, 402653160);
+    ldt_redist_plan_destroy(p);
+    p = plan_of(m, "100663291", "P", "R");
+    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
+    expect_step(p, 0, LDT_COLL_ALL_REDUCE, 0, 805306300, 805306300);
+    ldt_redist_plan_destroy(p);
+    p = plan_of(m, "100663291", "P", "S0");
+    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
+    expect_step(p, 0, LDT_COLL_REDUCE_SCATTER, 0, 402653160, 402653160);
+    ldt_redist_plan_destroy(p);
+    /* [1024,1024] P -> R: the ring over 2^24 has empty segments side by side: 2 B = 8 MiB */
+    p = plan_of(m, "1024,1024", "P", "R");
+    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
+    expect_step(p, 0, LDT_COLL_ALL_REDUCE, 0, 8388608, 8388608);
+    ldt_redist_plan_destroy(p);
+    ldt_mesh_destroy(m);
+}
+
+/* [1024,1024] f32 (S0,S1) -> (R,S0) on 4096x4096. Both dims chunk by 1: rank (a, b) holds
+ * element (a, b) when a, b < 1024. all_gather over mesh dim 0: a column of 1024 elements, an
+ * empty rank receives 4096 bytes and the rank before one sends as much. Then all_to_all over
+ * mesh dim 1, (R,S1) -> (R,S0): rank b < 1024 holds column b and needs row b; it shares one
+ * element with each of the 1023 other ranks b' < 1024: 4092 bytes each way. */
+Test(redist_huge, two_dim_mesh_4096x4096) {
+    ldt_mesh *m = mesh_of("4096x4096");
+    ldt_redist_plan *p = plan_of(m, "1024,1024", "S0,S1", "R,S0");
+    cr_assert_eq(ldt_redist_plan_nsteps(p), 2);
+    expect_step(p, 0, LDT_COLL_ALL_GATHER, 0, 4096, 4096);
+    expect_step(p, 1, LDT_COLL_ALL_TO_ALL, 1, 4092, 4092);
+    cr_expect_eq(ldt_redist_plan_bytes(p), 8188);
+    ldt_redist_plan_destroy(p);
+    ldt_mesh_destroy(m);
+}
+
+/* ---- cells against rank-by-rank counts ---------------------------------------------------- */
+
+static ldt_placement random_placement(uint64_t *rng, int ndim) {
+    int r = (int)ldt_test_range(rng, 0, 9);
+    if (r < 2) return ldt_replicate();
+    if (r < 3) return ldt_partial(LDT_REDUCE_SUM);
+    if (r < 4 && ndim > 0) return ldt_interleaved_shard((int)ldt_test_range(rng, 0, ndim - 1),
+                                                        (int)ldt_test_range(rng, 2, 3));
+    return ldt_shard(ndim > 0 ? (int)ldt_test_range(rng, 0, ndim - 1) : 0);
+}
+
+static int is_shard(const ldt_placement *p) {
+    return p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD;
+}
+
+/* The collective of one mesh dim changing a -> b; COUNT when not one step. */
+static ldt_collective collective_of(const ldt_placement *a, const ldt_placement *b) {
+    if (a->kind == LDT_PLACE_PARTIAL)
+        return b->kind == LDT_PLACE_REPLICATE ? LDT_COLL_ALL_REDUCE
+               : is_shard(b)                  ? LDT_COLL_REDUCE_SCATTER
+                                              : LDT_COLL_COUNT;
+    if (is_shard(a))
+        return b->kind == LDT_PLACE_REPLICATE ? LDT_COLL_ALL_GATHER
+               : is_shard(b)                  ? LDT_COLL_ALL_TO_ALL
+                                              : LDT_COLL_COUNT;
+    return is_shard(b) ? LDT_COLL_LOCAL_CHUNK
+           : b->kind == LDT_PLACE_PARTIAL ? LDT_COLL_LOCAL_PARTIAL
+                                          : LDT_COLL_COUNT;
+}
+
+/* Prices X -> Y both ways and compares; returns whether cells priced it. */
+static int compare(const ldt_spec *X, const ldt_spec *Y, int ndims, const int *dims,
+                   ldt_collective c) {
+    ldt_redist_step a, b;
+    int cells, ignored;
+    char x[256], y[256];
+    cr_assert_eq(ldt__redist_price(X, Y, ndims, dims, c, 0, &a, &cells), LDT_OK, "%s",
+                 ldt_last_error());
+    cr_assert_eq(ldt__redist_price(X, Y, ndims, dims, c, 1, &b, &ignored), LDT_OK, "%s",
+                 ldt_last_error());
+    ldt_spec_format(X, x, sizeof x);
+    ldt_spec_format(Y, y, sizeof y);
+    cr_expect(a.bytes_sent == b.bytes_sent && a.bytes_recv == b.bytes_recv &&
+                  a.seconds == b.seconds,
+              "%s -> %s by %s over %d dims (first %d): cells sent %lld recv %lld %.9g s, ranks "
+              "sent %lld recv %lld %.9g s",
+              x, y, ldt_collective_name(c), ndims, dims[0], (long long)a.bytes_sent,
+              (long long)a.bytes_recv, a.seconds, (long long)b.bytes_sent,
+              (long long)b.bytes_recv, b.seconds);
+    return cells;
+}
+
+/* Every single-dim step out of random specs on random small meshes (dims up to 9, shapes up
+ * to 17, so chunks are uneven and often empty), where the changed dim is its shards'
+ * innermost (as the planner requires): priced by cells and rank by rank alike. */
+Test(redist_huge, cells_match_ranks_single_steps) {
+    uint64_t rng = 0x5eed28;
+    int ncells = 0, nsteps = 0;
+    for (int t = 0; t < ldt_test_cases(300); t++) {
+        int64_t md[3];
+        int mnd = (int)ldt_test_range(&rng, 1, 3);
+        ldt_mesh *mesh = NULL;
+        ldt_shape sh;
+        ldt_placement pl[3];
+        ldt_spec X;
+        for (int i = 0; i < mnd; i++) md[i] = ldt_test_range(&rng, 1, mnd == 3 ? 4 : 9);
+        cr_assert_eq(ldt_mesh_create(mnd, md, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK, "%s",
+                     ldt_last_error());
+        sh.ndim = (int)ldt_test_range(&rng, 1, 3);
+        for (int d = 0; d < sh.ndim; d++) sh.dims[d] = ldt_test_range(&rng, 0, 17);
+        for (int i = 0; i < mnd; i++) pl[i] = random_placement(&rng, sh.ndim);
+        if (ldt_spec_init(&X, mesh, &sh, pl, mnd, LDT_F32) != LDT_OK) {
+            ldt_mesh_destroy(mesh);
+            continue;
+        }
+        for (int i = 0; i < mnd; i++)
+            for (int k = 0; k < 12; k++) {
+                ldt_spec Y = X;
+                ldt_placement b = k == 0 ? ldt_replicate() : k == 1 ? ldt_partial(LDT_REDUCE_SUM)
+                                  : k < 2 + sh.ndim ? ldt_shard(k - 2)
+                                                    : random_placement(&rng, sh.ndim);
+                ldt_collective c = collective_of(&X.placements[i], &b);
+                int nested = 0;
+                if (c == LDT_COLL_COUNT || ldt_placement_equal(&b, &X.placements[i])) continue;
+                for (int j = i + 1; j < mnd; j++)
+                    nested |= (is_shard(&X.placements[i]) && is_shard(&X.placements[j]) &&
+                               X.placements[j].dim == X.placements[i].dim) ||
+                              (is_shard(&b) && is_shard(&X.placements[j]) &&
+                               X.placements[j].dim == b.dim);
+                Y.placements[i] = b;
+                if (nested || ldt_spec_check(&Y) != LDT_OK) continue;
+                ncells += compare(&X, &Y, 1, &i, c);
+                nsteps++;
+            }
+        ldt_mesh_destroy(mesh);
+    }
+    cr_expect_gt(nsteps, 500, "only %d steps compared", nsteps);
+    cr_expect_gt(ncells, nsteps / 2, "only %d of %d steps priced by cells", ncells, nsteps);
+}
+
+/* The steps of random plans (merged ones included: one collective over several mesh dims),
+ * repriced both ways. */
+Test(redist_huge, cells_match_ranks_plans) {
+    uint64_t rng = 0xb16;
+    int nmerged = 0;
+    for (int t = 0; t < ldt_test_cases(200); t++) {
+        int64_t md[3];
+        int mnd = (int)ldt_test_range(&rng, 2, 3);
+        ldt_mesh *mesh = NULL;
+        ldt_shape sh;
+        ldt_placement pf[3], pt[3];
+        ldt_spec X;
+        ldt_redist_plan *p = NULL;
+        for (int i = 0; i < mnd; i++) md[i] = ldt_test_range(&rng, 1, mnd == 3 ? 4 : 7);
+        cr_assert_eq(ldt_mesh_create(mnd, md, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK);
+        sh.ndim = (int)ldt_test_range(&rng, 1, 3);
+        for (int d = 0; d < sh.ndim; d++) sh.dims[d] = ldt_test_range(&rng, 1, 13);
+        for (int i = 0; i < mnd; i++) {
+            pf[i] = random_placement(&rng, sh.ndim);
+            pt[i] = random_placement(&rng, sh.ndim);
+        }
+        if (ldt_spec_init(&X, mesh, &sh, pf, mnd, LDT_F32) != LDT_OK ||
+            ldt_redist_plan_create(&X, NULL, pt, mnd, NULL, &p) != LDT_OK) {
+            ldt_mesh_destroy(mesh);
+            continue;
+        }
+        for (int i = 0; i < p->nsteps; i++) {
+            const ldt__rstep *s = &p->steps[i];
+            compare(&s->before, &s->after, s->pub.ndims, s->pub.dims, s->pub.collective);
+            nmerged += s->pub.ndims > 1;
+        }
+        ldt_redist_plan_destroy(p);
+        ldt_mesh_destroy(mesh);
+    }
+    cr_expect_gt(nmerged, 5, "only %d merged steps compared", nmerged);
+}
