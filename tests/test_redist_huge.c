@@ -247,3 +247,66 @@ Test(redist_huge, cells_match_ranks_plans) {
     }
     cr_expect_gt(nmerged, 5, "only %d merged steps compared", nmerged);
 }
+
+/* ldt_plan_rank_classes: one rank per class of alike ranks, with its class's size. Weighted by
+ * the sizes, the representatives' parameter bytes give every rank's sum, and their maxima the
+ * maximum over all ranks: checked against the rank-by-rank layout on uneven and even shards
+ * (a [7,5] f32 weight S0 on 4 ranks: 40, 40, 40 and 20 bytes, 140 in all, by hand). */
+static void check_classes(const char *mesh_text, const char *shape_text, const char *pl_text,
+                          int64_t want_total, int64_t want_max) {
+    ldt_mesh *mesh = NULL;
+    ldt_ctx *ctx = NULL;
+    ldt_ctx_options co = {0};
+    ldt_plan *plan = NULL;
+    ldt_shape s;
+    ldt_placement pl[LDT_MAX_DIMS];
+    int npl, nc = 0, reps[4096];
+    int64_t counts[4096], sum = 0, total = 0, maxb = 0, rep_max = 0, all_total = 0;
+    ldt_spec spec;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_META, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_shape_parse(shape_text, &s), LDT_OK);
+    cr_assert_eq(ldt_placements_parse(pl_text, s.ndim, pl, LDT_MAX_DIMS, &npl), LDT_OK);
+    ldt_tensor *w = ldt_param(ctx, "w", &s, LDT_F32);
+    cr_assert_eq(ldt_pin(w, pl, npl), LDT_OK);
+    ldt_tensor *y = ldt_relu(w);
+    cr_assert_not_null(y);
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_rank_classes(plan, reps, counts, 4096, &nc), LDT_OK);
+    cr_assert(nc >= 1 && nc <= ldt_mesh_nranks(mesh), "%s: %d classes", mesh_text, nc);
+    cr_assert_eq(ldt_spec_init(&spec, mesh, &s, pl, npl, LDT_F32), LDT_OK);
+    for (int i = 0; i < nc; i++) {
+        ldt_region reg;
+        sum += counts[i];
+        cr_assert_eq(ldt_layout(&spec, reps[i], &reg), LDT_OK);
+        total += counts[i] * reg.numel * 4;
+        if (reg.numel * 4 > rep_max) rep_max = reg.numel * 4;
+        for (int j = 0; j < i; j++) cr_assert_neq(reps[i], reps[j], "rank %d twice", reps[i]);
+    }
+    for (int i = 0; i < ldt_mesh_nranks(mesh); i++) {
+        ldt_region reg;
+        cr_assert_eq(ldt_layout(&spec, ldt_mesh_rank_at(mesh, i), &reg), LDT_OK);
+        all_total += reg.numel * 4;
+        if (reg.numel * 4 > maxb) maxb = reg.numel * 4;
+    }
+    cr_expect_eq(sum, ldt_mesh_nranks(mesh), "%s: the classes hold %lld ranks", mesh_text, (long long)sum);
+    cr_expect_eq(total, all_total, "%s %s %s: weighted %lld, rank by rank %lld", mesh_text, shape_text,
+                 pl_text, (long long)total, (long long)all_total);
+    cr_expect_eq(rep_max, maxb, "%s: max %lld over classes, %lld over ranks", mesh_text, (long long)rep_max,
+                 (long long)maxb);
+    if (want_total) cr_expect_eq(all_total, want_total);
+    if (want_max) cr_expect_eq(maxb, want_max);
+    ldt_plan_destroy(plan);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+Test(redist_huge, rank_classes_weigh_to_every_rank) {
+    check_classes("4", "7,5", "S0", 140, 40);          /* by hand: 2+2+2+1 rows of 20 bytes */
+    check_classes("4", "8,5", "S0", 160, 40);
+    check_classes("2x3", "7,5", "S0,S1", 140, 4 * 2 * 4); /* rows 4,3; cols 2,2,1 */
+    check_classes("dp=2,tp=2", "9,6", "R,S0", 2 * 9 * 6 * 4, 5 * 6 * 4);
+    check_classes("64x64", "1000,7", "S0,S1", 1000 * 7 * 4, 16 * 1 * 4);
+    check_classes("1000", "999", "S0", 999 * 4, 4);    /* one element each, the last rank none */
+}
