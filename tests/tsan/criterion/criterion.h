@@ -54,6 +54,14 @@ void ldt_tsan_register(const char *name, void (*fn)(void));
     do {                                                                               \
         if (strcmp((a), (b)) == 0) LDT_TSAN_FAIL("'%s' == '%s'", (a), (b));            \
     } while (0)
+/* cr_expect*: the stand-in stops at the first failure, as cr_assert* do */
+#define cr_expect(c, ...) cr_assert(c, __VA_ARGS__)
+#define cr_expect_eq(a, b, ...) cr_assert_eq(a, b, __VA_ARGS__)
+#define cr_expect_neq(a, b, ...) cr_assert_neq(a, b, __VA_ARGS__)
+#define cr_expect_gt(a, b, ...) cr_assert_gt(a, b, __VA_ARGS__)
+#define cr_expect_lt(a, b, ...) cr_assert_lt(a, b, __VA_ARGS__)
+#define cr_expect_geq(a, b, ...) cr_assert_geq(a, b, __VA_ARGS__)
+#define cr_expect_leq(a, b, ...) cr_assert_leq(a, b, __VA_ARGS__)
 #define cr_log_info(...)                                                               \
     do {                                                                               \
         fprintf(stderr, __VA_ARGS__);                                                  \
