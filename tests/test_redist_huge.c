@@ -52,18 +52,23 @@ static void expect_step(const ldt_redist_plan *p, int i, ldt_collective c, int d
  * 0..1023 hold a row of 1024 and the rest nothing. A ring all_gather moves the whole 2^20
  * elements less the rank's own chunk (received) or its successor's (sent): an empty rank
  * receives all 4 MiB, rank 1023 (successor empty) sends all 4 MiB. */
+/* One-step plan src -> to of shape on m: its collective, mesh dim and bytes sent/received. */
+static void expect_one_step(ldt_mesh *m, const char *shape, const char *from, const char *to, ldt_collective coll,
+                            int dim, int64_t sent, int64_t recv) {
+    ldt_redist_plan *p = plan_of(m, shape, from, to);
+    cr_assert_eq(ldt_redist_plan_nsteps(p), 1, "%s %s -> %s", shape, from, to);
+    expect_step(p, 0, coll, dim, sent, recv);
+    ldt_redist_plan_destroy(p);
+}
+
 Test(redist_huge, all_gather_on_16m_ranks) {
     ldt_mesh *m = mesh_of("16777216");
     ldt_redist_plan *p = plan_of(m, "1024,1024", "S0", "R");
-    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
-    expect_step(p, 0, LDT_COLL_ALL_GATHER, 0, 4194304, 4194304);
     cr_expect_eq(ldt_redist_plan_bytes(p), 4194304);
     ldt_redist_plan_destroy(p);
+    expect_one_step(m, "1024,1024", "S0", "R", LDT_COLL_ALL_GATHER, 0, 4194304, 4194304);
     /* [7,5]: ranks 0..6 hold a row of 5; 35 elements, an empty rank receives all 140 bytes */
-    p = plan_of(m, "7,5", "S0", "R");
-    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
-    expect_step(p, 0, LDT_COLL_ALL_GATHER, 0, 140, 140);
-    ldt_redist_plan_destroy(p);
+    expect_one_step(m, "7,5", "S0", "R", LDT_COLL_ALL_GATHER, 0, 140, 140);
     ldt_mesh_destroy(m);
 }
 
@@ -75,23 +80,11 @@ Test(redist_huge, all_gather_on_16m_ranks) {
  * sent, B - predecessor's received; the last rank's is 1 (and rank 0's predecessor): 4 (n - 1). */
 Test(redist_huge, uneven_chunks_on_16m_ranks) {
     ldt_mesh *m = mesh_of("16777216");
-    ldt_redist_plan *p = plan_of(m, "100663291", "S0", "R");
-    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
-    expect_step(p, 0, LDT_COLL_ALL_GATHER, 0, 402653160, 402653160);
-    ldt_redist_plan_destroy(p);
-    p = plan_of(m, "100663291", "P", "R");
-    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
-    expect_step(p, 0, LDT_COLL_ALL_REDUCE, 0, 805306300, 805306300);
-    ldt_redist_plan_destroy(p);
-    p = plan_of(m, "100663291", "P", "S0");
-    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
-    expect_step(p, 0, LDT_COLL_REDUCE_SCATTER, 0, 402653160, 402653160);
-    ldt_redist_plan_destroy(p);
+    expect_one_step(m, "100663291", "S0", "R", LDT_COLL_ALL_GATHER, 0, 402653160, 402653160);
+    expect_one_step(m, "100663291", "P", "R", LDT_COLL_ALL_REDUCE, 0, 805306300, 805306300);
+    expect_one_step(m, "100663291", "P", "S0", LDT_COLL_REDUCE_SCATTER, 0, 402653160, 402653160);
     /* [1024,1024] P -> R: the ring over 2^24 has empty segments side by side: 2 B = 8 MiB */
-    p = plan_of(m, "1024,1024", "P", "R");
-    cr_assert_eq(ldt_redist_plan_nsteps(p), 1);
-    expect_step(p, 0, LDT_COLL_ALL_REDUCE, 0, 8388608, 8388608);
-    ldt_redist_plan_destroy(p);
+    expect_one_step(m, "1024,1024", "P", "R", LDT_COLL_ALL_REDUCE, 0, 8388608, 8388608);
     ldt_mesh_destroy(m);
 }
 
