@@ -83,6 +83,7 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) { (void)x; }
 #include <time.h>
 
 #include "exec/comm_nccl.h"
+#include "exec/cuda_libs.h"
 #include "exec/groups.h"
 #include "exec/redist_record.h"
 #include "exec/shards.h"
@@ -103,12 +104,13 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) { (void)x; }
                           cudaGetErrorString(e_), cudaGetErrorName(e_));                    \
     } while (0)
 
-#define BLAS_TRY(call)                                                                      \
+/* A cuBLAS call through x's table: named as cuBLAS names it (what) in the message. */
+#define BLAS_TRY(what, call)                                                                \
     do {                                                                                    \
         cublasStatus_t s_ = (call);                                                         \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            LDT_FAIL_GOTO(LDT_ERR_CUDA, "cuda backend: %s failed: %s (%s)", #call,          \
-                          cublasGetStatusString(s_), cublasGetStatusName(s_));              \
+            LDT_FAIL_GOTO(LDT_ERR_CUDA, "cuda backend: %s failed: %s (%s)", (what),         \
+                          x->blas_api->status_string(s_), x->blas_api->status_name(s_));    \
     } while (0)
 
 /* What one instruction enqueues: a kernel launch, a fill, zeros, an input's copy from its
@@ -156,6 +158,7 @@ struct ldt__cuda_exec {
     int have_mem;
     cudaStream_t stream;
     cublasHandle_t blas;
+    const ldt__cublas_api *blas_api; /* loaded at the first bind (exec/cuda_libs.h) */
     void *workspace;
     char *arena;
     void **val;      /* per value: its device buffer */
@@ -783,16 +786,19 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
         CU_TRY(cudaStreamCreateWithFlags(&x->cstream, cudaStreamNonBlocking));
         CU_TRY(cudaEventCreateWithFlags(&x->fork, cudaEventDisableTiming));
     }
-    BLAS_TRY(cublasCreate(&x->blas));
-    BLAS_TRY(cublasSetStream(x->blas, x->stream));
+    if ((st = ldt__cublas_load(&x->blas_api)) != LDT_OK) goto fail;
+    BLAS_TRY("cublasCreate", x->blas_api->create(&x->blas));
+    BLAS_TRY("cublasSetStream", x->blas_api->set_stream(x->blas, x->stream));
     CU_TRY(cudaMalloc(&x->workspace, LDT__CUDA_WORKSPACE));
-    BLAS_TRY(cublasSetWorkspace(x->blas, x->workspace, LDT__CUDA_WORKSPACE));
+    BLAS_TRY("cublasSetWorkspace",
+             x->blas_api->set_workspace(x->blas, x->workspace, LDT__CUDA_WORKSPACE));
     CU_TRY(cudaMalloc((void **)&x->derr, sizeof(int)));
     CU_TRY(cudaMallocHost((void **)&x->derr_host, sizeof(int)));
     CU_TRY(cudaMalloc((void **)&x->rng, 3 * sizeof(uint64_t)));
     CU_TRY(cudaMemsetAsync(x->rng, 0, 3 * sizeof(uint64_t), x->stream));
     x->env.stream = x->stream;
     x->env.blas = x->blas;
+    x->env.blas_api = x->blas_api;
     x->env.err = x->derr;
     x->env.rng_delta = x->rng;
     st = bind(x, outs, nouts);
@@ -971,7 +977,7 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) {
     cudaFree(x->derr);
     cudaFreeHost(x->derr_host);
     cudaFree(x->rng);
-    if (x->blas) cublasDestroy(x->blas);
+    if (x->blas) x->blas_api->destroy(x->blas);
     cudaFree(x->workspace);
     if (x->stream) cudaStreamDestroy(x->stream);
     cudaGetLastError(); /* leave no sticky error from teardown behind */

@@ -56,6 +56,12 @@ int64_t ldt__nccl_timeout_ms(const ldt_comm *c) { return (void)c, 0; }
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "exec/cuda_libs.h"
+
+/* NCCL's functions: loaded (exec/cuda_libs.h) by make() before any communicator exists, so
+ * every call below, on a communicator or its errors, finds the table. */
+#define NC ldt__nccl_loaded()
+
 typedef struct nccl_comm {
     ldt_comm base;
     ncclComm_t comm;
@@ -88,7 +94,7 @@ static double now_ms(void) {
 
 static ldt_status nccl_err(ncclResult_t r, const char *what) {
     if (r == ncclSuccess) return LDT_OK;
-    return ldt__error(LDT_ERR_CUDA, "nccl %s: %s", what, ncclGetErrorString(r));
+    return ldt__error(LDT_ERR_CUDA, "nccl %s: %s", what, NC->get_error_string(r));
 }
 
 static ldt_status cuda_err(cudaError_t e, const char *what) {
@@ -104,7 +110,7 @@ static ldt_status dead(nccl_comm *c, const char *what) {
 
 /* Aborts c's NCCL communicator, which also frees it: once (the handle is dropped). */
 static void abort_comm(nccl_comm *c) {
-    if (c->comm) ncclCommAbort(c->comm);
+    if (c->comm) NC->comm_abort(c->comm);
     c->comm = NULL;
     c->dead = 1;
 }
@@ -121,10 +127,10 @@ static ldt_status drain(nccl_comm *c, const char *what) {
             return cuda_err(q, what);
         }
         /* an asynchronous error fails the call even when the stream has drained */
-        if (ncclCommGetAsyncError(c->comm, &async) != ncclSuccess || async != ncclSuccess) {
+        if (NC->comm_get_async_error(c->comm, &async) != ncclSuccess || async != ncclSuccess) {
             abort_comm(c);
             return ldt__error(LDT_ERR_REMOTE, "nccl %s: %s (the communicator is aborted)", what,
-                              ncclGetErrorString(async));
+                              NC->get_error_string(async));
         }
         if (q == cudaSuccess) return LDT_OK;
         if (now_ms() - t0 > (double)c->timeout_ms) {
@@ -192,51 +198,51 @@ static ldt_status issue(nccl_comm *c, const ldt__op *op, cudaStream_t stream) {
     switch (op->kind) {
     case LDT__OP_ALL_REDUCE:
         LDT_CHECK(op_of(op->reduce, op->dtype, &r));
-        return nccl_err(ncclAllReduce(op->send, op->recv, (size_t)op->count, t, r, c->comm, stream), what);
+        return nccl_err(NC->all_reduce(op->send, op->recv, (size_t)op->count, t, r, c->comm, stream), what);
     case LDT__OP_REDUCE_SCATTER:
         LDT_CHECK(op_of(op->reduce, op->dtype, &r));
-        return nccl_err(ncclReduceScatter(op->send, op->recv, (size_t)op->count, t, r, c->comm, stream), what);
+        return nccl_err(NC->reduce_scatter(op->send, op->recv, (size_t)op->count, t, r, c->comm, stream), what);
     case LDT__OP_REDUCE_SCATTER_V: {
         ncclResult_t e = ncclSuccess;
         LDT_CHECK(op_of(op->reduce, op->dtype, &r));
-        ncclGroupStart();
+        NC->group_start();
         for (int k = 0; k < n && e == ncclSuccess; k++)
-            e = ncclReduce((const char *)op->send + (size_t)prefix(op->counts, k) * es, k == me ? op->recv : NULL,
+            e = NC->reduce((const char *)op->send + (size_t)prefix(op->counts, k) * es, k == me ? op->recv : NULL,
                            (size_t)op->counts[k], t, r, k, c->comm, stream);
-        ncclGroupEnd();
+        NC->group_end();
         return nccl_err(e, what);
     }
     case LDT__OP_ALL_GATHER:
-        return nccl_err(ncclAllGather(op->send, op->recv, (size_t)op->count, t, c->comm, stream), what);
+        return nccl_err(NC->all_gather(op->send, op->recv, (size_t)op->count, t, c->comm, stream), what);
     case LDT__OP_ALL_GATHER_V: {
         ncclResult_t e = ncclSuccess;
-        ncclGroupStart();
+        NC->group_start();
         for (int k = 0; k < n && e == ncclSuccess; k++)
-            e = ncclBroadcast(k == me ? op->send : NULL, (char *)op->recv + (size_t)prefix(op->counts, k) * es,
+            e = NC->broadcast(k == me ? op->send : NULL, (char *)op->recv + (size_t)prefix(op->counts, k) * es,
                               (size_t)op->counts[k], t, k, c->comm, stream);
-        ncclGroupEnd();
+        NC->group_end();
         return nccl_err(e, what);
     }
     case LDT__OP_ALL_TO_ALL:
     case LDT__OP_ALL_TO_ALL_V: {
         ncclResult_t e = ncclSuccess;
-        ncclGroupStart();
+        NC->group_start();
         for (int k = 0; k < n && e == ncclSuccess; k++) {
             int64_t sc = op->sendcounts ? op->sendcounts[k] : op->count;
             int64_t rc = op->recvcounts ? op->recvcounts[k] : op->count;
             int64_t sd = op->sdispls ? op->sdispls[k] : (int64_t)k * op->count;
             int64_t rd = op->rdispls ? op->rdispls[k] : (int64_t)k * op->count;
-            if (sc) e = ncclSend((const char *)op->send + (size_t)sd * es, (size_t)sc, t, k, c->comm, stream);
+            if (sc) e = NC->send((const char *)op->send + (size_t)sd * es, (size_t)sc, t, k, c->comm, stream);
             if (rc && e == ncclSuccess)
-                e = ncclRecv((char *)op->recv + (size_t)rd * es, (size_t)rc, t, k, c->comm, stream);
+                e = NC->recv((char *)op->recv + (size_t)rd * es, (size_t)rc, t, k, c->comm, stream);
         }
-        ncclGroupEnd();
+        NC->group_end();
         return nccl_err(e, what);
     }
     case LDT__OP_BROADCAST:
-        return nccl_err(ncclBroadcast(op->recv, op->recv, (size_t)op->count, t, op->root, c->comm, stream), what);
+        return nccl_err(NC->broadcast(op->recv, op->recv, (size_t)op->count, t, op->root, c->comm, stream), what);
     case LDT__OP_BARRIER:
-        return nccl_err(ncclAllReduce(c->scratch, c->scratch, 1, ncclInt32, ncclSum, c->comm, stream), what);
+        return nccl_err(NC->all_reduce(c->scratch, c->scratch, 1, ncclInt32, ncclSum, c->comm, stream), what);
     default: return ldt__error(LDT_ERR_INTERNAL, "nccl: %s is not a collective", what);
     }
 }
@@ -277,7 +283,7 @@ static ncclResult_t issue_pending(nccl_comm *c) {
         ldt__send_req *r = c->pending[i];
         ncclDataType_t t;
         if (type_of(r->op.dtype, &t) != LDT_OK) return ncclInvalidArgument;
-        e = ncclSend(r->op.send, (size_t)r->op.count, t, r->op.root, c->comm, c->stream);
+        e = NC->send(r->op.send, (size_t)r->op.count, t, r->op.root, c->comm, c->stream);
         r->issued = 1;
     }
     c->npending = 0;
@@ -301,7 +307,7 @@ static ldt_status n_send_wait(ldt__send_req *r) {
         if ((st = dead(c, "send")) == LDT_OK && (st = cuda_err(cudaSetDevice(c->device), "send")) == LDT_OK) {
             ncclDataType_t t;
             if ((st = type_of(r->op.dtype, &t)) == LDT_OK) {
-                e = ncclSend(r->op.send, (size_t)r->op.count, t, r->op.root, c->comm, c->stream);
+                e = NC->send(r->op.send, (size_t)r->op.count, t, r->op.root, c->comm, c->stream);
                 st = nccl_err(e, "send");
             }
         }
@@ -324,10 +330,10 @@ static ldt_status n_recv(ldt_comm *base, const ldt__op *op) {
     LDT_CHECK(dead(c, "recv"));
     LDT_CHECK(type_of(op->dtype, &t));
     LDT_CHECK(cuda_err(cudaSetDevice(c->device), "recv"));
-    ncclGroupStart(); /* with this rank's pending sends: both sides of an exchange can progress */
+    NC->group_start(); /* with this rank's pending sends: both sides of an exchange can progress */
     e = issue_pending(c);
-    e2 = ncclRecv(op->recv, (size_t)op->count, t, op->root, c->comm, c->stream);
-    ncclGroupEnd();
+    e2 = NC->recv(op->recv, (size_t)op->count, t, op->root, c->comm, c->stream);
+    NC->group_end();
     LDT_CHECK(nccl_err(e != ncclSuccess ? e : e2, "recv"));
     return drain(c, "recv");
 }
@@ -337,6 +343,7 @@ static ldt_status make(ldt_comm *mpi, int device, int64_t timeout_ms, int n, con
                        int world_size, int is_world, nccl_comm **out) {
     nccl_comm *c = calloc(1, sizeof *c);
     ldt_comm *mg = NULL;
+    const ldt__nccl_api *api;
     ncclUniqueId id;
     ldt_status st = LDT_OK;
     if (!c || !(c->ranks = malloc((size_t)n * sizeof *c->ranks))) {
@@ -347,15 +354,16 @@ static ldt_status make(ldt_comm *mpi, int device, int64_t timeout_ms, int n, con
     c->mpi = mpi;
     c->device = device;
     c->timeout_ms = timeout_ms;
+    if ((st = ldt__nccl_load(&api)) != LDT_OK) goto fail;
     if ((st = cuda_err(cudaSetDevice(device), "init")) != LDT_OK) goto fail;
     if (is_world) mg = mpi;
     else if ((st = ldt_comm_group(mpi, n, ranks, &mg)) != LDT_OK) goto fail;
     memset(&id, 0, sizeof id);
-    if (me == 0 && (st = nccl_err(ncclGetUniqueId(&id), "init")) != LDT_OK) goto fail;
+    if (me == 0 && (st = nccl_err(NC->get_unique_id(&id), "init")) != LDT_OK) goto fail;
     if ((st = ldt_broadcast(mg, &id, (int64_t)sizeof id, LDT_U8, 0)) != LDT_OK) goto fail;
     if ((st = cuda_err(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "init")) != LDT_OK) goto fail;
     if ((st = cuda_err(cudaMalloc(&c->scratch, sizeof(int32_t)), "init")) != LDT_OK) goto fail;
-    if ((st = nccl_err(ncclCommInitRank(&c->comm, n, id, me), "init")) != LDT_OK) goto fail;
+    if ((st = nccl_err(NC->comm_init_rank(&c->comm, n, id, me), "init")) != LDT_OK) goto fail;
     c->base.vt = &k_nccl_vt;
     c->base.rank = me;
     c->base.size = n;
@@ -391,7 +399,7 @@ static void n_destroy(ldt_comm *base) {
     if (!c) return;
     cudaSetDevice(c->device);
     if (c->dead) abort_comm(c);
-    else if (c->comm) ncclCommDestroy(c->comm);
+    else if (c->comm) NC->comm_destroy(c->comm);
     cudaStreamDestroy(c->stream);
     cudaFree(c->scratch);
     for (int i = 0; i < c->npending; i++) free(c->pending[i]);
@@ -460,18 +468,26 @@ ldt_status ldt__nccl_enqueue(ldt_comm *base, const ldt__op *op, void *stream) {
     return issue(c, op, (cudaStream_t)stream);
 }
 
-ldt_status ldt__nccl_group_start(void) { return nccl_err(ncclGroupStart(), "group start"); }
-ldt_status ldt__nccl_group_end(void) { return nccl_err(ncclGroupEnd(), "group end"); }
+ldt_status ldt__nccl_group_start(void) {
+    const ldt__nccl_api *api;
+    LDT_CHECK(ldt__nccl_load(&api));
+    return nccl_err(api->group_start(), "group start");
+}
+ldt_status ldt__nccl_group_end(void) {
+    const ldt__nccl_api *api;
+    LDT_CHECK(ldt__nccl_load(&api));
+    return nccl_err(api->group_end(), "group end");
+}
 
 ldt_status ldt__nccl_check(ldt_comm *base) {
     nccl_comm *c = (nccl_comm *)base;
     ncclResult_t async = ncclSuccess;
     if (!ldt__nccl_is(base)) return LDT_OK;
     LDT_CHECK(dead(c, "step"));
-    if (ncclCommGetAsyncError(c->comm, &async) != ncclSuccess || async != ncclSuccess) {
+    if (NC->comm_get_async_error(c->comm, &async) != ncclSuccess || async != ncclSuccess) {
         abort_comm(c);
         return ldt__error(LDT_ERR_REMOTE, "nccl: %s (the communicator of %d ranks is aborted)",
-                          ncclGetErrorString(async), c->base.size);
+                          NC->get_error_string(async), c->base.size);
     }
     return LDT_OK;
 }

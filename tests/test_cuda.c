@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "exec/backend_cuda.h"
+#include "exec/cuda_libs.h"
 #include "kernels/cuda/convert.h"
 #include "ldt/exec.h"
 #include "ldt/models.h"
@@ -138,6 +139,117 @@ Test(cuda_refuse, what_the_cuda_backend_cannot_run_yet) {
     ldt_trace_discard(ctx);
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * cuBLAS and NCCL are loaded when a CUDA mesh first needs them (exec/cuda_libs.h), never by
+ * CPU work: checked in the process's own mappings. No GPU needed (ctest test_cuda_libs).
+ */
+/* 1 when a file whose name contains `name` is mapped into this process. */
+static int mapped(const char *name) {
+    char line[4096];
+    int found = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(f);
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
+
+Test(cuda_libs, cpu_work_loads_neither_cublas_nor_nccl) {
+    float xs[32], ws[24], got[12];
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_exec *ex = NULL;
+    ldt_tensor *y;
+    const ldt__cublas_api *api = NULL;
+    ldt_status st;
+    for (int i = 0; i < 32; i++) xs[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 24; i++) ws[i] = 0.25f * (float)(i % 5) - 0.5f;
+    ctx = ctx_on("2x2", LDT_DEVICE_CPU, &mesh);
+    y = step_graph(ctx, xs, ws);
+    cr_assert_eq(ldt_compile(ctx, &y, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_exec_read(ex, 0, got, sizeof got), LDT_OK, "%s", ldt_last_error());
+    for (int r = 0; r < 4; r++) { /* the step ran: relu(x @ w), row r, column 0 */
+        double want = 0;
+        for (int k = 0; k < 8; k++) want += (double)xs[r * 8 + k] * ws[k * 3];
+        cr_assert_float_eq(got[r * 3], want > 0 ? want : 0, 1e-5, "row %d", r);
+    }
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+    cr_assert(!mapped("libcublas"), "CPU work mapped cuBLAS");
+    cr_assert(!mapped("libnccl"), "CPU work mapped NCCL");
+    /* the check sees a library once it is loaded (the real build; the emulator's is built in) */
+    st = ldt__cublas_load(&api);
+    if (getenv("LDT_CUBLAS_LIBRARY") == NULL && ldt_cuda_emulated()) {
+        cr_assert_eq(st, LDT_OK, "%s", ldt_last_error());
+    } else if (st == LDT_OK) {
+        cr_assert(mapped("libcublas"), "cuBLAS loaded but not mapped");
+    } else {
+        cr_assert(strstr(ldt_last_error(), "cuBLAS could not be loaded ("), "%s", ldt_last_error());
+    }
+    if (st == LDT_OK) cr_assert(api && api->create && api->gemm_ex && api->gemm_strided_batched_ex);
+#ifdef LDT_HAVE_NCCL
+    {
+        const ldt__nccl_api *n = NULL;
+        st = ldt__nccl_load(&n);
+        if (getenv("LDT_NCCL_LIBRARY") == NULL && ldt_cuda_emulated())
+            cr_assert_eq(st, LDT_OK, "%s", ldt_last_error());
+        else if (st == LDT_OK)
+            cr_assert(mapped("libnccl"), "NCCL loaded but not mapped");
+        else
+            cr_assert(strstr(ldt_last_error(), "NCCL could not be loaded ("), "%s", ldt_last_error());
+        if (st == LDT_OK) cr_assert(n && n == ldt__nccl_loaded() && n->comm_init_rank && n->recv);
+    }
+#endif
+}
+
+Test(cuda_libs, a_missing_library_is_refused_by_name) {
+    ldt__cublas_api t;
+    cr_assert_eq(ldt__cuda_lib_open(LDT__LIB_CUBLAS, "/nonexistent/libcublas.so.13", &t, sizeof t),
+                 LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "cuBLAS could not be loaded (/nonexistent/libcublas.so.13"),
+              "%s", ldt_last_error());
+    cr_assert(strstr(ldt_last_error(), "or use --device cpu"), "%s", ldt_last_error());
+    /* a library that loads but lacks the functions: the first one missing is named */
+    cr_assert_eq(ldt__cuda_lib_open(LDT__LIB_CUBLAS, "libc.so.6", &t, sizeof t), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "cuBLAS: libc.so.6 has no cublasCreate"), "%s", ldt_last_error());
+    cr_assert_eq(ldt__cuda_lib_open(LDT__LIB_CUBLAS, NULL, &t, sizeof t - 1), LDT_ERR_INVALID_ARGUMENT);
+#ifdef LDT_HAVE_NCCL
+    {
+        ldt__nccl_api n;
+        cr_assert_eq(ldt__cuda_lib_open(LDT__LIB_NCCL, "/nonexistent/libnccl.so.2", &n, sizeof n),
+                     LDT_ERR_UNSUPPORTED);
+        cr_assert(strstr(ldt_last_error(), "NCCL could not be loaded (/nonexistent/libnccl.so.2"), "%s",
+                  ldt_last_error());
+        cr_assert_eq(ldt__cuda_lib_open(LDT__LIB_NCCL, "libc.so.6", &n, sizeof n), LDT_ERR_UNSUPPORTED);
+        cr_assert(strstr(ldt_last_error(), "has no ncclGetErrorString"), "%s", ldt_last_error());
+    }
+#endif
+}
+
+/* The variable names the file; a missing one fails the first use with its message (a fresh
+ * process: Criterion runs each test in its own). */
+Test(cuda_libs, the_variable_names_the_library) {
+    const ldt__cublas_api *api = NULL;
+    setenv("LDT_CUBLAS_LIBRARY", "/nonexistent/cublas-override.so", 1);
+    cr_assert_eq(ldt__cublas_load(&api), LDT_ERR_UNSUPPORTED);
+    cr_assert_null(api);
+    cr_assert(strstr(ldt_last_error(), "(/nonexistent/cublas-override.so"), "%s", ldt_last_error());
+    cr_assert(strstr(ldt_last_error(), "LDT_CUBLAS_LIBRARY"), "%s", ldt_last_error());
+#ifdef LDT_HAVE_NCCL
+    {
+        const ldt__nccl_api *n = NULL;
+        setenv("LDT_NCCL_LIBRARY", "/nonexistent/nccl-override.so", 1);
+        cr_assert_eq(ldt__nccl_load(&n), LDT_ERR_UNSUPPORTED);
+        cr_assert_null(ldt__nccl_loaded());
+        cr_assert(strstr(ldt_last_error(), "NCCL could not be loaded (/nonexistent/nccl-override.so"),
+                  "%s", ldt_last_error());
+        unsetenv("LDT_NCCL_LIBRARY");
+    }
+#endif
+    unsetenv("LDT_CUBLAS_LIBRARY");
 }
 
 Test(cuda, compile_on_a_cuda_mesh) {

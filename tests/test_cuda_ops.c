@@ -567,6 +567,7 @@ Test(cuda_host, backend_refuses_programs_it_cannot_run) {
  */
 #include <cublas_v2.h>
 
+#include "exec/cuda_libs.h"
 #include "exec/fill.h"
 
 static int64_t numel_of(const ldt_shape *s) {
@@ -621,6 +622,7 @@ static void fill_values(void *b, ldt_dtype t, int64_t n, uint64_t *rng, int nonz
 }
 
 static cublasHandle_t g_blas;
+static const ldt__cublas_api *g_blas_api; /* cuBLAS as the backend loads it */
 
 /* Runs call c (host operands) on the CPU and, on device copies, on CUDA, and compares:
  * bitwise when rtol and atol are 0, else |gpu - cpu| <= atol + rtol |cpu| (infinities
@@ -650,6 +652,7 @@ static void check_op(const ldt__kcall *c, double rtol, double atol, const char *
     g.out.data = dout;
     env.stream = NULL;
     env.blas = (struct cublasContext *)g_blas;
+    env.blas_api = g_blas_api;
     env.err = derr;
     cr_assert_eq(cuda_fn(c->op)(&g, &env), LDT_OK, "%s: cuda: %s", what, ldt_last_error());
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess, "%s", what);
@@ -702,11 +705,13 @@ static ldt_shape bcast(const ldt_shape *a, const ldt_shape *b) {
 }
 
 static void op_setup(void) {
-    if (ldt_cuda_device_count() > 0) cr_assert_eq(cublasCreate(&g_blas), CUBLAS_STATUS_SUCCESS);
+    if (ldt_cuda_device_count() == 0) return;
+    cr_assert_eq(ldt__cublas_load(&g_blas_api), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(g_blas_api->create(&g_blas), CUBLAS_STATUS_SUCCESS);
 }
 
 static void op_teardown(void) {
-    if (g_blas) cublasDestroy(g_blas);
+    if (g_blas) g_blas_api->destroy(g_blas);
     g_blas = NULL;
 }
 

@@ -41,6 +41,8 @@ const char *ldt__cuda_derr_text(int code);
 typedef struct ldt__cuda_env {
     struct CUstream_st *stream;  /* NULL: the legacy default stream */
     struct cublasContext *blas;  /* matmul and linear; its stream and workspace already set */
+    /* the cuBLAS functions to call it with, loaded at first use (exec/cuda_libs.h) */
+    const struct ldt__cublas_api *blas_api;
     int *err;                    /* device word for data errors (above); NULL: not recorded */
     /* device word added to every random op's offset (rand..randint, dropout): the step's
      * place on the random stream, which a captured step reads at each replay and the backend

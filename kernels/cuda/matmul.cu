@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdint.h>
 
+#include "exec/cuda_libs.h"
 #include "kernels/common/matmul_plan.h"
 #include "kernels/cuda/common.cuh"
 
@@ -15,12 +16,13 @@ template <typename T> __global__ void k_bias_rows(T *C, const T *bias, int64_t r
 }
 
 // ---- launchers -------------------------------------------------------------------------
-#define BLAS_TRY(name, call)                                                                \
+// A cuBLAS call through env's table (`api` in scope: cuBLAS is loaded at first use).
+#define BLAS_TRY(name, what, call)                                                          \
     do {                                                                                    \
         cublasStatus_t s_ = (call);                                                         \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            LDT_FAIL(LDT_ERR_CUDA, "%s: %s failed: %s (%s)", (name), #call,                 \
-                     cublasGetStatusString(s_), cublasGetStatusName(s_));                   \
+            LDT_FAIL(LDT_ERR_CUDA, "%s: %s failed: %s (%s)", (name), (what),                \
+                     api->status_string(s_), api->status_name(s_));                         \
     } while (0)
 
 // Prefills C (rows x N) with bias, or zeros when there is none.
@@ -60,8 +62,9 @@ static ldt_status mm_execute(const ldt__kcall *c, ldt__mm_plan *p, const void *A
     size_t es = ldt_dtype_size(t);
     int64_t M = p->M, N = p->N, K = p->K, mats = p->batch;
     if (M * N * mats == 0) return LDT_OK; // a zero batch, M or N: nothing to write
-    if (!env || !env->blas)
+    if (!env || !env->blas || !env->blas_api)
         LDT_FAIL(LDT_ERR_INVALID_USAGE, "%s: no cuBLAS handle in the CUDA environment", name);
+    const ldt__cublas_api *api = env->blas_api;
     if (K == 0 || bias) LDT_CHECK(mm_prefill(name, c->out.data, bias, M * mats, N, es, env));
     if (K == 0) return LDT_OK; // the empty sum (cuBLAS wants ld >= 1)
     if (ldt__mm_can_fold(p)) { // one GEMM of M * mats rows
@@ -79,9 +82,9 @@ static ldt_status mm_execute(const ldt__kcall *c, ldt__mm_plan *p, const void *A
     cublasOperation_t opb = p->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ldb = p->transb ? (int)K : (int)N;
     if (mats == 1) {
-        BLAS_TRY(name, cublasGemmEx(h, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, alpha, B, dt, ldb,
-                                    A, dt, (int)K, beta, c->out.data, dt, (int)N, ct,
-                                    CUBLAS_GEMM_DEFAULT));
+        BLAS_TRY(name, "cublasGemmEx",
+                 api->gemm_ex(h, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, alpha, B, dt, ldb, A,
+                              dt, (int)K, beta, c->out.data, dt, (int)N, ct, CUBLAS_GEMM_DEFAULT));
         return LDT_OK;
     }
     // one strided-batched call when the batch offsets are affine in the flat batch index
@@ -94,7 +97,8 @@ static ldt_status mm_execute(const ldt__kcall *c, ldt__mm_plan *p, const void *A
         affine = ao == m * sa && bo == m * sb;
     }
     if (affine) {
-        BLAS_TRY(name, cublasGemmStridedBatchedEx(
+        BLAS_TRY(name, "cublasGemmStridedBatchedEx",
+                 api->gemm_strided_batched_ex(
                            h, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, alpha, B, dt, ldb,
                            (long long)sb, A, dt, (int)K, (long long)sa, beta, c->out.data, dt,
                            (int)N, (long long)(M * N), (int)mats, ct, CUBLAS_GEMM_DEFAULT));
@@ -102,11 +106,12 @@ static ldt_status mm_execute(const ldt__kcall *c, ldt__mm_plan *p, const void *A
     }
     for (int64_t m = 0; m < mats; m++) { // general broadcasting: one call per matrix
         mm_offsets(p, m, &ao, &bo);
-        BLAS_TRY(name, cublasGemmEx(h, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, alpha,
-                                    (const char *)B + bo * (int64_t)es, dt, ldb,
-                                    (const char *)A + ao * (int64_t)es, dt, (int)K, beta,
-                                    (char *)c->out.data + m * M * N * (int64_t)es, dt, (int)N, ct,
-                                    CUBLAS_GEMM_DEFAULT));
+        BLAS_TRY(name, "cublasGemmEx",
+                 api->gemm_ex(h, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, alpha,
+                              (const char *)B + bo * (int64_t)es, dt, ldb,
+                              (const char *)A + ao * (int64_t)es, dt, (int)K, beta,
+                              (char *)c->out.data + m * M * N * (int64_t)es, dt, (int)N, ct,
+                              CUBLAS_GEMM_DEFAULT));
     }
     return LDT_OK;
 }
