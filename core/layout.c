@@ -13,17 +13,21 @@ void ldt_chunk(int64_t n, int64_t k, int64_t i, int64_t *start, int64_t *len) {
 }
 
 ldt_status ldt_layout_coord(const ldt_spec *spec, const int64_t *coord, ldt_region *out) {
-    ldt_region r;
-    int ndim;
     if (!spec || !coord || !out)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "layout: arguments must not be NULL");
     LDT_CHECK(ldt_spec_check(spec));
-    ndim = spec->shape.ndim;
     for (int i = 0; i < spec->nplace; i++)
         if (coord[i] < 0 || coord[i] >= spec->mesh->dims[i])
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                      "layout: coordinate %lld on mesh dim %d is out of range [0, %lld)",
                      (long long)coord[i], i, (long long)spec->mesh->dims[i]);
+    ldt__layout_coord_checked(spec, coord, out);
+    return LDT_OK;
+}
+
+void ldt__layout_coord_checked(const ldt_spec *spec, const int64_t *coord, ldt_region *out) {
+    ldt_region r;
+    int ndim = spec->shape.ndim;
     r.ndim = ndim;
     r.local_shape.ndim = ndim;
     for (int d = 0; d < LDT_MAX_DIMS; d++) {
@@ -65,7 +69,6 @@ ldt_status ldt_layout_coord(const ldt_spec *spec, const int64_t *coord, ldt_regi
     }
     if (r.numel == 0) r.nslices = 0;
     *out = r;
-    return LDT_OK;
 }
 
 ldt_status ldt_layout(const ldt_spec *spec, int rank, ldt_region *out) {

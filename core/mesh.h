@@ -18,4 +18,9 @@ struct ldt_mesh {
     ldt_device_type dev;
 };
 
+/* ldt_layout_coord for a spec already checked (ldt_spec_init) and coordinates inside the
+ * mesh: no checks (core/layout.c). For the redistribution pricer, which lays out the same
+ * few specs at thousands of coordinates. */
+void ldt__layout_coord_checked(const ldt_spec *spec, const int64_t *coord, ldt_region *out);
+
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/mesh.h"
 #include "planner/plan_internal.h"
 
 static int grow(void **v, int64_t *cap, int64_t need, size_t elem) {
@@ -153,9 +154,12 @@ void ldt__program_free(ldt__program *p) {
 static ldt_status local_region(const ldt_plan *plan, const ldt_tensor *t, int pl, int rank,
                                ldt_region *r) {
     ldt_spec spec;
+    int64_t coord[LDT_MAX_DIMS];
     LDT_CHECK(ldt_spec_init(&spec, plan->mesh, t->shape, ldt__plist(plan, pl), plan->nd,
                             (ldt_dtype)t->dtype));
-    return ldt_layout(&spec, rank, r);
+    LDT_CHECK(ldt_mesh_coord(plan->mesh, rank, coord));
+    ldt__layout_coord_checked(&spec, coord, r); /* the spec just checked, the rank's coords */
+    return LDT_OK;
 }
 
 /* 1 when a leaf held as Partial(sum) must be zero on this rank (off coordinate 0 of a

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "planner/memory.h"
 #include "planner/plan_internal.h"
+#include "planner/redistribute.h"
 
 static int is_coll(ldt_collective c) { return c <= LDT_COLL_ALL_TO_ALL || c == LDT_COLL_SEND_RECV; }
 
@@ -59,61 +60,60 @@ static void program_totals(const ldt_plan *plan, const ldt__program *p, rank_tot
  * Classes of ranks. A rank's program depends on its coordinates through torch.chunk lengths
  * (and whether a coordinate is 0): along a mesh dim of size k the chunk of a length L is full
  * below a = L / ceil(L/k), short at a and empty above. Cutting every mesh dim at each a and
- * a + 1 of every length the graph's tensors can reach there (any dim of any shape, its
- * interleaved blocks, what the mesh dims before chunk it to) leaves intervals over which all
- * local shapes agree; one rank per combination of intervals stands for all.
+ * a + 1 of every length that a spec of the programs chunks there (every node's output and
+ * every input as its consumer takes it, under the chosen placements: ldt__chunk_lengths)
+ * leaves intervals over which all local shapes agree; one rank per combination of intervals
+ * stands for all. Lengths that no chosen placement chunks along a mesh dim cut nothing there,
+ * so a mesh of 4096 ranks has about as many classes as one of 64.
  */
 #define MAX_CLASS_LENGTHS 4096
-
-static int add_len(int64_t *set, int *n, int64_t v) {
-    for (int i = 0; i < *n; i++)
-        if (set[i] == v) return 1;
-    if (*n == MAX_CLASS_LENGTHS) return 0;
-    set[(*n)++] = v;
-    return 1;
-}
 
 static int cmp_len(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
+/* The lengths each mesh dim chunks in p's programs (see above); 0 when a set is full. */
+static int class_lengths(const ldt_plan *p, int64_t *lens, int *nlens) {
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = p->ctx->nodes[v];
+        if (!ldt__chunk_lengths(p->mesh, t->shape, ldt__plist(p, ldt__chosen_out(p, v)), lens, nlens,
+                                MAX_CLASS_LENGTHS))
+            return 0;
+        for (int k = 0; t->kind != LDT__PERSISTENT && k < t->nin; k++)
+            if (ldt__edge_moves(p, v, k) &&
+                !ldt__chunk_lengths(p->mesh, LDT__IN(t)[k]->shape, ldt__plist(p, ldt__chosen_in(p, v, k)),
+                                    lens, nlens, MAX_CLASS_LENGTHS))
+                return 0;
+    }
+    return 1;
+}
+
 ldt_status ldt_plan_rank_classes(ldt_plan *p, int *ranks, int64_t *counts, int cap, int *n) {
     ldt_status st = LDT_OK;
     const ldt_mesh *m;
     int64_t *lens = NULL, *cut[LDT_MAX_DIMS] = {0}, pstride[LDT_MAX_DIMS];
-    int nlen = 0, ncut[LDT_MAX_DIMS] = {0}, ok = 1, nd, idx[LDT_MAX_DIMS] = {0}, total = 0;
+    int nlen[LDT_MAX_DIMS] = {0}, ncut[LDT_MAX_DIMS] = {0}, ok, nd, idx[LDT_MAX_DIMS] = {0}, total = 0;
     if (!p || !n || cap < 0 || (cap > 0 && (!ranks || !counts)))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan rank classes: invalid arguments");
     m = p->mesh;
     nd = ldt_mesh_ndim(m);
-    lens = malloc(MAX_CLASS_LENGTHS * sizeof *lens);
+    lens = malloc((size_t)LDT_MAX_DIMS * MAX_CLASS_LENGTHS * sizeof *lens);
     if (!lens) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan rank classes: out of memory");
-    for (int64_t v = 0; v < p->nnodes && ok; v++) {
-        const ldt_shape *sh = p->ctx->nodes[v]->shape;
-        for (int d = 0; sh && d < sh->ndim && ok; d++) ok = add_len(lens, &nlen, sh->dims[d]);
-    }
-    for (int32_t l = 0; l < p->nplists && ok; l++)
-        for (int d = 0; d < p->nd && ok; d++) {
-            const ldt_placement *pl = &ldt__plist(p, l)[d];
-            if (pl->kind != LDT_PLACE_INTERLEAVED_SHARD || pl->blocks <= 0) continue;
-            for (int i = 0, n0 = nlen; i < n0 && ok; i++) ok = add_len(lens, &nlen, lens[i] / pl->blocks);
-        }
+    ok = class_lengths(p, lens, nlen);
     for (int i = 0; i < nd && ok; i++) {
-        int64_t k = ldt_mesh_dim_size(m, i);
-        cut[i] = malloc((size_t)(2 * nlen + 2) * sizeof *cut[i]);
+        int64_t k = ldt_mesh_dim_size(m, i), *li = lens + (size_t)i * MAX_CLASS_LENGTHS;
+        cut[i] = malloc((size_t)(2 * nlen[i] + 2) * sizeof *cut[i]);
         if (!cut[i]) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan rank classes: out of memory");
         cut[i][ncut[i]++] = 0;
         cut[i][ncut[i]++] = k;
-        for (int j = 0, n0 = nlen; j < n0 && ok; j++) {
-            int64_t L = lens[j], ch, a;
+        for (int j = 0; j < nlen[i]; j++) {
+            int64_t L = li[j], ch, a;
             if (L <= 0) continue;
             ch = L / k + (L % k != 0);
             a = L / ch;
             if (a < k) cut[i][ncut[i]++] = a;
             if (a + 1 < k) cut[i][ncut[i]++] = a + 1;
-            ok = add_len(lens, &nlen, ch) && add_len(lens, &nlen, L - (a < k ? a : k - 1) * ch) &&
-                 add_len(lens, &nlen, 0);
         }
         qsort(cut[i], (size_t)ncut[i], sizeof *cut[i], cmp_len);
     }
@@ -192,13 +192,23 @@ static ldt_status all_totals(ldt_plan *plan, int rank, rank_totals *out) {
     }
     for (int i = 0; i < nc; i++) {
         int r = reps[i];
-        const ldt__program *p;
+        const ldt__program *p = NULL;
+        ldt__program *own = NULL;
         rank_totals t;
-        if (!(p = ldt__plan_program(plan, r, &st))) {
+        /* a program not lowered yet is lowered for its figures and dropped: the classes of a
+         * huge mesh need not all stay in memory */
+        if (r >= 0 && r < plan->nprograms && plan->programs[r]) p = plan->programs[r];
+        else if (nc == 1) p = ldt__plan_program(plan, r, &st);
+        else if ((st = ldt__lower_program(plan, r, &own)) == LDT_OK) p = own;
+        if (!p) {
             free(reps);
             return st;
         }
         program_totals(plan, p, &t);
+        if (own) {
+            ldt__program_free(own);
+            free(own);
+        }
         for (int c = 0; c <= LDT_COLL_COUNT; c++)
             if (t.colls[c] > out->colls[c]) out->colls[c] = t.colls[c];
         if (t.bytes > out->bytes) out->bytes = t.bytes;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/mesh.h"
 #include "planner/redistribute.h"
 #include "planner/region.h"
 
@@ -39,6 +40,9 @@ static int same_placements(const ldt_placement *a, const ldt_placement *b, int n
  * combination of cells, its group sums counted cell by cell; the others enumerate the ranks.
  */
 #define MAX_LENGTHS 4096
+/* The lengths one tensor dim can take at one mesh dim of one spec (3 per sharding mesh dim
+ * before it: full, short, empty; deduplicated, so few). */
+#define MAX_CHAIN 512
 
 typedef struct pricer {
     const ldt_mesh *mesh;
@@ -49,6 +53,11 @@ typedef struct pricer {
     int classes;                   /* 0: the cells could not be built, enumerate */
     int ncell[LDT_MAX_DIMS];
     int64_t *cell_at[LDT_MAX_DIMS], *cell_n[LDT_MAX_DIMS]; /* first coordinate, size */
+    /* The cells of the step being priced (step_cells): cut only by what its two specs chunk,
+     * so a step costs what its specs need, not what every spec of the search could. */
+    int sncell[LDT_MAX_DIMS];
+    int64_t *scell_at[LDT_MAX_DIMS], *scell_n[LDT_MAX_DIMS];
+    int64_t *slens;                /* scratch: LDT_MAX_DIMS x MAX_LENGTHS lengths */
     /* Enumeration, allocated on first need. */
     int64_t *coords;               /* N x LDT_MAX_DIMS */
     ldt_region *rx, *ry;           /* every position's region before / after */
@@ -63,7 +72,10 @@ static void pricer_free(pricer *pr) {
     for (int d = 0; d < LDT_MAX_DIMS; d++) {
         free(pr->cell_at[d]);
         free(pr->cell_n[d]);
+        free(pr->scell_at[d]);
+        free(pr->scell_n[d]);
     }
+    free(pr->slens);
     memset(pr, 0, sizeof *pr);
 }
 
@@ -81,8 +93,10 @@ static int set_add(int64_t *set, int *n, int cap, int64_t v) {
     return 1;
 }
 
-/* The cells of mesh dim i: cut where the chunk of any length in `lens` over k changes. */
-static ldt_status build_cells(pricer *pr, int i, const int64_t *lens, int nlens) {
+/* The cells of mesh dim i: cut where the chunk of any length in `lens` over k changes; into
+ * *at, *n (replacing what they held) and *count. */
+static ldt_status cut_cells(const pricer *pr, int i, const int64_t *lens, int nlens, int ends,
+                            int64_t **at, int64_t **n, int *count) {
     int64_t k = ldt_mesh_dim_size(pr->mesh, i), *cut = malloc((size_t)(2 * nlens + 2) * sizeof *cut);
     int ncut = 0, nc = 0;
     if (!cut) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
@@ -97,30 +111,111 @@ static ldt_status build_cells(pricer *pr, int i, const int64_t *lens, int nlens)
         if (a + 1 < k) cut[ncut++] = a + 1;
     }
     qsort(cut, (size_t)ncut, sizeof *cut, cmp_i64);
-    pr->cell_at[i] = malloc((size_t)(3 * ncut) * sizeof(int64_t));
-    pr->cell_n[i] = malloc((size_t)(3 * ncut) * sizeof(int64_t));
-    if (!pr->cell_at[i] || !pr->cell_n[i]) {
+    free(*at);
+    free(*n);
+    *at = malloc((size_t)(3 * ncut) * sizeof(int64_t));
+    *n = malloc((size_t)(3 * ncut) * sizeof(int64_t));
+    if (!*at || !*n) {
         free(cut);
+        free(*at);
+        free(*n);
+        *at = *n = NULL;
+        *count = 0;
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     }
     for (int j = 0; j + 1 < ncut; j++) {
         int64_t lo = cut[j], hi = cut[j + 1];
         if (hi <= lo) continue;
-        pr->cell_at[i][nc] = lo;
-        pr->cell_n[i][nc++] = 1;
+        if (!ends) { /* the interval whole */
+            (*at)[nc] = lo;
+            (*n)[nc++] = hi - lo;
+            continue;
+        }
+        (*at)[nc] = lo;
+        (*n)[nc++] = 1;
         if (hi - lo >= 3) {
-            pr->cell_at[i][nc] = lo + 1;
-            pr->cell_n[i][nc++] = hi - lo - 2;
+            (*at)[nc] = lo + 1;
+            (*n)[nc++] = hi - lo - 2;
         }
         if (hi - lo >= 2) {
-            pr->cell_at[i][nc] = hi - 1;
-            pr->cell_n[i][nc++] = 1;
+            (*at)[nc] = hi - 1;
+            (*n)[nc++] = 1;
         }
     }
-    pr->ncell[i] = nc;
+    *count = nc;
     free(cut);
     return LDT_OK;
 }
+
+static ldt_status build_cells(pricer *pr, int i, const int64_t *lens, int nlens) {
+    return cut_cells(pr, i, lens, nlens, 1, &pr->cell_at[i], &pr->cell_n[i], &pr->ncell[i]);
+}
+
+int ldt__chunk_lengths(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *pl,
+                       int64_t *lens, int *nlens, int cap) {
+    int nd = ldt_mesh_ndim(mesh);
+    for (int d = 0; d < shape->ndim; d++) {
+        int64_t cur[MAX_CHAIN], next[MAX_CHAIN];
+        int ncur = 1;
+        cur[0] = shape->dims[d];
+        for (int i = 0; i < nd; i++) {
+            const ldt_placement *p = &pl[i];
+            int64_t k = ldt_mesh_dim_size(mesh, i);
+            int nn = 0;
+            if ((p->kind != LDT_PLACE_SHARD && p->kind != LDT_PLACE_INTERLEAVED_SHARD) || p->dim != d)
+                continue;
+            if (p->kind == LDT_PLACE_INTERLEAVED_SHARD) { /* the blocks are chunked, once */
+                cur[0] = p->blocks > 0 ? shape->dims[d] / p->blocks : 0;
+                ncur = 1;
+            }
+            for (int j = 0; j < ncur; j++) {
+                int64_t L = cur[j], ch, a;
+                if (!set_add(lens + (size_t)i * (size_t)cap, &nlens[i], cap, L)) return 0;
+                if (L <= 0) {
+                    if (!set_add(next, &nn, MAX_CHAIN, 0)) return 0;
+                    continue;
+                }
+                ch = L / k + (L % k != 0);
+                a = L / ch;
+                if (!set_add(next, &nn, MAX_CHAIN, ch) ||
+                    (a < k && !set_add(next, &nn, MAX_CHAIN, L - a * ch)) ||
+                    (a + 1 < k && !set_add(next, &nn, MAX_CHAIN, 0)))
+                    return 0;
+            }
+            memcpy(cur, next, (size_t)nn * sizeof *cur);
+            ncur = nn;
+        }
+    }
+    return 1;
+}
+
+/* The cells of step X -> Y: every mesh dim cut only where a length that X or Y chunks along
+ * it changes chunk (a mesh dim chunking nothing in either is one cell, or three on a ring).
+ * Within a cell, X's and Y's regions have the same lengths, as with the cells of the whole
+ * search (pricer_cells), which are their superset. 0 when a set of lengths is full: the
+ * caller uses those. */
+static ldt_status step_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                             const ldt_redist_step *s, int *ok) {
+    /* a ring neighbour is priced (all_gather, reduce_scatter) along the group's dims: there
+     * each interval's ends are cells of their own, so an interior rank's neighbour stays in
+     * its interval; elsewhere an interval is one cell */
+    unsigned ring = 0;
+    int nlens[LDT_MAX_DIMS] = {0};
+    *ok = 0;
+    if (!pr->slens && !(pr->slens = malloc((size_t)LDT_MAX_DIMS * MAX_LENGTHS * sizeof *pr->slens)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    if (!ldt__chunk_lengths(pr->mesh, &X->shape, X->placements, pr->slens, nlens, MAX_LENGTHS) ||
+        !ldt__chunk_lengths(pr->mesh, &Y->shape, Y->placements, pr->slens, nlens, MAX_LENGTHS))
+        return LDT_OK;
+    if (s->collective == LDT_COLL_ALL_GATHER || s->collective == LDT_COLL_REDUCE_SCATTER)
+        for (int j = 0; j < s->ndims; j++) ring |= 1u << s->dims[j];
+    for (int i = 0; i < pr->nd; i++)
+        LDT_CHECK(cut_cells(pr, i, pr->slens + (size_t)i * MAX_LENGTHS, nlens[i], (ring >> i) & 1,
+                            &pr->scell_at[i], &pr->scell_n[i], &pr->sncell[i]));
+    *ok = 1;
+    return LDT_OK;
+}
+
 
 /* Cells for every spec the plan may price: any mesh dims may Shard any tensor dim (outer ones
  * first), and InterleavedShard(d, b) chunks n_d / b. */
@@ -215,7 +310,7 @@ static ldt_status pricer_enumerate(pricer *pr) {
 }
 
 static ldt_status layouts(pricer *pr, const ldt_spec *s, ldt_region *r) {
-    for (int p = 0; p < pr->N; p++) LDT_CHECK(ldt_layout_coord(s, &pr->coords[p * LDT_MAX_DIMS], &r[p]));
+    for (int p = 0; p < pr->N; p++) ldt__layout_coord_checked(s, &pr->coords[p * LDT_MAX_DIMS], &r[p]);
     return LDT_OK;
 }
 /* The positions of the group over `dims` (ascending) through position p, in group order
@@ -301,18 +396,22 @@ static int shards(const ldt_placement *p, int d) {
  * sharding it before and after form one list and a longer one that extends it, so one side's
  * run lies inside the other's and an intersection is the inner run's length. (S0 -> IS0:2 on
  * one mesh dim is not such a step: the overlap depends on where the chunks start.) */
+static int dim_ok(const ldt_spec *X, const ldt_spec *Y, int d) {
+    int cx[LDT_MAX_DIMS], cy[LDT_MAX_DIMS], nx = 0, ny = 0;
+    for (int i = 0; i < X->nplace; i++) {
+        if (shards(&X->placements[i], d)) cx[nx++] = i;
+        if (shards(&Y->placements[i], d)) cy[ny++] = i;
+    }
+    for (int j = 0; j < nx && j < ny; j++)
+        if (cx[j] != cy[j] || !ldt_placement_equal(&X->placements[cx[j]], &Y->placements[cy[j]]))
+            return 0;
+    return 1;
+}
+
 static int class_ok(const ldt_spec *X, const ldt_spec *Y, ldt_collective c) {
     if (c != LDT_COLL_ALL_TO_ALL) return 1;
-    for (int d = 0; d < X->shape.ndim; d++) {
-        int cx[LDT_MAX_DIMS], cy[LDT_MAX_DIMS], nx = 0, ny = 0;
-        for (int i = 0; i < X->nplace; i++) {
-            if (shards(&X->placements[i], d)) cx[nx++] = i;
-            if (shards(&Y->placements[i], d)) cy[ny++] = i;
-        }
-        for (int j = 0; j < nx && j < ny; j++)
-            if (cx[j] != cy[j] || !ldt_placement_equal(&X->placements[cx[j]], &Y->placements[cy[j]]))
-                return 0;
-    }
+    for (int d = 0; d < X->shape.ndim; d++)
+        if (!dim_ok(X, Y, d)) return 0;
     return 1;
 }
 
@@ -355,15 +454,15 @@ static ldt_status group_sum(const pricer *pr, const int64_t *c, int ndims, const
         ldt_region r;
         int64_t cnt = 1, v;
         for (int i = 0; i < ndims; i++) {
-            q[dims[i]] = pr->cell_at[dims[i]][idx[i]];
-            cnt *= pr->cell_n[dims[i]][idx[i]];
+            q[dims[i]] = pr->scell_at[dims[i]][idx[i]];
+            cnt *= pr->scell_n[dims[i]][idx[i]];
         }
-        LDT_CHECK(ldt_layout_coord(S, q, &r));
+        ldt__layout_coord_checked(S, q, &r);
         v = !other ? r.numel : swap ? ldt__region_isect_numel(&r, other)
                                     : ldt__region_isect_numel(other, &r);
         sum += v * cnt; /* the total over ranks of a tensor's pieces: no overflow */
         int i = ndims - 1;
-        while (i >= 0 && ++idx[i] == pr->ncell[dims[i]]) idx[i--] = 0;
+        while (i >= 0 && ++idx[i] == pr->sncell[dims[i]]) idx[i--] = 0;
         if (i < 0) break;
     }
     *out = sum;
@@ -379,20 +478,20 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
     for (;;) {
         ldt_region rx, ry, rn;
         int64_t sent = 0, recv = 0, tot, B;
-        for (int d = 0; d < pr->nd; d++) c[d] = pr->cell_at[d][idx[d]];
-        LDT_CHECK(ldt_layout_coord(X, c, &rx));
-        LDT_CHECK(ldt_layout_coord(Y, c, &ry));
+        for (int d = 0; d < pr->nd; d++) c[d] = pr->scell_at[d][idx[d]];
+        ldt__layout_coord_checked(X, c, &rx);
+        ldt__layout_coord_checked(Y, c, &ry);
         switch (s->collective) {
         case LDT_COLL_ALL_GATHER:
             LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, X, NULL, 0, &tot));
             ring_step(pr, c, s->ndims, s->dims, 1, nb);
-            LDT_CHECK(ldt_layout_coord(X, nb, &rn));
+            ldt__layout_coord_checked(X, nb, &rn);
             recv = tot - rx.numel;
             sent = tot - rn.numel;
             break;
         case LDT_COLL_REDUCE_SCATTER:
             ring_step(pr, c, s->ndims, s->dims, -1, nb);
-            LDT_CHECK(ldt_layout_coord(Y, nb, &rn));
+            ldt__layout_coord_checked(Y, nb, &rn);
             sent = rx.numel - ry.numel;
             recv = rx.numel - rn.numel;
             break;
@@ -416,8 +515,42 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
         if (sent > *ms) *ms = sent;
         if (recv > *mr) *mr = recv;
         int d = pr->nd - 1;
-        while (d >= 0 && ++idx[d] == pr->ncell[d]) idx[d--] = 0;
+        while (d >= 0 && ++idx[d] == pr->sncell[d]) idx[d--] = 0;
         if (d < 0) break;
+    }
+    return LDT_OK;
+}
+
+/* An all_to_all that class_ok refuses: its overlaps depend on where chunks start, but only
+ * along the tensor dims that fail dim_ok, and those starts only on the coordinates of the mesh
+ * dims sharding them. Those mesh dims get a cell per coordinate (exact), the others keep the
+ * step's cells: one position per combination, as many as the ranks at most, and often far
+ * fewer (a Replicate mesh dim of 512 ranks is one cell, not 512 positions). */
+static ldt_status exact_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y) {
+    unsigned exact = 0;
+    for (int d = 0; d < X->shape.ndim; d++)
+        if (!dim_ok(X, Y, d))
+            for (int i = 0; i < pr->nd; i++)
+                if (shards(&X->placements[i], d) || shards(&Y->placements[i], d)) exact |= 1u << i;
+    for (int i = 0; i < pr->nd; i++) {
+        int64_t k = ldt_mesh_dim_size(pr->mesh, i), *at, *n;
+        if (!(exact & (1u << i))) continue;
+        at = malloc((size_t)k * sizeof *at);
+        n = malloc((size_t)k * sizeof *n);
+        if (!at || !n) {
+            free(at);
+            free(n);
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+        }
+        for (int64_t c = 0; c < k; c++) {
+            at[c] = c;
+            n[c] = 1;
+        }
+        free(pr->scell_at[i]);
+        free(pr->scell_n[i]);
+        pr->scell_at[i] = at;
+        pr->scell_n[i] = n;
+        pr->sncell[i] = (int)k;
     }
     return LDT_OK;
 }
@@ -431,7 +564,36 @@ static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt
 static ldt_status price_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
                              ldt_redist_step *s) {
     int64_t maxs = 0, maxr = 0, maxw = 0;
-    if (pr->classes && class_ok(X, Y, s->collective)) {
+    int ok = 0;
+    /* checked once here: the pricing below lays them out at many coordinates unchecked */
+    LDT_CHECK(ldt_spec_check(X));
+    LDT_CHECK(ldt_spec_check(Y));
+    if (pr->classes && !class_ok(X, Y, s->collective)) {
+        /* the step's cells, exact along the dims whose starts matter (exact_cells) */
+        LDT_CHECK(step_cells(pr, X, Y, s, &ok));
+        if (ok) LDT_CHECK(exact_cells(pr, X, Y));
+    }
+    if (ok) {
+        LDT_CHECK(price_classes(pr, X, Y, s, &maxs, &maxr, &maxw));
+    } else if (pr->classes && class_ok(X, Y, s->collective)) {
+        LDT_CHECK(step_cells(pr, X, Y, s, &ok));
+        if (!ok) /* the search's cells, which hold every length of this step too */
+            for (int i = 0; i < pr->nd; i++) {
+                int64_t *at = malloc((size_t)pr->ncell[i] * sizeof *at),
+                        *n = malloc((size_t)pr->ncell[i] * sizeof *n);
+                if (!at || !n) {
+                    free(at);
+                    free(n);
+                    LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+                }
+                memcpy(at, pr->cell_at[i], (size_t)pr->ncell[i] * sizeof *at);
+                memcpy(n, pr->cell_n[i], (size_t)pr->ncell[i] * sizeof *n);
+                free(pr->scell_at[i]);
+                free(pr->scell_n[i]);
+                pr->scell_at[i] = at;
+                pr->scell_n[i] = n;
+                pr->sncell[i] = pr->ncell[i];
+            }
         LDT_CHECK(price_classes(pr, X, Y, s, &maxs, &maxr, &maxw));
     } else {
         LDT_CHECK(pricer_enumerate(pr));

@@ -35,4 +35,13 @@ ldt_status ldt__redist_price(const ldt_spec *X, const ldt_spec *Y, int ndims, co
                              ldt_collective c, int enumerate, ldt_redist_step *out,
                              int *by_cells);
 
+/* The lengths that a tensor of `shape` under placements pl (one per dim of mesh) chunks along
+ * each mesh dim, added to that dim's set: mesh dim i's at lens + i * cap, nlens[i] entries.
+ * Per tensor dim, the mesh dims sharding it in order, each chunking every length the ones
+ * before can leave (full, short or empty); an InterleavedShard chunks its block length. Ranks
+ * whose coordinates fall on the same side of every a and a + 1 (a = L / ceil(L/k), for every
+ * length L of mesh dim i of size k) hold regions of the same lengths. 0 when a set is full. */
+int ldt__chunk_lengths(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *pl,
+                       int64_t *lens, int *nlens, int cap);
+
 #endif

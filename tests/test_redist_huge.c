@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include "ldt/ldt.h"
+#include "planner/program.h"
 #include "planner/redistribute.h"
 #include "tests/test_util.h"
 
@@ -304,4 +305,109 @@ Test(redist_huge, rank_classes_weigh_to_every_rank) {
     check_classes("dp=2,tp=2", "9,6", "R,S0", 2 * 9 * 6 * 4, 5 * 6 * 4);
     check_classes("64x64", "1000,7", "S0,S1", 1000 * 7 * 4, 16 * 1 * 4);
     check_classes("1000", "999", "S0", 999 * 4, 4);    /* one element each, the last rank none */
+}
+
+/* ---- rank classes of a whole training plan against every rank's own program ---------------- */
+
+/* A GPT training step (forward, gradients, AdamW), planned on mesh_text. */
+static ldt_plan *train_plan(const char *mesh_text, const ldt_model_config *cfg, ldt_mesh **mesh,
+                            ldt_ctx **ctx, ldt_model **m) {
+    ldt_ctx_options co = {0};
+    ldt_optim_config oc = {0};
+    ldt_optim *o = NULL;
+    ldt_plan *plan = NULL;
+    ldt_tensor *loss, *ps[64], *gs[64];
+    int np;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, mesh), LDT_OK);
+    co.mesh = *mesh;
+    cr_assert_eq(ldt_ctx_create(&co, ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(*ctx, "gpt", cfg, m), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pin(*m, "megatron"), LDT_OK, "%s", ldt_last_error());
+    cr_assert_not_null(loss = ldt_model_forward(*m), "%s", ldt_ctx_errmsg(*ctx));
+    np = ldt_model_nparams(*m);
+    cr_assert(np <= 64);
+    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(*m, i, NULL);
+    oc.kind = LDT_OPTIM_ADAMW;
+    oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8, oc.weight_decay = 0.01;
+    oc.clip_norm = 1.0, oc.total_steps = 1;
+    cr_assert_eq(ldt_grad(loss, ps, np, gs), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_optim_create(*ctx, &oc, ps, np, &o), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_optim_step(o, gs), LDT_OK, "%s", ldt_last_error());
+    ldt_optim_destroy(o);
+    cr_assert_eq(ldt_plan_create(*ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+    return plan;
+}
+
+/* 1 when two programs hold the same values (local shapes, dtypes) and the same instructions
+ * (kind, op, collective group, operands): what every per-rank figure is computed from. */
+static int programs_alike(const ldt__program *a, const ldt__program *b) {
+    if (a->nvals != b->nvals || a->nins != b->nins) return 0;
+    for (int32_t v = 0; v < a->nvals; v++)
+        if (!ldt_shape_equal(&a->vals[v].shape, &b->vals[v].shape) ||
+            a->vals[v].dtype != b->vals[v].dtype)
+            return 0;
+    for (int64_t i = 0; i < a->nins; i++) {
+        const ldt__instr *x = &a->ins[i], *y = &b->ins[i];
+        if (x->kind != y->kind || x->op != y->op || x->out != y->out || x->nin != y->nin ||
+            x->ndims != y->ndims || x->plan != y->plan)
+            return 0;
+    }
+    return 1;
+}
+
+/* ldt_plan_rank_classes on whole training plans, against an explicit rank-by-rank
+ * computation on 16 ranks (cheap both ways): every rank's own program is alike to a class
+ * representative's, the class sizes weigh the representatives' arenas to the sum over every
+ * rank, and the plan's totals (taken over the classes) are the maxima over every rank's
+ * collective counts. Sizes are uneven on purpose (batch 3, seq 5, hidden 20, vocab 37 over
+ * 2, 4 and 8: cuts at different coordinates, so a class missing one holds unlike ranks). */
+Test(redist_huge, classes_match_every_rank_of_a_training_plan) {
+    static const char *meshes[] = {"dp=4,tp=4", "dp=2,tp=8", "16", "dp=8,tp=2"};
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    cfg.layers = 1, cfg.hidden = 20, cfg.heads = 2, cfg.vocab = 37, cfg.seq = 5, cfg.batch = 3;
+    for (size_t mi = 0; mi < sizeof meshes / sizeof *meshes; mi++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_model *m;
+        ldt_plan *plan = train_plan(meshes[mi], &cfg, &mesh, &ctx, &m);
+        int nr = ldt_mesh_nranks(mesh), nc = 0, reps[16];
+        int64_t counts[16], sum = 0, arena_all = 0, arena_cls = 0, colls = 0;
+        ldt_plan_totals tot;
+        cr_assert_eq(nr, 16);
+        cr_assert_eq(ldt_plan_rank_classes(plan, reps, counts, 16, &nc), LDT_OK, "%s", ldt_last_error());
+        cr_assert(nc >= 1 && nc < nr, "%s: %d classes of 16 ranks", meshes[mi], nc);
+        for (int i = 0; i < nc; i++) {
+            int64_t a;
+            sum += counts[i];
+            cr_assert_eq(ldt_plan_arena_bytes(plan, reps[i], &a), LDT_OK, "%s", ldt_last_error());
+            arena_cls += counts[i] * a;
+        }
+        cr_expect_eq(sum, nr, "%s: the classes hold %lld ranks", meshes[mi], (long long)sum);
+        for (int i = 0; i < nr; i++) {
+            int r = ldt_mesh_rank_at(mesh, i), found = 0;
+            int64_t a, c;
+            ldt_status st;
+            const ldt__program *p = ldt__plan_program(plan, r, &st);
+            cr_assert_not_null(p, "%s", ldt_last_error());
+            for (int j = 0; j < nc && !found; j++) {
+                const ldt__program *q = ldt__plan_program(plan, reps[j], &st);
+                cr_assert_not_null(q, "%s", ldt_last_error());
+                found = programs_alike(p, q);
+            }
+            cr_expect(found, "%s: rank %d's program is like no class representative's", meshes[mi], r);
+            cr_assert_eq(ldt_plan_arena_bytes(plan, r, &a), LDT_OK);
+            arena_all += a;
+            cr_assert_eq(ldt_plan_count(plan, LDT_COLL_COUNT, r, &c), LDT_OK);
+            if (c > colls) colls = c;
+        }
+        cr_expect_eq(arena_cls, arena_all, "%s: arenas weighted by class %lld, rank by rank %lld",
+                     meshes[mi], (long long)arena_cls, (long long)arena_all);
+        cr_assert_eq(ldt_plan_totals_get(plan, &tot), LDT_OK);
+        cr_expect_eq(tot.collectives, colls, "%s: %lld collectives by classes, %lld rank by rank",
+                     meshes[mi], (long long)tot.collectives, (long long)colls);
+        ldt_plan_destroy(plan);
+        ldt_model_destroy(m);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
 }

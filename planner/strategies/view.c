@@ -2,7 +2,11 @@
  * expand, slice off its dim, reshape within a dim group where every rank's elements line up),
  * Partial(sum) passes through data movement, and an InterleavedShard block sliced whole
  * becomes a plain shard (Megatron's fused QKV split). */
+#include <stdlib.h>
+
+#include "core/mesh.h"
 #include "planner/program.h"
+#include "planner/redistribute.h"
 #include "planner/strategy.h"
 
 /* k interleaved blocks fit a dim of n (non-empty blocks: the slice rule divides by n / k). */
@@ -37,25 +41,85 @@ static int specs_of(const ldt_tensor *t, const ldt_mesh *mesh, const ldt_placeme
 typedef int (*region_cmp)(const ldt_region *in, const ldt_region *out, const ldt_tensor *t);
 
 /* 1 when cmp holds for the input and output regions at every mesh coordinate. Mesh dims that
- * shard neither side stay at 0, since they change no region (a 1024-rank mesh with one
- * sharded dim of 8 checks 8 coordinates). */
+ * shard neither side stay at 0, since they change no region. A sharding mesh dim is cut, as
+ * the rank classes are, where a chunk length of either side changes (ldt__chunk_lengths):
+ * inside an interval every run's length is the same and its start affine in the coordinates,
+ * so what cmp compares (starts and lengths; the loops of same_elements) differs by an affine
+ * function, which is 0 everywhere in a box when it is 0 at the box's corners. Only each
+ * interval's first and last coordinate are checked: a 4096-rank mesh checks a few dozen
+ * coordinates, not 4096. */
+#define AGREE_LENGTHS 512
+
+static int cmp_coord(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The coordinates of mesh dim i to check (above) into pts; returns their count. */
+static int agree_points(int64_t k, const int64_t *lens, int nlens, int64_t *pts) {
+    int64_t *cut = pts + 2 * (2 * nlens + 2); /* scratch after the points */
+    int ncut = 0, n = 0;
+    cut[ncut++] = 0;
+    cut[ncut++] = k;
+    for (int j = 0; j < nlens; j++) {
+        int64_t L = lens[j], ch, a;
+        if (L <= 0) continue;
+        ch = L / k + (L % k != 0);
+        a = L / ch;
+        if (a < k) cut[ncut++] = a;
+        if (a + 1 < k) cut[ncut++] = a + 1;
+    }
+    qsort(cut, (size_t)ncut, sizeof *cut, cmp_coord);
+    for (int j = 0; j + 1 < ncut; j++) {
+        if (cut[j + 1] <= cut[j]) continue;
+        pts[n++] = cut[j];
+        if (cut[j + 1] - 1 > cut[j]) pts[n++] = cut[j + 1] - 1;
+    }
+    return n;
+}
+
 static int regions_agree(const ldt_spec *si, const ldt_spec *so, region_cmp cmp,
                          const ldt_tensor *t) {
-    int nd = si->nplace;
-    int64_t size[LDT_MAX_DIMS], coord[LDT_MAX_DIMS], total = 1;
-    for (int i = 0; i < nd; i++) {
+    int nd = si->nplace, npts[LDT_MAX_DIMS], nlens[LDT_MAX_DIMS] = {0}, idx[LDT_MAX_DIMS] = {0};
+    int ok = 1, cut;
+    int64_t coord[LDT_MAX_DIMS], *lens, *pts[LDT_MAX_DIMS] = {0};
+    lens = malloc((size_t)LDT_MAX_DIMS * AGREE_LENGTHS * sizeof *lens);
+    if (!lens) return 0;
+    cut = ldt__chunk_lengths(si->mesh, &si->shape, si->placements, lens, nlens, AGREE_LENGTHS) &&
+          ldt__chunk_lengths(so->mesh, &so->shape, so->placements, lens, nlens, AGREE_LENGTHS);
+    for (int i = 0; i < nd && ok; i++) {
+        int64_t k = ldt_mesh_dim_size(si->mesh, i);
         int sharded = ldt__pl_is_shard(&si->placements[i]) || ldt__pl_is_shard(&so->placements[i]);
-        size[i] = sharded ? ldt_mesh_dim_size(si->mesh, i) : 1;
-        total *= size[i];
+        /* points, then room for the cuts agree_points sorts */
+        int64_t room = cut ? 2 * (2 * (int64_t)nlens[i] + 2) + 2 * (int64_t)nlens[i] + 2 : k;
+        if (!(pts[i] = malloc((size_t)(room > 0 ? room : 1) * sizeof *pts[i]))) {
+            ok = 0;
+            break;
+        }
+        if (!sharded) {
+            pts[i][0] = 0;
+            npts[i] = 1;
+        } else if (cut) {
+            npts[i] = agree_points(k, lens + (size_t)i * AGREE_LENGTHS, nlens[i], pts[i]);
+        } else { /* too many lengths to cut by: every coordinate */
+            for (int64_t c = 0; c < k; c++) pts[i][c] = c;
+            npts[i] = (int)k;
+        }
     }
-    for (int64_t c = 0; c < total; c++) {
+    while (ok) {
         ldt_region a, b;
-        for (int64_t i = nd - 1, r = c; i >= 0; r /= size[i], i--) coord[i] = r % size[i];
-        if (ldt_layout_coord(si, coord, &a) != LDT_OK || ldt_layout_coord(so, coord, &b) != LDT_OK ||
-            !cmp(&a, &b, t))
-            return 0;
+        for (int i = 0; i < nd; i++) coord[i] = pts[i][idx[i]];
+        /* both specs made by ldt_spec_init, the coordinates on the mesh */
+        ldt__layout_coord_checked(si, coord, &a);
+        ldt__layout_coord_checked(so, coord, &b);
+        if (!cmp(&a, &b, t)) ok = 0;
+        int i = nd - 1;
+        while (i >= 0 && ++idx[i] == npts[i]) idx[i--] = 0;
+        if (i < 0) break;
     }
-    return 1;
+    for (int i = 0; i < nd; i++) free(pts[i]);
+    free(lens);
+    return ok;
 }
 
 /* ---------------------------------------------------------------------------------------
