@@ -412,6 +412,7 @@ ldt_status ldt_plan_set_placements(ldt_plan *p, ldt_tensor *t, const ldt_placeme
     }
     if (best >= 0) {
         p->choice[v] = best;
+        p->have_totals = 0; /* figures taken before the change are stale */
         return LDT_OK;
     }
     ldt_placements_format(want[0], p->nd, ws, sizeof ws);

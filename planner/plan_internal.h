@@ -83,6 +83,10 @@ struct ldt_plan {
     double plan_seconds;
     ldt__program **programs; /* per world rank, lowered on demand */
     int nprograms;
+    /* the maxima over every rank (plan_write.c all_totals), once computed */
+    int have_totals;
+    int64_t totals_colls[LDT_COLL_COUNT + 1], totals_bytes;
+    double totals_seconds;
 };
 
 /* Placement list id -> its nd placements. */

@@ -167,6 +167,12 @@ static ldt_status all_totals(ldt_plan *plan, int rank, rank_totals *out) {
     ldt_status st;
     int nc, *reps;
     memset(out, 0, sizeof *out);
+    if (rank < 0 && plan->have_totals) { /* the classes' programs are not kept: keep this */
+        memcpy(out->colls, plan->totals_colls, sizeof out->colls);
+        out->bytes = plan->totals_bytes;
+        out->seconds = plan->totals_seconds;
+        return LDT_OK;
+    }
     if (rank >= 0) {
         reps = malloc(sizeof *reps);
         if (!reps) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan totals: out of memory");
@@ -215,6 +221,12 @@ static ldt_status all_totals(ldt_plan *plan, int rank, rank_totals *out) {
         if (t.seconds > out->seconds) out->seconds = t.seconds;
     }
     free(reps);
+    if (rank < 0) {
+        memcpy(plan->totals_colls, out->colls, sizeof out->colls);
+        plan->totals_bytes = out->bytes;
+        plan->totals_seconds = out->seconds;
+        plan->have_totals = 1;
+    }
     return LDT_OK;
 }
 
