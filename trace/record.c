@@ -56,15 +56,18 @@ ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor
                          -x->shape->ndim, x->shape->ndim - 1);
 }
 
-static int push_node(ldt_ctx *ctx, ldt_tensor *t) {
+static int grow_nodes(ldt_ctx *ctx) {
+    int64_t cap = ctx->cap_nodes ? ctx->cap_nodes * 2 : 1024;
+    ldt_tensor **p = realloc(ctx->nodes, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    ctx->nodes = p;
+    ctx->cap_nodes = cap;
+    return 0;
+}
+
+static inline int push_node(ldt_ctx *ctx, ldt_tensor *t) {
     if (ctx->nnodes >= INT32_MAX) return -1; /* ids are 32-bit; no machine holds that trace */
-    if (ctx->nnodes == ctx->cap_nodes) {
-        int64_t cap = ctx->cap_nodes ? ctx->cap_nodes * 2 : 1024;
-        ldt_tensor **p = realloc(ctx->nodes, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        ctx->nodes = p;
-        ctx->cap_nodes = cap;
-    }
+    if (ctx->nnodes == ctx->cap_nodes && grow_nodes(ctx) != 0) return -1;
     t->id = (int32_t)ctx->nnodes;
     ctx->nodes[ctx->nnodes++] = t;
     return 0;
@@ -75,13 +78,24 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
     ldt_tensor *t;
     const ldt_shape *sh = NULL;
     int64_t nbytes = (int64_t)ldt__dtype_size(dt);
-    int ok = 1;
-    /* fast path: shape rules give valid dims, so only overflow needs checking here; on
-     * overflow the full check decides (a later zero dim can still make it empty) */
-    for (int d = 0; d < shape->ndim; d++) ok &= !__builtin_mul_overflow(nbytes, shape->dims[d], &nbytes);
-    if (!ok && ldt_shape_nbytes(shape, dt, &nbytes) != LDT_OK) {
-        ldt__error_prefix(LDT_ERR_OVERFLOW, "%s", ldt__op_name(ctx, op));
-        return ldt__trace_fail(ctx);
+    int ok = 1, same = -1;
+    /* an input with the very shape: the output shares it (most ops) */
+    for (int i = 0; i < nin && same < 0; i++) {
+        const ldt_shape *s = in[i]->shape;
+        int eq = s->ndim == shape->ndim;
+        for (int d = 0; eq && d < s->ndim; d++) eq = s->dims[d] == shape->dims[d];
+        if (eq) same = i;
+    }
+    /* fast path: shape rules give valid dims, so only overflow needs checking here, and not
+     * even that where an input of that shape has elements as wide (its size was checked when
+     * it was made); on overflow the full check decides (a later zero dim can still make it
+     * empty) */
+    if (same < 0 || ldt__dtype_size(dt) > ldt__dtype_size((ldt_dtype)in[same]->dtype)) {
+        for (int d = 0; d < shape->ndim; d++) ok &= !__builtin_mul_overflow(nbytes, shape->dims[d], &nbytes);
+        if (!ok && ldt_shape_nbytes(shape, dt, &nbytes) != LDT_OK) {
+            ldt__error_prefix(LDT_ERR_OVERFLOW, "%s", ldt__op_name(ctx, op));
+            return ldt__trace_fail(ctx);
+        }
     }
     /* persistent inputs join this trace as leaves, in first-use order, so the node list (and
      * the hash) of a step is the same every time the step is traced */
@@ -98,13 +112,9 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
                                      ldt__op_name(ctx, op));
         }
     /* an input's shape when equal (shared), else a copy in the trace arena */
-    for (int i = 0; i < nin && !sh; i++) {
-        const ldt_shape *s = in[i]->shape;
-        int eq = s->ndim == shape->ndim;
-        for (int d = 0; eq && d < s->ndim; d++) eq = s->dims[d] == shape->dims[d];
-        if (eq) sh = s;
-    }
-    if (!sh) {
+    if (same >= 0) {
+        sh = in[same]->shape;
+    } else {
         ldt_shape *copy = ldt__arena_alloc_raw(ctx->arena, sizeof *copy);
         if (!copy)
             return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
