@@ -16,7 +16,8 @@ const char *ldt__op_name(const ldt_ctx *ctx, int op) {
 }
 
 
-ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n) {
+/* Out of line, so the common case below stays a leaf function with no frame to set up. */
+__attribute__((noinline)) static ldt_ctx *inputs_error(const char *op, ldt_tensor *const *in, int n) {
     ldt_ctx *ctx = NULL;
     for (int i = 0; i < n; i++)
         if (in[i]) {
@@ -46,6 +47,18 @@ ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n) {
         }
     }
     return ctx;
+}
+
+ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n) {
+    ldt_ctx *ctx;
+    int i = 0;
+    if (n <= 0 || !in[0]) return inputs_error(op, in, n);
+    ctx = in[0]->ctx; /* every input fine, the common case: one pass */
+    for (; i < n; i++) {
+        const ldt_tensor *x = in[i];
+        if (!x || x->ctx != ctx || (x->kind == LDT__NODE && x->gen != ctx->gen)) break;
+    }
+    return i == n ? ctx : inputs_error(op, in, n); /* the slow path names what is wrong */
 }
 
 ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor *x) {
