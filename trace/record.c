@@ -86,8 +86,42 @@ static inline int push_node(ldt_ctx *ctx, ldt_tensor *t) {
     return 0;
 }
 
-static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
-                          const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
+/* A node's fields, written one by one: zeroing the whole node first would write it twice. */
+static inline ldt_tensor *fill_node(ldt_tensor *t, ldt_ctx *ctx, int op, ldt_tensor *const *in,
+                                    int nin, const ldt_shape *sh, ldt_dtype dt, int with_attrs) {
+    t->ctx = ctx;
+    t->op = (uint16_t)op;
+    t->dtype = (uint8_t)dt;
+    t->kind = LDT__NODE;
+    t->nin = nin;
+    t->gen = ctx->gen;
+    t->shape = sh;
+    t->pin = NULL;
+    t->data = NULL;
+    for (int i = 0; i < nin; i++) LDT__IN(t)[i] = in[i];
+    if (with_attrs) {
+        ldt__attrs *a = (ldt__attrs *)(LDT__IN(t) + nin);
+        /* element by element: -O2 makes a few vector stores of it, where memset of the
+         * whole struct became `rep stos`, whose start-up cost was 30% of recording an op */
+        for (int k = 0; k < LDT_ATTR_INTS; k++) a->i[k] = 0;
+        a->f[0] = 0;
+        a->f[1] = 0;
+        t->attrs = a;
+    } else {
+        t->attrs = &ctx->no_attrs;
+    }
+    return t;
+}
+
+static size_t node_bytes(int nin, int with_attrs) {
+    return sizeof(ldt_tensor) + (size_t)nin * sizeof(ldt_tensor *) + (with_attrs ? sizeof(ldt__attrs) : 0);
+}
+
+/* Every case: persistent inputs joining the trace, a new shape (checked for overflow and
+ * copied), a new arena chunk, a longer node list. Out of line, so record_fast has no frame. */
+__attribute__((noinline)) static ldt_tensor *record_slow(ldt_ctx *ctx, int op, ldt_tensor *const *in,
+                                                       int nin, const ldt_shape *shape, ldt_dtype dt,
+                                                       int with_attrs) {
     ldt_tensor *t;
     const ldt_shape *sh = NULL;
     int64_t nbytes = (int64_t)ldt__dtype_size(dt);
@@ -135,34 +169,50 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
         *copy = *shape;
         sh = copy;
     }
-    /* filled field by field below: zeroing the whole node first would write it twice */
-    t = ldt__arena_alloc_fast(ctx->arena, sizeof *t + (size_t)nin * sizeof(ldt_tensor *) +
-                                             (with_attrs ? sizeof(ldt__attrs) : 0));
+    t = ldt__arena_alloc_fast(ctx->arena, node_bytes(nin, with_attrs));
     if (!t || push_node(ctx, t) != 0)
         return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
                              ldt__op_name(ctx, op));
-    t->ctx = ctx;
-    t->op = (uint16_t)op;
-    t->dtype = (uint8_t)dt;
-    t->kind = LDT__NODE;
-    t->nin = nin;
-    t->gen = ctx->gen;
-    t->shape = sh;
-    t->pin = NULL;
-    t->data = NULL;
-    for (int i = 0; i < nin; i++) LDT__IN(t)[i] = in[i];
-    if (with_attrs) {
-        ldt__attrs *a = (ldt__attrs *)(LDT__IN(t) + nin);
-        /* element by element: -O2 makes a few vector stores of it, where memset of the
-         * whole struct became `rep stos`, whose start-up cost was 30% of recording an op */
-        for (int k = 0; k < LDT_ATTR_INTS; k++) a->i[k] = 0;
-        a->f[0] = 0;
-        a->f[1] = 0;
-        t->attrs = a;
-    } else {
-        t->attrs = &ctx->no_attrs;
+    return fill_node(t, ctx, op, in, nin, sh, dt, with_attrs);
+}
+
+/* The common case: every input a node of this trace or a persistent tensor already in it,
+ * the output shaped as its first input of that shape with elements no wider (so its size
+ * needs no check), and room in the arena's chunk and the node list. NULL, having changed
+ * nothing, where any of that does not hold. */
+static inline ldt_tensor *record_fast(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                                      const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
+    const ldt_shape *sh = NULL;
+    ldt__arena *ar = ctx->arena;
+    size_t size = (node_bytes(nin, with_attrs) + 15) & ~(size_t)15; /* as arena_alloc_fast */
+    ldt_tensor *t;
+    for (int i = 0; i < nin; i++) {
+        const ldt_tensor *x = in[i];
+        if (x->kind == LDT__PERSISTENT && x->gen != ctx->gen) return NULL;
+        if (!sh) {
+            const ldt_shape *s = x->shape;
+            int eq = s->ndim == shape->ndim;
+            for (int d = 0; eq && d < s->ndim; d++) eq = s->dims[d] == shape->dims[d];
+            if (eq) {
+                if (ldt__dtype_size(dt) > ldt__dtype_size((ldt_dtype)x->dtype)) return NULL;
+                sh = s;
+            }
+        }
     }
-    return t;
+    if (!sh || !ar->cur || (size_t)(ar->end - ar->cur) < size || ctx->nnodes >= ctx->cap_nodes ||
+        ctx->nnodes >= INT32_MAX)
+        return NULL;
+    t = (ldt_tensor *)(void *)ar->cur;
+    ar->cur += size;
+    t->id = (int32_t)ctx->nnodes;
+    ctx->nodes[ctx->nnodes++] = t;
+    return fill_node(t, ctx, op, in, nin, sh, dt, with_attrs);
+}
+
+static inline ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                                 const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
+    ldt_tensor *t = record_fast(ctx, op, in, nin, shape, dt, with_attrs);
+    return t ? t : record_slow(ctx, op, in, nin, shape, dt, with_attrs);
 }
 
 ldt_tensor *ldt__record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
