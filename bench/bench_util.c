@@ -10,12 +10,36 @@
 struct bench_results {
     cJSON *root;    /* {"bench": name, "results": [...]} */
     cJSON *results; /* borrowed from root */
+    unsigned char *twin; /* per result: 1 when the next one is its _cpu twin */
+    int ntwin;
+    char **goals;   /* "text: met" lines for the table */
+    int ngoals;
 };
 
 double bench_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double bench_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bench_clock bench_clock_now(void) {
+    bench_clock c;
+    c.cpu = bench_cpu_now();
+    c.wall = bench_now();
+    return c;
+}
+
+bench_clock bench_clock_since(bench_clock t0, int threads) {
+    bench_clock c;
+    c.wall = bench_now() - t0.wall;
+    c.cpu = (bench_cpu_now() - t0.cpu) / (threads > 0 ? threads : 1);
+    return c;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -44,6 +68,9 @@ bench_results *bench_results_create(const char *bench) {
 
 void bench_results_destroy(bench_results *r) {
     if (!r) return;
+    for (int i = 0; i < r->ngoals; i++) free(r->goals[i]);
+    free(r->goals);
+    free(r->twin);
     cJSON_Delete(r->root);
     free(r);
 }
@@ -60,6 +87,29 @@ int bench_add(bench_results *r, const char *name, double value, const char *unit
     return cJSON_GetArraySize(r->results) - 1;
 }
 
+int bench_add_timed(bench_results *r, const char *name, double wall, double cpu,
+                    const char *unit) {
+    char cname[128];
+    int idx = bench_add(r, name, wall, unit);
+    if (idx < 0) return -1;
+    snprintf(cname, sizeof cname, "%s_cpu", name);
+    if (bench_add(r, cname, cpu, unit) != idx + 1) return -1;
+    if (idx >= r->ntwin) {
+        int n = idx + 64;
+        unsigned char *t = realloc(r->twin, (size_t)n);
+        if (!t) return -1;
+        memset(t + r->ntwin, 0, (size_t)(n - r->ntwin));
+        r->twin = t;
+        r->ntwin = n;
+    }
+    r->twin[idx] = 1;
+    return idx;
+}
+
+static int has_twin(const bench_results *r, int idx) {
+    return idx >= 0 && idx < r->ntwin && r->twin[idx];
+}
+
 static cJSON *params_of(bench_results *r, int idx) {
     cJSON *o = idx >= 0 ? cJSON_GetArrayItem(r->results, idx) : NULL;
     return o ? cJSON_GetObjectItemCaseSensitive(o, "params") : NULL;
@@ -68,11 +118,54 @@ static cJSON *params_of(bench_results *r, int idx) {
 void bench_param_int(bench_results *r, int idx, const char *key, int64_t v) {
     cJSON *p = params_of(r, idx);
     if (p) cJSON_AddNumberToObject(p, key, (double)v);
+    if (has_twin(r, idx) && (p = params_of(r, idx + 1))) cJSON_AddNumberToObject(p, key, (double)v);
 }
 
 void bench_param_str(bench_results *r, int idx, const char *key, const char *v) {
     cJSON *p = params_of(r, idx);
     if (p) cJSON_AddStringToObject(p, key, v);
+    if (has_twin(r, idx) && (p = params_of(r, idx + 1))) cJSON_AddStringToObject(p, key, v);
+}
+
+void bench_goal(bench_results *r, int met, const char *fmt, ...) {
+    char text[512];
+    va_list ap;
+    char **g = realloc(r->goals, (size_t)(r->ngoals + 1) * sizeof *g);
+    if (!g) return;
+    r->goals = g;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(text) + 16;
+    if (!(g[r->ngoals] = malloc(n))) return;
+    snprintf(g[r->ngoals], n, "%s: %s", text, met ? "met" : "not met");
+    r->ngoals++;
+}
+
+int bench_rounds_init(bench_rounds *t, int k, int cap) {
+    t->k = k;
+    t->n = 0;
+    t->cap = cap;
+    t->v = calloc((size_t)(k * cap > 0 ? k * cap : 1), sizeof *t->v);
+    return t->v ? 0 : -1;
+}
+
+void bench_rounds_add(bench_rounds *t, const double *figures) {
+    if (t->n >= t->cap) return;
+    memcpy(t->v + (size_t)t->n * (size_t)t->k, figures, (size_t)t->k * sizeof *figures);
+    t->n++;
+}
+
+double bench_rounds_median(const bench_rounds *t, int j) {
+    double col[256];
+    int n = t->n < 256 ? t->n : 256;
+    for (int i = 0; i < n; i++) col[i] = t->v[(size_t)i * (size_t)t->k + (size_t)j];
+    return bench_median(col, n);
+}
+
+void bench_rounds_free(bench_rounds *t) {
+    free(t->v);
+    t->v = NULL;
 }
 
 int bench_find(const bench_results *r, const char *name, double *value, int nkv, ...) {
@@ -135,16 +228,17 @@ static void format_params(const cJSON *p, char *buf, size_t cap) {
 void bench_print_table(const bench_results *r, FILE *f) {
     const cJSON *bench = cJSON_GetObjectItemCaseSensitive(r->root, "bench");
     fprintf(f, "== %s ==\n", bench->valuestring);
-    fprintf(f, "%-24s %14s  %-8s %s\n", "result", "value", "unit", "params");
+    fprintf(f, "%-36s %14s  %-8s %s\n", "result", "value", "unit", "params");
     const cJSON *o;
     cJSON_ArrayForEach(o, r->results) {
         char params[256];
         format_params(cJSON_GetObjectItemCaseSensitive(o, "params"), params, sizeof params);
-        fprintf(f, "%-24s %14.4f  %-8s %s\n",
+        fprintf(f, "%-36s %14.4f  %-8s %s\n",
                 cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring,
                 cJSON_GetObjectItemCaseSensitive(o, "value")->valuedouble,
                 cJSON_GetObjectItemCaseSensitive(o, "unit")->valuestring, params);
     }
+    for (int i = 0; i < r->ngoals; i++) fprintf(f, "goal: %s\n", r->goals[i]);
 }
 
 int bench_print_json(const bench_results *r, FILE *f) {

@@ -1,7 +1,13 @@
-/* comm_threads benchmark: all_reduce and all_gather (f32 sum) bus bandwidth on 2, 4 and 8
- * rank threads from 4 KiB to 256 MiB, beside single-thread memcpy bandwidth measured in the
- * same run. Bus bandwidth follows nccl-tests: algorithm bandwidth = tensor bytes / time,
- * times 2(n-1)/n for all_reduce and (n-1)/n for all_gather. */
+/* comm_threads benchmark: all_reduce and all_gather (f32 sum) on 2, 4 and 8 rank threads from
+ * 4 KiB to 256 MiB, each beside a memcpy by the same threads timed in the same rounds: per
+ * round, the threads copy size/n bytes each at once (memcpy bandwidth = size / time), then
+ * run the all_reduce, then the all_gather; each starts after a barrier and is timed from
+ * there to its end (the copy ends at a barrier, as the collectives do); medians over the
+ * rounds. Bandwidths follow nccl-tests: algorithm bandwidth = tensor bytes / time, bus
+ * bandwidth = algorithm bandwidth x 2(n-1)/n for all_reduce and (n-1)/n for all_gather.
+ * Every figure has its _cpu twin: the same with the process's CPU seconds over the interval,
+ * divided by the n threads, in place of wall seconds. allreduce_over_memcpy (64 MiB, 4 ranks)
+ * is the all_reduce bus bandwidth over that memcpy bandwidth. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +25,15 @@
  * reads afterwards can. */
 static void *(*volatile memcpy_fn)(void *, const void *, size_t) = memcpy;
 
+enum { OP_MEMCPY, OP_ALL_REDUCE, OP_ALL_GATHER, NOPS };
+
 typedef struct run_ctx {
     int nsizes;
     int64_t sizes[MAX_SIZES]; /* full tensor bytes */
     int reps[MAX_SIZES];
     int64_t max_bytes;
-    double ar_s[MAX_SIZES]; /* median seconds, written by rank 0 */
-    double ag_s[MAX_SIZES];
+    /* medians, written by rank 0: seconds per op, wall and CPU (over the n threads) */
+    double wall[MAX_SIZES][NOPS], cpu[MAX_SIZES][NOPS];
 } run_ctx;
 
 static int reps_for(int64_t bytes, int quick) {
@@ -35,31 +43,45 @@ static int reps_for(int64_t bytes, int quick) {
     return r < lo ? lo : r > MAX_REPS ? MAX_REPS : (int)r;
 }
 
-/* Times `reps` calls after a warm-up; rank 0 returns the median through *out. Every call
- * starts after a barrier, so the time is from the last rank's arrival to the end. */
-typedef ldt_status (*op_fn)(ldt_comm *w, float *send, float *recv, int64_t bytes);
+typedef struct bufs {
+    float *send, *recv;
+    char *copy; /* the memcpy's destination: size/n bytes */
+} bufs;
 
-static ldt_status op_all_reduce(ldt_comm *w, float *send, float *recv, int64_t bytes) {
-    return ldt_all_reduce(w, send, recv, bytes / 4, LDT_F32, LDT_REDUCE_SUM);
-}
-
-static ldt_status op_all_gather(ldt_comm *w, float *send, float *recv, int64_t bytes) {
-    return ldt_all_gather(w, send, recv, bytes / 4 / ldt_comm_size(w), LDT_F32);
-}
-
-static ldt_status time_op(ldt_comm *w, op_fn fn, float *send, float *recv, int64_t bytes,
-                          int reps, double *out) {
-    double t[MAX_REPS];
-    ldt_status st;
-    for (int i = 0; i < 2; i++)
-        if ((st = fn(w, send, recv, bytes)) != LDT_OK) return st;
-    for (int i = 0; i < reps; i++) {
-        if ((st = ldt_barrier(w)) != LDT_OK) return st;
-        double t0 = bench_now();
-        if ((st = fn(w, send, recv, bytes)) != LDT_OK) return st;
-        t[i] = bench_now() - t0;
+static ldt_status run_op(ldt_comm *w, int op, const bufs *b, int64_t bytes) {
+    int n = ldt_comm_size(w);
+    switch (op) {
+    case OP_MEMCPY:
+        memcpy_fn(b->copy, (const char *)b->send, (size_t)(bytes / n));
+        return ldt_barrier(w); /* the copy is done when every thread's is */
+    case OP_ALL_REDUCE: return ldt_all_reduce(w, b->send, b->recv, bytes / 4, LDT_F32, LDT_REDUCE_SUM);
+    default: return ldt_all_gather(w, b->send, b->recv, bytes / 4 / n, LDT_F32);
     }
-    if (ldt_comm_rank(w) == 0) *out = bench_median(t, reps);
+}
+
+/* Times `reps` rounds of the three ops after a warm-up round; rank 0 keeps the medians. */
+static ldt_status time_size(ldt_comm *w, run_ctx *ctx, int s, const bufs *b) {
+    double t[NOPS][2][MAX_REPS];
+    int64_t bytes = ctx->sizes[s];
+    int reps = ctx->reps[s], n = ldt_comm_size(w);
+    ldt_status st;
+    for (int op = 0; op < NOPS; op++)
+        if ((st = run_op(w, op, b, bytes)) != LDT_OK) return st;
+    for (int i = 0; i < reps; i++)
+        for (int op = 0; op < NOPS; op++) {
+            bench_clock c0, d;
+            if ((st = ldt_barrier(w)) != LDT_OK) return st;
+            c0 = bench_clock_now();
+            if ((st = run_op(w, op, b, bytes)) != LDT_OK) return st;
+            d = bench_clock_since(c0, n);
+            t[op][0][i] = d.wall;
+            t[op][1][i] = d.cpu;
+        }
+    if (ldt_comm_rank(w) == 0)
+        for (int op = 0; op < NOPS; op++) {
+            ctx->wall[s][op] = bench_median(t[op][0], reps);
+            ctx->cpu[s][op] = bench_median(t[op][1], reps);
+        }
     return LDT_OK;
 }
 
@@ -67,54 +89,32 @@ static ldt_status rank_fn(ldt_comm *w, void *arg) {
     run_ctx *ctx = arg;
     int r = ldt_comm_rank(w), n = ldt_comm_size(w);
     size_t cap = (size_t)ctx->max_bytes;
-    float *send = malloc(cap), *recv = malloc(cap);
+    bufs b = {malloc(cap), malloc(cap), malloc(cap / (size_t)n + 64)};
     ldt_status st = LDT_OK;
-    if (!send || !recv) {
+    if (!b.send || !b.recv || !b.copy) {
         st = LDT_ERR_OUT_OF_MEMORY;
         goto done;
     }
-    for (size_t i = 0; i < cap / 4; i++) send[i] = (float)(r + 1);
-    memset(recv, 0, cap); /* fault the pages in before timing */
+    for (size_t i = 0; i < cap / 4; i++) b.send[i] = (float)(r + 1);
+    memset(b.recv, 0, cap); /* fault the pages in before timing */
+    memset(b.copy, 0, cap / (size_t)n + 64);
     for (int s = 0; s < ctx->nsizes && st == LDT_OK; s++) {
         int64_t bytes = ctx->sizes[s], count = bytes / 4;
-        st = time_op(w, op_all_reduce, send, recv, bytes, ctx->reps[s], &ctx->ar_s[s]);
-        /* A benchmark of wrong results is worthless: check the ends. */
-        if (st == LDT_OK && (recv[0] != (float)(n * (n + 1) / 2) ||
-                             recv[count - 1] != (float)(n * (n + 1) / 2)))
+        st = time_size(w, ctx, s, &b);
+        /* A benchmark of wrong results is worthless: check the ends (all_gather ran last,
+         * and an all_reduce once more). */
+        if (st == LDT_OK && (b.recv[0] != 1.0f || b.recv[count - 1] != (float)n))
             st = LDT_ERR_INTERNAL;
-        if (st == LDT_OK)
-            st = time_op(w, op_all_gather, send, recv, bytes, ctx->reps[s], &ctx->ag_s[s]);
-        if (st == LDT_OK && (recv[0] != 1.0f || recv[count - 1] != (float)n))
+        if (st == LDT_OK) st = run_op(w, OP_ALL_REDUCE, &b, bytes);
+        if (st == LDT_OK && (b.recv[0] != (float)(n * (n + 1) / 2) ||
+                             b.recv[count - 1] != (float)(n * (n + 1) / 2)))
             st = LDT_ERR_INTERNAL;
     }
 done:
-    free(send);
-    free(recv);
+    free(b.send);
+    free(b.recv);
+    free(b.copy);
     return st;
-}
-
-static double memcpy_seconds(int64_t bytes, int reps) {
-    char *src = malloc((size_t)bytes), *dst = malloc((size_t)bytes);
-    double t[MAX_REPS];
-    if (!src || !dst) {
-        free(src);
-        free(dst);
-        return -1;
-    }
-    memset(src, 1, (size_t)bytes);
-    memset(dst, 2, (size_t)bytes);
-    memcpy_fn(dst, src, (size_t)bytes);
-    /* Small copies are repeated within a rep so each rep spans far more than the clock's
-     * resolution. */
-    int inner = bytes < MiB ? (int)(MiB / bytes) : 1;
-    for (int i = 0; i < reps; i++) {
-        double t0 = bench_now();
-        for (int k = 0; k < inner; k++) memcpy_fn(dst, src, (size_t)bytes);
-        t[i] = (bench_now() - t0) / inner;
-    }
-    free(src);
-    free(dst);
-    return bench_median(t, reps);
 }
 
 /* Keeps every world's buffers (2 x max bytes per rank) within half the memory. */
@@ -126,9 +126,9 @@ static int64_t memory_cap(void) {
     return (int64_t)8 << 30;
 }
 
-static int add_point(bench_results *out, const char *name, double gbps, int ranks,
+static int add_point(bench_results *out, const char *name, double gbps, double gbps_cpu, int ranks,
                      int64_t bytes) {
-    int i = bench_add(out, name, gbps, "GB/s");
+    int i = bench_add_timed(out, name, gbps, gbps_cpu, "GB/s");
     if (i < 0) return -1;
     bench_param_int(out, i, "ranks", ranks);
     bench_param_int(out, i, "bytes", bytes);
@@ -140,57 +140,64 @@ int bench_comm_threads(const bench_opts *o, bench_results *out) {
     int64_t top = o->quick ? 16 * MiB : 256 * MiB;
     int64_t mem = memory_cap();
 
-    /* memcpy at every size any world uses (64 MiB included for the ratio). */
-    for (int64_t b = 4 * KiB; b <= (top > 64 * MiB ? top : 64 * MiB); b *= 4) {
-        if (2 * b > mem) break;
-        double s = memcpy_seconds(b, reps_for(b, o->quick));
-        if (s <= 0) return 1;
-        if (add_point(out, "memcpy_gbps", (double)b / s / 1e9, 1, b) != 0) return 1;
-    }
-
     for (size_t k = 0; k < sizeof k_ranks / sizeof k_ranks[0]; k++) {
         int n = k_ranks[k];
-        run_ctx ctx;
-        memset(&ctx, 0, sizeof ctx);
-        for (int64_t b = 4 * KiB; b <= top && ctx.nsizes < MAX_SIZES; b *= 4) {
-            if ((int64_t)n * 2 * b > mem) {
+        run_ctx *ctx = calloc(1, sizeof *ctx);
+        if (!ctx) return 1;
+        for (int64_t b = 4 * KiB; b <= top && ctx->nsizes < MAX_SIZES; b *= 4) {
+            if ((int64_t)n * 2 * b + b > mem) {
                 bench_note("comm_threads: skipping %lld MiB on %d ranks: not enough memory",
                            (long long)(b / MiB), n);
                 break;
             }
-            ctx.sizes[ctx.nsizes++] = b;
+            ctx->sizes[ctx->nsizes++] = b;
         }
         if (o->quick && n == 4 && (int64_t)n * 2 * 64 * MiB <= mem) /* the ratio's point */
-            ctx.sizes[ctx.nsizes++] = 64 * MiB;
-        for (int s = 0; s < ctx.nsizes; s++) {
-            ctx.reps[s] = reps_for(ctx.sizes[s], o->quick);
-            if (ctx.sizes[s] > ctx.max_bytes) ctx.max_bytes = ctx.sizes[s];
+            ctx->sizes[ctx->nsizes++] = 64 * MiB;
+        for (int s = 0; s < ctx->nsizes; s++) {
+            ctx->reps[s] = reps_for(ctx->sizes[s], o->quick);
+            if (ctx->sizes[s] > ctx->max_bytes) ctx->max_bytes = ctx->sizes[s];
         }
-        bench_note("comm_threads: %d ranks, %d sizes up to %lld KiB", n, ctx.nsizes,
-                   (long long)(ctx.max_bytes / KiB));
-        ldt_status st = ldt_threads_launch(n, NULL, rank_fn, &ctx);
+        bench_note("comm_threads: %d ranks, %d sizes up to %lld KiB", n, ctx->nsizes,
+                   (long long)(ctx->max_bytes / KiB));
+        ldt_status st = ldt_threads_launch(n, NULL, rank_fn, ctx);
         if (st != LDT_OK) {
             bench_note("comm_threads: %d ranks failed: %s (%s)", n, ldt_status_name(st),
                        ldt_last_error());
+            free(ctx);
             return 1;
         }
-        for (int s = 0; s < ctx.nsizes; s++) {
-            double b = (double)ctx.sizes[s];
-            double ar_bus = b / ctx.ar_s[s] / 1e9 * 2.0 * (n - 1) / n;
-            double ag_bus = b / ctx.ag_s[s] / 1e9 * (double)(n - 1) / n;
-            if (add_point(out, "allreduce_gbps", ar_bus, n, ctx.sizes[s]) != 0 ||
-                add_point(out, "allgather_gbps", ag_bus, n, ctx.sizes[s]) != 0)
+        for (int s = 0; s < ctx->nsizes; s++) {
+            double b = (double)ctx->sizes[s], arf = 2.0 * (n - 1) / n, agf = (double)(n - 1) / n;
+            double *w = ctx->wall[s], *c = ctx->cpu[s];
+            if (add_point(out, "memcpy_gbps", b / w[OP_MEMCPY] / 1e9, b / c[OP_MEMCPY] / 1e9, n,
+                          ctx->sizes[s]) != 0 ||
+                add_point(out, "allreduce_gbps", arf * b / w[OP_ALL_REDUCE] / 1e9,
+                          arf * b / c[OP_ALL_REDUCE] / 1e9, n, ctx->sizes[s]) != 0 ||
+                add_point(out, "allreduce_algbw_gbps", b / w[OP_ALL_REDUCE] / 1e9,
+                          b / c[OP_ALL_REDUCE] / 1e9, n, ctx->sizes[s]) != 0 ||
+                add_point(out, "allgather_gbps", agf * b / w[OP_ALL_GATHER] / 1e9,
+                          agf * b / c[OP_ALL_GATHER] / 1e9, n, ctx->sizes[s]) != 0 ||
+                add_point(out, "allgather_algbw_gbps", b / w[OP_ALL_GATHER] / 1e9,
+                          b / c[OP_ALL_GATHER] / 1e9, n, ctx->sizes[s]) != 0) {
+                free(ctx);
                 return 1;
+            }
         }
+        free(ctx);
     }
 
-    double ar, mc;
+    double ar, mc, arc, mcc;
     if (bench_find(out, "allreduce_gbps", &ar, 2, "ranks", (int64_t)4, "bytes", 64 * MiB) &&
-        bench_find(out, "memcpy_gbps", &mc, 1, "bytes", 64 * MiB)) {
-        int i = bench_add(out, "allreduce_over_memcpy", ar / mc, "ratio");
+        bench_find(out, "memcpy_gbps", &mc, 2, "ranks", (int64_t)4, "bytes", 64 * MiB) &&
+        bench_find(out, "allreduce_gbps_cpu", &arc, 2, "ranks", (int64_t)4, "bytes", 64 * MiB) &&
+        bench_find(out, "memcpy_gbps_cpu", &mcc, 2, "ranks", (int64_t)4, "bytes", 64 * MiB)) {
+        int i = bench_add_timed(out, "allreduce_over_memcpy", ar / mc, arc / mcc, "ratio");
         if (i < 0) return 1;
         bench_param_int(out, i, "ranks", 4);
         bench_param_int(out, i, "bytes", 64 * MiB);
+        bench_goal(out, ar / mc >= 0.4, "allreduce_over_memcpy >= 0.4 at 64 MiB on 4 ranks (%.3f)",
+                   ar / mc);
     }
     return 0;
 }

@@ -10,21 +10,21 @@
 /* The benchmarks: X(name, description). Adding one is a line here and a bench/<name>.c
  * defining `int bench_<name>(const bench_opts *, bench_results *)` (0 on success). */
 #define LDT_BENCHES(X)                                                                     \
-    X(comm_threads, "all_reduce and all_gather bus bandwidth on 2, 4, 8 rank threads, "     \
-                    "beside single-thread memcpy bandwidth")                                \
+    X(comm_threads, "all_reduce and all_gather algorithm and bus bandwidth on 2, 4, 8 rank "  \
+                    "threads, interleaved with a memcpy by as many threads")                \
     X(trace, "ns per recorded op for 1k to 1M-node graphs, and hash ns per node")          \
     X(redistribute, "modeled vs measured redistribution time on a 2x2 threaded mesh, before " \
                     "and after calibration (spearman, worst_ratio)")                        \
     X(plan, "whole-graph plan time per node for 1k to 100k-node GPT graphs, and the greedy " \
             "plan's modeled cost over the whole-graph plan's")                               \
-    X(replay, "replay ns per instruction beside a loop of indirect calls, eager over replay " \
-              "runtime overhead for the GPT forward on 4 ranks, plan-cache hit time")        \
+    X(replay, "replay ns per instruction and per node of an add chain beside their floors, "  \
+              "eager over replay for the GPT forward on 4 ranks, plan-cache hit time")       \
     X(fusion, "collective calls and step time of a gradient-sync pattern on 4 ranks, with "   \
               "and without collective fusion")                                               \
     X(meta_init, "GPT-3 175B and a 1T GPT described, initialised and planned on a meta mesh: "  \
                  "seconds and host bytes")                                                      \
-    X(train_step, "the demo's training step replayed against eager on dp=2,tp=2: time outside "  \
-                  "kernels and collectives, speed-up")                                         \
+    X(train_step, "the demo's training step replayed against eager on dp=2,tp=2: speed-up, "    \
+                  "and time waiting in collectives and outside kernels and collectives")       \
     X(rng, "random values per second on one core from the stream's CPU fillers: uniform, "   \
            "normal, trunc_normal, randint (GB/s of f32)")                                     \
     X(gpu_replay, "one GPU: an MLP step replayed as a CUDA Graph against the same launches "  \
@@ -50,6 +50,7 @@ static const int k_nbenches = (int)(sizeof k_benches / sizeof k_benches[0]);
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ldt-bench <name>|all [--json] [--quick]\n"
+            "  every timing <result> has a <result>_cpu twin (docs/benchmarks.md)\n"
             "  --json   print one JSON object per benchmark, one per line\n"
             "  --quick  smaller sizes, fewer repetitions\n"
             "benchmarks:\n");

@@ -8,7 +8,7 @@
 
 static int one(const char *name, int64_t layers, int64_t hidden, int64_t heads, int reps,
                bench_results *out) {
-    double t[8], heap = 0;
+    double t[8], tc[8], heap = 0;
     int idx;
     for (int r = 0; r < reps; r++) {
         ldt_mesh *mesh = NULL;
@@ -19,7 +19,7 @@ static int one(const char *name, int64_t layers, int64_t hidden, int64_t heads, 
         ldt_ctx_options co = {0};
         ldt_model_config cfg = ldt_model_config_default("gpt");
         struct mallinfo2 before = mallinfo2(), after;
-        double t0 = bench_now();
+        bench_clock t0 = bench_clock_now(), dt;
         int ok;
         cfg.layers = layers;
         cfg.hidden = hidden;
@@ -33,7 +33,9 @@ static int one(const char *name, int64_t layers, int64_t hidden, int64_t heads, 
              ldt_model_init(m, 0) == LDT_OK && ldt_model_pin(m, "megatron") == LDT_OK &&
              ldt_model_forward(m) && ldt_plan_create(ctx, NULL, &plan) == LDT_OK &&
              ldt_plan_memory_get(plan, &mem) == LDT_OK;
-        t[r] = bench_now() - t0;
+        dt = bench_clock_since(t0, 1);
+        t[r] = dt.wall;
+        tc[r] = dt.cpu;
         after = mallinfo2();
         heap = (double)after.uordblks + (double)after.hblkhd - (double)before.uordblks - (double)before.hblkhd;
         ldt_plan_destroy(plan);
@@ -45,7 +47,7 @@ static int one(const char *name, int64_t layers, int64_t hidden, int64_t heads, 
             return 1;
         }
     }
-    idx = bench_add(out, "seconds", bench_median(t, reps), "s");
+    idx = bench_add_timed(out, "seconds", bench_median(t, reps), bench_median(tc, reps), "s");
     bench_param_str(out, idx, "model", name);
     idx = bench_add(out, "host_bytes", heap, "B");
     bench_param_str(out, idx, "model", name);

@@ -106,4 +106,9 @@ void ldt__comm_abort(ldt_comm *c, const char *why);
  * group_start and group_end); returns 1 if there was one. */
 int ldt__group_discard(void);
 
+/* Nanoseconds world rank `rank` of a rank-threads world has spent blocked in collectives
+ * waiting for its peers to arrive (its own thread and its communication thread), since the
+ * world was created; 0 for a NULL world or a rank out of range (exec/comm_threads.c). */
+int64_t ldt__threads_wait_ns(const ldt_threads *w, int rank);
+
 #endif

@@ -109,6 +109,9 @@ struct ldt_threads {
     _Atomic uint64_t job;    /* written under pool_mu; read without it by spinning workers */
     _Atomic int remaining;   /* likewise, for the caller waiting on the workers */
     int stop;
+    /* per world rank: nanoseconds blocked in collectives' barriers waiting for peers (the
+     * rank's thread and its communication thread add to it, hence atomic) */
+    _Atomic int64_t *wait_ns;
 };
 
 static const ldt__comm_vtable k_threads_vt;
@@ -127,6 +130,23 @@ static struct timespec deadline_after(int64_t ms) {
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
+}
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A member that arrived at t0 (mono_ns) and waited until now for its peers. */
+static void add_wait(tcomm *c, int64_t t0) {
+    atomic_fetch_add_explicit(&c->w->wait_ns[c->g->ranks[c->base.rank]], mono_ns() - t0,
+                              memory_order_relaxed);
+}
+
+int64_t ldt__threads_wait_ns(const ldt_threads *w, int rank) {
+    if (!w || rank < 0 || rank >= w->n || !w->wait_ns) return 0;
+    return atomic_load_explicit(&w->wait_ns[rank], memory_order_relaxed);
 }
 
 static int cond_init_monotonic(pthread_cond_t *cv) {
@@ -274,8 +294,10 @@ static ldt_status barrier_entry(tcomm *c, const char *op) {
         pthread_mutex_unlock(&g->mu);
         return LDT_OK;
     }
+    int64_t t0 = mono_ns();
     if (spin_for(g, my_gen)) {
         pthread_mutex_unlock(&g->mu);
+        add_wait(c, t0);
         return LDT_OK;
     }
     struct timespec dl = deadline_after(w->timeout_ms);
@@ -284,6 +306,7 @@ static ldt_status barrier_entry(tcomm *c, const char *op) {
         if (g->poisoned || is_aborted(w) || timed_out) break;
         timed_out = pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT;
     }
+    add_wait(c, t0);
     if (gen_now(g) != my_gen) { /* completed, whatever else happened meanwhile */
         pthread_mutex_unlock(&g->mu);
         return LDT_OK;
@@ -337,8 +360,11 @@ static void barrier_data(tcomm *c) {
         g->arrived = 0;
         gen_advance(g);
         pthread_cond_broadcast(&g->cv);
-    } else if (!spin_for(g, my_gen)) {
-        while (gen_now(g) == my_gen) pthread_cond_wait(&g->cv, &g->mu);
+    } else {
+        int64_t t0 = mono_ns();
+        if (!spin_for(g, my_gen))
+            while (gen_now(g) == my_gen) pthread_cond_wait(&g->cv, &g->mu);
+        add_wait(c, t0);
     }
     pthread_mutex_unlock(&g->mu);
 }
@@ -852,16 +878,18 @@ ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_thre
     int ok_mu = pthread_mutex_init(&w->mu, NULL) == 0;
     int ok_cv = cond_init_monotonic(&w->mail_cv) == 0;
     w->mail = calloc((size_t)nranks, sizeof *w->mail);
+    w->wait_ns = calloc((size_t)nranks, sizeof *w->wait_ns);
     w->world_comms = calloc((size_t)nranks, sizeof *w->world_comms);
     int *ranks = malloc((size_t)nranks * sizeof *ranks);
     if (ranks)
         for (int i = 0; i < nranks; i++) ranks[i] = i;
     w->world_group = ranks ? group_new(nranks, ranks) : NULL;
     free(ranks);
-    if (!ok_mu || !ok_cv || !w->mail || !w->world_comms || !w->world_group) {
+    if (!ok_mu || !ok_cv || !w->mail || !w->wait_ns || !w->world_comms || !w->world_group) {
         if (ok_mu) pthread_mutex_destroy(&w->mu);
         if (ok_cv) pthread_cond_destroy(&w->mail_cv);
         free(w->mail);
+        free(w->wait_ns);
         free(w->world_comms);
         group_free(w->world_group);
         free(w);
@@ -911,6 +939,7 @@ void ldt_threads_destroy(ldt_threads *w) {
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->mail_cv);
     free(w->mail);
+    free(w->wait_ns);
     for (int r = 0; r < w->n; r++) free(w->world_comms[r].srcs);
     free(w->world_comms);
     free(w->runs);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "exec/comm.h"
 #include "exec/exec_internal.h"
 
 static const char *category(const ldt__instr *x) {
@@ -175,5 +176,31 @@ ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap,
         out[j].flops += instr_flops(busiest->prog, x);
         out[j].bytes += instr_bytes(e, busiest->prog, x);
     }
+    return LDT_OK;
+}
+
+ldt_status ldt_exec_comm_wait(const ldt_exec *e, int rank, double *seconds) {
+    if (!e || !seconds) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec comm wait: NULL argument");
+    if (rank < 0 || rank >= e->nranks)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec comm wait: rank %d, the mesh has ranks 0..%d", rank,
+                 e->nranks - 1);
+    *seconds = e->is_cuda ? 0 : (double)ldt__threads_wait_ns(e->threads, rank) * 1e-9;
+    return LDT_OK;
+}
+
+ldt_status ldt_exec_rank_inside(const ldt_exec *e, int rank, double *seconds) {
+    const rank_state *rs;
+    double s = 0;
+    if (!e || !seconds) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec rank inside: NULL argument");
+    if (rank < 0 || rank >= e->nranks)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec rank inside: rank %d, the mesh has ranks 0..%d", rank,
+                 e->nranks - 1);
+    if (!e->profile) LDT_FAIL(LDT_ERR_INVALID_USAGE, "exec rank inside: compile with profile (or trace_path)");
+    if (!e->replays) LDT_FAIL(LDT_ERR_INVALID_USAGE, "exec rank inside: nothing has been replayed yet");
+    if (!(rs = e->ranks ? e->ranks[rank] : NULL)) /* another process's rank, or CUDA */
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "exec rank inside: rank %d is not replayed by this process on the CPU",
+                 rank);
+    for (int64_t i = 0; i < rs->nins; i++) s += rs->prof[i].end - rs->prof[i].start;
+    *seconds = s;
     return LDT_OK;
 }

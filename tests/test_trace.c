@@ -630,3 +630,34 @@ Test(eager, nn_and_index_ops_by_hand) {
     (void)s;
     ldt_ctx_destroy(ctx);
 }
+
+/* A result too large for 64-bit byte counts is an error of the op that makes it, also where
+ * its shape is an input's but its elements are wider; ops keeping shape and width record. */
+Test(record, overflowing_results_fail_even_with_an_inputs_shape) {
+    ldt_mesh *mesh;
+    ldt_ctx_options co = {0};
+    ldt_ctx *ctx;
+    cr_assert_eq(ldt_mesh_parse("2", LDT_DEVICE_META, &mesh), LDT_OK); /* holds no data */
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK, "%s", ldt_last_error());
+    /* 2^40 x 2^20 f32: 2^62 bytes, fine; as f64 2^63, one past INT64_MAX */
+    ldt_tensor *x = ldt_input(ctx, "x", &(ldt_shape){2, {(int64_t)1 << 40, (int64_t)1 << 20}}, LDT_F32);
+    ldt_tensor *y;
+    cr_assert(x != NULL, "%s", ldt_ctx_errmsg(ctx));
+    y = ldt_relu(ldt_add(x, x));
+    cr_assert(y != NULL, "%s", ldt_ctx_errmsg(ctx));
+    cr_assert(ldt_cast(y, LDT_F64) == NULL);
+    cr_assert_neq(ldt_ctx_status(ctx), LDT_OK);
+    cr_assert(strstr(ldt_ctx_errmsg(ctx), "cast: shape [1099511627776,1048576] f64: byte count exceeds") != NULL,
+              "%s", ldt_ctx_errmsg(ctx));
+    ldt_ctx_destroy(ctx);
+    /* a new shape: [2^40, 2^20] @ [2^20, 2^40] holds 2^80 elements */
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK, "%s", ldt_last_error());
+    x = ldt_input(ctx, "x", &(ldt_shape){2, {(int64_t)1 << 40, (int64_t)1 << 20}}, LDT_F32);
+    y = ldt_input(ctx, "y", &(ldt_shape){2, {(int64_t)1 << 20, (int64_t)1 << 40}}, LDT_F32);
+    cr_assert(ldt_matmul(x, y) == NULL);
+    cr_assert_neq(ldt_ctx_status(ctx), LDT_OK);
+    cr_assert(strstr(ldt_ctx_errmsg(ctx), "matmul: ") != NULL, "%s", ldt_ctx_errmsg(ctx));
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}

@@ -16,7 +16,8 @@ const char *ldt__op_name(const ldt_ctx *ctx, int op) {
 }
 
 
-ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n) {
+/* Out of line, so the common case below stays a leaf function with no frame to set up. */
+__attribute__((noinline)) static ldt_ctx *inputs_error(const char *op, ldt_tensor *const *in, int n) {
     ldt_ctx *ctx = NULL;
     for (int i = 0; i < n; i++)
         if (in[i]) {
@@ -48,6 +49,18 @@ ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n) {
     return ctx;
 }
 
+ldt_ctx *ldt__check_inputs(const char *op, ldt_tensor *const *in, int n) {
+    ldt_ctx *ctx;
+    int i = 0;
+    if (n <= 0 || !in[0]) return inputs_error(op, in, n);
+    ctx = in[0]->ctx; /* every input fine, the common case: one pass */
+    for (; i < n; i++) {
+        const ldt_tensor *x = in[i];
+        if (!x || x->ctx != ctx || (x->kind == LDT__NODE && x->gen != ctx->gen)) break;
+    }
+    return i == n ? ctx : inputs_error(op, in, n); /* the slow path names what is wrong */
+}
+
 ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor *x) {
     char d[256];
     ldt__describe(x, d, sizeof d);
@@ -56,32 +69,80 @@ ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor
                          -x->shape->ndim, x->shape->ndim - 1);
 }
 
-static int push_node(ldt_ctx *ctx, ldt_tensor *t) {
+static int grow_nodes(ldt_ctx *ctx) {
+    int64_t cap = ctx->cap_nodes ? ctx->cap_nodes * 2 : 1024;
+    ldt_tensor **p = realloc(ctx->nodes, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    ctx->nodes = p;
+    ctx->cap_nodes = cap;
+    return 0;
+}
+
+static inline int push_node(ldt_ctx *ctx, ldt_tensor *t) {
     if (ctx->nnodes >= INT32_MAX) return -1; /* ids are 32-bit; no machine holds that trace */
-    if (ctx->nnodes == ctx->cap_nodes) {
-        int64_t cap = ctx->cap_nodes ? ctx->cap_nodes * 2 : 1024;
-        ldt_tensor **p = realloc(ctx->nodes, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        ctx->nodes = p;
-        ctx->cap_nodes = cap;
-    }
+    if (ctx->nnodes == ctx->cap_nodes && grow_nodes(ctx) != 0) return -1;
     t->id = (int32_t)ctx->nnodes;
     ctx->nodes[ctx->nnodes++] = t;
     return 0;
 }
 
-static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
-                          const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
+/* A node's fields, written one by one: zeroing the whole node first would write it twice. */
+static inline ldt_tensor *fill_node(ldt_tensor *t, ldt_ctx *ctx, int op, ldt_tensor *const *in,
+                                    int nin, const ldt_shape *sh, ldt_dtype dt, int with_attrs) {
+    t->ctx = ctx;
+    t->op = (uint16_t)op;
+    t->dtype = (uint8_t)dt;
+    t->kind = LDT__NODE;
+    t->nin = nin;
+    t->gen = ctx->gen;
+    t->shape = sh;
+    t->pin = NULL;
+    t->data = NULL;
+    for (int i = 0; i < nin; i++) LDT__IN(t)[i] = in[i];
+    if (with_attrs) {
+        ldt__attrs *a = (ldt__attrs *)(LDT__IN(t) + nin);
+        /* element by element: -O2 makes a few vector stores of it, where memset of the
+         * whole struct became `rep stos`, whose start-up cost was 30% of recording an op */
+        for (int k = 0; k < LDT_ATTR_INTS; k++) a->i[k] = 0;
+        a->f[0] = 0;
+        a->f[1] = 0;
+        t->attrs = a;
+    } else {
+        t->attrs = &ctx->no_attrs;
+    }
+    return t;
+}
+
+static size_t node_bytes(int nin, int with_attrs) {
+    return sizeof(ldt_tensor) + (size_t)nin * sizeof(ldt_tensor *) + (with_attrs ? sizeof(ldt__attrs) : 0);
+}
+
+/* Every case: persistent inputs joining the trace, a new shape (checked for overflow and
+ * copied), a new arena chunk, a longer node list. Out of line, so record_fast has no frame. */
+__attribute__((noinline)) static ldt_tensor *record_slow(ldt_ctx *ctx, int op, ldt_tensor *const *in,
+                                                       int nin, const ldt_shape *shape, ldt_dtype dt,
+                                                       int with_attrs) {
     ldt_tensor *t;
     const ldt_shape *sh = NULL;
     int64_t nbytes = (int64_t)ldt__dtype_size(dt);
-    int ok = 1;
-    /* fast path: shape rules give valid dims, so only overflow needs checking here; on
-     * overflow the full check decides (a later zero dim can still make it empty) */
-    for (int d = 0; d < shape->ndim; d++) ok &= !__builtin_mul_overflow(nbytes, shape->dims[d], &nbytes);
-    if (!ok && ldt_shape_nbytes(shape, dt, &nbytes) != LDT_OK) {
-        ldt__error_prefix(LDT_ERR_OVERFLOW, "%s", ldt__op_name(ctx, op));
-        return ldt__trace_fail(ctx);
+    int ok = 1, same = -1;
+    /* an input with the very shape: the output shares it (most ops) */
+    for (int i = 0; i < nin && same < 0; i++) {
+        const ldt_shape *s = in[i]->shape;
+        int eq = s->ndim == shape->ndim;
+        for (int d = 0; eq && d < s->ndim; d++) eq = s->dims[d] == shape->dims[d];
+        if (eq) same = i;
+    }
+    /* fast path: shape rules give valid dims, so only overflow needs checking here, and not
+     * even that where an input of that shape has elements as wide (its size was checked when
+     * it was made); on overflow the full check decides (a later zero dim can still make it
+     * empty) */
+    if (same < 0 || ldt__dtype_size(dt) > ldt__dtype_size((ldt_dtype)in[same]->dtype)) {
+        for (int d = 0; d < shape->ndim; d++) ok &= !__builtin_mul_overflow(nbytes, shape->dims[d], &nbytes);
+        if (!ok && ldt_shape_nbytes(shape, dt, &nbytes) != LDT_OK) {
+            ldt__error_prefix(LDT_ERR_OVERFLOW, "%s", ldt__op_name(ctx, op));
+            return ldt__trace_fail(ctx);
+        }
     }
     /* persistent inputs join this trace as leaves, in first-use order, so the node list (and
      * the hash) of a step is the same every time the step is traced */
@@ -98,13 +159,9 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
                                      ldt__op_name(ctx, op));
         }
     /* an input's shape when equal (shared), else a copy in the trace arena */
-    for (int i = 0; i < nin && !sh; i++) {
-        const ldt_shape *s = in[i]->shape;
-        int eq = s->ndim == shape->ndim;
-        for (int d = 0; eq && d < s->ndim; d++) eq = s->dims[d] == shape->dims[d];
-        if (eq) sh = s;
-    }
-    if (!sh) {
+    if (same >= 0) {
+        sh = in[same]->shape;
+    } else {
         ldt_shape *copy = ldt__arena_alloc_raw(ctx->arena, sizeof *copy);
         if (!copy)
             return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
@@ -112,29 +169,50 @@ static ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
         *copy = *shape;
         sh = copy;
     }
-    /* filled field by field below: zeroing the whole node first would write it twice */
-    t = ldt__arena_alloc_fast(ctx->arena, sizeof *t + (size_t)nin * sizeof(ldt_tensor *) +
-                                             (with_attrs ? sizeof(ldt__attrs) : 0));
+    t = ldt__arena_alloc_fast(ctx->arena, node_bytes(nin, with_attrs));
     if (!t || push_node(ctx, t) != 0)
         return ldt__op_error(ctx, LDT_ERR_OUT_OF_MEMORY, "%s: out of memory",
                              ldt__op_name(ctx, op));
-    t->ctx = ctx;
-    t->op = (uint16_t)op;
-    t->dtype = (uint8_t)dt;
-    t->kind = LDT__NODE;
-    t->nin = nin;
-    t->gen = ctx->gen;
-    t->shape = sh;
-    t->pin = NULL;
-    t->data = NULL;
-    for (int i = 0; i < nin; i++) LDT__IN(t)[i] = in[i];
-    if (with_attrs) {
-        t->attrs = (ldt__attrs *)(LDT__IN(t) + nin);
-        memset(t->attrs, 0, sizeof *t->attrs);
-    } else {
-        t->attrs = &ctx->no_attrs;
+    return fill_node(t, ctx, op, in, nin, sh, dt, with_attrs);
+}
+
+/* The common case: every input a node of this trace or a persistent tensor already in it,
+ * the output shaped as its first input of that shape with elements no wider (so its size
+ * needs no check), and room in the arena's chunk and the node list. NULL, having changed
+ * nothing, where any of that does not hold. */
+static inline ldt_tensor *record_fast(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                                      const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
+    const ldt_shape *sh = NULL;
+    ldt__arena *ar = ctx->arena;
+    size_t size = (node_bytes(nin, with_attrs) + 15) & ~(size_t)15; /* as arena_alloc_fast */
+    ldt_tensor *t;
+    for (int i = 0; i < nin; i++) {
+        const ldt_tensor *x = in[i];
+        if (x->kind == LDT__PERSISTENT && x->gen != ctx->gen) return NULL;
+        if (!sh) {
+            const ldt_shape *s = x->shape;
+            int eq = s->ndim == shape->ndim;
+            for (int d = 0; eq && d < s->ndim; d++) eq = s->dims[d] == shape->dims[d];
+            if (eq) {
+                if (ldt__dtype_size(dt) > ldt__dtype_size((ldt_dtype)x->dtype)) return NULL;
+                sh = s;
+            }
+        }
     }
-    return t;
+    if (!sh || !ar->cur || (size_t)(ar->end - ar->cur) < size || ctx->nnodes >= ctx->cap_nodes ||
+        ctx->nnodes >= INT32_MAX)
+        return NULL;
+    t = (ldt_tensor *)(void *)ar->cur;
+    ar->cur += size;
+    t->id = (int32_t)ctx->nnodes;
+    ctx->nodes[ctx->nnodes++] = t;
+    return fill_node(t, ctx, op, in, nin, sh, dt, with_attrs);
+}
+
+static inline ldt_tensor *record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,
+                                 const ldt_shape *shape, ldt_dtype dt, int with_attrs) {
+    ldt_tensor *t = record_fast(ctx, op, in, nin, shape, dt, with_attrs);
+    return t ? t : record_slow(ctx, op, in, nin, shape, dt, with_attrs);
 }
 
 ldt_tensor *ldt__record(ldt_ctx *ctx, int op, ldt_tensor *const *in, int nin,

@@ -356,6 +356,16 @@ typedef struct ldt_exec_op_time {
 /* Fills out[0..*n) with the breakdown described above. */
 LDT_API ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap, int *n);
 
+/* The last profiled replay's summed instruction times on world rank `rank` (kernels,
+ * collectives with their waits for peers, loads): what ldt_exec_breakdown splits by op on the
+ * busiest rank. Needs profile or trace_path at compile. */
+LDT_API ldt_status ldt_exec_rank_inside(const ldt_exec *e, int rank, double *seconds);
+/* Seconds world rank `rank` has spent blocked inside collectives waiting for its peers to
+ * arrive, summed over every replay of e so far (take differences around a replay), so that
+ * time waiting for peers (or for a core) is not read as the collectives' own work. Rank-thread
+ * meshes; other backends report 0. */
+LDT_API ldt_status ldt_exec_comm_wait(const ldt_exec *e, int rank, double *seconds);
+
 /* The context's plan cache: compiles answered from it and compiles that built anew. */
 LDT_API ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses);
 

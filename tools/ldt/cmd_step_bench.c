@@ -1,6 +1,9 @@
 /* ldt step-bench: capture a model's training step (forward, backward, AdamW) once, replay it
  * N times and report where the time goes: step time, a per-op and per-collective breakdown,
- * achieved FLOP/s and bus bandwidth, modeled against measured, and the arena per rank. */
+ * achieved FLOP/s and bus bandwidth, modeled against measured, and the arena per rank.
+ * The timed replays run with profiling off; the breakdown comes from a separate profiled
+ * executable of the same step, replayed once more on its own, which also splits its busiest
+ * rank's time into work, waiting for peers inside collectives, and the rest (outside). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +71,8 @@ int cmd_step_bench(int argc, char **argv) {
     ldt_exec_op_time ops[MAXOPS];
     ldt_tensor *loss, *ps[4096];
     const char *kind, *pins;
-    double *t = NULL, total_flops = 0, inside = 0;
+    double *t = NULL, total_flops = 0, inside = 0, prof_wall = 0, wait_frac = -1, outside_frac = 0;
+    ldt_exec *pex = NULL;
     int64_t steps;
     int rc = 1, nops = 0, fwd, json;
     const char *b;
@@ -134,7 +138,6 @@ int cmd_step_bench(int argc, char **argv) {
     oc.kind = LDT_OPTIM_ADAMW, oc.lr = 1e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
     oc.total_steps = steps + 2;
     if (!fwd && ldt_optim_create(ctx, &oc, ps, ldt_model_nparams(m), &o) != LDT_OK) goto fail;
-    copt.profile = 1;
     copt.overlap = -1; /* collectives in line: their time is their own in the breakdown */
     for (int64_t k = 0; k < steps + 1; k++) { /* one warm-up replay, then the timed ones */
         double t0;
@@ -143,7 +146,36 @@ int cmd_step_bench(int argc, char **argv) {
         if (ldt_replay(ex) != LDT_OK) goto fail;
         if (k) t[k - 1] = now_s() - t0;
     }
-    if (ldt_exec_stats_get(ex, &es) != LDT_OK || ldt_exec_breakdown(ex, ops, MAXOPS, &nops) != LDT_OK) goto fail;
+    /* the breakdown: the same step compiled with profiling, one warm-up, one measured replay */
+    copt.profile = 1;
+    if (record(m, o, fwd, &loss) != LDT_OK || ldt_compile(ctx, &loss, 1, &copt, &pex) != LDT_OK ||
+        ldt_replay(pex) != LDT_OK)
+        goto fail;
+    {
+        int nr = ldt_mesh_nranks(mesh), threads = !world;
+        double *w0 = calloc((size_t)nr, sizeof *w0), best = -1, t0;
+        if (!w0) goto fail;
+        for (int r = 0; r < nr; r++) ldt_exec_comm_wait(pex, r, &w0[r]);
+        t0 = now_s();
+        if (ldt_replay(pex) != LDT_OK) {
+            free(w0);
+            goto fail;
+        }
+        prof_wall = now_s() - t0;
+        for (int r = 0; r < nr; r++) { /* the busiest rank: the most work, waits left out */
+            double w1 = 0, in;
+            if (ldt_exec_rank_inside(pex, r, &in) != LDT_OK) continue; /* another process's */
+            ldt_exec_comm_wait(pex, r, &w1);
+            if (in - (w1 - w0[r]) > best) {
+                best = in - (w1 - w0[r]);
+                wait_frac = threads ? (w1 - w0[r]) / prof_wall : -1; /* MPI: not measured */
+                outside_frac = prof_wall > in ? (prof_wall - in) / prof_wall : 0;
+            }
+        }
+        free(w0);
+        ldt_clear_error();
+    }
+    if (ldt_exec_stats_get(ex, &es) != LDT_OK || ldt_exec_breakdown(pex, ops, MAXOPS, &nops) != LDT_OK) goto fail;
     qsort(t, (size_t)steps, sizeof *t, cmp_d);
     for (int i = 0; i < nops; i++) {
         total_flops += ops[i].flops;
@@ -161,14 +193,25 @@ int cmd_step_bench(int argc, char **argv) {
                    ops[i].seconds, ops[i].flops, ops[i].seconds > 0 ? ops[i].flops / ops[i].seconds : 0,
                    ops[i].collective && ops[i].seconds > 0 ? ops[i].bytes / ops[i].seconds : 0);
         printf("],\"flops_per_second\":%.9g,\"modeled_step_seconds\":%.9g,"
-               "\"arena_bytes_per_rank\":%lld,\"instructions_per_rank\":%lld}\n",
+               "\"arena_bytes_per_rank\":%lld,\"instructions_per_rank\":%lld,\"profiled_step_seconds\":%.9g,"
+               "\"outside_fraction\":%.9g,\"wait_fraction\":",
                total_flops / t[steps / 2], es.modeled_step_seconds, (long long)es.arena_bytes,
-               (long long)es.instructions);
+               (long long)es.instructions, prof_wall, outside_frac);
+        if (wait_frac >= 0)
+            printf("%.9g}\n", wait_frac);
+        else
+            printf("null}\n");
     } else {
         printf("step %.3f ms median (min %.3f, max %.3f) over %lld replays; %.2f GFLOP/s; modeled %.3f ms; "
                "arena %lld B per rank, %lld instructions\n",
                t[steps / 2] * 1e3, t[0] * 1e3, t[steps - 1] * 1e3, (long long)steps, total_flops / t[steps / 2] / 1e9,
                es.modeled_step_seconds * 1e3, (long long)es.arena_bytes, (long long)es.instructions);
+        printf("profiled replay %.3f ms: busiest rank waiting for peers inside collectives ", prof_wall * 1e3);
+        if (wait_frac >= 0)
+            printf("%.1f%%", 100 * wait_frac);
+        else
+            printf("not measured (mpi)");
+        printf(", outside kernels and collectives %.1f%%\n", 100 * outside_frac);
         printf("%-28s %6s %10s %7s %12s %14s\n", "op (busiest rank)", "calls", "ms", "share", "GFLOP/s", "bus GB/s");
         for (int i = 0; i < nops; i++)
             printf("%-28s %6lld %10.3f %6.1f%% %12.2f %14.3f\n", ops[i].name, (long long)ops[i].calls,
