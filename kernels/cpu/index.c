@@ -314,10 +314,10 @@ static ldt_status check_range(const char *op, const ldt__kcall *c, int k, int64_
              op, (long long)raw_index(ix, bad), (long long)bad, where, tensor, (long long)n, what);
 }
 
-ldt_status ldt__k_index(const ldt__kcall *c) {
+/* A checked call: every index range-checked (the data's part), then the kernel. */
+static ldt_status index_run(const ldt__kcall *c, const ldt__ix_plan *pp) {
     const char *op = ldt__builtin_op_name(c->op);
-    ldt__ix_plan p;
-    LDT_CHECK(ldt__ix_check(c, &p));
+    const ldt__ix_plan p = *pp;
     for (int j = 0; j < p.nidx; j++)
         LDT_CHECK(check_range(op, c, p.idx_in[j], p.idx_n[j], p.idx_what[j]));
     switch (c->op) {
@@ -328,5 +328,26 @@ ldt_status ldt__k_index(const ldt__kcall *c) {
     case LDT_OP_INDEX_PUT: index_put(c, p.k, p.acc); break;
     default: gather_scatter(c, p.dim); break; /* gather, scatter, scatter_add */
     }
+    return LDT_OK;
+}
+
+ldt_status ldt__k_index(const ldt__kcall *c) {
+    ldt__ix_plan p;
+    LDT_CHECK(ldt__ix_check(c, &p));
+    return index_run(c, &p);
+}
+
+/* Bound calls: the shared checks once; the indices, being data, are range-checked per call. */
+static ldt_status index_bound(const ldt__kcall *c) {
+    return index_run(c, (const ldt__ix_plan *)c->plan);
+}
+
+ldt_status ldt__kb_index(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    ldt__ix_plan p;
+    *plan = NULL;
+    LDT_CHECK(ldt__ix_check(c, &p));
+    LDT_CHECK(ldt__kplan_alloc(ldt__builtin_op_name(c->op), sizeof p, plan));
+    memcpy(*plan, &p, sizeof p);
+    *fn = index_bound;
     return LDT_OK;
 }
