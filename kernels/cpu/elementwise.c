@@ -648,6 +648,39 @@ static ldt_status bin_bound(const ldt__kcall *c) {
     return LDT_OK;
 }
 
+/* Same-shape entries with the row called directly (inlined): one indirect call per node. */
+#define SB(R)                                                                              \
+    static ldt_status sb_##R(const ldt__kcall *c) {                                        \
+        R(c->out.data, c->in[0].data, 1, c->in[1].data, 1, ((const ew_bplan *)c->plan)->n); \
+        return LDT_OK;                                                                     \
+    }
+#define SB_ARITH(OP) SB(OP##_f32) SB(OP##_f64) SB(OP##_i32) SB(OP##_i64) SB(OP##_u8)
+#define SB_CMP(OP) SB_ARITH(OP) SB(OP##_bool)
+SB_ARITH(add)
+SB_ARITH(sub)
+SB_ARITH(mul)
+SB(div_f32)
+SB(div_f64)
+SB_CMP(eq)
+SB_CMP(ne)
+SB_CMP(lt)
+SB_CMP(le)
+SB_CMP(gt)
+SB_CMP(ge)
+#define SB_ROWS_OF(OP)                                                                     \
+    {[LDT_F32] = sb_##OP##_f32, [LDT_F64] = sb_##OP##_f64, [LDT_I32] = sb_##OP##_i32,       \
+     [LDT_I64] = sb_##OP##_i64, [LDT_U8] = sb_##OP##_u8}
+#define SB_CMP_ROWS_OF(OP)                                                                 \
+    {[LDT_F32] = sb_##OP##_f32, [LDT_F64] = sb_##OP##_f64, [LDT_I32] = sb_##OP##_i32,       \
+     [LDT_I64] = sb_##OP##_i64, [LDT_U8] = sb_##OP##_u8, [LDT_BOOL] = sb_##OP##_bool}
+/* [op - ADD][dtype]; NULL where the general entry serves (halves, integer division). */
+static const ldt__kernel_fn k_same_bound[LDT_OP_WHERE - LDT_OP_ADD][LDT_DTYPE_COUNT] = {
+    SB_ROWS_OF(add), SB_ROWS_OF(sub), SB_ROWS_OF(mul),
+    {[LDT_F32] = sb_div_f32, [LDT_F64] = sb_div_f64},
+    SB_CMP_ROWS_OF(eq), SB_CMP_ROWS_OF(ne), SB_CMP_ROWS_OF(lt), SB_CMP_ROWS_OF(le),
+    SB_CMP_ROWS_OF(gt), SB_CMP_ROWS_OF(ge),
+};
+
 ldt_status ldt__kb_binary(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
     const char *op = op_name(c->op);
     static const char *const names2[] = {"a", "b"}, *const names3[] = {"cond", "a", "b"};
@@ -699,7 +732,9 @@ ldt_status ldt__kb_binary(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) 
     for (int k = 0; k < q.nin && same && q.bc.nd == 1; k++) same = q.bc.st[k][0] == 1;
     LDT_CHECK(ldt__kplan_alloc(op, sizeof q, plan));
     memcpy(*plan, &q, sizeof q);
-    *fn = same ? bin_same_bound : bin_bound;
+    *fn = !same ? bin_bound
+          : k_same_bound[c->op - LDT_OP_ADD][a->dtype] ? k_same_bound[c->op - LDT_OP_ADD][a->dtype]
+                                                       : bin_same_bound;
     return LDT_OK;
 }
 
