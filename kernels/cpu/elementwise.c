@@ -775,24 +775,39 @@ POW2_DIV_ROW(pow2div_i32, int32_t, ldt__cast_wrap_i32)
 POW2_DIV_ROW(pow2div_i64, int64_t, WRAP_SAME)
 POW2_DIV_ROW(pow2div_u8, uint8_t, (uint8_t))
 
-static ldt_status scalar_bound(const ldt__kcall *c) {
+static ldt_status scalar_row_bound(const ldt__kcall *c) {
     const sc_bplan *p = (const sc_bplan *)c->plan;
-    if (p->zscan)
-        LDT_CHECK(zero_check(p->zscan, c->in[0].data, p->n, "rdiv_scalar", "x", p->t));
-    if (p->un) {
-        p->un(c->out.data, c->in[0].data, p->n);
-    } else if (p->idiv) {
-        p->idiv(c->out.data, c->in[0].data, p->n, p->si, p->k);
-    } else if (!p->half) {
-        p->row(c->out.data, c->in[0].data, p->n, p->s);
-    } else {
-        float t[LDT__CHUNK];
-        for (int64_t i0 = 0; i0 < p->n; i0 += LDT__CHUNK) {
-            int64_t m = p->n - i0 < LDT__CHUNK ? p->n - i0 : LDT__CHUNK;
-            half_load(t, (const uint16_t *)c->in[0].data + i0, m, p->t);
-            p->row(t, t, m, p->s);
-            half_store((uint16_t *)c->out.data + i0, t, m, p->t);
-        }
+    p->row(c->out.data, c->in[0].data, p->n, p->s);
+    return LDT_OK;
+}
+
+static ldt_status scalar_rdiv_int_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    LDT_CHECK(zero_check(p->zscan, c->in[0].data, p->n, "rdiv_scalar", "x", p->t));
+    p->row(c->out.data, c->in[0].data, p->n, p->s);
+    return LDT_OK;
+}
+
+static ldt_status scalar_un_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    p->un(c->out.data, c->in[0].data, p->n);
+    return LDT_OK;
+}
+
+static ldt_status scalar_pow2_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    p->idiv(c->out.data, c->in[0].data, p->n, p->si, p->k);
+    return LDT_OK;
+}
+
+static ldt_status scalar_half_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    float t[LDT__CHUNK];
+    for (int64_t i0 = 0; i0 < p->n; i0 += LDT__CHUNK) {
+        int64_t m = p->n - i0 < LDT__CHUNK ? p->n - i0 : LDT__CHUNK;
+        half_load(t, (const uint16_t *)c->in[0].data + i0, m, p->t);
+        p->row(t, t, m, p->s);
+        half_store((uint16_t *)c->out.data + i0, t, m, p->t);
     }
     return LDT_OK;
 }
@@ -836,7 +851,11 @@ ldt_status ldt__kb_scalar(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) 
     }
     LDT_CHECK(ldt__kplan_alloc(op, sizeof q, plan));
     memcpy(*plan, &q, sizeof q);
-    *fn = scalar_bound;
+    *fn = q.zscan  ? scalar_rdiv_int_bound
+          : q.un   ? scalar_un_bound
+          : q.idiv ? scalar_pow2_bound
+          : q.half ? scalar_half_bound
+                   : scalar_row_bound;
     return LDT_OK;
 }
 

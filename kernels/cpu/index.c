@@ -317,16 +317,15 @@ static ldt_status check_range(const char *op, const ldt__kcall *c, int k, int64_
 /* A checked call: every index range-checked (the data's part), then the kernel. */
 static ldt_status index_run(const ldt__kcall *c, const ldt__ix_plan *pp) {
     const char *op = ldt__builtin_op_name(c->op);
-    const ldt__ix_plan p = *pp;
-    for (int j = 0; j < p.nidx; j++)
-        LDT_CHECK(check_range(op, c, p.idx_in[j], p.idx_n[j], p.idx_what[j]));
+    for (int j = 0; j < pp->nidx; j++)
+        LDT_CHECK(check_range(op, c, pp->idx_in[j], pp->idx_n[j], pp->idx_what[j]));
     switch (c->op) {
     case LDT_OP_EMBEDDING: embedding(c); break;
-    case LDT_OP_ONE_HOT: one_hot(c, p.C); break;
-    case LDT_OP_INDEX_SELECT: index_select(c, p.dim); break;
-    case LDT_OP_INDEX_ADD: index_add(c, p.dim); break;
-    case LDT_OP_INDEX_PUT: index_put(c, p.k, p.acc); break;
-    default: gather_scatter(c, p.dim); break; /* gather, scatter, scatter_add */
+    case LDT_OP_ONE_HOT: one_hot(c, pp->C); break;
+    case LDT_OP_INDEX_SELECT: index_select(c, pp->dim); break;
+    case LDT_OP_INDEX_ADD: index_add(c, pp->dim); break;
+    case LDT_OP_INDEX_PUT: index_put(c, pp->k, pp->acc); break;
+    default: gather_scatter(c, pp->dim); break; /* gather, scatter, scatter_add */
     }
     return LDT_OK;
 }

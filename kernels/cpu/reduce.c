@@ -190,24 +190,23 @@ static void rd_int(int op, ldt_dtype t, const void *src, const rd_geom *g, int64
 static ldt_status reduce_run(const ldt__kcall *c, const rd_geom *gp, double *acc_f, double *comp_f,
                              int64_t *acc_i) {
     const char *name = rd_name(c->op);
-    const rd_geom g = *gp;
     const ldt__operand *x = &c->in[0];
     ldt_dtype t = x->dtype, ot = c->out.dtype;
     int isf = ldt_dtype_is_float(t);
-    if (g.count == 0) { /* an empty reduced dim: the identity */
+    if (gp->count == 0) { /* an empty reduced dim: the identity */
         if (c->op == LDT_OP_MEAN) { /* 0 / 0, as torch */
-            for (int64_t i = 0; i < g.out_numel; i++) store_f64(ot, c->out.data, i, NAN);
+            for (int64_t i = 0; i < gp->out_numel; i++) store_f64(ot, c->out.data, i, NAN);
         } else if (isf) {
-            for (int64_t i = 0; i < g.out_numel; i++) store_f64(ot, c->out.data, i, 0.0);
+            for (int64_t i = 0; i < gp->out_numel; i++) store_f64(ot, c->out.data, i, 0.0);
         } else {
-            memset(c->out.data, 0, (size_t)g.out_numel * sizeof(int64_t));
+            memset(c->out.data, 0, (size_t)gp->out_numel * sizeof(int64_t));
         }
         return LDT_OK;
     }
-    if (g.out_numel == 0) return LDT_OK;
+    if (gp->out_numel == 0) return LDT_OK;
 
     int is_sum = c->op == LDT_OP_SUM || c->op == LDT_OP_MEAN;
-    size_t accn = (size_t)g.out_numel;
+    size_t accn = (size_t)gp->out_numel;
     if (isf) {
         int own = !acc_f;
         double *acc = own ? malloc(accn * sizeof(double)) : acc_f;
@@ -216,14 +215,14 @@ static ldt_status reduce_run(const ldt__kcall *c, const rd_geom *gp, double *acc
             free(acc);
             free(comp);
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for %lld accumulators", name,
-                     (long long)g.out_numel);
+                     (long long)gp->out_numel);
         }
-        rd_float(c->op, t, x->data, &g, acc, comp);
-        for (int64_t i = 0; i < g.out_numel; i++) {
+        rd_float(c->op, t, x->data, gp, acc, comp);
+        for (int64_t i = 0; i < gp->out_numel; i++) {
             double v = acc[i];
             /* an infinite or NaN sum has a meaningless compensation (inf - inf) */
             if (is_sum && isfinite(v)) v += comp[i];
-            if (c->op == LDT_OP_MEAN) v /= (double)g.count;
+            if (c->op == LDT_OP_MEAN) v /= (double)gp->count;
             store_f64(ot, c->out.data, i, v);
         }
         if (own) {
@@ -237,10 +236,10 @@ static ldt_status reduce_run(const ldt__kcall *c, const rd_geom *gp, double *acc
     int64_t *acc = ot == LDT_I64 ? (int64_t *)c->out.data : own ? malloc(accn * sizeof(int64_t)) : acc_i;
     if (!acc)
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for %lld accumulators", name,
-                 (long long)g.out_numel);
-    rd_int(c->op, t, x->data, &g, acc);
+                 (long long)gp->out_numel);
+    rd_int(c->op, t, x->data, gp, acc);
     if (ot != LDT_I64) {
-        for (int64_t i = 0; i < g.out_numel; i++) store_i64(ot, c->out.data, i, acc[i]);
+        for (int64_t i = 0; i < gp->out_numel; i++) store_i64(ot, c->out.data, i, acc[i]);
         if (own) free(acc);
     }
     return LDT_OK;

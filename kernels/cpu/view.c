@@ -120,18 +120,17 @@ static void cat_run(const ldt__kcall *c, int dim, size_t es) {
  * above.
  */
 static ldt_status view_run(const ldt__kcall *c, const ldt__view_plan *pp) {
-    const ldt__view_plan p = *pp;
     char *dst = (char *)c->out.data;
     const char *src = (const char *)c->in[0].data;
-    if (p.n == 0) return LDT_OK;
-    switch (p.kind) {
+    if (pp->n == 0) return LDT_OK;
+    switch (pp->kind) {
     case LDT__VIEW_COPY:
-        if (dst != src) memmove(dst, src, (size_t)p.n * p.es);
+        if (dst != src) memmove(dst, src, (size_t)pp->n * pp->es);
         return LDT_OK;
     case LDT__VIEW_GATHER:
-        gather(dst, src + p.base * (int64_t)p.es, p.nd, p.dims, p.st, p.es);
+        gather(dst, src + pp->base * (int64_t)pp->es, pp->nd, pp->dims, pp->st, pp->es);
         return LDT_OK;
-    default: cat_run(c, p.dim, p.es); return LDT_OK;
+    default: cat_run(c, pp->dim, pp->es); return LDT_OK;
     }
 }
 
