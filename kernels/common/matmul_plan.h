@@ -34,7 +34,6 @@ typedef struct ldt__mm_plan {
     int64_t bdims[LDT_MAX_DIMS];
     int64_t astr[LDT_MAX_DIMS], bstr[LDT_MAX_DIMS];
     int64_t batch;    /* product of bdims */
-    const void *bias; /* LINEAR: [N] of the compute dtype, or NULL (set by the executor) */
 } ldt__mm_plan;
 
 static inline const char *ldt__mm_name(int op) {
