@@ -364,9 +364,17 @@ static ldt_status bind_rank(ldt_exec *e, rank_state *rs) {
                 b->call.region = &p->regions[x->region].region;
                 b->call.global_shape = &p->regions[x->region].global;
             }
-            b->fn = x->op >= LDT_OP_COUNT ? w_custom : ldt__cpu_kernel(x->op);
-            if (!b->fn) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: no CPU kernel for op %d", x->op);
-            if (x->op >= LDT_OP_COUNT) bind_custom(rs, b, &ncustom, &ncarg);
+            if (x->op >= LDT_OP_COUNT) {
+                b->fn = w_custom;
+                bind_custom(rs, b, &ncustom, &ncarg);
+            } else { /* checked once here; the plan is freed with the executable */
+                void *kplan = NULL;
+                if ((st = ldt__cpu_kernel_bind(&b->call, &b->fn, &kplan)) != LDT_OK) {
+                    st = ldt__error_prefix(st, "compile: rank %d, instruction %lld (%s of node %%%d)",
+                                           rs->rank, (long long)i, ldt__instr_name(e->ctx, x), x->node);
+                    goto fail;
+                }
+            }
             if (draws_random(x)) {
                 rs->rand[rs->nrand].attrs = (ldt__attrs *)x->attrs; /* the program's own copy */
                 rs->rand[rs->nrand++].offset = (uint64_t)x->attrs->i[1];
@@ -877,6 +885,8 @@ void ldt__exec_destroy(ldt_exec *e) {
             ldt_redist_runner_destroy(rs->ins[i].runner);
             free(rs->ins[i].scratch);
         }
+        for (int64_t i = 0; rs->ins && rs->prog && i < rs->prog->nins; i++)
+            free((void *)rs->ins[i].call.plan); /* kernel plans (ldt__cpu_kernel_bind) */
         free(rs->cin);
         free(rs->cshapes);
         free(rs->cdtypes);

@@ -184,7 +184,7 @@ static int check_close(const char *what, ldt_dtype t, const void *got, const dou
 static ldt_status run_op(int op, const tensor *ins, int nin, ldt__operand *out) {
     ldt__operand in[3];
     for (int k = 0; k < nin; k++) in[k] = ins[k].op;
-    ldt__kcall c = {op, NULL, nin, in, *out, NULL, NULL};
+    ldt__kcall c = {op, NULL, nin, in, *out, NULL, NULL, NULL};
     return ldt__k_matmul(&c);
 }
 
@@ -473,7 +473,7 @@ Test(matmul, shape_errors) {
     cr_assert_eq(run_op(LDT_OP_LINEAR, in, 2, &out), LDT_ERR_INVALID_ARGUMENT);
     cr_assert(strstr(ldt_last_error(), "input 1 is f64"), "%s", ldt_last_error());
     cr_assert_eq(run_op(LDT_OP_LINEAR, in, 1, &out), LDT_ERR_INVALID_ARGUMENT);
-    ldt__kcall c = {LDT_OP_ADD, NULL, 2, &in[0].op, out, NULL, NULL};
+    ldt__kcall c = {LDT_OP_ADD, NULL, 2, &in[0].op, out, NULL, NULL, NULL};
     cr_assert_eq(ldt__k_matmul(&c), LDT_ERR_INTERNAL);
     free(out.data);
     for (int k = 0; k < 3; k++) tfree(&in[k]);

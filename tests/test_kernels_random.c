@@ -50,7 +50,7 @@ static ldt_status run(const rparams *p, ldt_dtype t, ldt_shape s, void *out, con
     a.i[1] = (int64_t)p->offset;
     a.f[0] = p->f0;
     a.f[1] = p->f1;
-    ldt__kcall c = {p->op, &a, 0, NULL, {out, s, t}, r, gs};
+    ldt__kcall c = {p->op, &a, 0, NULL, {out, s, t}, r, gs, NULL};
     return ldt__k_random(&c);
 }
 
@@ -371,7 +371,7 @@ Test(random, errors) {
 
     ldt__attrs a;
     memset(&a, 0, sizeof a);
-    ldt__kcall c = {LDT_OP_SUM, &a, 0, NULL, {out, S(4), LDT_F32}, NULL, NULL};
+    ldt__kcall c = {LDT_OP_SUM, &a, 0, NULL, {out, S(4), LDT_F32}, NULL, NULL, NULL};
     cr_assert_eq(ldt__k_random(&c), LDT_ERR_INTERNAL);
     c.op = LDT_OP_RAND;
     c.attrs = NULL;

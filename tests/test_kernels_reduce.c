@@ -115,7 +115,7 @@ static ldt_status call(int op, ldt_dtype t, ldt_shape s, void *data, const int64
     memset(&a, 0, sizeof a);
     for (int k = 0; k < 4; k++) a.i[k] = attrs[k];
     ldt__operand in = {data, s, t};
-    ldt__kcall c = {op, &a, 1, &in, {out, os, ot}, NULL, NULL};
+    ldt__kcall c = {op, &a, 1, &in, {out, os, ot}, NULL, NULL, NULL};
     if (op == LDT_OP_SUM || op == LDT_OP_MEAN || op == LDT_OP_AMAX || op == LDT_OP_AMIN)
         return ldt__k_reduce(&c);
     return ldt__k_index_reduce(&c);
@@ -496,7 +496,7 @@ Test(reduce, errors) {
     ldt__attrs a;
     memset(&a, 0, sizeof a);
     ldt__operand in = {x, S(6), LDT_F32};
-    ldt__kcall c = {LDT_OP_ARGMAX, &a, 1, &in, {o, S0, LDT_F32}, NULL, NULL};
+    ldt__kcall c = {LDT_OP_ARGMAX, &a, 1, &in, {o, S0, LDT_F32}, NULL, NULL, NULL};
     cr_assert_eq(ldt__k_reduce(&c), LDT_ERR_INTERNAL);
     c.op = LDT_OP_SUM;
     cr_assert_eq(ldt__k_index_reduce(&c), LDT_ERR_INTERNAL);

@@ -230,7 +230,7 @@ Test(strategies_index, embedding_range_kernel) {
     float out[5 * 2], want[5 * 2] = {1, 2, 0, 0, 5, 6, 5, 6, 1, 2};
     ldt__attrs at = {{1, 4, 9}, {0}};
     ldt__operand in[2] = {{w, S2(3, 2), LDT_F32}, {ix, S1(5), LDT_I64}};
-    ldt__kcall c = {LDT_OP_EMBEDDING, &at, 2, in, {out, S2(5, 2), LDT_F32}, NULL, NULL};
+    ldt__kcall c = {LDT_OP_EMBEDDING, &at, 2, in, {out, S2(5, 2), LDT_F32}, NULL, NULL, NULL};
     cr_assert_eq(ldt__k_index(&c), LDT_OK, "%s", ldt_last_error());
     for (int i = 0; i < 10; i++)
         cr_assert_eq(out[i], want[i], "out[%d] = %g, want %g", i, out[i], want[i]);

@@ -71,16 +71,17 @@ static inline ldt_status ldt__ar_geom_build(const ldt__kcall *c, int64_t dim, ld
     const char *name = ldt__builtin_op_name(c->op);
     const ldt_shape *s = &c->in[0].shape;
     ldt_dtype t = c->in[0].dtype;
-    char sh[128];
-    ldt_shape_format(s, sh, sizeof sh);
     if (t == LDT_BOOL || (unsigned)t >= LDT_DTYPE_COUNT)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "%s: dtype %s is not supported (numeric dtypes only)", name,
                  ldt_dtype_name(t));
     int nd = s->ndim > 0 ? s->ndim : 1;
-    if (dim < -nd || dim >= nd)
+    if (dim < -nd || dim >= nd) {
+        char sh[128];
+        ldt_shape_format(s, sh, sizeof sh);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "%s: dim %lld is out of range for %s (expected [%d, %d))", name, (long long)dim,
                  sh, -nd, nd);
+    }
     if (dim < 0) dim += nd;
     g->dim = (int)dim;
     g->O = g->I = 1;

@@ -30,11 +30,13 @@ typedef struct ldt__ix_plan {
     int64_t lo, V;     /* embedding: the weight holds rows [lo, lo + rows) of a V-row table */
     int64_t C;         /* one_hot: classes */
     /* the index inputs to range-check, in the order the CPU checks them: input idx_in[j]
-     * indexes idx_n[j] entries, named idx_what[j] in the message */
+     * indexes idx_n[j] entries, named idx_what[j] in the message ("rows"), or when that is
+     * NULL "entries of dim idx_dim[j]" (formatted only for a message) */
     int nidx;
     int idx_in[LDT_MAX_DIMS];
     int64_t idx_n[LDT_MAX_DIMS];
-    char idx_what[LDT_MAX_DIMS][48];
+    const char *idx_what[LDT_MAX_DIMS];
+    int idx_dim[LDT_MAX_DIMS];
 } ldt__ix_plan;
 
 static inline const char *ldt__ix_fmt(const ldt_shape *s, char *buf, size_t cap) {
@@ -92,10 +94,8 @@ static inline ldt_status ldt__ix_get_dim(const char *op, const ldt__kcall *c, in
 static inline void ldt__ix_range(ldt__ix_plan *p, int k, int64_t n, const char *what, int dim) {
     p->idx_in[p->nidx] = k;
     p->idx_n[p->nidx] = n;
-    if (what)
-        snprintf(p->idx_what[p->nidx], sizeof p->idx_what[0], "%s", what);
-    else
-        snprintf(p->idx_what[p->nidx], sizeof p->idx_what[0], "entries of dim %d", dim);
+    p->idx_what[p->nidx] = what; /* a string literal, or NULL */
+    p->idx_dim[p->nidx] = dim;
     p->nidx++;
 }
 

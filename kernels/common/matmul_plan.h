@@ -34,7 +34,6 @@ typedef struct ldt__mm_plan {
     int64_t bdims[LDT_MAX_DIMS];
     int64_t astr[LDT_MAX_DIMS], bstr[LDT_MAX_DIMS];
     int64_t batch;    /* product of bdims */
-    const void *bias; /* LINEAR: [N] of the compute dtype, or NULL (set by the executor) */
 } ldt__mm_plan;
 
 static inline const char *ldt__mm_name(int op) {
@@ -78,6 +77,22 @@ static inline ldt_status ldt__mm_check_out_shape(const ldt__kcall *c, const ldt_
              g, w);
 }
 
+/* Fails with msg, a format taking the two operands' shapes (a, b or x, w) as text: shapes
+ * are formatted only here, on failure. */
+static inline ldt_status ldt__mm_fail_shapes(const ldt__kcall *c, const char *msg) {
+    char s0[128], s1[128];
+    ldt_shape_format(&c->in[0].shape, s0, sizeof s0);
+    ldt_shape_format(&c->in[1].shape, s1, sizeof s1);
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+#endif
+    return ldt__trace(ldt__error(LDT_ERR_INVALID_ARGUMENT, msg, s0, s1), __FILE__, __LINE__);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+}
+
 /* blas: the library named in the message ("BLAS", "cuBLAS"), which takes int sizes. */
 static inline ldt_status ldt__mm_check_int_range(const ldt__kcall *c, const ldt__mm_plan *p,
                                                  const char *blas) {
@@ -96,12 +111,8 @@ static inline ldt_status ldt__mm_plan_matmul(const ldt__kcall *c, int check_oper
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "matmul: takes 2 inputs, got %d", c->nin);
     LDT_CHECK(ldt__mm_check_dtypes(c, check_operands));
     const ldt_shape *as = &c->in[0].shape, *bs = &c->in[1].shape;
-    char sa[128], sb[128];
-    ldt_shape_format(as, sa, sizeof sa);
-    ldt_shape_format(bs, sb, sizeof sb);
     if (as->ndim < 1 || bs->ndim < 1)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "matmul: both operands need at least 1 dim: a is %s, b is %s", sa, sb);
+        return ldt__mm_fail_shapes(c, "matmul: both operands need at least 1 dim: a is %s, b is %s");
     memset(p, 0, sizeof *p);
     int abatch = as->ndim >= 2 ? as->ndim - 2 : 0, bbatch = bs->ndim >= 2 ? bs->ndim - 2 : 0;
     p->M = as->ndim >= 2 ? as->dims[as->ndim - 2] : 1;
@@ -109,7 +120,7 @@ static inline ldt_status ldt__mm_plan_matmul(const ldt__kcall *c, int check_oper
     int64_t kb = bs->ndim >= 2 ? bs->dims[bs->ndim - 2] : bs->dims[0];
     p->N = bs->ndim >= 2 ? bs->dims[bs->ndim - 1] : 1;
     if (kb != p->K)
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "matmul: inner dims differ: a is %s, b is %s", sa, sb);
+        return ldt__mm_fail_shapes(c, "matmul: inner dims differ: a is %s, b is %s");
     /* batch dims, aligned on the right; contiguous strides per input, 0 where broadcast */
     p->nbatch = abatch > bbatch ? abatch : bbatch;
     int64_t astride = p->M * p->K, bstride = p->K * p->N;
@@ -120,8 +131,7 @@ static inline ldt_status ldt__mm_plan_matmul(const ldt__kcall *c, int check_oper
         int da = d - (p->nbatch - abatch), db = d - (p->nbatch - bbatch);
         int64_t na = da >= 0 ? as->dims[da] : 1, nb = db >= 0 ? bs->dims[db] : 1;
         if (na != nb && na != 1 && nb != 1)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                     "matmul: batch dims do not broadcast: a is %s, b is %s", sa, sb);
+            return ldt__mm_fail_shapes(c, "matmul: batch dims do not broadcast: a is %s, b is %s");
         p->bdims[d] = na == 1 ? nb : na;
         p->astr[d] = na == 1 ? 0 : astride;
         p->bstr[d] = nb == 1 ? 0 : bstride;
@@ -147,16 +157,16 @@ static inline ldt_status ldt__mm_plan_linear(const ldt__kcall *c, int check_oper
                  c->nin);
     LDT_CHECK(ldt__mm_check_dtypes(c, check_operands));
     const ldt_shape *xs = &c->in[0].shape, *ws = &c->in[1].shape;
-    char sx[128], sw[128], sb[128] = "";
-    ldt_shape_format(xs, sx, sizeof sx);
-    ldt_shape_format(ws, sw, sizeof sw);
-    if (c->nin == 3) ldt_shape_format(&c->in[2].shape, sb, sizeof sb);
     if (xs->ndim < 1 || ws->ndim != 2 || xs->dims[xs->ndim - 1] != ws->dims[1])
-        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "linear: expected x [..., in] and w [out, in]: x is %s, w is %s", sx, sw);
-    if (c->nin == 3 && (c->in[2].shape.ndim != 1 || c->in[2].shape.dims[0] != ws->dims[0]))
+        return ldt__mm_fail_shapes(c,
+                                   "linear: expected x [..., in] and w [out, in]: x is %s, w is %s");
+    if (c->nin == 3 && (c->in[2].shape.ndim != 1 || c->in[2].shape.dims[0] != ws->dims[0])) {
+        char sw[128], sb[128];
+        ldt_shape_format(ws, sw, sizeof sw);
+        ldt_shape_format(&c->in[2].shape, sb, sizeof sb);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "linear: bias is %s, expected [%lld] (w is %s)", sb,
                  (long long)ws->dims[0], sw);
+    }
     memset(p, 0, sizeof *p);
     p->K = ws->dims[1];
     p->N = ws->dims[0];

@@ -51,12 +51,13 @@ static inline ldt_status ldt__nn_check_norm(const ldt__kcall *c, int *k, const l
     const char *name = ldt__builtin_op_name(c->op);
     const ldt__operand *x = &c->in[0];
     int has_w = c->attrs->i[1] != 0, has_b = c->attrs->i[2] != 0;
-    char xs[128];
-    ldt_shape_format(&x->shape, xs, sizeof xs);
+    char xs[128]; /* x's shape, formatted only for a message */
     *k = (int)c->attrs->i[0];
-    if (c->attrs->i[0] < 1 || c->attrs->i[0] > x->shape.ndim)
+    if (c->attrs->i[0] < 1 || c->attrs->i[0] > x->shape.ndim) {
+        ldt_shape_format(&x->shape, xs, sizeof xs);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: normalising the last %lld dims of x %s; expected 1 to %d",
                  name, (long long)c->attrs->i[0], xs, x->shape.ndim);
+    }
     if (c->op == LDT_OP_RMS_NORM && has_b)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "rms_norm: has no bias (attrs i[2] = %lld)",
                  (long long)c->attrs->i[2]);
@@ -73,6 +74,7 @@ static inline ldt_status ldt__nn_check_norm(const ldt__kcall *c, int *k, const l
         if (!ok) {
             char as[128];
             ldt_shape_format(&a->shape, as, sizeof as);
+            ldt_shape_format(&x->shape, xs, sizeof xs);
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                      "%s: %s is %s %s; expected the last %d dims of x %s %s", name,
                      (i == 1 && has_w) ? "weight" : "bias", as, ldt_dtype_name(a->dtype), *k, xs,

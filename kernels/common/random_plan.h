@@ -43,27 +43,33 @@ typedef struct ldt__rn_params {
 static inline ldt_status ldt__region_check(const char *name, const ldt__kcall *c) {
     const ldt_region *r = c->region;
     const ldt_shape *gs = c->global_shape;
-    char o[128], g[128];
-    ldt_shape_format(&c->out.shape, o, sizeof o);
-    if (!gs)
+    char o[128], g[128]; /* shapes, formatted only for a message */
+    if (!gs) {
+        ldt_shape_format(&c->out.shape, o, sizeof o);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: a region without a global shape (out is %s)", name,
                  o);
-    ldt_shape_format(gs, g, sizeof g);
-    if (r->ndim != gs->ndim || !ldt_shape_equal(&r->local_shape, &c->out.shape))
+    }
+    if (r->ndim != gs->ndim || !ldt_shape_equal(&r->local_shape, &c->out.shape)) {
+        ldt_shape_format(&c->out.shape, o, sizeof o);
+        ldt_shape_format(gs, g, sizeof g);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "%s: the region (%d dims) does not fit output %s of global shape %s", name,
                  r->ndim, o, g);
+    }
     for (int d = 0; d < r->ndim; d++) {
         const ldt_dim_runs *rd = &r->runs[d];
         if (rd->len < 0 || rd->blocks < 0 || rd->start < 0 ||
             rd->len * rd->blocks != c->out.shape.dims[d] ||
             (rd->len > 0 && rd->blocks > 0 &&
-             rd->start + (rd->blocks - 1) * rd->block_stride + rd->len > gs->dims[d]))
+             rd->start + (rd->blocks - 1) * rd->block_stride + rd->len > gs->dims[d])) {
+            ldt_shape_format(&c->out.shape, o, sizeof o);
+            ldt_shape_format(gs, g, sizeof g);
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                      "%s: region dim %d (start %lld, %lld runs of %lld every %lld) does not fit "
                      "output %s of global shape %s",
                      name, d, (long long)rd->start, (long long)rd->blocks, (long long)rd->len,
                      (long long)rd->block_stride, o, g);
+        }
     }
     return LDT_OK;
 }

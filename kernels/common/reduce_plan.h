@@ -81,11 +81,11 @@ static inline ldt_status ldt__rd_check(const ldt__kcall *c, ldt__rd_geom *g) {
     int isf = ldt_dtype_is_float(t);
     uint64_t mask = (uint64_t)c->attrs->i[0];
     int keepdim = c->attrs->i[1] != 0;
-    char sh[128];
-    ldt_shape_format(&x->shape, sh, sizeof sh);
+    char sh[128]; /* x's shape, formatted only for a message */
+#define LDT__RD_SH (ldt_shape_format(&x->shape, sh, sizeof sh), sh)
     if (x->shape.ndim < 64 && (mask >> x->shape.ndim) != 0)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: dim mask 0x%llx names dims beyond the %d of %s",
-                 name, (unsigned long long)mask, x->shape.ndim, sh);
+                 name, (unsigned long long)mask, x->shape.ndim, LDT__RD_SH);
     /* dtypes: integer sums give i64; mean is float only; amax/amin keep any dtype but bool */
     if (c->op == LDT_OP_MEAN && !isf)
         LDT_FAIL(LDT_ERR_UNSUPPORTED, "mean: dtype %s is not supported (float dtypes only)",
@@ -108,7 +108,7 @@ static inline ldt_status ldt__rd_check(const ldt__kcall *c, ldt__rd_geom *g) {
         ldt_shape_format(&want, w, sizeof w);
         ldt_shape_format(&c->out.shape, o, sizeof o);
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                 "%s: output shape is %s, expected %s for %s, mask 0x%llx", name, o, w, sh,
+                 "%s: output shape is %s, expected %s for %s, mask 0x%llx", name, o, w, LDT__RD_SH,
                  (unsigned long long)mask);
     }
     ldt__rd_geom_build(&x->shape, mask, g);
@@ -116,8 +116,9 @@ static inline ldt_status ldt__rd_check(const ldt__kcall *c, ldt__rd_geom *g) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "%s: reducing an empty dim of %s (mask 0x%llx) has no value; expected every "
                  "reduced dim to be non-empty",
-                 name, sh, (unsigned long long)mask);
+                 name, LDT__RD_SH, (unsigned long long)mask);
     return LDT_OK;
+#undef LDT__RD_SH
 }
 
 /* Neumaier's variant of Kahan summation: the compensation catches what the sum drops,

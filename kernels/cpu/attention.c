@@ -86,7 +86,15 @@ static void at_narrow(ldt_dtype t, const float *src, int64_t n, void *dst, int64
         for (int64_t j = 0; j < n; j++) d[j] = ldt__f32_to_bf16(src[j]);
 }
 
-static ldt_status attention_kernel(const ldt__kcall *c, const at_plan *p) {
+/* given: scratch of at_scratch_elems(p, t) elements from a bound plan, or NULL. */
+static size_t at_scratch_elems(const at_plan *p, ldt_dtype t) {
+    int half = t == LDT_F16 || t == LDT_BF16;
+    int64_t qn = p->Lq * p->E, kn = p->Lk * p->E, vn = p->Lk * p->Ev;
+    size_t scores = (size_t)(AT_QBLOCK * (p->Lk ? p->Lk : 1));
+    return scores + (half ? (size_t)(qn + kn + vn + AT_QBLOCK * p->Ev) : 0);
+}
+
+static ldt_status attention_kernel(const ldt__kcall *c, const at_plan *p, void *given) {
     ldt_dtype t = c->in[0].dtype;
     int dbl = t == LDT_F64, half = t == LDT_F16 || t == LDT_BF16;
     size_t esz = dbl ? sizeof(double) : sizeof(float);
@@ -94,7 +102,7 @@ static ldt_status attention_kernel(const ldt__kcall *c, const at_plan *p) {
     /* scores of one block; for the half types also f32 q, k, v of a batch and an output block */
     size_t scores = (size_t)(AT_QBLOCK * (p->Lk ? p->Lk : 1));
     size_t extra = half ? (size_t)(qn + kn + vn + AT_QBLOCK * p->Ev) : 0;
-    char *buf = malloc((scores + extra) * esz);
+    char *buf = given ? (char *)given : malloc((scores + extra) * esz);
     if (!buf)
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, AT_NAME ": no memory for %lld scores",
                  (long long)scores);
@@ -129,7 +137,7 @@ static ldt_status attention_kernel(const ldt__kcall *c, const at_plan *p) {
             }
         }
     }
-    free(buf);
+    if (!given) free(buf);
     return LDT_OK;
 }
 
@@ -161,9 +169,63 @@ ldt_status ldt__k_attention(const ldt__kcall *c) {
         int64_t *gb = global_batches(c->region, c->global_shape, n - 2, p.B);
         if (!gb) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, AT_NAME ": out of memory");
         p.gb = gb;
-        st = attention_kernel(c, &p);
+        st = attention_kernel(c, &p, NULL);
         free(gb);
         return st;
     }
-    return attention_kernel(c, &p);
+    return attention_kernel(c, &p, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Bound calls: the checks once; the global batch indices of a sharded dropout and the score
+ * scratch made at bind. The seed and offset are read per call (a replay patches them).
+ */
+typedef struct at_bplan {
+    at_plan p;
+    void *buf;
+} at_bplan;
+
+static ldt_status at_nothing(const ldt__kcall *c) {
+    (void)c;
+    return LDT_OK;
+}
+
+static ldt_status attention_bound(const ldt__kcall *c) {
+    const at_bplan *b = (const at_bplan *)c->plan;
+    at_plan p = b->p;
+    p.seed = (uint64_t)c->attrs->i[0];
+    p.offset = (uint64_t)c->attrs->i[1];
+    return attention_kernel(c, &p, b->buf);
+}
+
+ldt_status ldt__kb_attention(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    at_plan p;
+    *plan = NULL;
+    LDT_CHECK(ldt__at_check(c, &p));
+    if (p.Lq > INT_MAX || p.Lk > INT_MAX || p.E > INT_MAX || p.Ev > INT_MAX)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, AT_NAME ": Lq %lld, Lk %lld, E %lld, Ev %lld; cblas takes "
+                 "sizes up to %d", (long long)p.Lq, (long long)p.Lk, (long long)p.E,
+                 (long long)p.Ev, INT_MAX);
+    if (p.B * p.Lq * p.Ev == 0) {
+        *fn = at_nothing;
+        return LDT_OK;
+    }
+    ldt_dtype t = c->in[0].dtype;
+    size_t esz = t == LDT_F64 ? sizeof(double) : sizeof(float);
+    size_t gbn = p.sharded_dropout ? (size_t)p.B : 0;
+    /* layout: the plan, the global batches, then the scratch (8-byte aligned) */
+    LDT_CHECK(ldt__kplan_alloc(AT_NAME, sizeof(at_bplan) + gbn * sizeof(int64_t) +
+                                            at_scratch_elems(&p, t) * esz, plan));
+    at_bplan *b = (at_bplan *)*plan;
+    int64_t *gb = (int64_t *)(b + 1);
+    if (p.sharded_dropout) {
+        ldt__at_batches bt;
+        ldt__at_batches_make(c->region, c->global_shape, c->in[0].shape.ndim - 2, &bt);
+        for (int64_t lb = 0; lb < p.B; lb++) gb[lb] = ldt__at_global_batch(&bt, lb);
+        p.gb = gb;
+    }
+    b->p = p;
+    b->buf = gb + gbn;
+    *fn = attention_bound;
+    return LDT_OK;
 }

@@ -398,7 +398,7 @@ typedef void (*row_cb)(const void *ctx, void *o, const void *const *in, const in
 
 /* Calls cb once per row of the plan, walking the outer dims with an odometer. */
 static void bc_run(const ldt__bc_plan *p, int nin, char *o, size_t oes, const ldt__operand *in,
-                   row_cb cb, const void *ctx) {
+                   const size_t *ies, row_cb cb, const void *ctx) {
     const void *ptr[3];
     int64_t rs[3] = {0, 0, 0}, off[3] = {0, 0, 0}, idx[LDT_MAX_DIMS] = {0};
     int64_t rows = 1, len = 1;
@@ -410,7 +410,7 @@ static void bc_run(const ldt__bc_plan *p, int nin, char *o, size_t oes, const ld
     }
     for (int64_t r = 0; r < rows; r++) {
         for (int k = 0; k < nin; k++)
-            ptr[k] = (const char *)in[k].data + off[k] * (int64_t)ldt_dtype_size(in[k].dtype);
+            ptr[k] = (const char *)in[k].data + off[k] * (int64_t)ies[k];
         cb(ctx, o + r * len * (int64_t)oes, ptr, rs, len);
         for (int d = last - 1; d >= 0; d--) {
             for (int k = 0; k < nin; k++) off[k] += p->st[k][d];
@@ -453,6 +453,39 @@ static void bin_half_cb(const void *ctx_, void *o, const void *const *in, const 
 static void where_cb(const void *ctx, void *o, const void *const *in, const int64_t *st,
                      int64_t n) {
     ((const ew_ctx *)ctx)->where(o, (const uint8_t *)in[0], st[0], in[1], st[1], in[2], st[2], n);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Integer divisors: the index of the first zero of n elements, or -1. One OR-reduction over
+ * the whole row (vectorised), then a search for the index only when there is a zero.
+ */
+typedef int64_t (*zscan_fn)(const void *b, int64_t n);
+#define ZSCAN(NAME, T)                                                                     \
+    static int64_t NAME(const void *b_, int64_t n) {                                       \
+        const T *b = (const T *)b_;                                                        \
+        unsigned z = 0;                                                                    \
+        for (int64_t i = 0; i < n; i++) z |= b[i] == 0;                                    \
+        if (!z) return -1;                                                                 \
+        for (int64_t i = 0; i < n; i++)                                                    \
+            if (b[i] == 0) return i;                                                       \
+        return -1;                                                                         \
+    }
+ZSCAN(zscan_i32, int32_t)
+ZSCAN(zscan_i64, int64_t)
+ZSCAN(zscan_u8, uint8_t)
+
+static zscan_fn zscan_of(ldt_dtype t) {
+    return t == LDT_I32 ? zscan_i32 : t == LDT_I64 ? zscan_i64 : zscan_u8;
+}
+
+/* "div: integer division by zero (b[3] is 0, dtype i32)", formatted only on failure. */
+static ldt_status zero_check(zscan_fn scan, const void *b, int64_t n, const char *op,
+                             const char *what, ldt_dtype t) {
+    int64_t i = n > 0 ? scan(b, n) : -1;
+    if (i >= 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: integer division by zero (%s[%lld] is 0, dtype %s)",
+                 op, what, (long long)i, ldt_dtype_name(t));
+    return LDT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -508,17 +541,11 @@ ldt_status ldt__k_binary(const ldt__kcall *c) {
         /* Checked before writing anything: a failed division leaves the output untouched. */
         int64_t nb;
         LDT_CHECK(ldt_shape_numel(&b->shape, &nb));
-        for (int64_t i = 0; i < nb; i++) {
-            int zero = b->dtype == LDT_I32   ? ((const int32_t *)b->data)[i] == 0
-                       : b->dtype == LDT_I64 ? ((const int64_t *)b->data)[i] == 0
-                                             : ((const uint8_t *)b->data)[i] == 0;
-            if (zero)
-                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                         "div: integer division by zero (b[%lld] is 0, dtype %s)", (long long)i,
-                         ldt_dtype_name(b->dtype));
-        }
+        LDT_CHECK(zero_check(zscan_of(b->dtype), b->data, nb, "div", "b", b->dtype));
     }
-    bc_run(&plan, nin, (char *)c->out.data, ldt_dtype_size(c->out.dtype), c->in, cb, &ctx);
+    size_t ies[3];
+    for (int k = 0; k < nin; k++) ies[k] = ldt_dtype_size(c->in[k].dtype);
+    bc_run(&plan, nin, (char *)c->out.data, ldt_dtype_size(c->out.dtype), c->in, ies, cb, &ctx);
     return LDT_OK;
 }
 
@@ -537,13 +564,8 @@ ldt_status ldt__k_scalar(const ldt__kcall *c) {
     LDT_CHECK(ldt__ew_check_scalar_value(c, op, s));
     LDT_CHECK(ldt_shape_numel(&x->shape, &n));
     if (!ldt_dtype_is_float(x->dtype) && c->op == LDT_OP_RDIV_SCALAR)
-        for (int64_t i = 0; i < n; i++) /* before writing: a failed op leaves out untouched */
-            if ((x->dtype == LDT_I32   ? ((const int32_t *)x->data)[i]
-                 : x->dtype == LDT_I64 ? ((const int64_t *)x->data)[i]
-                                       : ((const uint8_t *)x->data)[i]) == 0)
-                LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
-                         "rdiv_scalar: integer division by zero (x[%lld] is 0, dtype %s)",
-                         (long long)i, ldt_dtype_name(x->dtype));
+        /* before writing: a failed op leaves out untouched */
+        LDT_CHECK(zero_check(zscan_of(x->dtype), x->data, n, "rdiv_scalar", "x", x->dtype));
     if (!is_half(x->dtype)) {
         row[x->dtype](c->out.data, x->data, n, s);
         return LDT_OK;
@@ -588,5 +610,316 @@ ldt_status ldt__k_unary(const ldt__kcall *c) {
         row[x->dtype](t, t, m);
         half_store((uint16_t *)c->out.data + i0, t, m, x->dtype);
     }
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Bound calls (ldt__cpu_kernel_bind): the checks above run once, at bind; the plan holds the
+ * dtype row, the broadcast walk and, for integer division, the divisor's handling.
+ */
+static ldt_status k_nothing(const ldt__kcall *c) {
+    (void)c;
+    return LDT_OK;
+}
+
+/* binary and where: a same-shape call goes straight to its row; others walk the plan. */
+typedef struct ew_bplan {
+    ew_ctx ctx;
+    row_cb cb;
+    ldt__bc_plan bc;
+    int nin;
+    size_t oes, ies[3];
+    int64_t n;      /* output elements */
+    zscan_fn zscan; /* integer div: the divisor's zero scan over nb elements */
+    int64_t nb;
+    ldt_dtype bt;
+} ew_bplan;
+
+static ldt_status bin_same_bound(const ldt__kcall *c) {
+    const ew_bplan *p = (const ew_bplan *)c->plan;
+    p->ctx.bin(c->out.data, c->in[0].data, 1, c->in[1].data, 1, p->n);
+    return LDT_OK;
+}
+
+static ldt_status bin_bound(const ldt__kcall *c) {
+    const ew_bplan *p = (const ew_bplan *)c->plan;
+    if (p->zscan) LDT_CHECK(zero_check(p->zscan, c->in[1].data, p->nb, "div", "b", p->bt));
+    bc_run(&p->bc, p->nin, (char *)c->out.data, p->oes, c->in, p->ies, p->cb, &p->ctx);
+    return LDT_OK;
+}
+
+/* Same-shape entries with the row called directly (inlined): one indirect call per node. */
+#define SB(R)                                                                              \
+    static ldt_status sb_##R(const ldt__kcall *c) {                                        \
+        R(c->out.data, c->in[0].data, 1, c->in[1].data, 1, ((const ew_bplan *)c->plan)->n); \
+        return LDT_OK;                                                                     \
+    }
+#define SB_ARITH(OP) SB(OP##_f32) SB(OP##_f64) SB(OP##_i32) SB(OP##_i64) SB(OP##_u8)
+#define SB_CMP(OP) SB_ARITH(OP) SB(OP##_bool)
+SB_ARITH(add)
+SB_ARITH(sub)
+SB_ARITH(mul)
+SB(div_f32)
+SB(div_f64)
+SB_CMP(eq)
+SB_CMP(ne)
+SB_CMP(lt)
+SB_CMP(le)
+SB_CMP(gt)
+SB_CMP(ge)
+#define SB_ROWS_OF(OP)                                                                     \
+    {[LDT_F32] = sb_##OP##_f32, [LDT_F64] = sb_##OP##_f64, [LDT_I32] = sb_##OP##_i32,       \
+     [LDT_I64] = sb_##OP##_i64, [LDT_U8] = sb_##OP##_u8}
+#define SB_CMP_ROWS_OF(OP)                                                                 \
+    {[LDT_F32] = sb_##OP##_f32, [LDT_F64] = sb_##OP##_f64, [LDT_I32] = sb_##OP##_i32,       \
+     [LDT_I64] = sb_##OP##_i64, [LDT_U8] = sb_##OP##_u8, [LDT_BOOL] = sb_##OP##_bool}
+/* [op - ADD][dtype]; NULL where the general entry serves (halves, integer division). */
+static const ldt__kernel_fn k_same_bound[LDT_OP_WHERE - LDT_OP_ADD][LDT_DTYPE_COUNT] = {
+    SB_ROWS_OF(add), SB_ROWS_OF(sub), SB_ROWS_OF(mul),
+    {[LDT_F32] = sb_div_f32, [LDT_F64] = sb_div_f64},
+    SB_CMP_ROWS_OF(eq), SB_CMP_ROWS_OF(ne), SB_CMP_ROWS_OF(lt), SB_CMP_ROWS_OF(le),
+    SB_CMP_ROWS_OF(gt), SB_CMP_ROWS_OF(ge),
+};
+
+ldt_status ldt__kb_binary(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    const char *op = op_name(c->op);
+    static const char *const names2[] = {"a", "b"}, *const names3[] = {"cond", "a", "b"};
+    ew_bplan q;
+    int is_where = c->op == LDT_OP_WHERE, is_cmp = c->op >= LDT_OP_EQ && c->op <= LDT_OP_GE;
+    memset(&q, 0, sizeof q);
+    *plan = NULL;
+    LDT_CHECK(ldt__ew_check_binary(c, op));
+    q.nin = is_where ? 3 : 2;
+    const ldt__operand *a = &c->in[q.nin - 2], *b = &c->in[q.nin - 1];
+    q.cb = bin_cb;
+    q.ctx.half = LDT_F32;
+    if (is_where) {
+        switch (ldt_dtype_size(a->dtype)) {
+        case 1: q.ctx.where = where_1; break;
+        case 2: q.ctx.where = where_2; break;
+        case 4: q.ctx.where = where_4; break;
+        default: q.ctx.where = where_8; break;
+        }
+        q.cb = where_cb;
+    } else {
+        const bin_fn *row = k_binary[c->op - LDT_OP_ADD];
+        if (!row[a->dtype]) {
+            unsigned mask;
+            SUPPORTED_MASK(row, mask);
+            return ldt__ew_fail_dtype(op, a->dtype, mask, "");
+        }
+        q.ctx.bin = row[a->dtype];
+        if (is_half(a->dtype)) {
+            q.ctx.half = a->dtype;
+            q.ctx.out_half = !is_cmp;
+            q.cb = bin_half_cb;
+        }
+    }
+    LDT_CHECK(ldt__bc_make(op, &c->out.shape, q.nin, c->in, is_where ? names3 : names2, &q.bc));
+    LDT_CHECK(ldt_shape_numel(&c->out.shape, &q.n));
+    if (q.n == 0) {
+        *fn = k_nothing;
+        return LDT_OK;
+    }
+    if (c->op == LDT_OP_DIV && !ldt_dtype_is_float(b->dtype)) {
+        LDT_CHECK(ldt_shape_numel(&b->shape, &q.nb));
+        q.zscan = zscan_of(b->dtype);
+        q.bt = b->dtype;
+    }
+    q.oes = ldt_dtype_size(c->out.dtype);
+    for (int k = 0; k < q.nin; k++) q.ies[k] = ldt_dtype_size(c->in[k].dtype);
+    int same = q.bc.nd <= 1 && !is_where && !q.zscan && q.cb == bin_cb;
+    for (int k = 0; k < q.nin && same && q.bc.nd == 1; k++) same = q.bc.st[k][0] == 1;
+    LDT_CHECK(ldt__kplan_alloc(op, sizeof q, plan));
+    memcpy(*plan, &q, sizeof q);
+    *fn = !same ? bin_bound
+          : k_same_bound[c->op - LDT_OP_ADD][a->dtype] ? k_same_bound[c->op - LDT_OP_ADD][a->dtype]
+                                                       : bin_same_bound;
+    return LDT_OK;
+}
+
+/* scalar ops: the row and the scalar; integer division by the scalar is analysed here (1:
+ * a copy, -1: a wrapping negation, a power of two: shifts); rdiv scans x per call. */
+typedef void (*idiv_fn)(void *o, const void *x, int64_t n, int64_t s, int k);
+typedef struct sc_bplan {
+    scalar_fn row;
+    idiv_fn idiv; /* integer div_scalar by a power of two (2^k, k in 1..62, sign of s) */
+    unary_fn un;  /* integer div_scalar by 1 or -1 */
+    double s;
+    int64_t si;
+    int k;
+    int64_t n;
+    ldt_dtype t;
+    int half;
+    zscan_fn zscan; /* integer rdiv_scalar */
+} sc_bplan;
+
+static void copy_1(void *o, const void *x, int64_t n) { memmove(o, x, (size_t)n); }
+static void copy_4(void *o, const void *x, int64_t n) { memmove(o, x, (size_t)n * 4); }
+static void copy_8(void *o, const void *x, int64_t n) { memmove(o, x, (size_t)n * 8); }
+
+/* Truncating division by +-2^k: add 2^k - 1 to negative x, shift; negate (wrapping) for a
+ * negative divisor. Computed in int64, then wrapped to the type as ldt__idiv64's users do. */
+#define POW2_DIV_ROW(NAME, T, WRAP)                                                        \
+    static void NAME(void *o_, const void *x_, int64_t n, int64_t s, int k) {              \
+        T *o = (T *)o_;                                                                    \
+        const T *xp = (const T *)x_;                                                       \
+        const int64_t bias = ((int64_t)1 << k) - 1;                                        \
+        if (s > 0)                                                                         \
+            LDT__VLOOP(n, int64_t x = xp[i]; o[i] = (T)WRAP((x + ((x >> 63) & bias)) >> k););  \
+        else                                                                               \
+            LDT__VLOOP(n, int64_t x = xp[i];                                               \
+                       o[i] = (T)WRAP((int64_t)(0 - (uint64_t)((x + ((x >> 63) & bias)) >> k)));); \
+    }
+POW2_DIV_ROW(pow2div_i32, int32_t, ldt__cast_wrap_i32)
+POW2_DIV_ROW(pow2div_i64, int64_t, WRAP_SAME)
+POW2_DIV_ROW(pow2div_u8, uint8_t, (uint8_t))
+
+static ldt_status scalar_row_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    p->row(c->out.data, c->in[0].data, p->n, p->s);
+    return LDT_OK;
+}
+
+static ldt_status scalar_rdiv_int_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    LDT_CHECK(zero_check(p->zscan, c->in[0].data, p->n, "rdiv_scalar", "x", p->t));
+    p->row(c->out.data, c->in[0].data, p->n, p->s);
+    return LDT_OK;
+}
+
+static ldt_status scalar_un_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    p->un(c->out.data, c->in[0].data, p->n);
+    return LDT_OK;
+}
+
+static ldt_status scalar_pow2_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    p->idiv(c->out.data, c->in[0].data, p->n, p->si, p->k);
+    return LDT_OK;
+}
+
+static ldt_status scalar_half_bound(const ldt__kcall *c) {
+    const sc_bplan *p = (const sc_bplan *)c->plan;
+    float t[LDT__CHUNK];
+    for (int64_t i0 = 0; i0 < p->n; i0 += LDT__CHUNK) {
+        int64_t m = p->n - i0 < LDT__CHUNK ? p->n - i0 : LDT__CHUNK;
+        half_load(t, (const uint16_t *)c->in[0].data + i0, m, p->t);
+        p->row(t, t, m, p->s);
+        half_store((uint16_t *)c->out.data + i0, t, m, p->t);
+    }
+    return LDT_OK;
+}
+
+ldt_status ldt__kb_scalar(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    const char *op = op_name(c->op);
+    sc_bplan q;
+    memset(&q, 0, sizeof q);
+    *plan = NULL;
+    LDT_CHECK(ldt__ew_check_scalar(c, op, &q.s));
+    const ldt__operand *x = &c->in[0];
+    const scalar_fn *row = k_scalar[c->op - LDT_OP_ADD_SCALAR];
+    if (!row[x->dtype]) {
+        unsigned mask;
+        SUPPORTED_MASK(row, mask);
+        return ldt__ew_fail_dtype(op, x->dtype, mask, "");
+    }
+    LDT_CHECK(ldt__ew_check_scalar_value(c, op, q.s));
+    LDT_CHECK(ldt_shape_numel(&x->shape, &q.n));
+    if (q.n == 0) {
+        *fn = k_nothing;
+        return LDT_OK;
+    }
+    q.row = row[x->dtype];
+    q.t = x->dtype;
+    q.half = is_half(x->dtype);
+    if (!ldt_dtype_is_float(x->dtype) && c->op == LDT_OP_RDIV_SCALAR) q.zscan = zscan_of(x->dtype);
+    if (!ldt_dtype_is_float(x->dtype) && c->op == LDT_OP_DIV_SCALAR) {
+        int64_t s = (int64_t)q.s;
+        uint64_t m = s < 0 ? 0 - (uint64_t)s : (uint64_t)s;
+        size_t es = ldt_dtype_size(x->dtype);
+        q.si = s;
+        if (s == 1)
+            q.un = es == 1 ? copy_1 : es == 4 ? copy_4 : copy_8;
+        else if (s == -1)
+            q.un = x->dtype == LDT_I32 ? neg_i32 : x->dtype == LDT_I64 ? neg_i64 : neg_u8;
+        else if ((m & (m - 1)) == 0 && m < ((uint64_t)1 << 63)) {
+            while (((uint64_t)1 << q.k) != m) q.k++;
+            q.idiv = x->dtype == LDT_I32 ? pow2div_i32 : x->dtype == LDT_I64 ? pow2div_i64 : pow2div_u8;
+        }
+    }
+    LDT_CHECK(ldt__kplan_alloc(op, sizeof q, plan));
+    memcpy(*plan, &q, sizeof q);
+    *fn = q.zscan  ? scalar_rdiv_int_bound
+          : q.un   ? scalar_un_bound
+          : q.idiv ? scalar_pow2_bound
+          : q.half ? scalar_half_bound
+                   : scalar_row_bound;
+    return LDT_OK;
+}
+
+/* unary ops and cast: the row (or the cast's dtypes) and the element count. */
+typedef struct un_bplan {
+    unary_fn row;
+    int64_t n;
+    ldt_dtype t, to;
+} un_bplan;
+
+static ldt_status unary_bound(const ldt__kcall *c) {
+    const un_bplan *p = (const un_bplan *)c->plan;
+    p->row(c->out.data, c->in[0].data, p->n);
+    return LDT_OK;
+}
+
+static ldt_status unary_half_bound(const ldt__kcall *c) {
+    const un_bplan *p = (const un_bplan *)c->plan;
+    float t[LDT__CHUNK];
+    for (int64_t i0 = 0; i0 < p->n; i0 += LDT__CHUNK) {
+        int64_t m = p->n - i0 < LDT__CHUNK ? p->n - i0 : LDT__CHUNK;
+        half_load(t, (const uint16_t *)c->in[0].data + i0, m, p->t);
+        p->row(t, t, m);
+        half_store((uint16_t *)c->out.data + i0, t, m, p->t);
+    }
+    return LDT_OK;
+}
+
+static ldt_status cast_bound(const ldt__kcall *c) {
+    const un_bplan *p = (const un_bplan *)c->plan;
+    cast_run(c->out.data, p->to, c->in[0].data, p->t, p->n);
+    return LDT_OK;
+}
+
+ldt_status ldt__kb_unary(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    const char *op = op_name(c->op);
+    un_bplan q;
+    memset(&q, 0, sizeof q);
+    *plan = NULL;
+    LDT_CHECK(ldt__ew_check_unary(c, op, &q.n));
+    const ldt__operand *x = &c->in[0];
+    q.t = x->dtype;
+    q.to = c->out.dtype;
+    if (c->op == LDT_OP_CAST) {
+        *fn = cast_bound;
+    } else {
+        int form = 0;
+        LDT_CHECK(ldt__ew_check_unary_math(c, op, &form));
+        const unary_fn *row = form == 1   ? k_gelu_tanh
+                              : form == 2 ? k_gelu_erf_grad
+                                          : k_unary[c->op - LDT_OP_NEG];
+        if (!row[x->dtype]) {
+            unsigned mask;
+            SUPPORTED_MASK(row, mask);
+            return ldt__ew_fail_dtype(op, x->dtype, mask, "");
+        }
+        q.row = row[x->dtype];
+        *fn = is_half(x->dtype) ? unary_half_bound : unary_bound;
+    }
+    if (q.n == 0) {
+        *fn = k_nothing;
+        return LDT_OK;
+    }
+    LDT_CHECK(ldt__kplan_alloc(op, sizeof q, plan));
+    memcpy(*plan, &q, sizeof q);
     return LDT_OK;
 }

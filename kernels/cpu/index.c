@@ -286,7 +286,7 @@ static void index_put(const ldt__kcall *c, int k, int acc) {
 /* Every index of input k against n entries (what: "rows", "entries of dim 1"). The message
  * gives the value, its flat position and, for a multi-dim index, its coordinates. */
 static ldt_status check_range(const char *op, const ldt__kcall *c, int k, int64_t n,
-                              const char *what) {
+                              const char *what, int dim) {
     const ldt__operand *ix = &c->in[k];
     int64_t m = numel_of(&ix->shape), bad = -1;
     if (ix->dtype == LDT_I32) {
@@ -310,23 +310,48 @@ static ldt_status check_range(const char *op, const ldt__kcall *c, int k, int64_
         ldt__ix_fmt(&at, where + 1, sizeof where - 1);
     }
     if (c->op == LDT_OP_INDEX_PUT) snprintf(tensor, sizeof tensor, " of index tensor %d", k - 2);
+    char dims[48];
+    if (!what) {
+        snprintf(dims, sizeof dims, "entries of dim %d", dim);
+        what = dims;
+    }
     LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "%s: index %lld at position %lld%s%s is out of range for %lld %s",
              op, (long long)raw_index(ix, bad), (long long)bad, where, tensor, (long long)n, what);
 }
 
-ldt_status ldt__k_index(const ldt__kcall *c) {
+/* A checked call: every index range-checked (the data's part), then the kernel. */
+static ldt_status index_run(const ldt__kcall *c, const ldt__ix_plan *pp) {
     const char *op = ldt__builtin_op_name(c->op);
-    ldt__ix_plan p;
-    LDT_CHECK(ldt__ix_check(c, &p));
-    for (int j = 0; j < p.nidx; j++)
-        LDT_CHECK(check_range(op, c, p.idx_in[j], p.idx_n[j], p.idx_what[j]));
+    for (int j = 0; j < pp->nidx; j++)
+        LDT_CHECK(check_range(op, c, pp->idx_in[j], pp->idx_n[j], pp->idx_what[j], pp->idx_dim[j]));
     switch (c->op) {
     case LDT_OP_EMBEDDING: embedding(c); break;
-    case LDT_OP_ONE_HOT: one_hot(c, p.C); break;
-    case LDT_OP_INDEX_SELECT: index_select(c, p.dim); break;
-    case LDT_OP_INDEX_ADD: index_add(c, p.dim); break;
-    case LDT_OP_INDEX_PUT: index_put(c, p.k, p.acc); break;
-    default: gather_scatter(c, p.dim); break; /* gather, scatter, scatter_add */
+    case LDT_OP_ONE_HOT: one_hot(c, pp->C); break;
+    case LDT_OP_INDEX_SELECT: index_select(c, pp->dim); break;
+    case LDT_OP_INDEX_ADD: index_add(c, pp->dim); break;
+    case LDT_OP_INDEX_PUT: index_put(c, pp->k, pp->acc); break;
+    default: gather_scatter(c, pp->dim); break; /* gather, scatter, scatter_add */
     }
+    return LDT_OK;
+}
+
+ldt_status ldt__k_index(const ldt__kcall *c) {
+    ldt__ix_plan p;
+    LDT_CHECK(ldt__ix_check(c, &p));
+    return index_run(c, &p);
+}
+
+/* Bound calls: the shared checks once; the indices, being data, are range-checked per call. */
+static ldt_status index_bound(const ldt__kcall *c) {
+    return index_run(c, (const ldt__ix_plan *)c->plan);
+}
+
+ldt_status ldt__kb_index(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    ldt__ix_plan p;
+    *plan = NULL;
+    LDT_CHECK(ldt__ix_check(c, &p));
+    LDT_CHECK(ldt__kplan_alloc(ldt__builtin_op_name(c->op), sizeof p, plan));
+    memcpy(*plan, &p, sizeof p);
+    *fn = index_bound;
     return LDT_OK;
 }

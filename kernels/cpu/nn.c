@@ -126,11 +126,25 @@ static void *row_alloc(const char *name, ldt_dtype t, int64_t n, ldt_status *st)
     return p;
 }
 
+/* A row buffer given by a bound plan (given), or one allocated here; row_put frees only the
+ * latter. */
+static void *row_get(void *given, const char *name, ldt_dtype t, int64_t n, ldt_status *st) {
+    if (given) {
+        *st = LDT_OK;
+        return given;
+    }
+    return row_alloc(name, t, n, st);
+}
+
+static void row_put(void *given, void *p) {
+    if (p != given) free(p);
+}
+
 /* ---------------------------------------------------------------------------------------
  * softmax, log_softmax along dim: x is [outer, n, inner], each (outer, inner) pair a row of n
  * elements `inner` apart. A 0-dim x is one row of one element.
  */
-static ldt_status softmax_kernel(const ldt__kcall *c, int dim) {
+static ldt_status softmax_kernel(const ldt__kcall *c, int dim, void *given) {
     const ldt__operand *x = &c->in[0];
     ldt_dtype t = x->dtype;
     int log_form = c->op == LDT_OP_LOG_SOFTMAX;
@@ -139,7 +153,7 @@ static ldt_status softmax_kernel(const ldt__kcall *c, int dim) {
     for (int d = 0; d < dim; d++) outer *= x->shape.dims[d];
     for (int d = dim + 1; d < x->shape.ndim; d++) inner *= x->shape.dims[d];
     if (outer * n * inner == 0) return LDT_OK;
-    void *row = row_alloc(nn_name(c->op), t, n, &st);
+    void *row = row_get(given, nn_name(c->op), t, n, &st);
     if (!row) return st;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
@@ -162,7 +176,7 @@ static ldt_status softmax_kernel(const ldt__kcall *c, int dim) {
                 store_row_f32(t, c->out.data, base, inner, n, r);
             }
         }
-    free(row);
+    row_put(given, row);
     return LDT_OK;
 }
 
@@ -172,7 +186,7 @@ static ldt_status softmax_kernel(const ldt__kcall *c, int dim) {
  * in double and rounded once.
  */
 static ldt_status norm_kernel(const ldt__kcall *c, int k, const ldt__operand *w,
-                              const ldt__operand *b) {
+                              const ldt__operand *b, void *given, double *given_wb) {
     const ldt__operand *x = &c->in[0];
     ldt_dtype t = x->dtype;
     int center = c->op == LDT_OP_LAYER_NORM;
@@ -182,10 +196,10 @@ static ldt_status norm_kernel(const ldt__kcall *c, int k, const ldt__operand *w,
     for (int d = x->shape.ndim - k; d < x->shape.ndim; d++) m *= x->shape.dims[d];
     if (total == 0) return LDT_OK;
     rows = total / m;
-    void *row = row_alloc(nn_name(c->op), t, m, &st);
-    double *wb = row ? malloc((size_t)m * 2 * sizeof(double)) : NULL;
+    void *row = row_get(given, nn_name(c->op), t, m, &st);
+    double *wb = !row ? NULL : given_wb ? given_wb : malloc((size_t)m * 2 * sizeof(double));
     if (!wb) {
-        free(row);
+        row_put(given, row);
         if (st != LDT_OK) return st;
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for the weight and bias of %lld",
                  nn_name(c->op), (long long)m);
@@ -210,8 +224,8 @@ static ldt_status norm_kernel(const ldt__kcall *c, int k, const ldt__operand *w,
                           ((double)xr[j] - mean) * rstd * wb[j] + wb[m + j]);
         }
     }
-    free(row);
-    free(wb);
+    row_put(given, row);
+    if (wb != given_wb) free(wb);
     return LDT_OK;
 }
 
@@ -220,21 +234,21 @@ static ldt_status norm_kernel(const ldt__kcall *c, int k, const ldt__operand *w,
  * the rows whose target is not the ignore index, in double, rounded once; NaN with no such
  * row (0 / 0, as torch gives).
  */
-static ldt_status cross_entropy_kernel(const ldt__kcall *c) {
+static ldt_status cross_entropy_kernel(const ldt__kcall *c, void *given) {
     const ldt__operand *x = &c->in[0], *tg = &c->in[1];
     ldt_dtype t = x->dtype;
     int64_t C = x->shape.dims[x->shape.ndim - 1], rows = nn_numel(&tg->shape), used = 0;
     int64_t ignore = c->attrs->i[0];
     double total = 0.0;
     ldt_status st;
-    void *row = row_alloc("cross_entropy", t, C, &st);
+    void *row = row_get(given, "cross_entropy", t, C, &st);
     if (!row) return st;
     for (int64_t r = 0; r < rows; r++) {
         int64_t k = tg->dtype == LDT_I32 ? ((const int32_t *)tg->data)[r]
                                          : ((const int64_t *)tg->data)[r];
         if (k == ignore) continue;
         if (k < 0 || k >= C) {
-            free(row);
+            row_put(given, row);
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                      "cross_entropy: target %lld at row %lld is out of range for %lld classes "
                      "(expected 0..%lld or the ignore index %lld)",
@@ -249,7 +263,7 @@ static ldt_status cross_entropy_kernel(const ldt__kcall *c) {
         }
         used++;
     }
-    free(row);
+    row_put(given, row);
     store_one(c->out.dtype, c->out.data, 0, used ? total / (double)used : NAN);
     return LDT_OK;
 }
@@ -335,7 +349,9 @@ static void dropout_region(const dp_params *p, const ldt_region *r, const ldt_sh
     }
 }
 
-static ldt_status dropout_kernel(const ldt__kcall *c) {
+/* checked: p and the region were checked at bind (attrs' p is fixed; the offset is read
+ * here, as a replay patches it). */
+static ldt_status dropout_kernel(const ldt__kcall *c, int checked) {
     dp_params p;
     p.t = c->in[0].dtype;
     p.x = c->in[0].data;
@@ -343,11 +359,11 @@ static ldt_status dropout_kernel(const ldt__kcall *c) {
     p.seed = (uint64_t)c->attrs->i[0];
     p.offset = (uint64_t)c->attrs->i[1];
     p.p = c->attrs->f[0];
-    if (!(p.p >= 0.0 && p.p <= 1.0))
+    if (!checked && !(p.p >= 0.0 && p.p <= 1.0))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "dropout: p = %g; expected 0 <= p <= 1", p.p);
     int64_t n = nn_numel(&c->out.shape);
     if (c->region) {
-        LDT_CHECK(ldt__region_check("dropout", c));
+        if (!checked) LDT_CHECK(ldt__region_check("dropout", c));
         if (n > 0) dropout_region(&p, c->region, c->global_shape);
         return LDT_OK;
     }
@@ -363,10 +379,72 @@ ldt_status ldt__k_nn(const ldt__kcall *c) {
     LDT_CHECK(ldt__nn_check(c, &p));
     switch (c->op) {
     case LDT_OP_SOFTMAX:
-    case LDT_OP_LOG_SOFTMAX: return softmax_kernel(c, p.dim);
+    case LDT_OP_LOG_SOFTMAX: return softmax_kernel(c, p.dim, NULL);
     case LDT_OP_LAYER_NORM:
-    case LDT_OP_RMS_NORM: return norm_kernel(c, p.k, p.w, p.b);
-    case LDT_OP_CROSS_ENTROPY: return cross_entropy_kernel(c);
-    default: return dropout_kernel(c); /* LDT_OP_DROPOUT */
+    case LDT_OP_RMS_NORM: return norm_kernel(c, p.k, p.w, p.b, NULL, NULL);
+    case LDT_OP_CROSS_ENTROPY: return cross_entropy_kernel(c, NULL);
+    default: return dropout_kernel(c, 0); /* LDT_OP_DROPOUT */
     }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Bound calls: the family's checks once; the row (and the norms' weight and bias as double)
+ * that the kernels would allocate per call live in the plan.
+ */
+typedef struct nn_bplan {
+    int dim, k;
+    int wi, bi;   /* norms: the inputs holding weight and bias, -1 where absent */
+    void *row;    /* a row of the compute type */
+    double *wb;   /* norms: 2 m doubles */
+} nn_bplan;
+
+static ldt_status nn_bound(const ldt__kcall *c) {
+    const nn_bplan *p = (const nn_bplan *)c->plan;
+    switch (c->op) {
+    case LDT_OP_SOFTMAX:
+    case LDT_OP_LOG_SOFTMAX: return softmax_kernel(c, p->dim, p->row);
+    case LDT_OP_LAYER_NORM:
+    case LDT_OP_RMS_NORM:
+        return norm_kernel(c, p->k, p->wi >= 0 ? &c->in[p->wi] : NULL,
+                           p->bi >= 0 ? &c->in[p->bi] : NULL, p->row, p->wb);
+    case LDT_OP_CROSS_ENTROPY: return cross_entropy_kernel(c, p->row);
+    default: return dropout_kernel(c, 1); /* LDT_OP_DROPOUT */
+    }
+}
+
+ldt_status ldt__kb_nn(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    ldt__nn_plan q;
+    int64_t rown = 1, wbn = 0;
+    *plan = NULL;
+    LDT_CHECK(ldt__nn_check(c, &q));
+    if (c->op == LDT_OP_DROPOUT) {
+        double pr = c->attrs->f[0];
+        if (!(pr >= 0.0 && pr <= 1.0))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "dropout: p = %g; expected 0 <= p <= 1", pr);
+        if (c->region) LDT_CHECK(ldt__region_check("dropout", c));
+    }
+    const ldt_shape *xs = &c->in[0].shape;
+    switch (c->op) {
+    case LDT_OP_SOFTMAX:
+    case LDT_OP_LOG_SOFTMAX: rown = xs->ndim ? xs->dims[q.dim] : 1; break;
+    case LDT_OP_LAYER_NORM:
+    case LDT_OP_RMS_NORM:
+        for (int d = xs->ndim - q.k; d < xs->ndim; d++) rown *= xs->dims[d];
+        wbn = 2 * rown;
+        break;
+    case LDT_OP_CROSS_ENTROPY: rown = xs->dims[xs->ndim - 1]; break;
+    default: rown = 0; break;
+    }
+    if (rown < 1) rown = 1;
+    LDT_CHECK(ldt__kplan_alloc(nn_name(c->op),
+                               sizeof(nn_bplan) + (size_t)(rown + wbn) * sizeof(double), plan));
+    nn_bplan *p = (nn_bplan *)*plan;
+    p->dim = q.dim;
+    p->k = q.k;
+    p->wi = q.w ? (int)(q.w - c->in) : -1;
+    p->bi = q.b ? (int)(q.b - c->in) : -1;
+    p->row = (double *)(p + 1); /* room for rown doubles: enough for f32 rows too */
+    p->wb = wbn ? (double *)(p + 1) + rown : NULL;
+    *fn = nn_bound;
+    return LDT_OK;
 }

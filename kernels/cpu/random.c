@@ -222,3 +222,43 @@ ldt_status ldt__k_random(const ldt__kcall *c) {
                  c->op);
     }
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Bound calls: the parameters and the region checked once; the seed and offset are read per
+ * call (a replay patches the offset to its place on the stream).
+ */
+typedef struct rn_bplan {
+    ldt__rn_params p;
+    int64_t n;
+} rn_bplan;
+
+static ldt_status random_bound(const ldt__kcall *c) {
+    const rn_bplan *b = (const rn_bplan *)c->plan;
+    ldt__rn_params p = b->p;
+    p.seed = (uint64_t)c->attrs->i[0];
+    p.offset = (uint64_t)c->attrs->i[1];
+    if (c->region) {
+        if (b->n > 0) rn_fill_region(&p, c->out.data, c->region, c->global_shape);
+        return LDT_OK;
+    }
+    rn_fill_run(&p, c->out.data, 0, b->n);
+    return LDT_OK;
+}
+
+ldt_status ldt__kb_random(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    const char *name = rn_name(c->op);
+    rn_bplan b;
+    *plan = NULL;
+    if (c->op != LDT_OP_RAND && c->op != LDT_OP_RANDN && c->op != LDT_OP_BERNOULLI &&
+        c->op != LDT_OP_TRUNC_NORMAL && c->op != LDT_OP_RANDINT)
+        LDT_FAIL(LDT_ERR_INTERNAL,
+                 "random kernels: op %d is not rand, randn, bernoulli, trunc_normal or randint",
+                 c->op);
+    LDT_CHECK(ldt__rn_params_make(c, name, 0, &b.p));
+    LDT_CHECK(ldt_shape_numel(&c->out.shape, &b.n));
+    if (c->region) LDT_CHECK(ldt__region_check(name, c));
+    LDT_CHECK(ldt__kplan_alloc(name, sizeof b, plan));
+    memcpy(*plan, &b, sizeof b);
+    *fn = random_bound;
+    return LDT_OK;
+}

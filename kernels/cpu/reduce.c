@@ -185,59 +185,70 @@ static void rd_int(int op, ldt_dtype t, const void *src, const rd_geom *g, int64
     }
 }
 
-static ldt_status reduce_kernel(const ldt__kcall *c) {
+/* A checked reduction; acc and comp: scratch of g->out_numel accumulators (comp for sums of
+ * floats) from a bound plan, or NULL to allocate them here. */
+static ldt_status reduce_run(const ldt__kcall *c, const rd_geom *gp, double *acc_f, double *comp_f,
+                             int64_t *acc_i) {
     const char *name = rd_name(c->op);
-    rd_geom g;
-    LDT_CHECK(ldt__rd_check(c, &g)); /* and amax/amin of an empty dim */
     const ldt__operand *x = &c->in[0];
     ldt_dtype t = x->dtype, ot = c->out.dtype;
     int isf = ldt_dtype_is_float(t);
-    if (g.count == 0) { /* an empty reduced dim: the identity */
+    if (gp->count == 0) { /* an empty reduced dim: the identity */
         if (c->op == LDT_OP_MEAN) { /* 0 / 0, as torch */
-            for (int64_t i = 0; i < g.out_numel; i++) store_f64(ot, c->out.data, i, NAN);
+            for (int64_t i = 0; i < gp->out_numel; i++) store_f64(ot, c->out.data, i, NAN);
         } else if (isf) {
-            for (int64_t i = 0; i < g.out_numel; i++) store_f64(ot, c->out.data, i, 0.0);
+            for (int64_t i = 0; i < gp->out_numel; i++) store_f64(ot, c->out.data, i, 0.0);
         } else {
-            memset(c->out.data, 0, (size_t)g.out_numel * sizeof(int64_t));
+            memset(c->out.data, 0, (size_t)gp->out_numel * sizeof(int64_t));
         }
         return LDT_OK;
     }
-    if (g.out_numel == 0) return LDT_OK;
+    if (gp->out_numel == 0) return LDT_OK;
 
     int is_sum = c->op == LDT_OP_SUM || c->op == LDT_OP_MEAN;
-    size_t accn = (size_t)g.out_numel;
+    size_t accn = (size_t)gp->out_numel;
     if (isf) {
-        double *acc = malloc(accn * sizeof(double));
-        double *comp = is_sum ? malloc(accn * sizeof(double)) : NULL;
+        int own = !acc_f;
+        double *acc = own ? malloc(accn * sizeof(double)) : acc_f;
+        double *comp = !is_sum ? NULL : own ? malloc(accn * sizeof(double)) : comp_f;
         if (!acc || (is_sum && !comp)) {
             free(acc);
             free(comp);
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for %lld accumulators", name,
-                     (long long)g.out_numel);
+                     (long long)gp->out_numel);
         }
-        rd_float(c->op, t, x->data, &g, acc, comp);
-        for (int64_t i = 0; i < g.out_numel; i++) {
+        rd_float(c->op, t, x->data, gp, acc, comp);
+        for (int64_t i = 0; i < gp->out_numel; i++) {
             double v = acc[i];
             /* an infinite or NaN sum has a meaningless compensation (inf - inf) */
             if (is_sum && isfinite(v)) v += comp[i];
-            if (c->op == LDT_OP_MEAN) v /= (double)g.count;
+            if (c->op == LDT_OP_MEAN) v /= (double)gp->count;
             store_f64(ot, c->out.data, i, v);
         }
-        free(acc);
-        free(comp);
+        if (own) {
+            free(acc);
+            free(comp);
+        }
         return LDT_OK;
     }
     /* integers: an i64 output is its own accumulator */
-    int64_t *acc = ot == LDT_I64 ? (int64_t *)c->out.data : malloc(accn * sizeof(int64_t));
+    int own = ot != LDT_I64 && !acc_i;
+    int64_t *acc = ot == LDT_I64 ? (int64_t *)c->out.data : own ? malloc(accn * sizeof(int64_t)) : acc_i;
     if (!acc)
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for %lld accumulators", name,
-                 (long long)g.out_numel);
-    rd_int(c->op, t, x->data, &g, acc);
+                 (long long)gp->out_numel);
+    rd_int(c->op, t, x->data, gp, acc);
     if (ot != LDT_I64) {
-        for (int64_t i = 0; i < g.out_numel; i++) store_i64(ot, c->out.data, i, acc[i]);
-        free(acc);
+        for (int64_t i = 0; i < gp->out_numel; i++) store_i64(ot, c->out.data, i, acc[i]);
+        if (own) free(acc);
     }
     return LDT_OK;
+}
+
+static ldt_status reduce_kernel(const ldt__kcall *c) {
+    rd_geom g;
+    LDT_CHECK(ldt__rd_check(c, &g)); /* and amax/amin of an empty dim */
+    return reduce_run(c, &g, NULL, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -257,10 +268,9 @@ static void keys_for_min(uint64_t *k, int64_t n, int isf) {
 
 /* First index of the largest key along R, for every (o, i): a running best row of I keys,
  * updated by each of the R rows in input order (sequential reads for any dim). */
-static ldt_status argmax_kernel(const ldt__kcall *c) {
+static ldt_status argmax_run(const ldt__kcall *c, const ldt__ar_geom *gp, uint64_t *best_buf) {
     const char *name = rd_name(c->op);
-    ldt__ar_geom g = {0}; /* (set by the check; zeroed for the compiler's flow analysis at -O3) */
-    LDT_CHECK(ldt__ar_check(c, &g));
+    const ldt__ar_geom g = *gp;
     if (g.O * g.I == 0) return LDT_OK;
     ldt_dtype t = c->in[0].dtype;
     int isf = ldt_dtype_is_float(t), is_min = c->op == LDT_OP_ARGMIN;
@@ -284,7 +294,7 @@ static ldt_status argmax_kernel(const ldt__kcall *c) {
         }
         return LDT_OK;
     }
-    uint64_t *best = malloc((size_t)g.I * sizeof(uint64_t));
+    uint64_t *best = best_buf ? best_buf : malloc((size_t)g.I * sizeof(uint64_t));
     if (!best)
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for a row of %lld keys", name,
                  (long long)g.I);
@@ -303,8 +313,14 @@ static ldt_status argmax_kernel(const ldt__kcall *c) {
             }
         }
     }
-    free(best);
+    if (!best_buf) free(best);
     return LDT_OK;
+}
+
+static ldt_status argmax_kernel(const ldt__kcall *c) {
+    ldt__ar_geom g = {0}; /* (set by the check; zeroed for the compiler's flow analysis at -O3) */
+    LDT_CHECK(ldt__ar_check(c, &g));
+    return argmax_run(c, &g, NULL);
 }
 
 /* topk: sort each line by (key, index) and keep the first k. For the largest the key is
@@ -321,17 +337,18 @@ static int kv_cmp(const void *pa, const void *pb) {
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
-static ldt_status topk_kernel(const ldt__kcall *c) {
+static ldt_status topk_run(const ldt__kcall *c, const ldt__ar_geom *gp, kv *line_buf,
+                           uint64_t *keys_buf) {
     const char *name = rd_name(c->op);
-    ldt__ar_geom g = {0}; /* (set by the check; zeroed for the compiler's flow analysis at -O3) */
-    LDT_CHECK(ldt__ar_check(c, &g));
+    const ldt__ar_geom g = *gp;
     int64_t k = g.k;
     int largest = g.largest;
     int vals = c->op == LDT_OP_TOPK_VALUES;
     ldt_dtype t = c->in[0].dtype;
     if (g.O * g.I == 0 || k == 0) return LDT_OK;
-    kv *line = malloc((size_t)g.R * sizeof(kv));
-    uint64_t *keys = malloc((size_t)g.R * sizeof(uint64_t));
+    int own = !line_buf;
+    kv *line = own ? malloc((size_t)g.R * sizeof(kv)) : line_buf;
+    uint64_t *keys = own ? malloc((size_t)g.R * sizeof(uint64_t)) : keys_buf;
     if (!line || !keys) {
         free(line);
         free(keys);
@@ -359,9 +376,17 @@ static ldt_status topk_kernel(const ldt__kcall *c) {
             }
         }
     }
-    free(line);
-    free(keys);
+    if (own) {
+        free(line);
+        free(keys);
+    }
     return LDT_OK;
+}
+
+static ldt_status topk_kernel(const ldt__kcall *c) {
+    ldt__ar_geom g = {0}; /* (set by the check; zeroed for the compiler's flow analysis at -O3) */
+    LDT_CHECK(ldt__ar_check(c, &g));
+    return topk_run(c, &g, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -388,4 +413,78 @@ ldt_status ldt__k_index_reduce(const ldt__kcall *c) {
         LDT_FAIL(LDT_ERR_INTERNAL, "index reduce kernels: op %d is not argmax, argmin or topk",
                  c->op);
     }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Bound calls: the geometry checked once; the accumulators, key rows and sort lines that the
+ * kernels would allocate per call live in the plan.
+ */
+typedef struct rd_bplan {
+    rd_geom g;
+    double *acc, *comp;
+    int64_t *iacc;
+} rd_bplan;
+
+static ldt_status reduce_bound(const ldt__kcall *c) {
+    const rd_bplan *p = (const rd_bplan *)c->plan;
+    return reduce_run(c, &p->g, p->acc, p->comp, p->iacc);
+}
+
+ldt_status ldt__kb_reduce(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    rd_geom g;
+    *plan = NULL;
+    if (c->op != LDT_OP_SUM && c->op != LDT_OP_MEAN && c->op != LDT_OP_AMAX && c->op != LDT_OP_AMIN)
+        LDT_FAIL(LDT_ERR_INTERNAL, "reduce kernels: op %d is not sum, mean, amax or amin", c->op);
+    LDT_CHECK(ldt__rd_check(c, &g));
+    size_t n = (size_t)(g.out_numel > 0 ? g.out_numel : 1);
+    LDT_CHECK(ldt__kplan_alloc(rd_name(c->op), sizeof(rd_bplan) + 2 * n * sizeof(double), plan));
+    rd_bplan *p = (rd_bplan *)*plan;
+    p->g = g;
+    p->acc = (double *)(p + 1);
+    p->comp = p->acc + n;
+    p->iacc = (int64_t *)p->acc; /* integers use the same room */
+    *fn = reduce_bound;
+    return LDT_OK;
+}
+
+typedef struct ar_bplan {
+    ldt__ar_geom g;
+    uint64_t *best; /* argmax: a row of I keys */
+    kv *line;       /* topk: a line of R */
+    uint64_t *keys;
+} ar_bplan;
+
+static ldt_status argmax_bound(const ldt__kcall *c) {
+    const ar_bplan *p = (const ar_bplan *)c->plan;
+    return argmax_run(c, &p->g, p->best);
+}
+
+static ldt_status topk_bound(const ldt__kcall *c) {
+    const ar_bplan *p = (const ar_bplan *)c->plan;
+    return topk_run(c, &p->g, p->line, p->keys);
+}
+
+ldt_status ldt__kb_index_reduce(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    ldt__ar_geom g = {0};
+    *plan = NULL;
+    if (c->op != LDT_OP_ARGMAX && c->op != LDT_OP_ARGMIN && c->op != LDT_OP_TOPK_VALUES &&
+        c->op != LDT_OP_TOPK_INDICES)
+        LDT_FAIL(LDT_ERR_INTERNAL, "index reduce kernels: op %d is not argmax, argmin or topk",
+                 c->op);
+    LDT_CHECK(ldt__ar_check(c, &g));
+    int topk = c->op == LDT_OP_TOPK_VALUES || c->op == LDT_OP_TOPK_INDICES;
+    size_t n = (size_t)((topk ? g.R : g.I) > 0 ? (topk ? g.R : g.I) : 1);
+    size_t bytes = sizeof(ar_bplan) + (topk ? n * (sizeof(kv) + sizeof(uint64_t)) : n * sizeof(uint64_t));
+    LDT_CHECK(ldt__kplan_alloc(rd_name(c->op), bytes, plan));
+    ar_bplan *p = (ar_bplan *)*plan;
+    p->g = g;
+    if (topk) {
+        p->line = (kv *)(p + 1);
+        p->keys = (uint64_t *)(p->line + n);
+        *fn = topk_bound;
+    } else {
+        p->best = (uint64_t *)(p + 1);
+        *fn = argmax_bound;
+    }
+    return LDT_OK;
 }

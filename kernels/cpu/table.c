@@ -1,4 +1,6 @@
 /* The CPU kernel of every built-in op, one row per op in core/ops.h order. */
+#include <stdlib.h>
+
 #include "core/error.h"
 #include "kernels/cpu/kernel.h"
 
@@ -92,4 +94,42 @@ ldt_status ldt__check_operand(const char *op, const ldt__operand *x, int k) {
 
 ldt__kernel_fn ldt__cpu_kernel(int op) {
     return op >= 0 && op < LDT_OP_COUNT ? k_cpu[op] : NULL;
+}
+
+/* The binder of each family (kernels/cpu/kernel.h), by the family's kernel. */
+static ldt__kernel_bind_fn binder_of(ldt__kernel_fn k) {
+    static const struct {
+        ldt__kernel_fn k;
+        ldt__kernel_bind_fn b;
+    } rows[] = {
+        {ldt__k_binary, ldt__kb_binary},       {ldt__k_scalar, ldt__kb_scalar},
+        {ldt__k_unary, ldt__kb_unary},         {ldt__k_view, ldt__kb_view},
+        {ldt__k_matmul, ldt__kb_matmul},       {ldt__k_reduce, ldt__kb_reduce},
+        {ldt__k_index_reduce, ldt__kb_index_reduce}, {ldt__k_random, ldt__kb_random},
+        {ldt__k_nn, ldt__kb_nn},               {ldt__k_index, ldt__kb_index},
+        {ldt__k_attention, ldt__kb_attention},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].k == k) return rows[i].b;
+    return NULL;
+}
+
+ldt_status ldt__cpu_kernel_bind(ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    ldt__kernel_fn k;
+    ldt__kernel_bind_fn b;
+    *fn = NULL;
+    *plan = NULL;
+    c->plan = NULL;
+    if (!(k = ldt__cpu_kernel(c->op)))
+        LDT_FAIL(LDT_ERR_INTERNAL, "no CPU kernel for op %d", c->op);
+    if (!(b = binder_of(k))) LDT_FAIL(LDT_ERR_INTERNAL, "no CPU kernel binder for op %d", c->op);
+    LDT_CHECK(b(c, fn, plan));
+    c->plan = *plan;
+    return LDT_OK;
+}
+
+ldt_status ldt__kplan_alloc(const char *op, size_t bytes, void **plan) {
+    if (!(*plan = calloc(1, bytes ? bytes : 1)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "%s: no memory for a kernel plan of %zu bytes", op, bytes);
+    return LDT_OK;
 }

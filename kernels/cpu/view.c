@@ -119,19 +119,44 @@ static void cat_run(const ldt__kcall *c, int dim, size_t es) {
  * Dispatch: the checks and the plan (kernels/common/view_plan.h), then one of the moves
  * above.
  */
+static ldt_status view_run(const ldt__kcall *c, const ldt__view_plan *pp) {
+    char *dst = (char *)c->out.data;
+    const char *src = (const char *)c->in[0].data;
+    if (pp->n == 0) return LDT_OK;
+    switch (pp->kind) {
+    case LDT__VIEW_COPY:
+        if (dst != src) memmove(dst, src, (size_t)pp->n * pp->es);
+        return LDT_OK;
+    case LDT__VIEW_GATHER:
+        gather(dst, src + pp->base * (int64_t)pp->es, pp->nd, pp->dims, pp->st, pp->es);
+        return LDT_OK;
+    default: cat_run(c, pp->dim, pp->es); return LDT_OK;
+    }
+}
+
 ldt_status ldt__k_view(const ldt__kcall *c) {
     ldt__view_plan p;
     LDT_CHECK(ldt__view_plan_make(c, &p));
-    char *dst = (char *)c->out.data;
-    const char *src = (const char *)c->in[0].data;
-    if (p.n == 0) return LDT_OK;
-    switch (p.kind) {
-    case LDT__VIEW_COPY:
-        if (dst != src) memmove(dst, src, (size_t)p.n * p.es);
-        return LDT_OK;
-    case LDT__VIEW_GATHER:
-        gather(dst, src + p.base * (int64_t)p.es, p.nd, p.dims, p.st, p.es);
-        return LDT_OK;
-    default: cat_run(c, p.dim, p.es); return LDT_OK;
-    }
+    return view_run(c, &p);
+}
+
+/* Bound calls: the plan made and checked once. */
+static ldt_status view_copy_bound(const ldt__kcall *c) {
+    const ldt__view_plan *p = (const ldt__view_plan *)c->plan;
+    if (c->out.data != c->in[0].data) memmove(c->out.data, c->in[0].data, (size_t)p->n * p->es);
+    return LDT_OK;
+}
+
+static ldt_status view_bound(const ldt__kcall *c) {
+    return view_run(c, (const ldt__view_plan *)c->plan);
+}
+
+ldt_status ldt__kb_view(const ldt__kcall *c, ldt__kernel_fn *fn, void **plan) {
+    ldt__view_plan p;
+    *plan = NULL;
+    LDT_CHECK(ldt__view_plan_make(c, &p));
+    LDT_CHECK(ldt__kplan_alloc(ldt__builtin_op_name(c->op), sizeof p, plan));
+    memcpy(*plan, &p, sizeof p);
+    *fn = p.n > 0 && p.kind == LDT__VIEW_COPY ? view_copy_bound : view_bound;
+    return LDT_OK;
 }
