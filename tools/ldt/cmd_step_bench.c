@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 15
+#define NFLAGS 16
 #define MAXOPS 64
 
 static cli_flag *flag_table(void) {
@@ -23,6 +23,7 @@ static cli_flag *flag_table(void) {
         {"backend", 1, "threads (default) or mpi (one process per rank, under mpirun; rank 0 reports "
                        "its rank)", NULL},
         {"json", 0, "one JSON object", NULL},
+        CLI_BUCKET_FLAG,
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
     };
@@ -74,11 +75,13 @@ int cmd_step_bench(int argc, char **argv) {
     const char *b;
     ldt_comm *world = NULL;
     if (cli_parse("step-bench", argc, argv, f, NFLAGS)) return 2;
-    if (cli_comm_timeout("step-bench", f, NFLAGS)) return 2;
+    if (cli_comm_timeout("step-bench", f, NFLAGS) || cli_bucket_bytes("step-bench", f, NFLAGS, &copt.bucket_bytes))
+        return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt step-bench [--model mlp|gpt] [--layers N --hidden H --heads A --vocab V\n"
                "                      --seq S --batch B] [--mesh M] [--pins megatron|none]\n"
-               "                      [--steps N] [--forward] [--backend threads|mpi] [--json]\n\n"
+               "                      [--steps N] [--forward] [--backend threads|mpi] [--bucket-mb X]\n"
+               "                      [--json]\n\n"
                "Captures the training step once, replays it N times and reports step time, a\n"
                "breakdown by op and collective (FLOP/s, bus bandwidth), modeled against measured,\n"
                "and the arena per rank.\n\nflags:\n");
@@ -133,7 +136,8 @@ int cmd_step_bench(int argc, char **argv) {
     for (int i = 0; i < ldt_model_nparams(m) && i < 4096; i++) ps[i] = ldt_model_param(m, i, NULL);
     oc.kind = LDT_OPTIM_ADAMW, oc.lr = 1e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
     oc.total_steps = steps + 2;
-    if (!fwd && ldt_optim_create(ctx, &oc, ps, ldt_model_nparams(m), &o) != LDT_OK) goto fail;
+    if (!fwd && (ldt_optim_create(ctx, &oc, ps, ldt_model_nparams(m), &o) != LDT_OK || cli_sync_grads(o, mesh) != LDT_OK))
+        goto fail;
     copt.profile = 1;
     copt.overlap = -1; /* collectives in line: their time is their own in the breakdown */
     for (int64_t k = 0; k < steps + 1; k++) { /* one warm-up replay, then the timed ones */
