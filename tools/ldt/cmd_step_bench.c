@@ -71,7 +71,7 @@ int cmd_step_bench(int argc, char **argv) {
     const char *kind, *pins;
     double *t = NULL, total_flops = 0, inside = 0;
     int64_t steps;
-    int rc = 1, nops = 0, fwd, json;
+    int rc = 1, nops = 0, fwd, json, dp = -1;
     const char *b;
     ldt_comm *world = NULL;
     if (cli_parse("step-bench", argc, argv, f, NFLAGS)) return 2;
@@ -147,6 +147,10 @@ int cmd_step_bench(int argc, char **argv) {
         if (ldt_replay(ex) != LDT_OK) goto fail;
         if (k) t[k - 1] = now_s() - t0;
     }
+    if (ldt_mesh_dim_index(mesh, "dp", &dp) != LDT_OK) {
+        dp = -1;
+        ldt_clear_error();
+    }
     if (ldt_exec_stats_get(ex, &es) != LDT_OK || ldt_exec_breakdown(ex, ops, MAXOPS, &nops) != LDT_OK) goto fail;
     qsort(t, (size_t)steps, sizeof *t, cmp_d);
     for (int i = 0; i < nops; i++) {
@@ -165,14 +169,23 @@ int cmd_step_bench(int argc, char **argv) {
                    ops[i].seconds, ops[i].flops, ops[i].seconds > 0 ? ops[i].flops / ops[i].seconds : 0,
                    ops[i].collective && ops[i].seconds > 0 ? ops[i].bytes / ops[i].seconds : 0);
         printf("],\"flops_per_second\":%.9g,\"modeled_step_seconds\":%.9g,"
-               "\"arena_bytes_per_rank\":%lld,\"instructions_per_rank\":%lld}\n",
+               "\"arena_bytes_per_rank\":%lld,\"instructions_per_rank\":%lld,\"collectives\":%lld,"
+               "\"collectives_unfused\":%lld",
                total_flops / t[steps / 2], es.modeled_step_seconds, (long long)es.arena_bytes,
-               (long long)es.instructions);
+               (long long)es.instructions, (long long)es.collectives, (long long)es.collectives_unfused);
+        if (dp >= 0)
+            printf(",\"dp_collectives\":{\"fused\":%lld,\"unfused\":%lld}", (long long)es.dim_collectives[dp],
+                   (long long)es.dim_collectives_unfused[dp]);
+        printf("}\n");
     } else {
         printf("step %.3f ms median (min %.3f, max %.3f) over %lld replays; %.2f GFLOP/s; modeled %.3f ms; "
                "arena %lld B per rank, %lld instructions\n",
                t[steps / 2] * 1e3, t[0] * 1e3, t[steps - 1] * 1e3, (long long)steps, total_flops / t[steps / 2] / 1e9,
                es.modeled_step_seconds * 1e3, (long long)es.arena_bytes, (long long)es.instructions);
+        printf("collectives %lld per step (%lld unfused)", (long long)es.collectives, (long long)es.collectives_unfused);
+        if (dp >= 0)
+            printf(", %lld on dp (%lld unfused)", (long long)es.dim_collectives[dp], (long long)es.dim_collectives_unfused[dp]);
+        printf("\n");
         printf("%-28s %6s %10s %7s %12s %14s\n", "op (busiest rank)", "calls", "ms", "share", "GFLOP/s", "bus GB/s");
         for (int i = 0; i < nops; i++)
             printf("%-28s %6lld %10.3f %6.1f%% %12.2f %14.3f\n", ops[i].name, (long long)ops[i].calls,
