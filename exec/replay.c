@@ -1477,3 +1477,4 @@ fail:
     ldt__exec_destroy(e);
     return st;
 }
+
