@@ -1477,4 +1477,3 @@ fail:
     ldt__exec_destroy(e);
     return st;
 }
-
