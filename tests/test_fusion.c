@@ -1,4 +1,4 @@
-/* Gradient bucketing on the default GPT training step (docs/fusion.md): with the gradients
+/* Gradient bucketing on the default GPT training step (docs/replay.md, "Gradient bucketing"): with the gradients
  * reduced over dp (ldt_optim_sync_grads, as ldt train does), fusion issues one all_reduce per
  * bucket on the dp dim, zero-copy, and the f64 losses equal the unfused step's within 1e-12
  * over several steps. The bucket count is recomputed here from the parameters' shapes, their

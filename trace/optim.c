@@ -195,7 +195,7 @@ ldt_status ldt_optim_sync_grads(ldt_optim *o, int mesh_dim) {
     return LDT_OK;
 }
 
-/* Data-parallel synchronisation of gradient i (docs/fusion.md, "Gradient bucketing"): the
+/* Data-parallel synchronisation of gradient i (docs/replay.md, "Gradient bucketing"): the
  * gradient as the backward makes it, a Partial(sum) over the data-parallel dim (each rank's
  * share of the batch), reduced to the placement the update reads it in: its parameter's (an
  * all_reduce that fusion buckets) or, under ZeRO, its state's (a reduce_scatter). Where the

@@ -324,7 +324,7 @@ LDT_API ldt_status ldt_optim_shard_states(ldt_optim *o, int mesh_dim);
 /* Data parallel over mesh dim `mesh_dim` (-1: off, the default): later steps take each gradient
  * as a Partial(sum) over it and reduce it explicitly to the placement the update reads (an
  * all_reduce, or a reduce_scatter under ZeRO), so the planner keeps the backward local to each
- * rank's batch and collective fusion buckets the reductions (docs/fusion.md). */
+ * rank's batch and fusion buckets the reductions (docs/replay.md, "Gradient bucketing"). */
 LDT_API ldt_status ldt_optim_sync_grads(ldt_optim *o, int mesh_dim);
 
 /* ---- custom ops ---------------------------------------------------------------------- */
