@@ -1,11 +1,173 @@
-/* ldt-bench fusion: the gradient-sync pattern (k Partial results, each all-reduced, then
- * used together) on 4 rank threads, compiled with and without collective fusion: calls per
- * step (`collective_calls`) and the replayed step's wall time (`step_seconds`), param
- * fused=true/false. */
+/* ldt-bench fusion: collective calls and step times with and without collective fusion.
+ *  1. The demo's training step (GPT, 2 layers, hidden 128, seq 64, batch 8, f32, dropout 0.1,
+ *     AdamW with clipping; ldt train's) on dp=4 and on dp=2,tp=2 rank threads, the gradients
+ *     reduced over dp (ldt_optim_sync_grads), at the default bucket cap (25 MiB):
+ *     `dp_collective_calls` (calls per step that span the dp mesh dim; params mesh, fused),
+ *     `dp_buckets` (the buckets the cap implies: next fit over the gradients' bytes on a rank
+ *     in the order the backward makes them; params mesh), `collective_calls` (all dims) and
+ *     `step_seconds` with `step_seconds_cpu` (the process's CPU time over the same replays:
+ *     every rank thread's), params graph=gpt_train_step, mesh, fused. Fused and unfused
+ *     replays alternate, several rounds; medians.
+ *  2. The gradient-sync pattern (k Partial results, each all-reduced, then used together) on
+ *     4 rank threads: `collective_calls` and `step_seconds` (+ `_cpu`), params
+ *     graph=gradient_sync, all_reduces, fused. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "bench_util.h"
 #include "ldt/ldt.h"
+
+/* CPU seconds of the whole process (every thread). */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define MAXP 256
+
+typedef struct step {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_model *m;
+    ldt_optim *o;
+    ldt_exec *ex;
+    int dp, np;
+    int64_t bytes[MAXP]; /* per parameter, in the order its gradient is made: bytes on a rank */
+} step;
+
+static void step_close(step *s) {
+    ldt_optim_destroy(s->o);
+    ldt_model_destroy(s->m);
+    ldt_ctx_destroy(s->ctx);
+    ldt_mesh_destroy(s->mesh);
+}
+
+/* The gradient's bytes on a rank: its parameter's shape split as the parameter is pinned. */
+static int64_t shard_bytes(const ldt_tensor *p, const ldt_mesh *mesh) {
+    ldt_placement pl[LDT_MAX_DIMS];
+    ldt_shape s;
+    int pinned = 0;
+    int64_t n = (int64_t)ldt_dtype_size(ldt_tensor_dtype(p));
+    ldt_tensor_shape(p, &s);
+    if (ldt_tensor_pin(p, pl, LDT_MAX_DIMS, &pinned) == LDT_OK)
+        for (int d = 0; pinned && d < ldt_mesh_ndim(mesh); d++)
+            if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
+                int64_t k = ldt_mesh_dim_size(mesh, d);
+                s.dims[pl[d].dim] = (s.dims[pl[d].dim] + k - 1) / k;
+            }
+    for (int d = 0; d < s.ndim; d++) n *= s.dims[d];
+    return n;
+}
+
+/* Traces and compiles the demo step on mesh_text; 0 on success. */
+static int step_open(step *s, const char *mesh_text, int fused, int quick) {
+    ldt_ctx_options co = {0};
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    ldt_optim_config oc = {0};
+    ldt_compile_options copt = {0};
+    ldt_tensor *ps[MAXP], *g[MAXP], *loss;
+    int64_t n, *tok, order[MAXP];
+    (void)quick; /* the demo's sizes either way: only the rounds shrink */
+    cfg.layers = 2, cfg.hidden = 128, cfg.heads = 4, cfg.vocab = 256;
+    cfg.seq = 64, cfg.batch = 8, cfg.dropout = 0.1, cfg.train = 1;
+    if (ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &s->mesh) != LDT_OK || ldt_mesh_dim_index(s->mesh, "dp", &s->dp) != LDT_OK)
+        return 1;
+    co.mesh = s->mesh;
+    co.seed = 1;
+    if (ldt_ctx_create(&co, &s->ctx) != LDT_OK || ldt_model_create(s->ctx, "gpt", &cfg, &s->m) != LDT_OK ||
+        ldt_model_init(s->m, 1) != LDT_OK || ldt_model_pin(s->m, "megatron") != LDT_OK)
+        return 1;
+    s->np = ldt_model_nparams(s->m);
+    if (s->np > MAXP) return 1;
+    for (int i = 0; i < s->np; i++) ps[i] = ldt_model_param(s->m, i, NULL);
+    oc.kind = LDT_OPTIM_ADAMW, oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
+    oc.weight_decay = 0.01, oc.clip_norm = 1, oc.total_steps = 1000;
+    if (ldt_optim_create(s->ctx, &oc, ps, s->np, &s->o) != LDT_OK || ldt_optim_sync_grads(s->o, s->dp) != LDT_OK)
+        return 1;
+    n = cfg.batch * cfg.seq;
+    if (!(tok = malloc((size_t)n * sizeof *tok))) return 1;
+    for (int64_t i = 0; i < n; i++) tok[i] = (i * 31 + 7) % 256;
+    ldt_input_bind(ldt_model_input(s->m, 0, NULL), tok, n * 8);
+    ldt_input_bind(ldt_model_input(s->m, 1, NULL), tok, n * 8);
+    free(tok);
+    if (!(loss = ldt_model_forward(s->m)) || ldt_grad(loss, ps, s->np, g) != LDT_OK) return 1;
+    for (int i = 0; i < s->np; i++) { /* the backward's order: by trace node */
+        int j = i;
+        order[i] = ldt_tensor_node(g[i]);
+        s->bytes[i] = shard_bytes(ps[i], s->mesh);
+        for (; j > 0 && order[j] < order[j - 1]; j--) {
+            int64_t t = order[j], b = s->bytes[j];
+            order[j] = order[j - 1], s->bytes[j] = s->bytes[j - 1];
+            order[j - 1] = t, s->bytes[j - 1] = b;
+        }
+    }
+    copt.no_fuse = !fused;
+    return ldt_optim_step(s->o, g) != LDT_OK || ldt_compile(s->ctx, &loss, 1, &copt, &s->ex) != LDT_OK ||
+           ldt_replay(s->ex) != LDT_OK;
+}
+
+/* Next fit over the gradients in the order they are made, cap 25 MiB (the default). */
+static int64_t buckets(const step *s) {
+    int64_t n = 0, fill = 0, cap = 25 << 20;
+    for (int i = 0; i < s->np; i++) {
+        if (fill > 0 && fill + s->bytes[i] > cap) fill = 0;
+        n += fill == 0;
+        fill += s->bytes[i];
+    }
+    return n;
+}
+
+static int bench_gpt(const bench_opts *o, bench_results *out) {
+    const char *meshes[2] = {"dp=4", "dp=2,tp=2"};
+    int reps = o->quick ? 3 : 9;
+    for (int mi = 0; mi < 2; mi++) {
+        step s[2] = {{0}};
+        double t[2][16], c[2][16];
+        int bad = 0;
+        for (int f = 0; f < 2 && !bad; f++) bad = step_open(&s[f], meshes[mi], f, o->quick);
+        for (int r = 0; r < reps && !bad; r++) /* fused and unfused alternate */
+            for (int f = 0; f < 2 && !bad; f++) {
+                double t0 = bench_now(), c0 = cpu_now();
+                bad = ldt_replay(s[f].ex) != LDT_OK;
+                t[f][r] = bench_now() - t0;
+                c[f][r] = cpu_now() - c0;
+            }
+        if (bad) {
+            bench_note("fusion: %s: %s", meshes[mi], ldt_last_error());
+            for (int f = 0; f < 2; f++) step_close(&s[f]);
+            return 1;
+        }
+        for (int f = 0; f < 2; f++) {
+            ldt_exec_stats es;
+            int idx;
+            ldt_exec_stats_get(s[f].ex, &es);
+            idx = bench_add(out, "dp_collective_calls", (double)es.dim_collectives[s[f].dp], "calls");
+            bench_param_str(out, idx, "mesh", meshes[mi]);
+            bench_param_str(out, idx, "fused", f ? "true" : "false");
+            idx = bench_add(out, "collective_calls", (double)es.collectives, "calls");
+            bench_param_str(out, idx, "graph", "gpt_train_step");
+            bench_param_str(out, idx, "mesh", meshes[mi]);
+            bench_param_str(out, idx, "fused", f ? "true" : "false");
+            idx = bench_add(out, "step_seconds", bench_median(t[f], reps), "s");
+            bench_param_str(out, idx, "graph", "gpt_train_step");
+            bench_param_str(out, idx, "mesh", meshes[mi]);
+            bench_param_str(out, idx, "fused", f ? "true" : "false");
+            idx = bench_add(out, "step_seconds_cpu", bench_median(c[f], reps), "s");
+            bench_param_str(out, idx, "graph", "gpt_train_step");
+            bench_param_str(out, idx, "mesh", meshes[mi]);
+            bench_param_str(out, idx, "fused", f ? "true" : "false");
+            if (f) {
+                idx = bench_add(out, "dp_buckets", (double)buckets(&s[f]), "buckets");
+                bench_param_str(out, idx, "mesh", meshes[mi]);
+                idx = bench_add(out, "pack_buckets", (double)es.pack_buckets, "buckets");
+                bench_param_str(out, idx, "mesh", meshes[mi]);
+            }
+        }
+        for (int f = 0; f < 2; f++) step_close(&s[f]);
+    }
+    return 0;
+}
 
 static ldt_tensor *build(ldt_ctx *ctx, int k, int64_t n) {
     ldt_tensor *acc = NULL, *ys[64];
@@ -32,7 +194,7 @@ static ldt_tensor *build(ldt_ctx *ctx, int k, int64_t n) {
     return acc;
 }
 
-int bench_fusion(const bench_opts *o, bench_results *out) {
+static int bench_sync_pattern(const bench_opts *o, bench_results *out) {
     int k = o->quick ? 16 : 64, reps = o->quick ? 5 : 15;
     int64_t n = o->quick ? 64 : 128;
     for (int fused = 0; fused < 2; fused++) {
@@ -43,7 +205,7 @@ int bench_fusion(const bench_opts *o, bench_results *out) {
         ldt_exec *ex;
         ldt_exec_stats es;
         ldt_tensor *y;
-        double t[32];
+        double t[32], c[32];
         int idx;
         if (ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh) != LDT_OK) return 1;
         co.mesh = mesh;
@@ -56,19 +218,30 @@ int bench_fusion(const bench_opts *o, bench_results *out) {
             return 1;
         }
         for (int r = 0; r < reps; r++) {
-            double t0 = bench_now();
+            double t0 = bench_now(), c0 = cpu_now();
             if (ldt_replay(ex) != LDT_OK) return 1;
             t[r] = bench_now() - t0;
+            c[r] = cpu_now() - c0;
         }
         ldt_exec_stats_get(ex, &es);
         idx = bench_add(out, "collective_calls", (double)es.collectives, "calls");
+        bench_param_str(out, idx, "graph", "gradient_sync");
         bench_param_str(out, idx, "fused", fused ? "true" : "false");
         bench_param_int(out, idx, "all_reduces", k);
         idx = bench_add(out, "step_seconds", bench_median(t, reps), "s");
+        bench_param_str(out, idx, "graph", "gradient_sync");
+        bench_param_str(out, idx, "fused", fused ? "true" : "false");
+        bench_param_int(out, idx, "all_reduces", k);
+        idx = bench_add(out, "step_seconds_cpu", bench_median(c, reps), "s");
+        bench_param_str(out, idx, "graph", "gradient_sync");
         bench_param_str(out, idx, "fused", fused ? "true" : "false");
         bench_param_int(out, idx, "all_reduces", k);
         ldt_ctx_destroy(ctx);
         ldt_mesh_destroy(mesh);
     }
     return 0;
+}
+
+int bench_fusion(const bench_opts *o, bench_results *out) {
+    return bench_gpt(o, out) || bench_sync_pattern(o, out);
 }

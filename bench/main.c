@@ -19,8 +19,8 @@
             "plan's modeled cost over the whole-graph plan's")                               \
     X(replay, "replay ns per instruction and per node of an add chain beside their floors, "  \
               "eager over replay for the GPT forward on 4 ranks, plan-cache hit time")       \
-    X(fusion, "collective calls and step time of a gradient-sync pattern on 4 ranks, with "   \
-              "and without collective fusion")                                               \
+    X(fusion, "collective calls (on dp) and step time of the demo GPT training step on dp=4 "  \
+              "and dp=2,tp=2, and of a gradient-sync pattern, with and without fusion")      \
     X(meta_init, "GPT-3 175B and a 1T GPT described, initialised and planned on a meta mesh: "  \
                  "seconds and host bytes")                                                      \
     X(train_step, "the demo's training step replayed against eager on dp=2,tp=2: speed-up, "    \

@@ -43,7 +43,9 @@ static int demo_open(demo *d, int quick) {
     for (int i = 0; i < d->np; i++) d->ps[i] = ldt_model_param(d->m, i, NULL);
     oc.kind = LDT_OPTIM_ADAMW, oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
     oc.clip_norm = 1, oc.total_steps = 1000;
-    if (ldt_optim_create(d->ctx, &oc, d->ps, d->np, &d->o) != LDT_OK) return 1;
+    /* data parallel as the CLI runs it: gradients reduced over dp explicitly, in buckets */
+    if (ldt_optim_create(d->ctx, &oc, d->ps, d->np, &d->o) != LDT_OK || ldt_optim_sync_grads(d->o, 0) != LDT_OK)
+        return 1;
     n = cfg.batch * cfg.seq;
     if (!(tok = malloc((size_t)n * sizeof *tok))) return 1;
     for (int64_t i = 0; i < n; i++) tok[i] = (i * 31 + 7) % 256;

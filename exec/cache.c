@@ -172,6 +172,10 @@ ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
     out->modeled_seconds = e->plan_cost;
     out->collectives = e->collectives;
     out->collectives_unfused = e->collectives_unfused;
+    for (int d = 0; d < LDT_MAX_DIMS; d++) {
+        out->dim_collectives[d] = e->dim_collectives[d];
+        out->dim_collectives_unfused[d] = e->dim_collectives_unfused[d];
+    }
     out->pack_buckets = e->pack_buckets;
     out->modeled_step_seconds = e->model_serial;
     out->modeled_overlap_seconds = e->model_overlap;

@@ -936,6 +936,10 @@ static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
         if (!p) continue;
         e->collectives_unfused = ldt__program_collectives(p) > e->collectives_unfused
                                      ? ldt__program_collectives(p) : e->collectives_unfused;
+        for (int d = 0; d < ldt_mesh_ndim(e->mesh) && d < LDT_MAX_DIMS; d++) {
+            int64_t c = ldt__program_collectives_on(p, d);
+            if (c > e->dim_collectives_unfused[d]) e->dim_collectives_unfused[d] = c;
+        }
         if (o && o->no_fuse) continue;
         if (!(keep = calloc((size_t)(p->nvals ? p->nvals : 1), 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
         for (int i = 0; i < e->nout + e->nassign; i++) keep[p->node_val[e->outs[i].node]] = 1;
@@ -973,6 +977,10 @@ count:
         int64_t last_mm = -1, early = 0;
         if (!p) continue;
         if (ldt__program_collectives(p) > e->collectives) e->collectives = ldt__program_collectives(p);
+        for (int d = 0; d < ldt_mesh_ndim(e->mesh) && d < LDT_MAX_DIMS; d++) {
+            int64_t c = ldt__program_collectives_on(p, d);
+            if (c > e->dim_collectives[d]) e->dim_collectives[d] = c;
+        }
         for (int64_t i = 0; i < p->nins; i++)
             if (p->ins[i].kind == LDT__I_KERNEL && (p->ins[i].op == LDT_OP_MATMUL || p->ins[i].op == LDT_OP_LINEAR))
                 last_mm = i;

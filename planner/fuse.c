@@ -73,20 +73,31 @@ static int same_group(const ldt__program *p, const ldt__instr *a, const ldt__ins
 
 #define MAX_OPEN 16 /* buckets open at once, one per (group, dtype, reduce op) */
 
-int64_t ldt__program_collectives(const ldt__program *p) {
+static int spans(const uint8_t *dims, int ndims, int dim) {
+    for (int d = 0; d < ndims; d++)
+        if (dims[d] == dim) return 1;
+    return dim < 0;
+}
+
+int64_t ldt__program_collectives_on(const ldt__program *p, int dim) {
     int64_t n = 0;
     for (int64_t i = 0; i < p->nins; i++) {
         const ldt__instr *x = &p->ins[i];
-        if (x->kind == LDT__I_ALL_REDUCE) n++;
+        if (x->kind == LDT__I_ALL_REDUCE) n += spans(x->dims, x->ndims, dim);
         else if (x->kind == LDT__I_REDIST)
             for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
                 ldt_redist_step rs;
+                uint8_t dims[LDT_MAX_DIMS];
                 ldt_redist_plan_step(x->plan, s, &rs);
-                n += rs.collective <= LDT_COLL_ALL_TO_ALL || rs.collective == LDT_COLL_SEND_RECV;
+                for (int d = 0; d < rs.ndims && d < LDT_MAX_DIMS; d++) dims[d] = (uint8_t)rs.dims[d];
+                n += (rs.collective <= LDT_COLL_ALL_TO_ALL || rs.collective == LDT_COLL_SEND_RECV) &&
+                     spans(dims, rs.ndims < LDT_MAX_DIMS ? rs.ndims : LDT_MAX_DIMS, dim);
             }
     }
     return n;
 }
+
+int64_t ldt__program_collectives(const ldt__program *p) { return ldt__program_collectives_on(p, -1); }
 
 ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats *st) {
     memset(st, 0, sizeof *st);

@@ -21,6 +21,8 @@ typedef struct ldt__fuse_stats {
 
 /* Collective calls one run of p makes. */
 int64_t ldt__program_collectives(const ldt__program *p);
+/* The same, those that span mesh dim `dim` (a redistribution step or all_reduce over it). */
+int64_t ldt__program_collectives_on(const ldt__program *p, int dim);
 /* Pass 1 on p: single-step all_reduce redistributions become in-place all_reduces where
  * nobody else reads the source (keep[v]: values read after the run). Resets *st. */
 ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats *st);

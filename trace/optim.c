@@ -21,6 +21,7 @@ struct ldt_optim {
     ldt_tensor **master; /* f32 masters of f16/bf16 parameters (the update runs on them) */
     ldt_tensor *step;    /* f64 0-dim: steps taken */
     ldt_tensor *lrs;     /* f64 [total]: the schedule's rate of each step */
+    int sync_dim;        /* ldt_optim_sync_grads: the data-parallel mesh dim, or -1 */
 };
 
 void ldt_optim_destroy(ldt_optim *o) {
@@ -117,6 +118,7 @@ ldt_status ldt_optim_create(ldt_ctx *ctx, const ldt_optim_config *cfg, ldt_tenso
     if (!(o = calloc(1, sizeof *o))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "optim_create: out of memory");
     o->ctx = ctx;
     o->cfg = *cfg;
+    o->sync_dim = -1;
     o->n = n;
     o->params = malloc((size_t)n * sizeof *o->params);
     o->m = calloc((size_t)n, sizeof *o->m);
@@ -183,6 +185,43 @@ ldt_status ldt_optim_shard_states(ldt_optim *o, int mesh_dim) {
     return LDT_OK;
 }
 
+ldt_status ldt_optim_sync_grads(ldt_optim *o, int mesh_dim) {
+    int nd;
+    if (!o) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim_sync_grads: optim is NULL");
+    nd = ldt_mesh_ndim(ldt_ctx_mesh(o->ctx));
+    if (mesh_dim < -1 || mesh_dim >= nd)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim_sync_grads: mesh dim %d, the mesh has %d", mesh_dim, nd);
+    o->sync_dim = mesh_dim;
+    return LDT_OK;
+}
+
+/* Data-parallel synchronisation of gradient i (docs/replay.md, "Gradient bucketing"): the
+ * gradient as the backward makes it, a Partial(sum) over the data-parallel dim (each rank's
+ * share of the batch), reduced to the placement the update reads it in: its parameter's (an
+ * all_reduce that fusion buckets) or, under ZeRO, its state's (a reduce_scatter). Where the
+ * parameter is interleaved-sharded on another dim no op strategy makes that Partial directly:
+ * the gradient is redistributed to it first (the other dims' reduction), so the data-parallel
+ * reduction is still one all_reduce of its own. Pinned gradients and parameters split on this
+ * dim are left as they are. */
+static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g) {
+    const ldt_tensor *p = o->params[i], *s = o->m[i];
+    int nd = ldt_mesh_ndim(ldt_ctx_mesh(o->ctx)), pin = 1;
+    ldt_placement pl[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        pl[d] = p->pin ? p->pin[d] : ldt_replicate();
+        to[d] = s && s->pin ? s->pin[d] : pl[d];
+        pin &= pl[d].kind != LDT_PLACE_INTERLEAVED_SHARD;
+    }
+    if (pl[o->sync_dim].kind != LDT_PLACE_REPLICATE || g->pin || g->kind == LDT__PERSISTENT) return g;
+    pl[o->sync_dim] = ldt_partial(LDT_REDUCE_SUM);
+    if (pin) {
+        if (ldt_pin(g, pl, nd) != LDT_OK) return NULL;
+    } else if (!(g = ldt_redistribute_to(g, pl, nd))) { /* the other dims' reduction first */
+        return NULL;
+    }
+    return ldt_redistribute_to(g, to, nd);
+}
+
 /* The step's rate, read from the table at the counter (clamped to the last entry). */
 static ldt_tensor *lr_now(ldt_optim *o) {
     ldt_tensor *t = ldt_cast(o->step, LDT_I64);
@@ -208,6 +247,10 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
                           "parameter", i);
         g[i] = grads[i];
     }
+    for (int i = 0; o->sync_dim >= 0 && i < o->n; i++)
+        if (!(g[i] = synced_grad(o, i, grads[i])))
+            LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_INVALID_ARGUMENT, "optim_step: gradient %d: %s", i,
+                          ctx->status ? ctx->errmsg : ldt_last_error());
     lr = lr_now(o);
     t1 = ldt_add_scalar(o->step, 1); /* this step's 1-based count */
     if (c->clip_norm > 0) { /* by the global norm: one reduction over every gradient */

@@ -302,7 +302,9 @@ typedef struct ldt_compile_options {
      * auto (on when the machine has a core for every rank and communication thread; on
      * fewer, the threads' hand-offs cost more than the overlap gains) */
     int overlap;
-    int64_t bucket_bytes;   /* fusion bucket cap; 0: 25 MiB */
+    /* the cap of a fused all_reduce's bucket in bytes (docs/replay.md, "Gradient bucketing");
+     * 0: 25 MiB, as PyTorch DDP's bucket_cap_mb */
+    int64_t bucket_bytes;
 } ldt_compile_options;
 
 /* Compiles ctx's current trace with `outputs` (nodes of it) read after each replay. */
@@ -326,6 +328,10 @@ typedef struct ldt_exec_stats {
     int64_t collectives;      /* calls per replay on the busiest rank, after fusion */
     int64_t collectives_unfused; /* the same before fusion */
     int64_t pack_buckets;     /* fused calls that need pack/unpack copies (0: all zero-copy) */
+    int64_t dim_collectives[LDT_MAX_DIMS]; /* per mesh dim, the calls per replay that span it
+                                              (busiest rank, after fusion): on a dp dim, the
+                                              gradient buckets and what else crosses it */
+    int64_t dim_collectives_unfused[LDT_MAX_DIMS]; /* the same before fusion */
     double modeled_step_seconds;    /* compute (roofline estimate) + communication, in series */
     double modeled_overlap_seconds; /* the same with collectives overlapping compute */
     int64_t overlapped_collectives; /* collectives with other work between start and wait */

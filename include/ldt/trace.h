@@ -321,6 +321,11 @@ LDT_API ldt_tensor *ldt_optim_state(const ldt_optim *o, int i, int which);
  * planner then reduce-scatters the gradients, updates the shards and gathers the
  * parameters. Parameters too small to split, or already split on dim 0, keep whole states. */
 LDT_API ldt_status ldt_optim_shard_states(ldt_optim *o, int mesh_dim);
+/* Data parallel over mesh dim `mesh_dim` (-1: off, the default): later steps take each gradient
+ * as a Partial(sum) over it and reduce it explicitly to the placement the update reads (an
+ * all_reduce, or a reduce_scatter under ZeRO), so the planner keeps the backward local to each
+ * rank's batch and fusion buckets the reductions (docs/replay.md, "Gradient bucketing"). */
+LDT_API ldt_status ldt_optim_sync_grads(ldt_optim *o, int mesh_dim);
 
 /* ---- custom ops ---------------------------------------------------------------------- */
 /* A custom op's shape rule: the output shape and dtype from the inputs'. Returns LDT_OK, or

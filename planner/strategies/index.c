@@ -105,6 +105,11 @@ static void so_index_add(ldt__opts1 *o) {
     for (int d = 0; d < LDT__SIN(o, 0)->ndim; d++)
         if (d != dim) shard_some(o, d, d, 5u);
     partial_through(o, 5u); /* x and src */
+    /* the added rows split: each rank adds its share of them (index and src chunked alike)
+     * into a Partial(sum) x, as a data-parallel embedding gradient is made */
+    if (ldt_dtype_is_float((ldt_dtype)o->t->dtype))
+        ldt__opt_add(o, ldt_partial(LDT_REDUCE_SUM),
+                     (ldt_placement[]){ldt_partial(LDT_REDUCE_SUM), ldt_shard(0), ldt_shard(dim)});
 }
 
 /* index_put(x, values, idx_0..idx_{k-1}): x's dims from k on follow; values broadcast to

@@ -54,6 +54,17 @@ void cli_config_json(FILE *f, const char *kind, const ldt_model_config *cfg, con
 /* Checks --comm-timeout-ms (an integer >= 0) and sets LDT_COMM_TIMEOUT_MS from it (before
  * any communicator exists). Returns 0, or prints why and returns 2. */
 int cli_comm_timeout(const char *cmd, const cli_flag *flags, int nflags);
+/* --bucket-mb for the commands that compile a training step: the cap of a fused collective's
+ * bucket (ldt_compile_options.bucket_bytes), in MiB. */
+#define CLI_BUCKET_FLAG                                                                           \
+    {"bucket-mb", 1, "cap of a gradient bucket (one fused all_reduce) in MiB, fractions allowed "  \
+                     "(default 25)", NULL}
+/* Checks --bucket-mb (a number > 0, at most 2^20) and puts it in *bytes (0 without the flag:
+ * the library's default). Returns 0, or prints why and returns 2. */
+int cli_bucket_bytes(const char *cmd, const cli_flag *flags, int nflags, int64_t *bytes);
+/* Data parallel over the mesh dim named dp, when the mesh has one: o reduces the gradients
+ * there explicitly (ldt_optim_sync_grads), so fusion buckets them. */
+ldt_status cli_sync_grads(ldt_optim *o, const ldt_mesh *mesh);
 /* Integer flag `name`: its value (>= lo) or def. Returns 0, or prints why and returns 2. */
 int cli_int(const char *cmd, const cli_flag *flags, int nflags, const char *name, int64_t def,
             int64_t lo, int64_t *out);

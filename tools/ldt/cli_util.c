@@ -125,6 +125,29 @@ int cli_comm_timeout(const char *cmd, const cli_flag *flags, int nflags) {
     return 0;
 }
 
+int cli_bucket_bytes(const char *cmd, const cli_flag *flags, int nflags, int64_t *bytes) {
+    double mb;
+    *bytes = 0;
+    if (!cli_has(flags, nflags, "bucket-mb")) return 0;
+    if (cli_real(cmd, flags, nflags, "bucket-mb", 25, &mb)) return 2;
+    if (!(mb > 0 && mb <= 1048576) || (int64_t)(mb * 1048576) < 1) {
+        fprintf(stderr, "ldt %s: --bucket-mb is '%s', expected a size in MiB > 0 (at most 1048576)\n", cmd,
+                cli_get(flags, nflags, "bucket-mb"));
+        return 2;
+    }
+    *bytes = (int64_t)(mb * 1048576);
+    return 0;
+}
+
+ldt_status cli_sync_grads(ldt_optim *o, const ldt_mesh *mesh) {
+    int dp;
+    if (ldt_mesh_dim_index(mesh, "dp", &dp) != LDT_OK) {
+        ldt_clear_error();
+        return LDT_OK;
+    }
+    return ldt_optim_sync_grads(o, dp);
+}
+
 int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_model_config *cfg) {
     const struct {
         const char *name;

@@ -12,7 +12,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 15
+#define NFLAGS 16
 #define MAXOPS 64
 
 static cli_flag *flag_table(void) {
@@ -26,6 +26,7 @@ static cli_flag *flag_table(void) {
         {"backend", 1, "threads (default) or mpi (one process per rank, under mpirun; rank 0 reports "
                        "its rank)", NULL},
         {"json", 0, "one JSON object", NULL},
+        CLI_BUCKET_FLAG,
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
     };
@@ -74,15 +75,17 @@ int cmd_step_bench(int argc, char **argv) {
     double *t = NULL, total_flops = 0, inside = 0, prof_wall = 0, wait_frac = -1, outside_frac = 0;
     ldt_exec *pex = NULL;
     int64_t steps;
-    int rc = 1, nops = 0, fwd, json;
+    int rc = 1, nops = 0, fwd, json, dp = -1;
     const char *b;
     ldt_comm *world = NULL;
     if (cli_parse("step-bench", argc, argv, f, NFLAGS)) return 2;
-    if (cli_comm_timeout("step-bench", f, NFLAGS)) return 2;
+    if (cli_comm_timeout("step-bench", f, NFLAGS) || cli_bucket_bytes("step-bench", f, NFLAGS, &copt.bucket_bytes))
+        return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt step-bench [--model mlp|gpt] [--layers N --hidden H --heads A --vocab V\n"
                "                      --seq S --batch B] [--mesh M] [--pins megatron|none]\n"
-               "                      [--steps N] [--forward] [--backend threads|mpi] [--json]\n\n"
+               "                      [--steps N] [--forward] [--backend threads|mpi] [--bucket-mb X]\n"
+               "                      [--json]\n\n"
                "Captures the training step once, replays it N times and reports step time, a\n"
                "breakdown by op and collective (FLOP/s, bus bandwidth), modeled against measured,\n"
                "and the arena per rank.\n\nflags:\n");
@@ -137,7 +140,8 @@ int cmd_step_bench(int argc, char **argv) {
     for (int i = 0; i < ldt_model_nparams(m) && i < 4096; i++) ps[i] = ldt_model_param(m, i, NULL);
     oc.kind = LDT_OPTIM_ADAMW, oc.lr = 1e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
     oc.total_steps = steps + 2;
-    if (!fwd && ldt_optim_create(ctx, &oc, ps, ldt_model_nparams(m), &o) != LDT_OK) goto fail;
+    if (!fwd && (ldt_optim_create(ctx, &oc, ps, ldt_model_nparams(m), &o) != LDT_OK || cli_sync_grads(o, mesh) != LDT_OK))
+        goto fail;
     copt.overlap = -1; /* collectives in line: their time is their own in the breakdown */
     for (int64_t k = 0; k < steps + 1; k++) { /* one warm-up replay, then the timed ones */
         double t0;
@@ -145,6 +149,10 @@ int cmd_step_bench(int argc, char **argv) {
         t0 = now_s();
         if (ldt_replay(ex) != LDT_OK) goto fail;
         if (k) t[k - 1] = now_s() - t0;
+    }
+    if (ldt_mesh_dim_index(mesh, "dp", &dp) != LDT_OK) {
+        dp = -1;
+        ldt_clear_error();
     }
     /* the breakdown: the same step compiled with profiling, one warm-up, one measured replay */
     copt.profile = 1;
@@ -198,9 +206,14 @@ int cmd_step_bench(int argc, char **argv) {
                total_flops / t[steps / 2], es.modeled_step_seconds, (long long)es.arena_bytes,
                (long long)es.instructions, prof_wall, outside_frac);
         if (wait_frac >= 0)
-            printf("%.9g}\n", wait_frac);
+            printf("%.9g", wait_frac);
         else
-            printf("null}\n");
+            printf("null");
+        printf(",\"collectives\":%lld,\"collectives_unfused\":%lld", (long long)es.collectives, (long long)es.collectives_unfused);
+        if (dp >= 0)
+            printf(",\"dp_collectives\":{\"fused\":%lld,\"unfused\":%lld}", (long long)es.dim_collectives[dp],
+                   (long long)es.dim_collectives_unfused[dp]);
+        printf("}\n");
     } else {
         printf("step %.3f ms median (min %.3f, max %.3f) over %lld replays; %.2f GFLOP/s; modeled %.3f ms; "
                "arena %lld B per rank, %lld instructions\n",
@@ -212,6 +225,10 @@ int cmd_step_bench(int argc, char **argv) {
         else
             printf("not measured (mpi)");
         printf(", outside kernels and collectives %.1f%%\n", 100 * outside_frac);
+        printf("collectives %lld per step (%lld unfused)", (long long)es.collectives, (long long)es.collectives_unfused);
+        if (dp >= 0)
+            printf(", %lld on dp (%lld unfused)", (long long)es.dim_collectives[dp], (long long)es.dim_collectives_unfused[dp]);
+        printf("\n");
         printf("%-28s %6s %10s %7s %12s %14s\n", "op (busiest rank)", "calls", "ms", "share", "GFLOP/s", "bus GB/s");
         for (int i = 0; i < nops; i++)
             printf("%-28s %6lld %10.3f %6.1f%% %12.2f %14.3f\n", ops[i].name, (long long)ops[i].calls,

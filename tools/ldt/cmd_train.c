@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 24
+#define NFLAGS 25
 /* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
 #define TRAIN_SIZES 2, 128, 4, 256, 64, 8
 static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
@@ -29,6 +29,7 @@ static cli_flag *flag_table(void) {
         {"sample", 1, "characters to generate from a prompt after training (default 40)", NULL},
         {"trace", 1, "write a Chrome trace JSON of the last step to FILE", NULL},
         {"zero", 0, "shard the optimizer state over the dp mesh dim (ZeRO)", NULL},
+        CLI_BUCKET_FLAG,
         {"profile", 1, "cost profile JSON from ldt calibrate, or a preset name (default uniform)", NULL},
         {"backend", 1, "threads (default: every rank a thread here), mpi (one process per rank, "
                        "under mpirun -np <ranks>; rank 0 prints) or nccl (mpi's processes, a GPU each, "
@@ -170,13 +171,13 @@ int cmd_train(int argc, char **argv) {
     ldt_comm *world = NULL;
     ldt_cost_model cm;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
-    if (cli_comm_timeout("train", f, NFLAGS)) return 2;
+    if (cli_comm_timeout("train", f, NFLAGS) || cli_bucket_bytes("train", f, NFLAGS, &copt.bucket_bytes)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt train [--model gpt] [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16] [--dropout P] [--data FILE]\n"
-               "                 [--sample N] [--trace FILE] [--zero] [--profile F]\n"
-               "                 [--backend threads|mpi|nccl] [--device cpu|cuda] [--json]\n\n"
+               "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X]\n"
+               "                 [--profile F] [--backend threads|mpi|nccl] [--device cpu|cuda] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
@@ -311,6 +312,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (ldt_optim_shard_states(opt, dp) != LDT_OK) goto fail;
     }
+    if (cli_sync_grads(opt, mesh) != LDT_OK) goto fail;
     ldt_ctx_set_seed(ctx, (uint64_t)seed, ldt_ctx_rng_offset(ctx));
     for (int k = 0; k < steps; k++) {
         ldt_tensor *loss, *g[4096];
