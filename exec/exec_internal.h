@@ -1,4 +1,6 @@
-/* Internal: the compiled executable's body (exec/replay.c, exec/cache.c, exec/profile.c). */
+/* Internal: the compiled executable's body, shared by the files that build and run it
+ * (docs/replay.md): exec/compile.c, exec/bind.c, exec/commq.c, exec/replay.c, exec/host.c,
+ * exec/gather.c, exec/replay_cuda.c, exec/cache.c, exec/profile.c. */
 #ifndef LDT_EXEC_EXEC_INTERNAL_H
 #define LDT_EXEC_EXEC_INTERNAL_H
 
@@ -158,11 +160,45 @@ struct ldt_exec {
     ldt_exec *next;
 };
 
+/* A bound instruction from its call (wrappers find the rest of their instruction around it). */
+#define BIN_OF(c) ((binstr *)((char *)(c) - offsetof(binstr, call)))
+
+/* exec/compile.c */
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, ldt_exec **out);
 void ldt__exec_destroy(ldt_exec *e);
 int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t);
 /* Writes the last replay's Chrome trace JSON to e->trace_path (exec/profile.c). */
 ldt_status ldt__exec_write_trace(ldt_exec *e);
+
+/* exec/bind.c: rank rs's arena, buffers and bound instructions (its communication thread
+ * started if it has asynchronous collectives). */
+ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs);
+/* Process mode: every communicator rank rs's program uses, made now in program order. */
+ldt_status ldt__bind_groups(ldt_exec *e, rank_state *rs);
+
+/* exec/commq.c: the rank's communication thread, started with a queue of cap entries and
+ * stopped (joined); the start and wait wrappers of an asynchronous collective. */
+ldt_status ldt__commq_start(rank_state *rs, int64_t cap);
+void ldt__commq_stop(rank_state *rs);
+ldt_status ldt__w_start(const ldt__kcall *c);
+ldt_status ldt__w_wait(const ldt__kcall *c);
+
+/* exec/host.c: which assigned values persist in place (e->inplace, rs->assign_load); the
+ * host data of the tensors ctx's stale executable assigned in place (ctx->host_flush). */
+ldt_status ldt__find_inplace(ldt_exec *e);
+ldt_status ldt__host_flush(ldt_ctx *ctx);
+
+/* exec/gather.c: process mode, every rank's piece of shards s into every process's copy
+ * (collective over the world). */
+ldt_status ldt__gather_shards(ldt_exec *e, ldt_shards *s);
+
+/* exec/replay_cuda.c: a CUDA mesh's build, replay, output read and teardown; whether world
+ * rank r runs in this process. */
+ldt_status ldt__cuda_build(ldt_exec *e);
+ldt_status ldt__cuda_replay(ldt_exec *e);
+ldt_status ldt__cuda_read(ldt_exec *e, int i, void *dst);
+void ldt__cuda_destroy(ldt_exec *e);
+int ldt__cuda_local(const ldt_exec *e, int r);
 
 #endif
