@@ -138,13 +138,13 @@ static int eager_vs_replay(const bench_opts *o, bench_results *out) {
         if (ldt_replay(ex) != LDT_OK) goto done;
         if (r) tr[r - 1] = bench_now() - t0;
     }
-    ex->noop = noop_kernel;
+    ldt__exec_bind_noop(ex, noop_kernel);
     for (int r = 0; r < reps + 1; r++) {
         double t0 = bench_now();
         if (ldt_replay(ex) != LDT_OK) goto done;
         if (r) tn[r - 1] = bench_now() - t0;
     }
-    ex->noop = NULL;
+    ldt__exec_bind_noop(ex, NULL);
     for (int r = 0; r < reps; r++) { /* a cache hit: the trace is recorded outside the timing */
         ldt_tensor *l = ldt_model_forward(m);
         ldt_exec *hit;

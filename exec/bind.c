@@ -165,6 +165,24 @@ static ldt_status w_redist(const ldt__kcall *c) {
 }
 
 /* ---------------------------------------------------------------------------------------
+ * THE CHOICE OF A KERNEL INSTRUCTION'S FUNCTION: the one place. Called once per KERNEL
+ * instruction at bind, after its call is complete (operands, shapes, dtypes, attributes,
+ * buffers, region). A custom op runs through w_custom (its call prepared by bind_custom); a
+ * built-in op through its CPU kernel. Bind-time kernel plans (ldt__cpu_kernel_bind: the
+ * function and b->call.plan chosen here, checked once) belong here; a plan made here is freed
+ * with the cold records (ldt__exec_destroy, exec/compile.c).
+ */
+static ldt_status bind_kernel_fn(rank_state *rs, binstr *b, ldt__kernel_fn *fn) {
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    if (x->op >= LDT_OP_COUNT) {
+        *fn = w_custom;
+        return LDT_OK;
+    }
+    if (!(*fn = ldt__cpu_kernel(x->op))) LDT_FAIL(LDT_ERR_INTERNAL, "compile: no CPU kernel for op %d", x->op);
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Binding one rank.
  */
 static int draws_random(const ldt__instr *x) {
@@ -189,10 +207,13 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
     if (!outside || !keep) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     rs->val = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *rs->val);
     rs->whole_input = calloc((size_t)(e->nbindings ? e->nbindings : 1), 1);
-    /* 64-byte aligned: each instruction's hot part (fn and a custom call) is one cache line */
+    /* 64-byte aligned: four hot pairs to a cache line; a cold record's custom call on one line
+     * (sizeof *rs->ins is a multiple of 64) */
+    rs->hot = aligned_alloc(64, ((size_t)(p->nins ? p->nins : 1) * sizeof *rs->hot + 63) / 64 * 64);
     rs->ins = aligned_alloc(64, (size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins);
     if (rs->ins) memset(rs->ins, 0, (size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins);
-    if (!rs->val || !rs->whole_input || !rs->ins) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    if (!rs->val || !rs->whole_input || !rs->hot || !rs->ins)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     /* held outside the arena: parameter and constant shards (persistent per rank) */
     for (int64_t i = 0; i < p->nins; i++) {
         const ldt__instr *x = &p->ins[i];
@@ -263,9 +284,8 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
                 b->call.region = &p->regions[x->region].region;
                 b->call.global_shape = &p->regions[x->region].global;
             }
-            b->fn = x->op >= LDT_OP_COUNT ? w_custom : ldt__cpu_kernel(x->op);
-            if (!b->fn) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: no CPU kernel for op %d", x->op);
             if (x->op >= LDT_OP_COUNT) bind_custom(rs, b, &ncustom, &ncarg);
+            LDT_CHECK_GOTO(bind_kernel_fn(rs, b, &b->fn));
             if (draws_random(x)) {
                 rs->rand[rs->nrand].attrs = (ldt__attrs *)x->attrs; /* the program's own copy */
                 rs->rand[rs->nrand++].offset = (uint64_t)x->attrs->i[1];
@@ -316,6 +336,10 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
             LDT_CHECK_GOTO(ldt__commq_start(rs, nasync));
         }
     }
+    for (int64_t i = 0; i < p->nins; i++) { /* the hot array: the functions chosen above */
+        rs->hot[i].fn = rs->ins[i].fn;
+        rs->hot[i].call = &rs->ins[i].call;
+    }
 fail:
     free(outside);
     free(keep);
@@ -337,3 +361,12 @@ ldt_status ldt__bind_groups(ldt_exec *e, rank_state *rs) {
     return LDT_OK;
 }
 
+ldt_status ldt__exec_bind_noop(ldt_exec *e, ldt__kernel_fn fn) {
+    if (!e) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind noop: the executable is NULL");
+    if (e->is_cuda) LDT_FAIL(LDT_ERR_UNSUPPORTED, "exec bind noop: a CUDA executable has no CPU replay loop");
+    for (int r = 0; r < e->nranks; r++) {
+        rank_state *rs = e->ranks[r];
+        for (int64_t i = 0; rs && rs->hot && i < rs->nins; i++) rs->hot[i].fn = fn ? fn : rs->ins[i].fn;
+    }
+    return LDT_OK;
+}

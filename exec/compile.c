@@ -114,6 +114,7 @@ void ldt__exec_destroy(ldt_exec *e) {
         free(rs->val);
         free(rs->val_now);
         free(rs->whole_input);
+        free(rs->hot);
         free(rs->ins);
         free(rs->opnds);
         free(rs->rand);

@@ -58,7 +58,7 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
     ldt_exec *e = arg;
     int rank = ldt_comm_rank(world);
     rank_state *rs;
-    binstr *ins;
+    const ldt__hot *hot;
     int64_t n, i;
     ldt_status st = LDT_OK;
     if (rank >= e->nranks || !(rs = e->ranks[rank])) return LDT_OK;
@@ -74,21 +74,15 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
         repoint_inputs(rs);
         patch_pointers(rs);
     }
-    ins = rs->ins;
+    hot = rs->hot;
     n = rs->nins;
-    if (e->noop) { /* measurement only: the same loop over a kernel that does nothing */
-        ldt__kernel_fn volatile nf = e->noop;
-        for (i = 0; i < n; i++)
-            if ((st = nf(&ins[i].call)) != LDT_OK) break;
-        return st;
-    }
     if (!e->profile) {
         for (i = 0; i < n; i++) /* the replay loop: one indirect call per instruction */
-            if ((st = ins[i].fn(&ins[i].call)) != LDT_OK) break;
+            if ((st = hot[i].fn(hot[i].call)) != LDT_OK) break;
     } else {
         for (i = 0; i < n; i++) {
             double t0 = now_s();
-            st = ins[i].fn(&ins[i].call);
+            st = hot[i].fn(hot[i].call);
             rs->prof[i].start = t0 - e->t_origin;
             rs->prof[i].end = now_s() - e->t_origin;
             if (st != LDT_OK) break;

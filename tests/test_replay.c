@@ -4,7 +4,11 @@
  * inputs; the Chrome trace; bad input. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "exec/exec_internal.h"
 
 #include "ldt/models.h"
 #include "tests/plan_check.h"
@@ -564,4 +568,66 @@ Test(replay, parameters_persist_in_place_and_the_host_sees_them) {
     cr_assert_gt(nassign, 0);
     cr_assert_eq(in_place, nassign, "every parameter and state persists in place (%lld of %d)",
                  (long long)in_place, nassign);
+}
+
+static _Atomic int64_t g_noop_calls;
+
+static ldt_status counting_noop(const ldt__kcall *c) {
+    (void)c;
+    atomic_fetch_add(&g_noop_calls, 1);
+    return LDT_OK;
+}
+
+/* The replay loop walks 16-byte (function, call) pairs whose call is the cold record's first
+ * member; a measurement binding (ldt__exec_bind_noop) swaps every function, the loop calls it
+ * once per instruction on every rank, and binding NULL puts the kernels back. */
+Test(replay, hot_array_and_noop_binding) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_exec *ex;
+    float x[6], y[6];
+    ldt_tensor *tx, *h;
+    int64_t total = 0;
+    cr_assert_eq(sizeof(ldt__hot), 16);
+    cr_assert_eq(ldt_mesh_parse("2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    tx = ldt_input(ctx, "x", &(ldt_shape){1, {6}}, LDT_F32);
+    h = tx;
+    for (int i = 0; i < 5; i++) h = ldt_add(h, tx);
+    cr_assert_eq(ldt_compile(ctx, &h, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+    for (int r = 0; r < 2; r++) {
+        const rank_state *rs = ex->ranks[r];
+        cr_assert_not_null(rs);
+        cr_assert_eq((uintptr_t)rs->hot % 64, 0);
+        for (int64_t i = 0; i < rs->nins; i++) {
+            cr_assert_eq(rs->hot[i].call, &rs->ins[i].call);
+            cr_assert_eq(BIN_OF(rs->hot[i].call), &rs->ins[i]);
+            cr_assert(rs->hot[i].fn == rs->ins[i].fn);
+        }
+        total += rs->nins;
+    }
+    for (int i = 0; i < 6; i++) x[i] = (float)i - 2;
+    cr_assert_eq(ldt_exec_bind(ex, "x", x, sizeof x), LDT_OK);
+    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_exec_read(ex, 0, y, sizeof y), LDT_OK);
+    for (int i = 0; i < 6; i++) cr_assert_float_eq(y[i], 6 * x[i], 0);
+    /* no-op binding: every instruction of every rank calls it once, nothing is computed */
+    cr_assert_eq(ldt__exec_bind_noop(ex, counting_noop), LDT_OK);
+    atomic_store(&g_noop_calls, 0);
+    for (int i = 0; i < 6; i++) x[i] = (float)(3 * i + 1);
+    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(atomic_load(&g_noop_calls), total);
+    cr_assert_eq(ldt_exec_read(ex, 0, y, sizeof y), LDT_OK);
+    for (int i = 0; i < 6; i++) cr_assert_float_eq(y[i], 6 * ((float)i - 2), 0, "the last computed value");
+    /* the kernels back */
+    cr_assert_eq(ldt__exec_bind_noop(ex, NULL), LDT_OK);
+    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(atomic_load(&g_noop_calls), total);
+    cr_assert_eq(ldt_exec_read(ex, 0, y, sizeof y), LDT_OK);
+    for (int i = 0; i < 6; i++) cr_assert_float_eq(y[i], 6 * x[i], 0);
+    cr_assert_eq(ldt__exec_bind_noop(NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
 }
