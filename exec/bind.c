@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "exec/comm.h"
 #include "exec/exec_internal.h"
 #include "exec/fill.h"
 #include "exec/groups.h"
@@ -95,9 +96,7 @@ static ldt_status w_all_reduce(const ldt__kcall *c) {
         b->comm = g;
     }
     if (ldt_comm_size(g) == 1) return LDT_OK;
-    return ldt_all_reduce(g, c->out.data, c->out.data,
-                          ldt__value_bytes(&rs->prog->vals[x->out]) / (int64_t)ldt__dtype_size(c->out.dtype),
-                          c->out.dtype, (ldt_reduce_op)x->reduce);
+    return ldt__all_reduce_bound(g, c->out.data, c->out.data, b->count, c->out.dtype, (ldt_reduce_op)x->reduce);
 }
 
 /* A bucket placed back to back: one call over the whole range, in place. */
@@ -111,8 +110,8 @@ static ldt_status w_all_reduce_fused(const ldt__kcall *c) {
         b->comm = g;
     }
     if (ldt_comm_size(g) == 1) return LDT_OK;
-    return ldt_all_reduce(g, c->in[0].data, c->in[0].data, b->count, c->out.dtype,
-                          (ldt_reduce_op)x->reduce);
+    return ldt__all_reduce_bound(g, c->in[0].data, c->in[0].data, b->count, c->out.dtype,
+                                 (ldt_reduce_op)x->reduce);
 }
 
 /* A bucket that could not be placed contiguously: packed into scratch, reduced, unpacked. */
@@ -133,7 +132,7 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
         memcpy(at, c->in[k].data, nb);
         at += nb;
     }
-    LDT_CHECK(ldt_all_reduce(g, b->scratch, b->scratch, b->count, c->out.dtype, (ldt_reduce_op)x->reduce));
+    LDT_CHECK(ldt__all_reduce_bound(g, b->scratch, b->scratch, b->count, c->out.dtype, (ldt_reduce_op)x->reduce));
     at = b->scratch;
     for (int k = 0; k < c->nin; k++) {
         size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
@@ -294,6 +293,7 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
         case LDT__I_REDIST: b->fn = w_redist; break;
         case LDT__I_ALL_REDUCE:
             b->fn = w_all_reduce;
+            b->count = ldt__value_bytes(&p->vals[x->out]) / (int64_t)ldt__dtype_size(b->call.out.dtype);
             if (x->nin > 1) { /* a fused bucket: contiguous (the memory plan's groups) or packed */
                 int64_t total = 0;
                 int contiguous = 1;
@@ -308,6 +308,13 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
                     if (!(b->scratch = malloc((size_t)(total ? total : 1))))
                         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
                     rs->e->pack_buckets++;
+                }
+            }
+            { /* its arguments checked once, here: the replay's call checks nothing */
+                void *buf = b->scratch ? b->scratch : x->nin > 1 ? b->call.in[0].data : b->call.out.data;
+                if ((st = ldt__all_reduce_check(buf, buf, b->count, b->call.out.dtype, (ldt_reduce_op)x->reduce)) != LDT_OK) {
+                    st = ldt__error_prefix(st, "compile: rank %d, instruction %lld", rs->rank, (long long)i);
+                    goto fail;
                 }
             }
             break;

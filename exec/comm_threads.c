@@ -410,6 +410,12 @@ static int is_reduction(ldt__op_kind k) {
            k == LDT__OP_REDUCE_SCATTER_V;
 }
 
+/* Members p and q named into a and b: only on the way to a message (a call that agrees formats
+ * nothing). */
+#define NAME_PAIR(p, q)                                                                          \
+    (fmt_member(a, sizeof a, g, (p), c->base.is_world),                                          \
+     fmt_member(b, sizeof b, g, (q), c->base.is_world))
+
 static int validate(const tcomm *c, char *msg, size_t cap) {
     const tgroup *g = c->g;
     const ldt__op *s = g->slots;
@@ -417,30 +423,33 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
     char a[48], b[48];
     for (int q = 1; q < n; q++) {
         const ldt__op *x = &s[0], *y = &s[q];
-        fmt_member(a, sizeof a, g, 0, c->base.is_world);
-        fmt_member(b, sizeof b, g, q, c->base.is_world);
         if (x->kind != y->kind) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s called %s but rank %s called %s", a,
                      ldt__comm_op_name(x->kind), b, ldt__comm_op_name(y->kind));
             return 1;
         }
         if (x->kind == LDT__OP_BARRIER) continue;
         if (x->dtype != y->dtype) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s passed dtype %s but rank %s passed %s", a,
                      ldt_dtype_name(x->dtype), b, ldt_dtype_name(y->dtype));
             return 1;
         }
         if (is_reduction(x->kind) && x->reduce != y->reduce) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s passed op %s but rank %s passed %s", a,
                      ldt_reduce_op_name(x->reduce), b, ldt_reduce_op_name(y->reduce));
             return 1;
         }
         if (uses_count(x->kind) && x->count != y->count) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s passed count %lld but rank %s passed %lld",
                      a, (long long)x->count, b, (long long)y->count);
             return 1;
         }
         if (x->kind == LDT__OP_BROADCAST && x->root != y->root) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s passed root %d but rank %s passed %d", a,
                      x->root, b, y->root);
             return 1;
@@ -448,6 +457,7 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
         if (x->counts)
             for (int i = 0; i < n; i++)
                 if (x->counts[i] != y->counts[i]) {
+                    NAME_PAIR(0, q);
                     snprintf(msg, cap,
                              "ranks disagree: rank %s passed counts[%d] = %lld but rank %s "
                              "passed %lld",
@@ -459,8 +469,7 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
         for (int p = 0; p < n; p++)
             for (int q = 0; q < n; q++)
                 if (s[p].sendcounts[q] != s[q].recvcounts[p]) {
-                    fmt_member(a, sizeof a, g, p, c->base.is_world);
-                    fmt_member(b, sizeof b, g, q, c->base.is_world);
+                    NAME_PAIR(p, q);
                     snprintf(msg, cap,
                              "ranks disagree: rank %s sends %lld elements to rank %s, which "
                              "expects %lld from it (sendcounts[%d] vs recvcounts[%d])",
@@ -470,6 +479,7 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
                 }
     return 0;
 }
+#undef NAME_PAIR
 
 /* ---------------------------------------------------------------------------------------
  * The collectives' data phase. Between the entry barrier and the final one, member r:

@@ -49,7 +49,7 @@ typedef struct binstr {
     ldt_comm *comm;   /* ALL_REDUCE: the group, made at the first replay */
     ldt_redist_runner *runner; /* REDIST: made at the first replay */
     ldt__custom_call *custom; /* KERNEL of a custom op: &custom_call, else NULL */
-    int64_t count;  /* fused ALL_REDUCE: elements in the bucket */
+    int64_t count;  /* ALL_REDUCE: elements reduced (a fused one: in the bucket) */
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer */
     ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
     ldt__kernel_fn gfn;  /* grouped collective: the call inside the group */

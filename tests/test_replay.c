@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec/comm.h"
 #include "exec/exec_internal.h"
 
 #include "ldt/models.h"
@@ -630,4 +631,46 @@ Test(replay, hot_array_and_noop_binding) {
     cr_assert_eq(ldt__exec_bind_noop(NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
+}
+
+typedef struct ar_case {
+    const void *send;
+    void *recv;
+    int64_t count;
+    ldt_dtype dt;
+    ldt_reduce_op rop;
+    ldt_status st;
+    char msg[512];
+} ar_case;
+
+static ldt_status rank_ar_case(ldt_comm *w, void *arg) {
+    ar_case *k = arg;
+    k->st = ldt_all_reduce(w, k->send, k->recv, k->count, k->dt, k->rop);
+    snprintf(k->msg, sizeof k->msg, "%s", ldt_last_error());
+    return LDT_OK;
+}
+
+/* A bound all_reduce is checked once, at bind (ldt__all_reduce_check), with the statuses and
+ * messages the per-call check of ldt_all_reduce gives; what it accepts, the call accepts. */
+Test(replay, all_reduce_bind_check_equals_the_call_check) {
+    float a[8] = {0}, b[8] = {0};
+    ar_case cases[] = {
+        {NULL, b, 4, LDT_F32, LDT_REDUCE_SUM, 0, ""},     /* send NULL */
+        {a, NULL, 4, LDT_F32, LDT_REDUCE_SUM, 0, ""},     /* recv NULL */
+        {a, b, -1, LDT_F32, LDT_REDUCE_SUM, 0, ""},       /* negative count */
+        {a, b, 4, LDT_BOOL, LDT_REDUCE_AVG, 0, ""},       /* avg of bool */
+        {a, b, 4, (ldt_dtype)99, LDT_REDUCE_SUM, 0, ""},  /* no such dtype */
+        {a, a + 1, 4, LDT_F32, LDT_REDUCE_SUM, 0, ""},    /* overlapping, not in place */
+        {a, a, 4, LDT_F32, LDT_REDUCE_MAX, 0, ""},        /* in place: fine */
+        {a, b, 8, LDT_F32, LDT_REDUCE_SUM, 0, ""},        /* fine */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ar_case *k = &cases[i];
+        ldt_status st;
+        cr_assert_eq(ldt_threads_launch(1, NULL, rank_ar_case, k), LDT_OK);
+        st = ldt__all_reduce_check(k->send, k->recv, k->count, k->dt, k->rop);
+        cr_assert_eq(st, k->st, "case %zu: bind %s, call %s", i, ldt_status_name(st), ldt_status_name(k->st));
+        if (st != LDT_OK) cr_assert_str_eq(ldt_last_error(), k->msg, "case %zu", i);
+        cr_assert_eq(st == LDT_OK, i >= 6, "case %zu", i);
+    }
 }
