@@ -674,3 +674,48 @@ Test(replay, all_reduce_bind_check_equals_the_call_check) {
         cr_assert_eq(st == LDT_OK, i >= 6, "case %zu", i);
     }
 }
+
+static double clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Nothing spins beside the working ranks: a 1-rank replay's process CPU time stays within its
+ * wall time, and rank threads with no work between replays sleep (the process's CPU time
+ * while the caller sleeps is near zero). */
+Test(replay, idle_threads_sleep) {
+    const char *meshes[] = {"1", "4"};
+    for (int m = 0; m < 2; m++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_ctx_options co = {0};
+        ldt_exec *ex;
+        float x[16] = {1};
+        ldt_tensor *tx, *h;
+        double w0, c0, wall, cpu;
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        cr_assert_eq(ldt_mesh_parse(meshes[m], LDT_DEVICE_CPU, &mesh), LDT_OK);
+        co.mesh = mesh;
+        cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+        tx = ldt_input(ctx, "x", &(ldt_shape){1, {16}}, LDT_F32);
+        cr_assert_eq(ldt_input_bind(tx, x, sizeof x), LDT_OK);
+        h = tx;
+        for (int i = 0; i < 2000; i++) h = ldt_add(h, tx);
+        cr_assert_eq(ldt_compile(ctx, &h, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(ex), LDT_OK);
+        w0 = clock_s(CLOCK_MONOTONIC);
+        c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        for (int r = 0; r < 20; r++) cr_assert_eq(ldt_replay(ex), LDT_OK);
+        wall = clock_s(CLOCK_MONOTONIC) - w0;
+        cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        if (m == 0) cr_assert_leq(cpu, 1.2 * wall + 0.002, "1 rank: CPU %.4f s over %.4f s of wall", cpu, wall);
+        /* idle: every rank thread is asleep within microseconds of the replay's end */
+        c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        nanosleep(&nap, NULL);
+        cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        cr_assert_leq(cpu, 0.01, "mesh %s: %.4f s of CPU while the caller slept 0.05 s", meshes[m], cpu);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+}
