@@ -601,7 +601,7 @@ Test(replay, hot_array_and_noop_binding) {
     for (int r = 0; r < 2; r++) {
         const rank_state *rs = ex->ranks[r];
         cr_assert_not_null(rs);
-        cr_assert_eq((uintptr_t)rs->hot % 64, 0);
+        cr_assert_eq((uintptr_t)rs->hot & 63, 0, "the hot array is 64-byte aligned");
         for (int64_t i = 0; i < rs->nins; i++) {
             cr_assert_eq(rs->hot[i].call, &rs->ins[i].call);
             cr_assert_eq(BIN_OF(rs->hot[i].call), &rs->ins[i]);
