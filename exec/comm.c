@@ -390,20 +390,44 @@ static ldt_status check_reduce_args(ldt_comm *c, ldt_dtype dt, ldt_reduce_op rop
     return LDT_OK;
 }
 
-static ldt_status all_reduce(ldt_comm *c, const void *send, void *recv, int64_t count,
-                             ldt_dtype dt, ldt_reduce_op rop) {
+/* An all_reduce's arguments but the communicator. */
+static ldt_status check_all_reduce(const void *send, const void *recv, int64_t count,
+                                   ldt_dtype dt, ldt_reduce_op rop) {
     const char *op = "all_reduce";
-    LDT_CHECK(check_reduce_args(c, dt, rop, op));
+    LDT_CHECK(check_dtype(dt, op));
+    LDT_CHECK(check_reduce(rop, dt, op));
     LDT_CHECK(check_count(count, 1, dt, op, "count"));
     LDT_CHECK(check_buf(send, count, op, "send"));
     LDT_CHECK(check_buf(recv, count, op, "recv"));
     int64_t bytes = count * (int64_t)ldt_dtype_size(dt);
     LDT_CHECK(check_overlap(send, bytes, recv, bytes, send == recv ? recv : NULL, op,
                             "in place, send and recv must be the same pointer"));
+    return LDT_OK;
+}
+
+static ldt_status all_reduce_submit(ldt_comm *c, const void *send, void *recv, int64_t count,
+                                    ldt_dtype dt, ldt_reduce_op rop) {
     ldt__op o = {.kind = LDT__OP_ALL_REDUCE, .dtype = dt, .reduce = rop, .count = count,
                  .send = send, .recv = recv};
     LDT_CHECK(submit(c, &o));
     return LDT_OK;
+}
+
+static ldt_status all_reduce(ldt_comm *c, const void *send, void *recv, int64_t count,
+                             ldt_dtype dt, ldt_reduce_op rop) {
+    LDT_CHECK(check_comm(c, "all_reduce"));
+    LDT_CHECK(check_all_reduce(send, recv, count, dt, rop));
+    return all_reduce_submit(c, send, recv, count, dt, rop);
+}
+
+ldt_status ldt__all_reduce_check(const void *send, const void *recv, int64_t count, ldt_dtype dt,
+                                 ldt_reduce_op rop) {
+    return check_all_reduce(send, recv, count, dt, rop);
+}
+
+ldt_status ldt__all_reduce_bound(ldt_comm *c, const void *send, void *recv, int64_t count,
+                                 ldt_dtype dt, ldt_reduce_op rop) {
+    return group_note(all_reduce_submit(c, send, recv, count, dt, rop));
 }
 
 ldt_status ldt_all_reduce(ldt_comm *c, const void *send, void *recv, int64_t count, ldt_dtype dt,

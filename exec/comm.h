@@ -98,6 +98,15 @@ struct ldt_comm {
     int64_t timeout_ms;     /* what its calls wait for a peer; LDT__COMM_FOREVER_MS: no limit */
 };
 
+/* A bound all_reduce (exec/bind.c): its arguments checked once at bind, with ldt_all_reduce's
+ * statuses and messages (all but the communicator, made at the first replay); then run, or
+ * queued inside a group, with no checks. What can only fail at replay (a peer that disagrees,
+ * is lost or times out) still fails with a message. */
+ldt_status ldt__all_reduce_check(const void *send, const void *recv, int64_t count, ldt_dtype dt,
+                                 ldt_reduce_op rop);
+ldt_status ldt__all_reduce_bound(ldt_comm *c, const void *send, void *recv, int64_t count,
+                                 ldt_dtype dt, ldt_reduce_op rop);
+
 /* A process-per-rank world is told this rank failed (a no-op where the backend has no
  * abort): see ldt__comm_vtable.abort. */
 void ldt__comm_abort(ldt_comm *c, const char *why);

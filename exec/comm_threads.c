@@ -23,9 +23,25 @@
 #include "exec/reduce.h"
 
 #ifdef LDT_HAVE_OPENBLAS
-/* Rank threads already use every core; OpenBLAS threads inside each would oversubscribe. */
 void openblas_set_num_threads(int);
+int openblas_get_num_threads(void);
+/* OpenBLAS's pthread builds stop their server threads with this (restarted on demand);
+ * serial and other builds lack it. */
+int blas_thread_shutdown_(void) __attribute__((weak));
 #endif
+
+/* Rank threads already use every core: OpenBLAS threads inside each would oversubscribe, so
+ * OpenBLAS runs on the calling thread. Its server threads are stopped as well: an idle one
+ * spins (sched_yield) for a while after OpenBLAS starts and after each threaded call, which
+ * doubled a short replay's CPU time with nothing to do. Only when the count is not 1 already:
+ * setting it again would restart the server threads, and their spin. */
+static void blas_single_thread(void) {
+#ifdef LDT_HAVE_OPENBLAS
+    if (openblas_get_num_threads() == 1) return;
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
+#endif
+}
 
 /* Elements per reduction block: the accumulator lives on the stack (at most 8 KiB) and in
  * L1 while the peers' blocks stream through it. */
@@ -106,7 +122,7 @@ struct ldt_threads {
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;  /* a job was posted, or stop */
     pthread_cond_t done_cv;  /* a worker finished its part */
-    _Atomic uint64_t job;    /* written under pool_mu; read without it by spinning workers */
+    _Atomic uint64_t job;    /* written under pool_mu; read without it by polling workers */
     _Atomic int remaining;   /* likewise, for the caller waiting on the workers */
     int stop;
     /* per world rank: nanoseconds blocked in collectives' barriers waiting for peers (the
@@ -237,12 +253,36 @@ static void fmt_member(char *buf, size_t cap, const tgroup *g, int i, int is_wor
 }
 
 /* ---------------------------------------------------------------------------------------
- * Barriers. A waiter first yields for a while watching the generation: sleeping on the
- * condition variable and being woken costs tens of microseconds, more than a whole barrier
- * among ranks that arrive close together; yielding rather than spinning hands the core to
- * the ranks still working when there are more ranks than cores.
+ * Waiting. A thread that waits for a peer (a barrier's members, the rank-thread pool's
+ * workers between replays and its caller at a replay's end) polls for a bounded time, then
+ * sleeps on a condition variable: peers that arrive close together meet without a wake-up
+ * (tens of microseconds), and a thread with no work sleeps. Between polls it yields, which
+ * hands the core to the ranks still working when there are more ranks than cores. The bound
+ * is time, not a count of yields: with idle cores a yield returns at once, and the count (64,
+ * 200) spun for as long as the yields lasted.
  */
-#define SPIN_YIELDS 64
+#define POLL_NS 10000       /* a barrier */
+#define POOL_POLL_NS 50000  /* the pool: replays come back to back */
+
+static int64_t poll_clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Polls ready(arg) for at most ns, yielding between polls; returns whether it became true. */
+static int poll_for(int64_t ns, int (*ready)(const void *), const void *arg) {
+    int64_t t0 = poll_clock_ns();
+    for (;;) {
+        if (ready(arg)) return 1;
+        if (poll_clock_ns() - t0 > ns) return 0;
+        sched_yield();
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Barriers.
+ */
 
 static uint64_t gen_now(tgroup *g) { return atomic_load_explicit(&g->gen, memory_order_acquire); }
 
@@ -251,14 +291,22 @@ static void gen_advance(tgroup *g) { /* under g->mu: the release pairs with gen_
                           memory_order_release);
 }
 
-/* Called with g->mu held after arriving; returns with it held. 1 if the generation is done. */
+typedef struct gen_wait {
+    tgroup *g;
+    uint64_t gen;
+} gen_wait;
+
+static int gen_moved(const void *arg) {
+    const gen_wait *x = arg;
+    return gen_now(x->g) != x->gen;
+}
+
+/* Called with g->mu held after arriving; returns with it held. 1 if the generation is done
+ * (polled briefly: the caller sleeps on g->cv otherwise). */
 static int spin_for(tgroup *g, uint64_t my_gen) {
+    gen_wait x = {g, my_gen};
     pthread_mutex_unlock(&g->mu);
-    int done = 0;
-    for (int i = 0; i < SPIN_YIELDS && !done; i++) {
-        done = gen_now(g) != my_gen;
-        if (!done) sched_yield();
-    }
+    int done = poll_for(POLL_NS, gen_moved, &x);
     pthread_mutex_lock(&g->mu);
     return done || gen_now(g) != my_gen;
 }
@@ -436,6 +484,12 @@ static int is_reduction(ldt__op_kind k) {
            k == LDT__OP_REDUCE_SCATTER_V;
 }
 
+/* Members p and q named into a and b: only on the way to a message (a call that agrees formats
+ * nothing). */
+#define NAME_PAIR(p, q)                                                                          \
+    (fmt_member(a, sizeof a, g, (p), c->base.is_world),                                          \
+     fmt_member(b, sizeof b, g, (q), c->base.is_world))
+
 static int validate(const tcomm *c, char *msg, size_t cap) {
     const tgroup *g = c->g;
     const ldt__op *s = g->slots;
@@ -443,30 +497,33 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
     char a[48], b[48];
     for (int q = 1; q < n; q++) {
         const ldt__op *x = &s[0], *y = &s[q];
-        fmt_member(a, sizeof a, g, 0, c->base.is_world);
-        fmt_member(b, sizeof b, g, q, c->base.is_world);
         if (x->kind != y->kind) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s called %s but rank %s called %s", a,
                      ldt__comm_op_name(x->kind), b, ldt__comm_op_name(y->kind));
             return 1;
         }
         if (x->kind == LDT__OP_BARRIER) continue;
         if (x->dtype != y->dtype) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s passed dtype %s but rank %s passed %s", a,
                      ldt_dtype_name(x->dtype), b, ldt_dtype_name(y->dtype));
             return 1;
         }
         if (is_reduction(x->kind) && x->reduce != y->reduce) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s passed op %s but rank %s passed %s", a,
                      ldt_reduce_op_name(x->reduce), b, ldt_reduce_op_name(y->reduce));
             return 1;
         }
         if (uses_count(x->kind) && x->count != y->count) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s passed count %lld but rank %s passed %lld",
                      a, (long long)x->count, b, (long long)y->count);
             return 1;
         }
         if (x->kind == LDT__OP_BROADCAST && x->root != y->root) {
+            NAME_PAIR(0, q);
             snprintf(msg, cap, "ranks disagree: rank %s passed root %d but rank %s passed %d", a,
                      x->root, b, y->root);
             return 1;
@@ -474,6 +531,7 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
         if (x->counts)
             for (int i = 0; i < n; i++)
                 if (x->counts[i] != y->counts[i]) {
+                    NAME_PAIR(0, q);
                     snprintf(msg, cap,
                              "ranks disagree: rank %s passed counts[%d] = %lld but rank %s "
                              "passed %lld",
@@ -485,8 +543,7 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
         for (int p = 0; p < n; p++)
             for (int q = 0; q < n; q++)
                 if (s[p].sendcounts[q] != s[q].recvcounts[p]) {
-                    fmt_member(a, sizeof a, g, p, c->base.is_world);
-                    fmt_member(b, sizeof b, g, q, c->base.is_world);
+                    NAME_PAIR(p, q);
                     snprintf(msg, cap,
                              "ranks disagree: rank %s sends %lld elements to rank %s, which "
                              "expects %lld from it (sendcounts[%d] vs recvcounts[%d])",
@@ -496,6 +553,7 @@ static int validate(const tcomm *c, char *msg, size_t cap) {
                 }
     return 0;
 }
+#undef NAME_PAIR
 
 /* ---------------------------------------------------------------------------------------
  * The collectives' data phase. Between the entry barrier and the final one, member r:
@@ -917,9 +975,7 @@ ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_thre
         c->w = w;
         c->g = g;
     }
-#ifdef LDT_HAVE_OPENBLAS
-    openblas_set_num_threads(1);
-#endif
+    blas_single_thread();
     *out = w;
     return LDT_OK;
 }
@@ -983,15 +1039,27 @@ typedef struct pool_arg {
     int rank;
 } pool_arg;
 
+typedef struct job_wait {
+    ldt_threads *w;
+    uint64_t seen;
+} job_wait;
+
+static int job_posted(const void *arg) {
+    const job_wait *x = arg;
+    return atomic_load(&x->w->job) != x->seen;
+}
+
+static int workers_done(const void *arg) { return atomic_load(&((ldt_threads *)arg)->remaining) <= 0; }
+
 static void *pool_main(void *p) {
     pool_arg a = *(pool_arg *)p;
     ldt_threads *w = a.w;
     uint64_t seen = 0;
     free(p);
     for (;;) {
-        /* replays come back to back: yield a while before sleeping, so a wake-up costs a
-         * context switch only after a pause */
-        for (int spin = 0; spin < 200 && atomic_load(&w->job) == seen; spin++) sched_yield();
+        /* no work: a brief poll (replays may come back to back), then asleep until a job */
+        job_wait x = {w, seen};
+        poll_for(POOL_POLL_NS, job_posted, &x);
         pthread_mutex_lock(&w->pool_mu);
         while (atomic_load(&w->job) == seen && !w->stop) pthread_cond_wait(&w->pool_cv, &w->pool_mu);
         if (w->stop) break;
@@ -1084,7 +1152,7 @@ ldt_status ldt_threads_run(ldt_threads *w, ldt_rank_fn fn, void *arg) {
         /* rank 0 here: its thread-local error is this thread's, so keep the caller's */
         rank_main(&runs[0]);
     }
-    for (int spin = 0; spin < 200 && atomic_load(&w->remaining) > 0; spin++) sched_yield();
+    poll_for(POOL_POLL_NS, workers_done, w); /* then asleep until the last worker signals */
     pthread_mutex_lock(&w->pool_mu);
     while (atomic_load(&w->remaining) > 0) pthread_cond_wait(&w->done_cv, &w->pool_mu);
     pthread_mutex_unlock(&w->pool_mu);

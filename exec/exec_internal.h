@@ -1,4 +1,6 @@
-/* Internal: the compiled executable's body (exec/replay.c, exec/cache.c, exec/profile.c). */
+/* Internal: the compiled executable's body, shared by the files that build and run it
+ * (docs/replay.md): exec/compile.c, exec/bind.c, exec/commq.c, exec/replay.c, exec/host.c,
+ * exec/gather.c, exec/replay_cuda.c, exec/cache.c, exec/profile.c. */
 #ifndef LDT_EXEC_EXEC_INTERNAL_H
 #define LDT_EXEC_EXEC_INTERNAL_H
 
@@ -12,8 +14,6 @@
 
 typedef struct rank_state rank_state;
 
-/* One bound instruction: a function pointer called with its prepared kernel call. Wrappers
- * (load, collectives, fill, custom) find the rest of their instruction around `call`. */
 /* A custom op's call, prepared at bind so a replay makes one more indirect call, no more. */
 typedef struct ldt__custom_call {
     ldt_custom_cpu_fn fn;
@@ -26,25 +26,38 @@ typedef struct ldt__custom_call {
     int16_t out_dtype;
 } ldt__custom_call;
 
+/* The array the replay loop walks (hot): per instruction, the function it calls and the
+ * argument it calls it with, 16 bytes, four to a cache line. `call` points at the
+ * instruction's cold record (binstr), whose first member is its prepared kernel call. */
+typedef struct ldt__hot {
+    ldt__kernel_fn fn;
+    const ldt__kcall *call;
+} ldt__hot;
+_Static_assert(sizeof(ldt__hot) == 16, "the hot pair is two pointers");
+
+/* One bound instruction's cold record: everything but the hot pair. A kernel reads its call;
+ * a wrapper (load, collectives, fill, custom, start, wait) finds the rest of its record from
+ * the call pointer it is given (BIN_OF). */
 typedef struct binstr {
-    _Alignas(64) ldt__kernel_fn fn;
-    /* a custom op's call, in the same cache line as fn: a replay of custom kernels reads one
-     * line per instruction */
-    ldt__custom_call custom_call;
-    ldt__kcall call;
+    ldt__kcall call; /* first: the hot array's argument */
     rank_state *rs;
     int64_t idx;      /* in the program */
+    ldt__kernel_fn fn; /* the bound function: what the hot array calls (ldt__exec_bind_noop
+                          puts it back) */
     int aux;          /* LOAD of an input: its binding */
     uint64_t version; /* LOAD of a parameter/constant: the version its copy holds */
     ldt_comm *comm;   /* ALL_REDUCE: the group, made at the first replay */
     ldt_redist_runner *runner; /* REDIST: made at the first replay */
     ldt__custom_call *custom; /* KERNEL of a custom op: &custom_call, else NULL */
-    int64_t count;  /* fused ALL_REDUCE: elements in the bucket */
+    int64_t count;  /* ALL_REDUCE: elements reduced (a fused one: in the bucket) */
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer */
     ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
     ldt__kernel_fn gfn;  /* grouped collective: the call inside the group */
     uint64_t done_gen;   /* async collective: the replay it last finished (under the queue lock) */
     ldt_status astatus;  /* its status then */
+    /* a custom op's call, on a cache line of its own: a custom kernel's replay reads the hot
+     * pair and this line */
+    _Alignas(64) ldt__custom_call custom_call;
 } binstr;
 
 /* A rank's communication thread and its queue: collectives start in program order and run
@@ -78,7 +91,8 @@ struct rank_state {
     void **val;     /* per value: its buffer as bound */
     void **val_now; /* per value: its buffer this replay (inputs may be re-pointed) */
     uint8_t *whole_input; /* per binding: this rank holds the whole input */
-    binstr *ins;
+    ldt__hot *hot; /* what the replay loop walks (64-byte aligned) */
+    binstr *ins;   /* the cold records, in program order (64-byte aligned) */
     int64_t nins;
     ldt__operand *opnds;
     ldt__rand_slot *rand;
@@ -142,7 +156,6 @@ struct ldt_exec {
     int64_t replays;
     double last_step_s; /* the last replay that completed, in seconds (timeouts quote it) */
     int profile;
-    ldt__kernel_fn noop; /* benchmarks: replay calling this for every instruction */
     char *trace_path;
     double t_origin;
     /* figures */
@@ -159,11 +172,49 @@ struct ldt_exec {
     ldt_exec *next;
 };
 
+/* A bound instruction from its call (wrappers find the rest of their instruction around it). */
+#define BIN_OF(c) ((binstr *)((char *)(c) - offsetof(binstr, call)))
+
+/* exec/compile.c */
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, ldt_exec **out);
 void ldt__exec_destroy(ldt_exec *e);
 int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t);
 /* Writes the last replay's Chrome trace JSON to e->trace_path (exec/profile.c). */
 ldt_status ldt__exec_write_trace(ldt_exec *e);
+
+/* exec/bind.c: rank rs's arena, buffers and bound instructions (its communication thread
+ * started if it has asynchronous collectives). */
+ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs);
+/* Process mode: every communicator rank rs's program uses, made now in program order. */
+ldt_status ldt__bind_groups(ldt_exec *e, rank_state *rs);
+/* Measurement only (benchmarks): rewrites every local rank's hot array to call fn for every
+ * instruction (the replay loop is unchanged); fn NULL puts the bound functions back. CPU
+ * executables only. */
+ldt_status ldt__exec_bind_noop(ldt_exec *e, ldt__kernel_fn fn);
+
+/* exec/commq.c: the rank's communication thread, started with a queue of cap entries and
+ * stopped (joined); the start and wait wrappers of an asynchronous collective. */
+ldt_status ldt__commq_start(rank_state *rs, int64_t cap);
+void ldt__commq_stop(rank_state *rs);
+ldt_status ldt__w_start(const ldt__kcall *c);
+ldt_status ldt__w_wait(const ldt__kcall *c);
+
+/* exec/host.c: which assigned values persist in place (e->inplace, rs->assign_load); the
+ * host data of the tensors ctx's stale executable assigned in place (ctx->host_flush). */
+ldt_status ldt__find_inplace(ldt_exec *e);
+ldt_status ldt__host_flush(ldt_ctx *ctx);
+
+/* exec/gather.c: process mode, every rank's piece of shards s into every process's copy
+ * (collective over the world). */
+ldt_status ldt__gather_shards(ldt_exec *e, ldt_shards *s);
+
+/* exec/replay_cuda.c: a CUDA mesh's build, replay, output read and teardown; whether world
+ * rank r runs in this process. */
+ldt_status ldt__cuda_build(ldt_exec *e);
+ldt_status ldt__cuda_replay(ldt_exec *e);
+ldt_status ldt__cuda_read(ldt_exec *e, int i, void *dst);
+void ldt__cuda_destroy(ldt_exec *e);
+int ldt__cuda_local(const ldt_exec *e, int r);
 
 #endif

@@ -124,30 +124,6 @@ int ldt__shard_mesh_dims(const ldt_placement *pl, int nd, int d, int *out) {
     return n;
 }
 
-void ldt__program_set_ins(ldt__program *p, ldt__instr *ins, int64_t nins, int32_t *ops, int64_t nops) {
-    free(p->ins);
-    p->ins = ins;
-    p->nins = nins;
-    p->cap_ins = nins ? nins : 1;
-    free(p->ops);
-    p->ops = ops;
-    p->nops = nops;
-    p->cap_ops = nops + 1;
-}
-
-void ldt__program_free(ldt__program *p) {
-    if (!p) return;
-    for (int64_t i = 0; i < p->nattrs; i++) free(p->attrs[i]);
-    free(p->attrs);
-    free(p->vals);
-    free(p->ins);
-    free(p->ops);
-    free(p->regions);
-    free(p->node_val);
-    free(p->vgroup);
-    memset(p, 0, sizeof *p);
-}
-
 /* ---------------------------------------------------------------------------------------
  * One rank's program.
  */

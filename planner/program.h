@@ -3,7 +3,8 @@
  *
  * A program is a flat array of instructions over numbered values (each a local buffer with
  * its local shape and dtype). Everything is resolved at lowering: local shapes, attributes,
- * regions, redistribution plans, collective groups (as mesh dims). exec/program.c runs it. */
+ * regions, redistribution plans, collective groups (as mesh dims). planner/program.c holds the
+ * format's own functions; exec/interp.c runs a program unbound, exec/replay.c bound. */
 #ifndef LDT_PLANNER_PROGRAM_H
 #define LDT_PLANNER_PROGRAM_H
 
@@ -135,6 +136,7 @@ ldt_status ldt__lower_recipes(const ldt_tensor *const *params, const ldt_placeme
  * InterleavedShard); returns how many, dims in *out. */
 int ldt__shard_mesh_dims(const ldt_placement *pl, int nd, int d, int *out);
 
+/* The format's own functions (planner/program.c). */
 void ldt__program_free(ldt__program *p);
 /* Replaces p's instructions and operand pool with ins (nins) and ops (nops), taking them. */
 void ldt__program_set_ins(ldt__program *p, ldt__instr *ins, int64_t nins, int32_t *ops, int64_t nops);

@@ -4,7 +4,12 @@
  * inputs; the Chrome trace; bad input. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "exec/comm.h"
+#include "exec/exec_internal.h"
 
 #include "ldt/models.h"
 #include "tests/plan_check.h"
@@ -564,4 +569,156 @@ Test(replay, parameters_persist_in_place_and_the_host_sees_them) {
     cr_assert_gt(nassign, 0);
     cr_assert_eq(in_place, nassign, "every parameter and state persists in place (%lld of %d)",
                  (long long)in_place, nassign);
+}
+
+static _Atomic int64_t g_noop_calls;
+
+static ldt_status counting_noop(const ldt__kcall *c) {
+    (void)c;
+    atomic_fetch_add(&g_noop_calls, 1);
+    return LDT_OK;
+}
+
+/* The replay loop walks 16-byte (function, call) pairs whose call is the cold record's first
+ * member; a measurement binding (ldt__exec_bind_noop) swaps every function, the loop calls it
+ * once per instruction on every rank, and binding NULL puts the kernels back. */
+Test(replay, hot_array_and_noop_binding) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_exec *ex;
+    float x[6], y[6];
+    ldt_tensor *tx, *h;
+    int64_t total = 0;
+    cr_assert_eq(sizeof(ldt__hot), 16);
+    cr_assert_eq(ldt_mesh_parse("2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    tx = ldt_input(ctx, "x", &(ldt_shape){1, {6}}, LDT_F32);
+    h = tx;
+    for (int i = 0; i < 5; i++) h = ldt_add(h, tx);
+    cr_assert_eq(ldt_compile(ctx, &h, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+    for (int r = 0; r < 2; r++) {
+        const rank_state *rs = ex->ranks[r];
+        cr_assert_not_null(rs);
+        cr_assert_eq((uintptr_t)rs->hot & 63, 0, "the hot array is 64-byte aligned");
+        for (int64_t i = 0; i < rs->nins; i++) {
+            cr_assert_eq(rs->hot[i].call, &rs->ins[i].call);
+            cr_assert_eq(BIN_OF(rs->hot[i].call), &rs->ins[i]);
+            cr_assert(rs->hot[i].fn == rs->ins[i].fn);
+        }
+        total += rs->nins;
+    }
+    for (int i = 0; i < 6; i++) x[i] = (float)i - 2;
+    cr_assert_eq(ldt_exec_bind(ex, "x", x, sizeof x), LDT_OK);
+    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_exec_read(ex, 0, y, sizeof y), LDT_OK);
+    for (int i = 0; i < 6; i++) cr_assert_float_eq(y[i], 6 * x[i], 0);
+    /* no-op binding: every instruction of every rank calls it once, nothing is computed */
+    cr_assert_eq(ldt__exec_bind_noop(ex, counting_noop), LDT_OK);
+    atomic_store(&g_noop_calls, 0);
+    for (int i = 0; i < 6; i++) x[i] = (float)(3 * i + 1);
+    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(atomic_load(&g_noop_calls), total);
+    cr_assert_eq(ldt_exec_read(ex, 0, y, sizeof y), LDT_OK);
+    for (int i = 0; i < 6; i++) cr_assert_float_eq(y[i], 6 * ((float)i - 2), 0, "the last computed value");
+    /* the kernels back */
+    cr_assert_eq(ldt__exec_bind_noop(ex, NULL), LDT_OK);
+    cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(atomic_load(&g_noop_calls), total);
+    cr_assert_eq(ldt_exec_read(ex, 0, y, sizeof y), LDT_OK);
+    for (int i = 0; i < 6; i++) cr_assert_float_eq(y[i], 6 * x[i], 0);
+    cr_assert_eq(ldt__exec_bind_noop(NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+typedef struct ar_case {
+    const void *send;
+    void *recv;
+    int64_t count;
+    ldt_dtype dt;
+    ldt_reduce_op rop;
+    ldt_status st;
+    char msg[512];
+} ar_case;
+
+static ldt_status rank_ar_case(ldt_comm *w, void *arg) {
+    ar_case *k = arg;
+    k->st = ldt_all_reduce(w, k->send, k->recv, k->count, k->dt, k->rop);
+    snprintf(k->msg, sizeof k->msg, "%s", ldt_last_error());
+    return LDT_OK;
+}
+
+/* A bound all_reduce is checked once, at bind (ldt__all_reduce_check), with the statuses and
+ * messages the per-call check of ldt_all_reduce gives; what it accepts, the call accepts. */
+Test(replay, all_reduce_bind_check_equals_the_call_check) {
+    float a[8] = {0}, b[8] = {0};
+    ar_case cases[] = {
+        {NULL, b, 4, LDT_F32, LDT_REDUCE_SUM, 0, ""},     /* send NULL */
+        {a, NULL, 4, LDT_F32, LDT_REDUCE_SUM, 0, ""},     /* recv NULL */
+        {a, b, -1, LDT_F32, LDT_REDUCE_SUM, 0, ""},       /* negative count */
+        {a, b, 4, LDT_BOOL, LDT_REDUCE_AVG, 0, ""},       /* avg of bool */
+        {a, b, 4, (ldt_dtype)99, LDT_REDUCE_SUM, 0, ""},  /* no such dtype */
+        {a, a + 1, 4, LDT_F32, LDT_REDUCE_SUM, 0, ""},    /* overlapping, not in place */
+        {a, a, 4, LDT_F32, LDT_REDUCE_MAX, 0, ""},        /* in place: fine */
+        {a, b, 8, LDT_F32, LDT_REDUCE_SUM, 0, ""},        /* fine */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ar_case *k = &cases[i];
+        ldt_status st;
+        cr_assert_eq(ldt_threads_launch(1, NULL, rank_ar_case, k), LDT_OK);
+        st = ldt__all_reduce_check(k->send, k->recv, k->count, k->dt, k->rop);
+        cr_assert_eq(st, k->st, "case %zu: bind %s, call %s", i, ldt_status_name(st), ldt_status_name(k->st));
+        if (st != LDT_OK) cr_assert_str_eq(ldt_last_error(), k->msg, "case %zu", i);
+        cr_assert_eq(st == LDT_OK, i >= 6, "case %zu", i);
+    }
+}
+
+static double clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Nothing spins beside the working ranks: a 1-rank replay's process CPU time stays within its
+ * wall time, and rank threads with no work between replays sleep (the process's CPU time
+ * while the caller sleeps is near zero). */
+Test(replay, idle_threads_sleep) {
+    const char *meshes[] = {"1", "4"};
+#if defined(__SANITIZE_THREAD__)
+    return; /* ThreadSanitizer's runtime runs threads of its own: the process's CPU says nothing */
+#endif
+    for (int m = 0; m < 2; m++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_ctx_options co = {0};
+        ldt_exec *ex;
+        float x[16] = {1};
+        ldt_tensor *tx, *h;
+        double w0, c0, wall, cpu;
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        cr_assert_eq(ldt_mesh_parse(meshes[m], LDT_DEVICE_CPU, &mesh), LDT_OK);
+        co.mesh = mesh;
+        cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+        tx = ldt_input(ctx, "x", &(ldt_shape){1, {16}}, LDT_F32);
+        cr_assert_eq(ldt_input_bind(tx, x, sizeof x), LDT_OK);
+        h = tx;
+        for (int i = 0; i < 2000; i++) h = ldt_add(h, tx);
+        cr_assert_eq(ldt_compile(ctx, &h, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(ex), LDT_OK);
+        w0 = clock_s(CLOCK_MONOTONIC);
+        c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        for (int r = 0; r < 20; r++) cr_assert_eq(ldt_replay(ex), LDT_OK);
+        wall = clock_s(CLOCK_MONOTONIC) - w0;
+        cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        if (m == 0) cr_assert_leq(cpu, 1.2 * wall + 0.002, "1 rank: CPU %.4f s over %.4f s of wall", cpu, wall);
+        /* idle: every rank thread is asleep within microseconds of the replay's end */
+        c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        nanosleep(&nap, NULL);
+        cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        cr_assert_leq(cpu, 0.01, "mesh %s: %.4f s of CPU while the caller slept 0.05 s", meshes[m], cpu);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
 }

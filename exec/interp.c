@@ -1,6 +1,7 @@
-/* Running lowered programs: each rank walks its own program over its own buffers; collectives
- * (redistributions, all_reduces) are the only contact between ranks. Buffers are one
- * allocation per value for now; the executor issue replaces them with a planned arena. */
+/* The program interpreter: runs lowered programs unbound, each rank walking its own program
+ * over a buffer per value, instruction by instruction (ldt_plan_run, ldt_run_eager,
+ * materialize). Collectives (redistributions, all_reduces) are the only contact between
+ * ranks. A compiled executable binds its programs instead (exec/bind.c, exec/replay.c). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,0 +1,386 @@
+/* Binding one rank's program for the CPU replay (docs/replay.md): its arena and buffers,
+ * every instruction's function and prepared call, the wrappers that run the instructions that
+ * are not kernels (loads, fills, custom ops, collectives), and, in process mode, its groups. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "exec/comm.h"
+#include "exec/exec_internal.h"
+#include "exec/fill.h"
+#include "exec/groups.h"
+#include "exec/shards.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Bound instructions: a kernel call, or a wrapper with the same signature that finds its
+ * instruction around the call (BIN_OF, exec/exec_internal.h).
+ */
+static ldt_status w_load(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    const ldt_tensor *t = x->src;
+    const ldt__kregion *kr = &rs->prog->regions[x->region];
+    const void *src = t->data;
+    if (x->reduce) {
+        memset(c->out.data, 0, (size_t)ldt__value_bytes(&rs->prog->vals[x->out]));
+        return LDT_OK;
+    }
+    if (t->op == LDT_OP_INPUT) {
+        const ldt__binding *bd = &rs->e->bindings[b->aux];
+        if (bd->ptr) src = bd->ptr;
+        else if (!LDT__P(t)->bound)
+            LDT_FAIL(LDT_ERR_INVALID_USAGE, "input '%s' has no data; bind it with ldt_input_bind "
+                     "or ldt_exec_bind", LDT__NAME(t) ? LDT__NAME(t) : "");
+        if (bd->ptr && rs->whole_input[b->aux]) return LDT_OK; /* the value is the buffer */
+    } else if (b->version == LDT__P(t)->version) {
+        return LDT_OK; /* a parameter or constant shard already loaded */
+    }
+    if (kr->region.numel)
+        ldt__region_copy(&kr->region, &kr->global, ldt__dtype_size((ldt_dtype)t->dtype), (void *)src,
+                         c->out.data, 1);
+    b->version = LDT__P(t)->version;
+    return LDT_OK;
+}
+
+static ldt_status w_custom(const ldt__kcall *c) {
+    const ldt__custom_call *k = &BIN_OF(c)->custom_call;
+    ldt_status st;
+    st = k->fn(k->nin, k->in, k->shapes, k->dtypes, k->out, &c->out.shape, (ldt_dtype)k->out_dtype, k->user);
+    if (st != LDT_OK && !ldt_last_error()[0])
+        ldt__error(st, "custom op %s: kernel returned %s", ldt__op_name(BIN_OF(c)->rs->e->ctx, c->op),
+                   ldt_status_name(st));
+    return st;
+}
+
+/* The custom call of instruction b: its arguments from the rank's pools, in order. */
+static void bind_custom(rank_state *rs, binstr *b, int64_t *nc, int64_t *narg) {
+    const ldt__custom_op *op = &rs->e->ctx->custom[b->call.op - LDT_OP_COUNT];
+    ldt__custom_call *k = &b->custom_call;
+    (*nc)++;
+    b->custom = k;
+    k->fn = op->cpu_fn;
+    k->user = op->user;
+    k->in = rs->cin + *narg;
+    k->shapes = rs->cshapes + *narg;
+    k->dtypes = rs->cdtypes + *narg;
+    k->out = b->call.out.data;
+    k->nin = (int16_t)b->call.nin;
+    k->out_dtype = (int16_t)b->call.out.dtype;
+    *narg += b->call.nin;
+    for (int i = 0; i < b->call.nin; i++) {
+        k->in[i] = b->call.in[i].data;
+        k->shapes[i] = b->call.in[i].shape;
+        k->dtypes[i] = b->call.in[i].dtype;
+    }
+}
+
+
+static ldt_status w_fill(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    int64_t n = ldt__value_bytes(&b->rs->prog->vals[b->rs->prog->ins[b->idx].out]) /
+                (int64_t)ldt__dtype_size(c->out.dtype);
+    ldt__fill_f64(c->out.data, c->out.dtype, n, b->rs->prog->ins[b->idx].fill);
+    return LDT_OK;
+}
+
+
+static ldt_status w_all_reduce(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    ldt_comm *g = b->comm;
+    if (!g) {
+        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
+        b->comm = g;
+    }
+    if (ldt_comm_size(g) == 1) return LDT_OK;
+    return ldt__all_reduce_bound(g, c->out.data, c->out.data, b->count, c->out.dtype, (ldt_reduce_op)x->reduce);
+}
+
+/* A bucket placed back to back: one call over the whole range, in place. */
+static ldt_status w_all_reduce_fused(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    ldt_comm *g = b->comm;
+    if (!g) {
+        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
+        b->comm = g;
+    }
+    if (ldt_comm_size(g) == 1) return LDT_OK;
+    return ldt__all_reduce_bound(g, c->in[0].data, c->in[0].data, b->count, c->out.dtype,
+                                 (ldt_reduce_op)x->reduce);
+}
+
+/* A bucket that could not be placed contiguously: packed into scratch, reduced, unpacked. */
+static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    size_t es = ldt__dtype_size(c->out.dtype);
+    ldt_comm *g = b->comm;
+    char *at = b->scratch;
+    if (!g) {
+        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
+        b->comm = g;
+    }
+    if (ldt_comm_size(g) == 1) return LDT_OK;
+    for (int k = 0; k < c->nin; k++) {
+        size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
+        memcpy(at, c->in[k].data, nb);
+        at += nb;
+    }
+    LDT_CHECK(ldt__all_reduce_bound(g, b->scratch, b->scratch, b->count, c->out.dtype, (ldt_reduce_op)x->reduce));
+    at = b->scratch;
+    for (int k = 0; k < c->nin; k++) {
+        size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
+        memcpy(c->in[k].data, at, nb);
+        at += nb;
+    }
+    (void)es;
+    return LDT_OK;
+}
+
+/* A grouped run: the first opens the group, the last closes it (issuing them all). */
+static ldt_status w_grouped(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    int g = b->rs->prog->ins[b->idx].group;
+    ldt_status st;
+    if (g == 1) LDT_CHECK(ldt_group_start());
+    st = b->gfn(c);
+    if (g == 3) {
+        ldt_status end = ldt_group_end();
+        if (st == LDT_OK) st = end;
+    }
+    return st;
+}
+
+static ldt_status w_redist(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    if (!b->runner) LDT_CHECK(ldt_redist_runner_create(b->rs->world, b->rs->prog->ins[b->idx].plan, &b->runner));
+    return ldt_redist_runner_run(b->runner, c->in[0].data, c->out.data);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * THE CHOICE OF A KERNEL INSTRUCTION'S FUNCTION: the one place. Called once per KERNEL
+ * instruction at bind, after its call is complete (operands, shapes, dtypes, attributes,
+ * buffers, region). A custom op runs through w_custom (its call prepared by bind_custom); a
+ * built-in op through its CPU kernel. Bind-time kernel plans (ldt__cpu_kernel_bind: the
+ * function and b->call.plan chosen here, checked once) belong here; a plan made here is freed
+ * with the cold records (ldt__exec_destroy, exec/compile.c).
+ */
+static ldt_status bind_kernel_fn(rank_state *rs, binstr *b, ldt__kernel_fn *fn) {
+    const ldt__instr *x = &rs->prog->ins[b->idx];
+    if (x->op >= LDT_OP_COUNT) {
+        *fn = w_custom;
+        return LDT_OK;
+    }
+    { /* checked once here (kernels/cpu/kernel.h); the plan, b->call.plan, is freed with the
+       * cold records */
+        void *kplan = NULL;
+        ldt_status st = ldt__cpu_kernel_bind(&b->call, fn, &kplan);
+        if (st != LDT_OK)
+            return ldt__error_prefix(st, "compile: rank %d, instruction %lld (%s of node %%%d)", rs->rank,
+                                     (long long)b->idx, ldt__instr_name(rs->e->ctx, x), x->node);
+    }
+    return LDT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Binding one rank.
+ */
+static int draws_random(const ldt__instr *x) {
+    switch (x->op) {
+    case LDT_OP_RAND:
+    case LDT_OP_RANDN:
+    case LDT_OP_BERNOULLI:
+    case LDT_OP_TRUNC_NORMAL:
+    case LDT_OP_RANDINT: return 1;
+    case LDT_OP_DROPOUT:
+    case LDT_OP_SDPA: return x->attrs->f[0] > 0;
+    default: return 0;
+    }
+}
+
+ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
+    const ldt__program *p = rs->prog;
+    uint8_t *outside = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
+    uint8_t *keep = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
+    int64_t nops = 0, nrand = 0, ncustom = 0, ncarg = 0;
+    ldt_status st = LDT_OK;
+    if (!outside || !keep) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    rs->val = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *rs->val);
+    rs->whole_input = calloc((size_t)(e->nbindings ? e->nbindings : 1), 1);
+    /* 64-byte aligned: four hot pairs to a cache line; a cold record's custom call on one line
+     * (sizeof *rs->ins is a multiple of 64) */
+    rs->hot = aligned_alloc(64, ((size_t)(p->nins ? p->nins : 1) * sizeof *rs->hot + 63) / 64 * 64);
+    rs->ins = aligned_alloc(64, (size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins);
+    if (rs->ins) memset(rs->ins, 0, (size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins);
+    if (!rs->val || !rs->whole_input || !rs->hot || !rs->ins)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    /* held outside the arena: parameter and constant shards (persistent per rank) */
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        nops += x->nin;
+        if (x->kind == LDT__I_LOAD && x->src->op != LDT_OP_INPUT) outside[x->out] = 1;
+        if (x->kind == LDT__I_KERNEL && draws_random(x)) nrand++;
+        if (x->kind == LDT__I_KERNEL && x->op >= LDT_OP_COUNT) {
+            ncustom++;
+            ncarg += x->nin;
+        }
+    }
+    rs->cin = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cin);
+    rs->cshapes = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cshapes);
+    rs->cdtypes = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cdtypes);
+    if (!rs->cin || !rs->cshapes || !rs->cdtypes)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    ncustom = ncarg = 0;
+    for (int i = 0; i < e->nout + e->nassign; i++) keep[p->node_val[e->outs[i].node]] = 1;
+    LDT_CHECK_GOTO(ldt__memory_plan(p, outside, keep, &rs->mem));
+    rs->arena = malloc((size_t)(rs->mem.arena_bytes ? rs->mem.arena_bytes : 1));
+    rs->opnds = calloc((size_t)(nops ? nops : 1), sizeof *rs->opnds);
+    rs->rand = calloc((size_t)(nrand ? nrand : 1), sizeof *rs->rand);
+    if (!rs->arena || !rs->opnds || !rs->rand) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory "
+                                                              "for a %lld-byte arena", (long long)rs->mem.arena_bytes);
+    for (int32_t v = 0; v < p->nvals; v++) {
+        if (outside[v]) {
+            int64_t b = ldt__value_bytes(&p->vals[v]);
+            if (!(rs->val[v] = malloc((size_t)(b ? b : 1))))
+                LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        } else if (rs->mem.offset[v] >= 0) {
+            rs->val[v] = rs->arena + rs->mem.offset[v];
+        }
+    }
+    nops = 0;
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        binstr *b = &rs->ins[i];
+        b->rs = rs;
+        b->idx = i;
+        b->version = UINT64_MAX;
+        b->call.op = x->op;
+        b->call.attrs = x->attrs;
+        b->call.nin = x->nin;
+        b->call.in = rs->opnds + nops;
+        for (int k = 0; k < x->nin; k++) {
+            int32_t v = p->ops[x->in + k];
+            rs->opnds[nops].data = rs->val[v];
+            rs->opnds[nops].shape = p->vals[v].shape;
+            rs->opnds[nops++].dtype = (ldt_dtype)p->vals[v].dtype;
+        }
+        b->call.out.data = rs->val[x->out];
+        b->call.out.shape = p->vals[x->out].shape;
+        b->call.out.dtype = (ldt_dtype)p->vals[x->out].dtype;
+        switch ((ldt__ikind)x->kind) {
+        case LDT__I_LOAD:
+            b->fn = w_load;
+            if (x->src->op == LDT_OP_INPUT) {
+                const ldt__kregion *kr = &p->regions[x->region];
+                b->aux = ldt__exec_binding_of(e, x->src);
+                int64_t whole = 1;
+                for (int d = 0; d < kr->global.ndim; d++) whole *= kr->global.dims[d];
+                /* the rank holds all of it: a bound buffer can be used in place */
+                rs->whole_input[b->aux] = kr->region.numel == whole && !x->reduce;
+            }
+            break;
+        case LDT__I_KERNEL:
+            if (x->region >= 0) {
+                b->call.region = &p->regions[x->region].region;
+                b->call.global_shape = &p->regions[x->region].global;
+            }
+            if (x->op >= LDT_OP_COUNT) bind_custom(rs, b, &ncustom, &ncarg);
+            LDT_CHECK_GOTO(bind_kernel_fn(rs, b, &b->fn));
+            if (draws_random(x)) {
+                rs->rand[rs->nrand].attrs = (ldt__attrs *)x->attrs; /* the program's own copy */
+                rs->rand[rs->nrand++].offset = (uint64_t)x->attrs->i[1];
+            }
+            break;
+        case LDT__I_REDIST: b->fn = w_redist; break;
+        case LDT__I_ALL_REDUCE:
+            b->fn = w_all_reduce;
+            b->count = ldt__value_bytes(&p->vals[x->out]) / (int64_t)ldt__dtype_size(b->call.out.dtype);
+            if (x->nin > 1) { /* a fused bucket: contiguous (the memory plan's groups) or packed */
+                int64_t total = 0;
+                int contiguous = 1;
+                for (int k = 0; k < x->nin; k++) {
+                    int32_t v = p->ops[x->in + k];
+                    if (k && (char *)rs->val[v] != (char *)b->call.in[0].data + total) contiguous = 0;
+                    total += ldt__value_bytes(&p->vals[v]);
+                }
+                b->count = total / (int64_t)ldt__dtype_size(b->call.out.dtype);
+                b->fn = contiguous ? w_all_reduce_fused : w_all_reduce_packed;
+                if (!contiguous) {
+                    if (!(b->scratch = malloc((size_t)(total ? total : 1))))
+                        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+                    rs->e->pack_buckets++;
+                }
+            }
+            { /* its arguments checked once, here: the replay's call checks nothing */
+                void *buf = b->scratch ? b->scratch : x->nin > 1 ? b->call.in[0].data : b->call.out.data;
+                if ((st = ldt__all_reduce_check(buf, buf, b->count, b->call.out.dtype, (ldt_reduce_op)x->reduce)) != LDT_OK) {
+                    st = ldt__error_prefix(st, "compile: rank %d, instruction %lld", rs->rank, (long long)i);
+                    goto fail;
+                }
+            }
+            break;
+        case LDT__I_FILL: b->fn = w_fill; break;
+        case LDT__I_WAIT: b->fn = ldt__w_wait; break;
+        default: LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: instruction kind %d", x->kind);
+        }
+    }
+    rs->nins = p->nins;
+    for (int64_t i = 0; i < p->nins; i++) /* grouped runs (before the async wrap below) */
+        if (p->ins[i].group) {
+            rs->ins[i].gfn = rs->ins[i].fn;
+            rs->ins[i].fn = w_grouped;
+        }
+    {
+        int64_t nasync = 0;
+        for (int64_t i = 0; i < p->nins; i++)
+            if ((p->ins[i].kind == LDT__I_REDIST || p->ins[i].kind == LDT__I_ALL_REDUCE) && p->ins[i].async) {
+                rs->ins[i].afn = rs->ins[i].fn;
+                rs->ins[i].fn = ldt__w_start;
+                rs->ins[i].done_gen = UINT64_MAX;
+                nasync++;
+            }
+        if (nasync) {
+            rs->has_async = 1;
+            LDT_CHECK_GOTO(ldt__commq_start(rs, nasync));
+        }
+    }
+    for (int64_t i = 0; i < p->nins; i++) { /* the hot array: the functions chosen above */
+        rs->hot[i].fn = rs->ins[i].fn;
+        rs->hot[i].call = &rs->ins[i].call;
+    }
+fail:
+    free(outside);
+    free(keep);
+    return st;
+}
+
+/* Process mode: every communicator the rank's program uses, made now in program order (each
+ * a collective over its members), so that a replay only calls collectives, which time out
+ * and fail the world, and never group creation, which MPI cannot bound. */
+ldt_status ldt__bind_groups(ldt_exec *e, rank_state *rs) {
+    for (int64_t i = 0; i < rs->nins; i++) {
+        const ldt__instr *x = &rs->prog->ins[i];
+        binstr *b = &rs->ins[i];
+        if (x->kind == LDT__I_ALL_REDUCE && !b->comm)
+            LDT_CHECK(ldt__instr_group(e->world, e->mesh, rs->groups, x, &b->comm));
+        else if (x->kind == LDT__I_REDIST && !b->runner)
+            LDT_CHECK(ldt_redist_runner_create(e->world, x->plan, &b->runner));
+    }
+    return LDT_OK;
+}
+
+ldt_status ldt__exec_bind_noop(ldt_exec *e, ldt__kernel_fn fn) {
+    if (!e) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec bind noop: the executable is NULL");
+    if (e->is_cuda) LDT_FAIL(LDT_ERR_UNSUPPORTED, "exec bind noop: a CUDA executable has no CPU replay loop");
+    for (int r = 0; r < e->nranks; r++) {
+        rank_state *rs = e->ranks[r];
+        for (int64_t i = 0; rs && rs->hot && i < rs->nins; i++) rs->hot[i].fn = fn ? fn : rs->ins[i].fn;
+    }
+    return LDT_OK;
+}
