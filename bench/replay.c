@@ -1,9 +1,12 @@
 /* ldt-bench replay: what a replay costs beyond the kernels' own work. Every timing comes
  * with its _cpu twin (bench_util.h), and each figure and its floor are timed in interleaved
  * rounds of one run, medians reported.
- *  - replay_ns_per_instr: a compiled program of 100k no-op custom kernels on one rank,
- *    replayed, per instruction; floor_ns_per_call: a loop of indirect calls to an empty
- *    function over as many entries. Goal: replay <= floor + 3 ns.
+ *  - replay_ns_per_instr: a compiled program of 100k custom kernels on one rank, its
+ *    kernels bound to a no-op (ldt__exec_bind_noop, at bind: the replay loop is the
+ *    production one), replayed, per instruction; floor_ns_per_call: a loop of indirect calls
+ *    to an empty function over as many {function, argument} pairs (16 bytes, as the replay's
+ *    hot pairs). Goal: replay <= floor + 3 ns. replay_custom_ns_per_instr: the same program
+ *    with its custom kernels (each an empty function behind the custom-op ABI).
  *  - replay_chain_ns_per_node: a chain of adds on 16-element f32 tensors (ggml's benchmark
  *    graph), 1 rank, 10k and 100k nodes, compiled and replayed, per node;
  *    chain_floor_ns_per_node: the same CPU add kernel called per node through a function
@@ -46,16 +49,17 @@ static ldt_status noop_kernel(const ldt__kcall *c) {
     return LDT_OK;
 }
 
+/* The floor's entry: a function and its argument, as plain as the replay's hot pair. */
 typedef struct floor_entry {
     ldt__kernel_fn fn;
-    ldt__kcall call;
+    const ldt__kcall *arg;
 } floor_entry;
 
 /* One pass of plain indirect calls to an empty kernel over n entries. */
 static void floor_pass(const floor_entry *v, int64_t n) {
     ldt__kernel_fn volatile guard = NULL;
     for (int64_t i = 0; i < n; i++)
-        if (v[i].fn(&v[i].call) != LDT_OK) guard = v[i].fn;
+        if (v[i].fn(v[i].arg) != LDT_OK) guard = v[i].fn;
     (void)guard;
 }
 
@@ -75,11 +79,11 @@ static int replay_floor(const bench_opts *o, bench_results *out) {
     floor_entry *v = calloc((size_t)n, sizeof *v);
     bench_rounds t;
     float one = 1;
-    if (!v || bench_rounds_init(&t, 4, rounds) != 0) {
+    if (!v || bench_rounds_init(&t, 6, rounds) != 0) {
         free(v);
         return 1;
     }
-    for (int64_t i = 0; i < n; i++) v[i].fn = noop_kernel;
+    for (int64_t i = 0; i < n; i++) v[i].fn = noop_kernel, v[i].arg = NULL;
     if (ldt_ctx_create(NULL, &ctx) != LDT_OK) goto fail_ctx;
     if (ldt_custom_op_register(ctx, "noop", 1, noop_shape, noop_cpu, NULL, &id) != LDT_OK) goto fail;
     x = ldt_input(ctx, "x", &(ldt_shape){1, {1}}, LDT_F32);
@@ -88,26 +92,38 @@ static int replay_floor(const bench_opts *o, bench_results *out) {
     for (int64_t i = 0; i < n - 1; i++) h = ldt_custom(ctx, id, &h, 1);
     if (!h || ldt_compile(ctx, &h, 1, NULL, &ex) != LDT_OK || ldt_replay(ex) != LDT_OK) goto fail;
     floor_pass(v, n); /* warm */
-    for (int r = 0; r < rounds; r++) { /* interleaved: the replay, then the floor */
-        double f[4];
-        bench_clock c0 = bench_clock_now(), d;
+    for (int r = 0; r < rounds; r++) { /* interleaved: no-op replay, custom replay, floor */
+        double f[6];
+        bench_clock c0, d;
+        if (ldt__exec_bind_noop(ex, noop_kernel) != LDT_OK) goto fail; /* bind-time only */
+        c0 = bench_clock_now();
         for (int k = 0; k < inner; k++)
             if (ldt_replay(ex) != LDT_OK) goto fail;
         d = bench_clock_since(c0, 1);
         f[0] = d.wall * 1e9 / (double)n / inner;
         f[1] = d.cpu * 1e9 / (double)n / inner;
+        if (ldt__exec_bind_noop(ex, NULL) != LDT_OK) goto fail;
         c0 = bench_clock_now();
-        for (int k = 0; k < inner; k++) floor_pass(v, n);
+        for (int k = 0; k < inner; k++)
+            if (ldt_replay(ex) != LDT_OK) goto fail;
         d = bench_clock_since(c0, 1);
         f[2] = d.wall * 1e9 / (double)n / inner;
         f[3] = d.cpu * 1e9 / (double)n / inner;
+        c0 = bench_clock_now();
+        for (int k = 0; k < inner; k++) floor_pass(v, n);
+        d = bench_clock_since(c0, 1);
+        f[4] = d.wall * 1e9 / (double)n / inner;
+        f[5] = d.cpu * 1e9 / (double)n / inner;
         bench_rounds_add(&t, f);
     }
     {
-        double rp = bench_rounds_median(&t, 0), fl = bench_rounds_median(&t, 2);
+        double rp = bench_rounds_median(&t, 0), fl = bench_rounds_median(&t, 4);
         idx = bench_add_timed(out, "replay_ns_per_instr", rp, bench_rounds_median(&t, 1), "ns");
         bench_param_int(out, idx, "instructions", n);
-        idx = bench_add_timed(out, "floor_ns_per_call", fl, bench_rounds_median(&t, 3), "ns");
+        idx = bench_add_timed(out, "replay_custom_ns_per_instr", bench_rounds_median(&t, 2),
+                              bench_rounds_median(&t, 3), "ns");
+        bench_param_int(out, idx, "instructions", n);
+        idx = bench_add_timed(out, "floor_ns_per_call", fl, bench_rounds_median(&t, 5), "ns");
         bench_param_int(out, idx, "instructions", n);
         bench_goal(out, rp <= fl + 3, "replay_ns_per_instr <= floor_ns_per_call + 3 ns (%.2f <= %.2f + 3)",
                    rp, fl);

@@ -44,12 +44,14 @@ static ldt_status w_load(const ldt__kcall *c) {
     return LDT_OK;
 }
 
+/* A custom op: c is its ldt__custom_call (the hot pair's argument), not a kernel call. */
 static ldt_status w_custom(const ldt__kcall *c) {
-    const ldt__custom_call *k = &BIN_OF(c)->custom_call;
+    const ldt__custom_call *k = (const ldt__custom_call *)(const void *)c;
     ldt_status st;
-    st = k->fn(k->nin, k->in, k->shapes, k->dtypes, k->out, &c->out.shape, (ldt_dtype)k->out_dtype, k->user);
+    st = k->fn(k->nin, k->in, k->shapes, k->dtypes, k->out, &k->b->call.out.shape, (ldt_dtype)k->out_dtype,
+               k->user);
     if (st != LDT_OK && !ldt_last_error()[0])
-        ldt__error(st, "custom op %s: kernel returned %s", ldt__op_name(BIN_OF(c)->rs->e->ctx, c->op),
+        ldt__error(st, "custom op %s: kernel returned %s", ldt__op_name(k->b->rs->e->ctx, k->b->call.op),
                    ldt_status_name(st));
     return st;
 }
@@ -57,9 +59,10 @@ static ldt_status w_custom(const ldt__kcall *c) {
 /* The custom call of instruction b: its arguments from the rank's pools, in order. */
 static void bind_custom(rank_state *rs, binstr *b, int64_t *nc, int64_t *narg) {
     const ldt__custom_op *op = &rs->e->ctx->custom[b->call.op - LDT_OP_COUNT];
-    ldt__custom_call *k = &b->custom_call;
+    ldt__custom_call *k = &rs->ccalls[*nc];
     (*nc)++;
     b->custom = k;
+    k->b = b;
     k->fn = op->cpu_fn;
     k->user = op->user;
     k->in = rs->cin + *narg;
@@ -213,10 +216,10 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
     if (!outside || !keep) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     rs->val = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *rs->val);
     rs->whole_input = calloc((size_t)(e->nbindings ? e->nbindings : 1), 1);
-    /* 64-byte aligned: four hot pairs to a cache line; a cold record's custom call on one line
-     * (sizeof *rs->ins is a multiple of 64) */
+    /* 64-byte aligned: four hot pairs to a cache line (sizes rounded up, as aligned_alloc
+     * asks) */
     rs->hot = aligned_alloc(64, ((size_t)(p->nins ? p->nins : 1) * sizeof *rs->hot + 63) / 64 * 64);
-    rs->ins = aligned_alloc(64, (size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins);
+    rs->ins = aligned_alloc(64, ((size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins + 63) / 64 * 64);
     if (rs->ins) memset(rs->ins, 0, (size_t)(p->nins ? p->nins : 1) * sizeof *rs->ins);
     if (!rs->val || !rs->whole_input || !rs->hot || !rs->ins)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
@@ -234,7 +237,9 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
     rs->cin = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cin);
     rs->cshapes = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cshapes);
     rs->cdtypes = calloc((size_t)(ncarg ? ncarg : 1), sizeof *rs->cdtypes);
-    if (!rs->cin || !rs->cshapes || !rs->cdtypes)
+    rs->ccalls = aligned_alloc(64, (size_t)(ncustom ? ncustom : 1) * sizeof *rs->ccalls);
+    if (rs->ccalls) memset(rs->ccalls, 0, (size_t)(ncustom ? ncustom : 1) * sizeof *rs->ccalls);
+    if (!rs->cin || !rs->cshapes || !rs->cdtypes || !rs->ccalls)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     ncustom = ncarg = 0;
     for (int i = 0; i < e->nout + e->nassign; i++) keep[p->node_val[e->outs[i].node]] = 1;
@@ -352,7 +357,9 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
     }
     for (int64_t i = 0; i < p->nins; i++) { /* the hot array: the functions chosen above */
         rs->hot[i].fn = rs->ins[i].fn;
-        rs->hot[i].call = &rs->ins[i].call;
+        /* a custom op's argument is its call, on a line of its own (w_custom) */
+        rs->hot[i].call = rs->ins[i].custom ? (const ldt__kcall *)(const void *)rs->ins[i].custom
+                                            : &rs->ins[i].call;
     }
 fail:
     free(outside);

@@ -105,6 +105,7 @@ void ldt__exec_destroy(ldt_exec *e) {
         }
         for (int64_t i = 0; rs->ins && rs->prog && i < rs->prog->nins; i++)
             free((void *)rs->ins[i].call.plan); /* kernel plans (ldt__cpu_kernel_bind) */
+        free(rs->ccalls);
         free(rs->cin);
         free(rs->cshapes);
         free(rs->cdtypes);

@@ -14,21 +14,29 @@
 
 typedef struct rank_state rank_state;
 
-/* A custom op's call, prepared at bind so a replay makes one more indirect call, no more. */
+typedef struct binstr binstr;
+
+/* A custom op's call, prepared at bind so a replay makes one more indirect call, no more.
+ * The calls of a rank's custom instructions lie in one array of their own, one cache line
+ * each, and the hot pair's argument points at the call itself: a custom kernel's replay reads
+ * the hot pair and this line, nothing of the cold record. */
 typedef struct ldt__custom_call {
-    ldt_custom_cpu_fn fn;
+    _Alignas(64) ldt_custom_cpu_fn fn;
     void *user;
     const void **in;
     ldt_shape *shapes;
     ldt_dtype *dtypes;
     void *out;
+    const binstr *b; /* its cold record: the output shape, and the op's name in messages */
     int16_t nin;
     int16_t out_dtype;
 } ldt__custom_call;
+_Static_assert(sizeof(ldt__custom_call) == 64, "a custom call is one cache line");
 
 /* The array the replay loop walks (hot): per instruction, the function it calls and the
  * argument it calls it with, 16 bytes, four to a cache line. `call` points at the
- * instruction's cold record (binstr), whose first member is its prepared kernel call. */
+ * instruction's cold record (binstr), whose first member is its prepared kernel call; for a
+ * custom op, at its ldt__custom_call (rank_state.ccalls). */
 typedef struct ldt__hot {
     ldt__kernel_fn fn;
     const ldt__kcall *call;
@@ -38,7 +46,7 @@ _Static_assert(sizeof(ldt__hot) == 16, "the hot pair is two pointers");
 /* One bound instruction's cold record: everything but the hot pair. A kernel reads its call;
  * a wrapper (load, collectives, fill, custom, start, wait) finds the rest of its record from
  * the call pointer it is given (BIN_OF). */
-typedef struct binstr {
+struct binstr {
     ldt__kcall call; /* first: the hot array's argument */
     rank_state *rs;
     int64_t idx;      /* in the program */
@@ -48,17 +56,14 @@ typedef struct binstr {
     uint64_t version; /* LOAD of a parameter/constant: the version its copy holds */
     ldt_comm *comm;   /* ALL_REDUCE: the group, made at the first replay */
     ldt_redist_runner *runner; /* REDIST: made at the first replay */
-    ldt__custom_call *custom; /* KERNEL of a custom op: &custom_call, else NULL */
+    ldt__custom_call *custom; /* KERNEL of a custom op: its call (rank_state.ccalls), else NULL */
     int64_t count;  /* ALL_REDUCE: elements reduced (a fused one: in the bucket) */
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer */
     ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
     ldt__kernel_fn gfn;  /* grouped collective: the call inside the group */
     uint64_t done_gen;   /* async collective: the replay it last finished (under the queue lock) */
     ldt_status astatus;  /* its status then */
-    /* a custom op's call, on a cache line of its own: a custom kernel's replay reads the hot
-     * pair and this line */
-    _Alignas(64) ldt__custom_call custom_call;
-} binstr;
+};
 
 /* A rank's communication thread and its queue: collectives start in program order and run
  * there one after another, while the rank's thread goes on computing until a WAIT. */
@@ -97,6 +102,7 @@ struct rank_state {
     ldt__operand *opnds;
     ldt__rand_slot *rand;
     int64_t nrand;
+    ldt__custom_call *ccalls; /* the custom ops' calls, in program order (64-byte aligned) */
     const void **cin; /* the custom ops' argument pools */
     ldt_shape *cshapes;
     ldt_dtype *cdtypes;

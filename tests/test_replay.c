@@ -603,6 +603,7 @@ Test(replay, hot_array_and_noop_binding) {
         cr_assert_not_null(rs);
         cr_assert_eq((uintptr_t)rs->hot & 63, 0, "the hot array is 64-byte aligned");
         for (int64_t i = 0; i < rs->nins; i++) {
+            cr_assert_null(rs->ins[i].custom, "adds only: no custom call");
             cr_assert_eq(rs->hot[i].call, &rs->ins[i].call);
             cr_assert_eq(BIN_OF(rs->hot[i].call), &rs->ins[i]);
             cr_assert(rs->hot[i].fn == rs->ins[i].fn);
@@ -631,6 +632,65 @@ Test(replay, hot_array_and_noop_binding) {
     cr_assert_eq(ldt__exec_bind_noop(NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
+}
+
+/* A custom op for the layout test: out = 2 * in (f32); refuses when *user is set. */
+static ldt_status twice_shape(int nin, const ldt_shape *in, const ldt_dtype *dts, void *user, ldt_shape *out,
+                              ldt_dtype *odt, char *msg, size_t cap) {
+    (void)nin, (void)user, (void)msg, (void)cap;
+    *out = in[0];
+    *odt = dts[0];
+    return LDT_OK;
+}
+
+static ldt_status twice_cpu(int nin, const void *const *in, const ldt_shape *s, const ldt_dtype *d, void *out,
+                            const ldt_shape *os, ldt_dtype od, void *user) {
+    (void)nin, (void)d, (void)od;
+    if (*(const int *)user) return LDT_ERR_INVALID_ARGUMENT;
+    if (os->ndim != 1 || os->dims[0] != s[0].dims[0]) return LDT_ERR_INTERNAL; /* the output shape as bound */
+    for (int64_t i = 0; i < s[0].dims[0]; i++) ((float *)out)[i] = 2 * ((const float *)in[0])[i];
+    return LDT_OK;
+}
+
+Test(replay, custom_calls_on_lines_of_their_own) {
+    ldt_ctx *ctx;
+    ldt_exec *ex;
+    float x[8], y[8];
+    ldt_tensor *tx, *h;
+    int id, refuse = 0, ncustom = 0;
+    cr_assert_eq(ldt_ctx_create(NULL, &ctx), LDT_OK);
+    cr_assert_eq(ldt_custom_op_register(ctx, "twice", 1, twice_shape, twice_cpu, &refuse, &id), LDT_OK);
+    tx = ldt_input(ctx, "x", &(ldt_shape){1, {8}}, LDT_F32);
+    h = tx;
+    for (int i = 0; i < 3; i++) h = ldt_add(ldt_custom(ctx, id, &h, 1), tx); /* h = 2h + x */
+    cr_assert_eq(ldt_compile(ctx, &h, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+    {
+        const rank_state *rs = ex->ranks[0];
+        for (int64_t i = 0; i < rs->nins; i++) {
+            if (!rs->ins[i].custom) {
+                cr_assert_eq(rs->hot[i].call, &rs->ins[i].call);
+                continue;
+            }
+            cr_assert_eq((const void *)rs->hot[i].call, (const void *)rs->ins[i].custom,
+                         "a custom op's hot argument is its call");
+            cr_assert_eq((uintptr_t)rs->ins[i].custom & 63, 0, "one cache line each");
+            cr_assert_eq(rs->ins[i].custom, &rs->ccalls[ncustom], "in program order");
+            cr_assert_eq(rs->ins[i].custom->b, &rs->ins[i]);
+            ncustom++;
+        }
+        cr_assert_eq(ncustom, 3);
+    }
+    for (int round = 0; round < 2; round++) { /* rebound inputs reach the custom calls */
+        for (int i = 0; i < 8; i++) x[i] = (float)(i - 3) * (float)(round + 1);
+        cr_assert_eq(ldt_exec_bind(ex, "x", x, sizeof x), LDT_OK);
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, 0, y, sizeof y), LDT_OK);
+        for (int i = 0; i < 8; i++) cr_assert_float_eq(y[i], 15 * x[i], 0, "((2x+x)*2+x)*2+x");
+    }
+    refuse = 1; /* a kernel's refusal names the op */
+    cr_assert_eq(ldt_replay(ex), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "custom op twice") != NULL, "%s", ldt_last_error());
+    ldt_ctx_destroy(ctx);
 }
 
 typedef struct ar_case {
