@@ -181,6 +181,7 @@ ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
     out->modeled_overlap_seconds = e->model_overlap;
     out->overlapped_collectives = e->moved_starts;
     out->collective_groups = e->collective_groups;
+    out->fuse_agreed = e->fuse_agreed;
     out->early_all_reduces = e->early_all_reduces;
     out->assigned = e->nassign;
     out->host_copies = e->host_copies;

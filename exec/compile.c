@@ -146,8 +146,7 @@ void ldt__exec_destroy(ldt_exec *e) {
 
 /* Collective fusion on every rank's program, with the same decisions on every rank. */
 static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
-    int64_t nins = -1, *bytes = NULL, cap = o && o->bucket_bytes > 0 ? o->bucket_bytes : 25 << 20;
-    int same = 1;
+    int64_t cap = o && o->bucket_bytes > 0 ? o->bucket_bytes : 25 << 20;
     ldt_status st = LDT_OK;
     for (int r = 0; r < e->nprogs; r++) {
         ldt__program *p = e->progs[r];
@@ -170,26 +169,14 @@ static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
         st = ldt__fuse_in_place(p, keep, &fs);
         free(keep);
         LDT_CHECK(st);
-        if (nins >= 0 && p->nins != nins) same = 0;
-        nins = p->nins;
     }
     if (o && o->no_fuse) goto count;
-    if (same && nins > 0) {
-        if (!(bytes = calloc((size_t)nins, sizeof *bytes))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-        for (int r = 0; r < e->nprogs; r++) /* the largest over ranks: every rank decides alike */
-            for (int64_t i = 0; e->progs[r] && i < nins; i++) {
-                const ldt__program *p = e->progs[r];
-                int64_t b = ldt__value_bytes(&p->vals[p->ins[i].out]);
-                if (b > bytes[i]) bytes[i] = b;
-            }
-        for (int r = 0; r < e->nprogs && st == LDT_OK; r++) {
-            ldt__fuse_stats fs;
-            memset(&fs, 0, sizeof fs);
-            if (e->progs[r]) st = ldt__fuse_buckets(e->progs[r], bytes, cap, &fs);
-            if (st == LDT_OK && fs.groups > e->collective_groups) e->collective_groups = fs.groups;
-        }
-        free(bytes);
-        LDT_CHECK(st);
+    { /* one decision for every rank (planner/fuse.c): programs may differ in length */
+        ldt__fuse_stats fs;
+        int agreed;
+        LDT_CHECK(ldt__fuse_agreed(e->progs, e->nprogs, cap, &fs, &agreed));
+        if (fs.groups > e->collective_groups) e->collective_groups = fs.groups;
+        e->fuse_agreed = agreed;
     }
 count:
     for (int r = 0; r < e->nprogs; r++) {

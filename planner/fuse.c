@@ -10,9 +10,10 @@
  *    buckets start during the backward). The members become one memory-plan group, placed
  *    back to back, so the fused call works in place on one contiguous range: no packing.
  *
- * Decisions must be the same on every rank (ranks meet at collectives), so sizes come from
- * `bytes`, one figure per instruction position that the caller makes rank-independent (the
- * largest over ranks); every rank's program has the same instructions in the same order. */
+ * Decisions must be the same on every rank (ranks meet at collectives): ldt__fuse_agreed sizes
+ * each collective by its largest figure over ranks, makes every rank's decision dry, and
+ * applies them only when they are one decision (the same calls with the same members, in the
+ * same order); ranks' programs may differ in length. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,8 +160,21 @@ static int close_open(rb *open, int *nopen, int c, rb **bs, int64_t *nb, int64_t
     return 1;
 }
 
+/* The collective ordinal of each instruction of p (the how-manyth REDIST or ALL_REDUCE it is,
+ * in program order), -1 for the others; the same collective has the same ordinal on every
+ * rank. Returns the count. */
+static int64_t collective_ordinals(const ldt__program *p, int64_t *ord) {
+    int64_t c = 0;
+    for (int64_t i = 0; i < p->nins; i++)
+        ord[i] = p->ins[i].kind == LDT__I_REDIST || p->ins[i].kind == LDT__I_ALL_REDUCE ? c++ : -1;
+    return c;
+}
+
+/* With sig != NULL, a dry run: p is left as it is, and *sig (malloc'd, *nsig entries) says
+ * what the run would issue, in terms every rank can compare: per collective call in the new
+ * order, its member count, then its members' collective ordinals. */
 static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
-                                   ldt__fuse_stats *st) {
+                                   ldt__fuse_stats *st, int64_t **sig, int64_t *nsig) {
     int64_t n = p->nins, ne = 0, *ready = NULL, *need = NULL, *order = NULL, *lastw = NULL, *pos = NULL;
     int64_t nb = 0, capb = 0, nout = 0, nops2;
     rb *bs = NULL, open[MAX_OPEN];
@@ -267,6 +281,34 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
             if (bs[c].need < need_all) need_all = bs[c].need;
         }
     }
+    if (sig) { /* the dry run's account, in the order the loop below would emit */
+        int64_t *ord = malloc((size_t)(n + 1) * sizeof *ord), k = 0;
+        *sig = malloc((size_t)(2 * n + 1) * sizeof **sig);
+        if (!ord || !*sig) {
+            free(ord);
+            LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+        }
+        collective_ordinals(p, ord);
+        for (int64_t at = -1; at < n; at++) {
+            if (at >= 0 && bucket_of[at] < 0 && ord[at] >= 0) {
+                (*sig)[k++] = 1;
+                (*sig)[k++] = ord[at];
+            }
+            for (int64_t b = 0; b < nb; b++) {
+                if (pos[b] != at) continue;
+                (*sig)[k++] = bs[b].n;
+                for (int j = 0; j < bs[b].n; j++) { /* members in program order */
+                    int64_t m = ord[bs[b].m[j]], c = k + j;
+                    for (; c > k && (*sig)[c - 1] > m; c--) (*sig)[c] = (*sig)[c - 1];
+                    (*sig)[c] = m;
+                }
+                k += bs[b].n;
+            }
+        }
+        *nsig = k;
+        free(ord);
+        goto fail; /* st_ is LDT_OK: the common cleanup */
+    }
     out = malloc((size_t)(n + 1) * sizeof *out);
     if (!out || !(ops2 = malloc((size_t)(p->nops + n + 1) * sizeof *ops2))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
     memcpy(ops2, p->ops, (size_t)p->nops * sizeof *ops2);
@@ -323,8 +365,128 @@ fail:
 
 ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
                              ldt__fuse_stats *st) {
-    LDT_CHECK(buckets_by_ready(p, bytes, cap_bytes, st));
+    LDT_CHECK(buckets_by_ready(p, bytes, cap_bytes, st, NULL, NULL));
     group_runs(p, st);
     st->collectives_after = ldt__program_collectives(p);
     return LDT_OK;
+}
+
+/* The group marks of p's collectives in order (0 for a call of its own), into g; the count. */
+static int64_t group_marks(const ldt__program *p, uint8_t *g) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < p->nins; i++)
+        if (p->ins[i].kind == LDT__I_REDIST || p->ins[i].kind == LDT__I_ALL_REDUCE) g[k++] = p->ins[i].group;
+    return k;
+}
+
+ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_bytes, ldt__fuse_stats *st,
+                            int *agreed) {
+    int64_t ncoll = -1, *cbytes = NULL, *ref = NULL, nref = 0, **ords = NULL;
+    int first = -1, ok = 1;
+    ldt_status st_ = LDT_OK;
+    memset(st, 0, sizeof *st);
+    *agreed = 0;
+    if (!(ords = calloc((size_t)(nprogs ? nprogs : 1), sizeof *ords))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "fuse: out of memory");
+    /* the same collectives, in the same order, of the same kind, group, dtype and op */
+    for (int r = 0; r < nprogs && ok; r++) {
+        const ldt__program *p = progs[r];
+        int64_t c;
+        if (!p) continue;
+        if (!(ords[r] = malloc((size_t)(p->nins + 1) * sizeof **ords))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+        c = collective_ordinals(p, ords[r]);
+        if (first < 0) {
+            first = r;
+            ncoll = c;
+            if (!(cbytes = calloc((size_t)(c + 1), sizeof *cbytes))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+        } else if (c != ncoll) {
+            ok = 0;
+            break;
+        }
+        for (int64_t i = 0, j = 0; i < p->nins && ok; i++) {
+            const ldt__instr *x = &p->ins[i], *y;
+            int64_t b;
+            if (ords[r][i] < 0) continue;
+            /* the first program's instruction with the same ordinal */
+            while (ords[first][j] != ords[r][i]) j++;
+            y = &progs[first]->ins[j];
+            ok = x->kind == y->kind && x->nin == y->nin && x->async == y->async &&
+                 (x->kind != LDT__I_ALL_REDUCE ||
+                  (x->reduce == y->reduce && x->ndims == y->ndims && !memcmp(x->dims, y->dims, x->ndims) &&
+                   p->vals[x->out].dtype == progs[first]->vals[y->out].dtype));
+            b = x->kind == LDT__I_ALL_REDUCE ? ldt__value_bytes(&p->vals[x->out]) : 0;
+            if (b > cbytes[ords[r][i]]) cbytes[ords[r][i]] = b; /* the largest over ranks */
+        }
+    }
+    if (!ok || first < 0) goto fail;
+    /* every rank's decision, dry; they must be one decision */
+    for (int r = 0; r < nprogs && ok; r++) {
+        ldt__program *p = progs[r];
+        int64_t *bytes, *sig = NULL, nsig = 0;
+        ldt__fuse_stats fs;
+        if (!p) continue;
+        if (!(bytes = malloc((size_t)(p->nins + 1) * sizeof *bytes))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+        for (int64_t i = 0; i < p->nins; i++) bytes[i] = ords[r][i] >= 0 ? cbytes[ords[r][i]] : 0;
+        memset(&fs, 0, sizeof fs);
+        st_ = buckets_by_ready(p, bytes, cap_bytes, &fs, &sig, &nsig);
+        free(bytes);
+        if (st_ != LDT_OK) goto fail;
+        if (!ref) {
+            ref = sig;
+            nref = nsig;
+        } else {
+            ok = nsig == nref && !memcmp(sig, ref, (size_t)nsig * sizeof *sig);
+            free(sig);
+        }
+    }
+    if (!ok) goto fail;
+    /* one decision: apply it everywhere */
+    for (int r = 0; r < nprogs; r++) {
+        ldt__program *p = progs[r];
+        int64_t *bytes;
+        ldt__fuse_stats fs;
+        if (!p) continue;
+        if (!(bytes = malloc((size_t)(p->nins + 1) * sizeof *bytes))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+        for (int64_t i = 0; i < p->nins; i++) bytes[i] = ords[r][i] >= 0 ? cbytes[ords[r][i]] : 0;
+        memset(&fs, 0, sizeof fs);
+        st_ = ldt__fuse_buckets(p, bytes, cap_bytes, &fs);
+        free(bytes);
+        if (st_ != LDT_OK) goto fail;
+        if (fs.fused_calls > st->fused_calls) st->fused_calls = fs.fused_calls;
+        if (fs.fused_members > st->fused_members) st->fused_members = fs.fused_members;
+        if (fs.groups > st->groups) st->groups = fs.groups;
+    }
+    *agreed = 1;
+    { /* group marks follow adjacency, which other instructions can break on one rank only:
+         where they differ, every collective is issued as a call of its own */
+        uint8_t *g0 = malloc((size_t)(nref + 1)), *g = malloc((size_t)(nref + 1));
+        int64_t n0 = -1, same = 1;
+        if (!g0 || !g) {
+            free(g0);
+            free(g);
+            LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+        }
+        for (int r = 0; r < nprogs && same; r++) {
+            int64_t n1;
+            if (!progs[r]) continue;
+            if (n0 < 0) {
+                n0 = group_marks(progs[r], g0);
+                continue;
+            }
+            n1 = group_marks(progs[r], g);
+            same = n1 == n0 && !memcmp(g, g0, (size_t)n0);
+        }
+        if (!same) {
+            for (int r = 0; r < nprogs; r++)
+                for (int64_t i = 0; progs[r] && i < progs[r]->nins; i++) progs[r]->ins[i].group = 0;
+            st->groups = 0;
+        }
+        free(g0);
+        free(g);
+    }
+fail:
+    for (int r = 0; r < nprogs; r++) free(ords[r]);
+    free(ords);
+    free(cbytes);
+    free(ref);
+    return st_;
 }

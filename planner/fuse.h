@@ -30,5 +30,13 @@ ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_st
  * instruction i's value (the same array for every rank). Sets p->vgroup and p->ngroups. */
 ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
                              ldt__fuse_stats *st);
+/* Passes 2 and 3 on every rank's program (NULL entries skipped) as one decision: each
+ * collective is sized by its largest figure over ranks, each rank's buckets are worked out
+ * without changing anything, and they are applied only if every rank would issue the same
+ * calls with the same members in the same order (*agreed = 1); otherwise nothing changes
+ * (*agreed = 0). Group marks are dropped everywhere if they would differ. *st: the largest
+ * counts over ranks. */
+ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_bytes, ldt__fuse_stats *st,
+                            int *agreed);
 
 #endif

@@ -346,6 +346,9 @@ typedef struct ldt_exec_stats {
                                   to date when read) */
     int64_t host_copies;       /* times the host's copy of them was brought up to date (a
                                   host read, an eager run, another executable): not per step */
+    int fuse_agreed;           /* 1: every rank's gradient buckets were one decision and were
+                                  applied; 0: they would have differed (or fusion is off), so
+                                  each collective is a call of its own */
 } ldt_exec_stats;
 /* The executable's figures above, as of its last replay. */
 LDT_API ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);

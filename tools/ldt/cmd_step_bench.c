@@ -210,6 +210,7 @@ int cmd_step_bench(int argc, char **argv) {
         else
             printf("null");
         printf(",\"collectives\":%lld,\"collectives_unfused\":%lld", (long long)es.collectives, (long long)es.collectives_unfused);
+        printf(",\"fuse_agreed\":%s", es.fuse_agreed ? "true" : "false");
         if (dp >= 0)
             printf(",\"dp_collectives\":{\"fused\":%lld,\"unfused\":%lld}", (long long)es.dim_collectives[dp],
                    (long long)es.dim_collectives_unfused[dp]);

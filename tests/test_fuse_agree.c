@@ -1,0 +1,187 @@
+/* Gradient buckets as one decision over ranks (planner/fuse.c, ldt__fuse_agreed): on
+ * hand-built programs, ranks whose programs differ in length still bucket when every rank
+ * would issue the same calls with the same members; where one rank would bucket differently,
+ * no rank buckets; and every rank's collectives stay in the same order with the same sizes. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/fuse.h"
+#include "planner/program.h"
+
+static const int k_dp[1] = {0};
+
+typedef struct prog {
+    ldt__program *p;
+    ldt__lower L;
+} prog;
+
+static void prog_open(prog *g) {
+    g->p = calloc(1, sizeof *g->p);
+    cr_assert_not_null(g->p);
+    g->L.p = g->p;
+    g->L.mesh = NULL;
+}
+
+/* A new value of n f32 elements, written by a fill. */
+static int32_t fill(prog *g, int64_t n) {
+    int32_t v = ldt__lower_value(&g->L, &(ldt_shape){1, {n}}, LDT_F32, -1);
+    cr_assert_geq(v, 0);
+    cr_assert_eq(ldt__lower_fill(&g->L, -1, v, 1.0), LDT_OK);
+    return v;
+}
+
+/* A kernel reading v (a new value of the same shape). */
+static void reads(prog *g, int32_t v) {
+    int32_t o = ldt__lower_value(&g->L, &g->p->vals[v].shape, LDT_F32, -1);
+    cr_assert_geq(o, 0);
+    cr_assert_eq(ldt__lower_kernel(&g->L, -1, LDT_OP_NEG, NULL, 1, &v, o, NULL, NULL), LDT_OK);
+}
+
+static void all_reduce(prog *g, int32_t v) {
+    cr_assert_eq(ldt__lower_all_reduce(&g->L, -1, v, LDT_REDUCE_SUM, 1, k_dp), LDT_OK);
+}
+
+/* The collective calls of p in order: per call its operand count and bytes. */
+static int calls(const ldt__program *p, int64_t *nin, int64_t *bytes) {
+    int n = 0;
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        if (x->kind != LDT__I_ALL_REDUCE) continue;
+        nin[n] = x->nin;
+        bytes[n] = 0;
+        for (int k = 0; k < x->nin; k++) bytes[n] += ldt__value_bytes(&p->vals[p->ops[x->in + k]]);
+        n++;
+    }
+    return n;
+}
+
+/* Rank 0 has two more instructions (work of its own) than rank 1; both make gradients a, b, c
+ * and reduce them after all three exist, then read them. */
+static void gradients(prog *g, int extra) {
+    int32_t a, b, c;
+    if (extra) reads(g, fill(g, 3));
+    a = fill(g, 8);
+    b = fill(g, 16);
+    c = fill(g, 4);
+    all_reduce(g, a);
+    all_reduce(g, b);
+    all_reduce(g, c);
+    reads(g, a);
+    reads(g, b);
+    reads(g, c);
+}
+
+Test(fuse_agree, programs_of_different_lengths_share_one_bucket) {
+    prog g[2];
+    ldt__program *ps[2];
+    ldt__fuse_stats st;
+    int agreed = -1;
+    int64_t nin[2][8], bytes[2][8];
+    for (int r = 0; r < 2; r++) {
+        prog_open(&g[r]);
+        gradients(&g[r], r == 0);
+        ps[r] = g[r].p;
+    }
+    cr_assert_neq(ps[0]->nins, ps[1]->nins, "the programs differ in length");
+    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, &st, &agreed), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(agreed, 1);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(calls(ps[r], nin[r], bytes[r]), 1, "rank %d: one call", r);
+        cr_assert_eq(nin[r][0], 3);
+        cr_assert_eq(bytes[r][0], (8 + 16 + 4) * 4);
+        cr_assert_eq(ps[r]->ngroups, 1, "one memory-plan group: zero-copy");
+    }
+    cr_assert_eq(st.fused_calls, 1);
+    cr_assert_eq(st.fused_members, 3);
+    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+}
+
+Test(fuse_agree, a_cap_splits_alike_on_every_rank) {
+    prog g[2];
+    ldt__program *ps[2];
+    ldt__fuse_stats st;
+    int agreed = -1;
+    int64_t nin[2][8], bytes[2][8];
+    for (int r = 0; r < 2; r++) {
+        prog_open(&g[r]);
+        gradients(&g[r], r == 1);
+        ps[r] = g[r].p;
+    }
+    /* 96 bytes: a (32) and b (64) fill one bucket, c (16) goes to the next */
+    cr_assert_eq(ldt__fuse_agreed(ps, 2, 96, &st, &agreed), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(agreed, 1);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(calls(ps[r], nin[r], bytes[r]), 2, "rank %d", r);
+        cr_assert_eq(nin[r][0], 2);
+        cr_assert_eq(bytes[r][0], 96);
+        cr_assert_eq(nin[r][1], 1);
+        cr_assert_eq(bytes[r][1], 16);
+    }
+    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+}
+
+Test(fuse_agree, a_rank_that_would_bucket_otherwise_leaves_every_rank_unfused) {
+    prog g[2];
+    ldt__program *ps[2];
+    ldt__fuse_stats st;
+    int agreed = -1;
+    int64_t n0[2], nin[2][8], bytes[2][8];
+    int32_t a, b;
+    /* rank 0 reads a's result before b exists: a and b cannot share a call there */
+    prog_open(&g[0]);
+    a = fill(&g[0], 8);
+    all_reduce(&g[0], a);
+    reads(&g[0], a);
+    b = fill(&g[0], 16);
+    all_reduce(&g[0], b);
+    reads(&g[0], b);
+    /* rank 1 makes both first: alone, it would bucket them */
+    prog_open(&g[1]);
+    a = fill(&g[1], 8);
+    b = fill(&g[1], 16);
+    all_reduce(&g[1], a);
+    all_reduce(&g[1], b);
+    reads(&g[1], a);
+    reads(&g[1], b);
+    for (int r = 0; r < 2; r++) {
+        ps[r] = g[r].p;
+        n0[r] = ps[r]->nins;
+    }
+    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, &st, &agreed), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(agreed, 0);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(ps[r]->nins, n0[r], "rank %d unchanged", r);
+        cr_assert_eq(calls(ps[r], nin[r], bytes[r]), 2);
+        cr_assert_eq(nin[r][0], 1);
+        cr_assert_eq(bytes[r][0], 32);
+        cr_assert_eq(bytes[r][1], 64);
+        cr_assert_eq(ps[r]->ngroups, 0);
+    }
+    /* the same pair on rank 1 alone (one rank: its own decision) does bucket */
+    cr_assert_eq(ldt__fuse_agreed(&ps[1], 1, 1 << 20, &st, &agreed), LDT_OK);
+    cr_assert_eq(agreed, 1);
+    cr_assert_eq(calls(ps[1], nin[1], bytes[1]), 1);
+    cr_assert_eq(bytes[1][0], 96);
+    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+}
+
+Test(fuse_agree, ranks_with_different_collectives_are_left_alone) {
+    prog g[2];
+    ldt__program *ps[2];
+    ldt__fuse_stats st;
+    int agreed = -1;
+    int64_t nin[8], bytes[8];
+    prog_open(&g[0]);
+    gradients(&g[0], 0);
+    prog_open(&g[1]);
+    gradients(&g[1], 0);
+    all_reduce(&g[1], fill(&g[1], 2)); /* one more collective on rank 1: not the same program */
+    ps[0] = g[0].p;
+    ps[1] = g[1].p;
+    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, &st, &agreed), LDT_OK);
+    cr_assert_eq(agreed, 0);
+    cr_assert_eq(calls(ps[0], nin, bytes), 3, "nothing fused");
+    cr_assert_eq(calls(ps[1], nin, bytes), 4);
+    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+}
