@@ -412,6 +412,34 @@ Test(cli, plan_default_pins_plan_alike) {
     cJSON_Delete(ja), cJSON_Delete(jb), cJSON_Delete(jc);
 }
 
+/* A whole training step planned on a meta mesh (no data anywhere: the optimizer's updates are
+ * assignments to meta tensors) is the plan the same step gets on a CPU mesh. */
+Test(cli, plan_train_on_a_meta_mesh_plans_like_a_cpu_mesh) {
+    static char a[1 << 20], b[1 << 20];
+    cJSON *ja, *jb;
+    char *na, *nb;
+    const char *tot[] = {"collectives", "comm_bytes_per_rank", "redistributions", "nodes"};
+    cr_assert_eq(run("plan --train --meta --model gpt --layers 2 --mesh dp=2,tp=2 --json", a, sizeof a, 0), 0, "%s", a);
+    cr_assert_eq(run("plan --train --model gpt --layers 2 --mesh dp=2,tp=2 --json", b, sizeof b, 0), 0, "%s", b);
+    ja = cJSON_Parse(a), jb = cJSON_Parse(b);
+    cr_assert(ja && jb);
+    na = cJSON_PrintUnformatted(cJSON_GetObjectItem(ja, "nodes"));
+    nb = cJSON_PrintUnformatted(cJSON_GetObjectItem(jb, "nodes"));
+    cr_assert(na && nb);
+    cr_expect_str_eq(na, nb);
+    cr_expect(strstr(na, "\"op\":\"sqrt\"") != NULL, "a training step: AdamW's update (sqrt of v) is planned");
+    for (int i = 0; i < 4; i++) {
+        cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(ja, "totals"), tot[i]);
+        cJSON *y = cJSON_GetObjectItem(cJSON_GetObjectItem(jb, "totals"), tot[i]);
+        cr_assert(x && y, "totals.%s", tot[i]);
+        cr_expect_eq(x->valuedouble, y->valuedouble, "totals.%s: meta %g, cpu %g", tot[i], x->valuedouble,
+                     y->valuedouble);
+    }
+    cr_expect_gt(cJSON_GetObjectItem(cJSON_GetObjectItem(ja, "totals"), "collectives")->valuedouble, 0);
+    free(na), free(nb);
+    cJSON_Delete(ja), cJSON_Delete(jb);
+}
+
 /* ---- --json on info, calibrate and ckpt info ---------------------------------------------- */
 
 Test(cli, info_json_matches_text) {

@@ -252,7 +252,9 @@ ldt_status ldt_assign(ldt_tensor *dst, ldt_tensor *value) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "assign '%s': dst %s %s, value %s %s; expected the same "
                  "shape and dtype", LDT__NAME(dst) ? LDT__NAME(dst) : "", d,
                  ldt_dtype_name((ldt_dtype)dst->dtype), v, ldt_dtype_name((ldt_dtype)value->dtype));
-    if (!dst->data && ldt__nbytes(dst))
+    /* on a meta mesh a step is traced to be planned, never run: parameters hold no data there,
+     * and an assignment is part of the step's plan (a training step's updates) */
+    if (!dst->data && ldt__nbytes(dst) && ldt_mesh_device(ctx->mesh) != LDT_DEVICE_META)
         LDT_FAIL(LDT_ERR_INVALID_USAGE, "assign '%s': a meta tensor holds no data", LDT__NAME(dst) ? LDT__NAME(dst) : "");
     if (LDT__P(dst)->source)
         LDT_FAIL(LDT_ERR_INVALID_USAGE, "assign '%s': it already receives a value in this trace",
