@@ -1154,6 +1154,79 @@ int ldt__xmesh_is_source(const ldt_spec *src, int64_t target_pos, const int64_t 
     return 1;
 }
 
+/* A region's bounding interval on tensor dim d: [lo, hi). */
+static void bound_of(const ldt_region *r, int d, int64_t *lo, int64_t *hi) {
+    const ldt_dim_runs *u = &r->runs[d];
+    *lo = u->start;
+    *hi = u->blocks > 0 && u->len > 0 ? u->start + (u->blocks - 1) * u->block_stride + u->len : u->start;
+}
+
+/* Sources by the start of their bounding interval on one tensor dim, with the running
+ * largest end, so a target finds the sources that can overlap it without trying them all. */
+typedef struct xindex {
+    int d;
+    int *by_lo;       /* source positions, by bounding start */
+    int64_t *lo;      /* their starts, ascending */
+    int64_t *max_hi;  /* the largest end among by_lo[0..i] */
+} xindex;
+
+typedef struct xkey {
+    int64_t lo;
+    int pos;
+} xkey;
+
+static int xkey_cmp(const void *a, const void *b) {
+    const xkey *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : x->pos - y->pos;
+}
+
+/* The dim whose bounding intervals cover the least of it on average (the most selective),
+ * indexed. */
+static ldt_status xindex_build(const ldt_region *rx, int N, const ldt_shape *shape, xindex *ix) {
+    int ndim = shape->ndim;
+    double best = -1;
+    xkey *k;
+    memset(ix, 0, sizeof *ix);
+    for (int d = 0; d < ndim; d++) {
+        double w = 0;
+        for (int a = 0; a < N; a++) {
+            int64_t lo, hi;
+            bound_of(&rx[a], d, &lo, &hi);
+            w += (double)(hi - lo) / (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
+        }
+        if (best < 0 || w < best) best = w, ix->d = d;
+    }
+    k = malloc((size_t)(N ? N : 1) * sizeof *k);
+    ix->by_lo = malloc((size_t)(N ? N : 1) * sizeof *ix->by_lo);
+    ix->lo = malloc((size_t)(N ? N : 1) * sizeof *ix->lo);
+    ix->max_hi = malloc((size_t)(N ? N : 1) * sizeof *ix->max_hi);
+    if (!k || !ix->by_lo || !ix->lo || !ix->max_hi) {
+        free(k);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    }
+    for (int a = 0; a < N; a++) {
+        int64_t hi;
+        bound_of(&rx[a], ix->d, &k[a].lo, &hi);
+        k[a].pos = a;
+    }
+    qsort(k, (size_t)N, sizeof *k, xkey_cmp);
+    for (int i = 0; i < N; i++) {
+        int64_t lo, hi;
+        ix->by_lo[i] = k[i].pos;
+        ix->lo[i] = k[i].lo;
+        bound_of(&rx[k[i].pos], ix->d, &lo, &hi);
+        ix->max_hi[i] = i && ix->max_hi[i - 1] > hi ? ix->max_hi[i - 1] : hi;
+    }
+    free(k);
+    return LDT_OK;
+}
+
+static void xindex_free(xindex *ix) {
+    free(ix->by_lo);
+    free(ix->lo);
+    free(ix->max_hi);
+}
+
 /* The send_recv step from X (source mesh, no Partial) to Y (target mesh, no Partial):
  * bytes per world rank summed over its peers (a rank on both meshes copies to itself for
  * free), peers counted for the latency term. */
@@ -1165,7 +1238,9 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0;
     int *peers = NULL, maxp = 0;
     ldt__rstep s;
+    xindex ix;
     memset(&s, 0, sizeof s);
+    memset(&ix, 0, sizeof ix);
     LDT_CHECK(pricer_init(&pa, X->mesh, cm, X, NULL));
     st = pricer_init(&pb, Y->mesh, cm, Y, NULL);
     if (st == LDT_OK) st = pricer_enumerate(&pa);
@@ -1185,8 +1260,24 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     if (!sent || !recv || !peers) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     LDT_CHECK_GOTO(layouts(&pa, X, pa.rx));
     LDT_CHECK_GOTO(layouts(&pb, Y, pb.ry));
-    for (int b = 0; b < pb.N; b++)
-        for (int a = 0; a < pa.N; a++) {
+    LDT_CHECK_GOTO(xindex_build(pa.rx, pa.N, &X->shape, &ix));
+    for (int b = 0; b < pb.N; b++) {
+        int64_t blo, bhi;
+        int top;
+        if (pb.ry[b].numel == 0) continue;
+        bound_of(&pb.ry[b], ix.d, &blo, &bhi);
+        /* the last source starting before the target ends, then back while any can reach it */
+        {
+            int l = 0, h = pa.N;
+            while (l < h) {
+                int m = l + (h - l) / 2;
+                if (ix.lo[m] < bhi) l = m + 1;
+                else h = m;
+            }
+            top = l - 1;
+        }
+        for (int i = top; i >= 0 && ix.max_hi[i] > blo; i--) {
+            int a = ix.by_lo[i];
             int wa = ldt_mesh_rank_at(X->mesh, a), wb = ldt_mesh_rank_at(Y->mesh, b);
             int64_t n;
             if (wa == wb || !ldt__xmesh_is_source(X, b, &pa.coords[a * LDT_MAX_DIMS])) continue;
@@ -1197,6 +1288,7 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
             peers[wa]++;
             peers[wb]++;
         }
+    }
     for (int w = 0; w <= maxw; w++) {
         if (sent[w] > ms) ms = sent[w];
         if (recv[w] > mr) mr = recv[w];
@@ -1219,6 +1311,7 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     s.after = *Y;
     *out = s;
 fail:
+    xindex_free(&ix);
     free(sent);
     free(recv);
     free(peers);

@@ -9,6 +9,7 @@
 #include "ldt/ldt.h"
 #include "planner/program.h"
 #include "planner/redistribute.h"
+#include "planner/region.h"
 #include "tests/test_util.h"
 
 static ldt_mesh *mesh_of(const char *text) {
@@ -410,4 +411,107 @@ Test(redist_huge, classes_match_every_rank_of_a_training_plan) {
         ldt_ctx_destroy(ctx);
         ldt_mesh_destroy(mesh);
     }
+}
+
+/* ---- across meshes ------------------------------------------------------------------------ */
+
+/* The send_recv step of src -> (to_mesh, to), or fails the test. */
+static ldt_redist_step xmesh_step(const ldt_spec *src, const ldt_mesh *to_mesh, const ldt_placement *to,
+                                  int nto) {
+    ldt_redist_plan *p = NULL;
+    ldt_redist_step s, found;
+    int n = 0;
+    cr_assert_eq(ldt_redist_plan_create(src, to_mesh, to, nto, NULL, &p), LDT_OK, "%s", ldt_last_error());
+    memset(&found, 0, sizeof found);
+    for (int i = 0; i < ldt_redist_plan_nsteps(p); i++) {
+        cr_assert_eq(ldt_redist_plan_step(p, i, &s), LDT_OK);
+        if (s.collective == LDT_COLL_SEND_RECV) found = s, n++;
+    }
+    ldt_redist_plan_destroy(p);
+    cr_assert_eq(n, 1, "one send_recv step, got %d", n);
+    return found;
+}
+
+/* [1048576,64] f32 S0 from 65,536 ranks to 32,768 (world ranks 0.. on both): a source holds
+ * 16 rows (4096 B), a target 32 (8192 B), from sources 2b and 2b+1; rank 0's own rows stay
+ * with it. The busiest rank sends 4096 B and receives 8192 B. Rank-by-rank pairs would be
+ * 2^31 intersections; this must not take them. */
+Test(redist_huge, cross_mesh_65536_to_32768) {
+    ldt_mesh *a = mesh_of("65536"), *b = mesh_of("32768");
+    ldt_shape sh = {2, {1048576, 64}};
+    ldt_placement s0 = ldt_shard(0);
+    ldt_spec X;
+    ldt_redist_step s;
+    cr_assert_eq(ldt_spec_init(&X, a, &sh, &s0, 1, LDT_F32), LDT_OK);
+    s = xmesh_step(&X, b, &s0, 1);
+    cr_expect_eq(s.bytes_sent, 4096);
+    cr_expect_eq(s.bytes_recv, 8192);
+    ldt_mesh_destroy(a);
+    ldt_mesh_destroy(b);
+}
+
+/* Random cross-mesh moves on small meshes (uneven, interleaved and replicated sources, meshes
+ * with shared and with disjoint ranks) against every (source, target) pair counted here: a
+ * target takes each element from the one replica ldt__xmesh_is_source names, a rank on both
+ * meshes keeps what it holds. */
+Test(redist_huge, cross_mesh_matches_every_pair) {
+    static const char *meshes[] = {"4", "6", "2x3", "3x2", "2x2x2", "5", "[[0,2],[1,3]]", "[[4,5],[6,7]]", "3"};
+    uint64_t rng = 0xc055;
+    int checked = 0;
+    for (int t = 0; t < ldt_test_cases(200); t++) {
+        ldt_mesh *ma = mesh_of(meshes[ldt_test_range(&rng, 0, 8)]), *mb = mesh_of(meshes[ldt_test_range(&rng, 0, 8)]);
+        int na = ldt_mesh_ndim(ma), nb = ldt_mesh_ndim(mb);
+        ldt_shape sh;
+        ldt_placement pa[3], pb[3];
+        ldt_spec X, Y;
+        ldt_redist_step s;
+        int64_t sent[16] = {0}, recv[16] = {0}, ms = 0, mr = 0, ca[LDT_MAX_DIMS], cb[LDT_MAX_DIMS];
+        sh.ndim = (int)ldt_test_range(&rng, 1, 3);
+        for (int d = 0; d < sh.ndim; d++) sh.dims[d] = ldt_test_range(&rng, 1, 13);
+        for (int i = 0; i < na; i++) {
+            pa[i] = random_placement(&rng, sh.ndim);
+            if (pa[i].kind == LDT_PLACE_PARTIAL) pa[i] = ldt_replicate();
+        }
+        for (int i = 0; i < nb; i++) {
+            pb[i] = random_placement(&rng, sh.ndim);
+            if (pb[i].kind == LDT_PLACE_PARTIAL) pb[i] = ldt_replicate();
+        }
+        if (ldt_spec_init(&X, ma, &sh, pa, na, LDT_F32) != LDT_OK ||
+            ldt_spec_init(&Y, mb, &sh, pb, nb, LDT_F32) != LDT_OK || ldt_mesh_equal(ma, mb)) {
+            ldt_clear_error();
+            ldt_mesh_destroy(ma);
+            ldt_mesh_destroy(mb);
+            continue;
+        }
+        for (int q = 0; q < ldt_mesh_nranks(mb); q++) {
+            ldt_region rb;
+            int64_t rem = q;
+            for (int i = nb - 1; i >= 0; i--) cb[i] = rem % ldt_mesh_dim_size(mb, i), rem /= ldt_mesh_dim_size(mb, i);
+            cr_assert_eq(ldt_layout_coord(&Y, cb, &rb), LDT_OK);
+            for (int p = 0; p < ldt_mesh_nranks(ma); p++) {
+                ldt_region ra;
+                int wa = ldt_mesh_rank_at(ma, p), wb = ldt_mesh_rank_at(mb, q);
+                int64_t n;
+                rem = p;
+                for (int i = na - 1; i >= 0; i--) ca[i] = rem % ldt_mesh_dim_size(ma, i), rem /= ldt_mesh_dim_size(ma, i);
+                if (wa == wb || !ldt__xmesh_is_source(&X, q, ca)) continue;
+                cr_assert_eq(ldt_layout_coord(&X, ca, &ra), LDT_OK);
+                n = ldt__region_isect_numel(&ra, &rb);
+                sent[wa] += n;
+                recv[wb] += n;
+            }
+        }
+        for (int w = 0; w < 16; w++) {
+            if (sent[w] > ms) ms = sent[w];
+            if (recv[w] > mr) mr = recv[w];
+        }
+        s = xmesh_step(&X, mb, pb, nb);
+        cr_expect(s.bytes_sent == 4 * ms && s.bytes_recv == 4 * mr,
+                  "case %d: sent %lld recv %lld, every pair gives %lld and %lld", t, (long long)s.bytes_sent,
+                  (long long)s.bytes_recv, (long long)(4 * ms), (long long)(4 * mr));
+        checked++;
+        ldt_mesh_destroy(ma);
+        ldt_mesh_destroy(mb);
+    }
+    cr_expect_gt(checked, ldt_test_cases(200) / 3, "only %d cases checked", checked);
 }
