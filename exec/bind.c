@@ -89,15 +89,19 @@ static ldt_status w_fill(const ldt__kcall *c) {
 }
 
 
+/* An all_reduce's group communicator: made at its first replay, kept in its record. */
+static ldt_status group_of(binstr *b, const ldt__instr *x, ldt_comm **g) {
+    if (!b->comm) LDT_CHECK(ldt__instr_group(b->rs->world, b->rs->e->mesh, b->rs->groups, x, &b->comm));
+    *g = b->comm;
+    return LDT_OK;
+}
+
 static ldt_status w_all_reduce(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     rank_state *rs = b->rs;
     const ldt__instr *x = &rs->prog->ins[b->idx];
-    ldt_comm *g = b->comm;
-    if (!g) {
-        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
-        b->comm = g;
-    }
+    ldt_comm *g;
+    LDT_CHECK(group_of(b, x, &g));
     if (ldt_comm_size(g) == 1) return LDT_OK;
     return ldt__all_reduce_bound(g, c->out.data, c->out.data, b->count, c->out.dtype, (ldt_reduce_op)x->reduce);
 }
@@ -107,11 +111,8 @@ static ldt_status w_all_reduce_fused(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     rank_state *rs = b->rs;
     const ldt__instr *x = &rs->prog->ins[b->idx];
-    ldt_comm *g = b->comm;
-    if (!g) {
-        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
-        b->comm = g;
-    }
+    ldt_comm *g;
+    LDT_CHECK(group_of(b, x, &g));
     if (ldt_comm_size(g) == 1) return LDT_OK;
     return ldt__all_reduce_bound(g, c->in[0].data, c->in[0].data, b->count, c->out.dtype,
                                  (ldt_reduce_op)x->reduce);
@@ -122,13 +123,9 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     rank_state *rs = b->rs;
     const ldt__instr *x = &rs->prog->ins[b->idx];
-    size_t es = ldt__dtype_size(c->out.dtype);
-    ldt_comm *g = b->comm;
+    ldt_comm *g;
     char *at = b->scratch;
-    if (!g) {
-        LDT_CHECK(ldt__instr_group(rs->world, rs->e->mesh, rs->groups, x, &g));
-        b->comm = g;
-    }
+    LDT_CHECK(group_of(b, x, &g));
     if (ldt_comm_size(g) == 1) return LDT_OK;
     for (int k = 0; k < c->nin; k++) {
         size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
@@ -142,7 +139,6 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
         memcpy(c->in[k].data, at, nb);
         at += nb;
     }
-    (void)es;
     return LDT_OK;
 }
 
