@@ -100,7 +100,7 @@ static ldt_status w_all_reduce(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     rank_state *rs = b->rs;
     const ldt__instr *x = &rs->prog->ins[b->idx];
-    ldt_comm *g;
+    ldt_comm *g = NULL;
     LDT_CHECK(group_of(b, x, &g));
     if (ldt_comm_size(g) == 1) return LDT_OK;
     return ldt__all_reduce_bound(g, c->out.data, c->out.data, b->count, c->out.dtype, (ldt_reduce_op)x->reduce);
@@ -111,7 +111,7 @@ static ldt_status w_all_reduce_fused(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     rank_state *rs = b->rs;
     const ldt__instr *x = &rs->prog->ins[b->idx];
-    ldt_comm *g;
+    ldt_comm *g = NULL;
     LDT_CHECK(group_of(b, x, &g));
     if (ldt_comm_size(g) == 1) return LDT_OK;
     return ldt__all_reduce_bound(g, c->in[0].data, c->in[0].data, b->count, c->out.dtype,
@@ -123,7 +123,7 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     rank_state *rs = b->rs;
     const ldt__instr *x = &rs->prog->ins[b->idx];
-    ldt_comm *g;
+    ldt_comm *g = NULL;
     char *at = b->scratch;
     LDT_CHECK(group_of(b, x, &g));
     if (ldt_comm_size(g) == 1) return LDT_OK;
