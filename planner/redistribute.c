@@ -469,6 +469,25 @@ static ldt_status group_sum(const pricer *pr, const int64_t *c, int ndims, const
     return LDT_OK;
 }
 
+/* The union over the group (mesh dims dims[0..ndims), the other coordinates c's) of S's
+ * regions, as one region: where S shards on every group dim and no mesh dim inside a group
+ * dim (later, off the group) splits the same tensor dim, the group's pieces are disjoint and
+ * together are S's layout with the group dims replicated. Returns 0 where that does not hold. */
+static int group_union(const ldt_spec *S, const int64_t *c, int ndims, const int *dims, ldt_region *out) {
+    ldt_spec U = *S;
+    unsigned in_group = 0;
+    for (int i = 0; i < ndims; i++) in_group |= 1u << dims[i];
+    for (int i = 0; i < ndims; i++) {
+        const ldt_placement *p = &S->placements[dims[i]];
+        if (!shards(p, p->dim)) return 0;
+        for (int j = dims[i] + 1; j < S->nplace; j++)
+            if (!(in_group & (1u << j)) && shards(&S->placements[j], p->dim)) return 0;
+    }
+    for (int i = 0; i < ndims; i++) U.placements[dims[i]] = ldt_replicate();
+    ldt__layout_coord_checked(&U, c, out);
+    return 1;
+}
+
 /* price_regions' figures from one rank per combination of cells (see Pricing). */
 static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
                                 ldt_redist_step *s, int64_t *ms, int64_t *mr, int64_t *mw) {
@@ -502,8 +521,13 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
             break;
         case LDT_COLL_ALL_TO_ALL: {
             int64_t self = ldt__region_isect_numel(&rx, &ry);
-            LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, Y, &rx, 0, &sent));
-            LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, X, &ry, 1, &recv));
+            ldt_region u;
+            /* what the group holds after (before), met in one intersection where it can be:
+             * a sum over the group per position grows as the square of the group */
+            if (group_union(Y, c, s->ndims, s->dims, &u)) sent = ldt__region_isect_numel(&rx, &u);
+            else LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, Y, &rx, 0, &sent));
+            if (group_union(X, c, s->ndims, s->dims, &u)) recv = ldt__region_isect_numel(&u, &ry);
+            else LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, X, &ry, 1, &recv));
             sent -= self;
             recv -= self;
             break;
