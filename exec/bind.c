@@ -106,18 +106,6 @@ static ldt_status w_all_reduce(const ldt__kcall *c) {
     return ldt__all_reduce_bound(g, c->out.data, c->out.data, b->count, c->out.dtype, (ldt_reduce_op)x->reduce);
 }
 
-/* A bucket placed back to back: one call over the whole range, in place. */
-static ldt_status w_all_reduce_fused(const ldt__kcall *c) {
-    binstr *b = BIN_OF(c);
-    rank_state *rs = b->rs;
-    const ldt__instr *x = &rs->prog->ins[b->idx];
-    ldt_comm *g = NULL;
-    LDT_CHECK(group_of(b, x, &g));
-    if (ldt_comm_size(g) == 1) return LDT_OK;
-    return ldt__all_reduce_bound(g, c->in[0].data, c->in[0].data, b->count, c->out.dtype,
-                                 (ldt_reduce_op)x->reduce);
-}
-
 /* A bucket that could not be placed contiguously: packed into scratch, reduced, unpacked. */
 static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
@@ -311,7 +299,8 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
                     total += ldt__value_bytes(&p->vals[v]);
                 }
                 b->count = total / (int64_t)ldt__dtype_size(b->call.out.dtype);
-                b->fn = contiguous ? w_all_reduce_fused : w_all_reduce_packed;
+                /* contiguous: one in-place call over the whole range (out is the first member) */
+                b->fn = contiguous ? w_all_reduce : w_all_reduce_packed;
                 if (!contiguous) {
                     if (!(b->scratch = malloc((size_t)(total ? total : 1))))
                         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");

@@ -93,13 +93,8 @@ static int set_add(int64_t *set, int *n, int cap, int64_t v) {
     return 1;
 }
 
-/* The cells of mesh dim i: cut where the chunk of any length in `lens` over k changes; into
- * *at, *n (replacing what they held) and *count. */
-static ldt_status cut_cells(const pricer *pr, int i, const int64_t *lens, int nlens, int ends,
-                            int64_t **at, int64_t **n, int *count) {
-    int64_t k = ldt_mesh_dim_size(pr->mesh, i), *cut = malloc((size_t)(2 * nlens + 2) * sizeof *cut);
-    int ncut = 0, nc = 0;
-    if (!cut) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+int ldt__chunk_cuts(int64_t k, const int64_t *lens, int nlens, int64_t *cut) {
+    int ncut = 0;
     cut[ncut++] = 0;
     cut[ncut++] = k;
     for (int j = 0; j < nlens; j++) {
@@ -111,6 +106,17 @@ static ldt_status cut_cells(const pricer *pr, int i, const int64_t *lens, int nl
         if (a + 1 < k) cut[ncut++] = a + 1;
     }
     qsort(cut, (size_t)ncut, sizeof *cut, cmp_i64);
+    return ncut;
+}
+
+/* The cells of mesh dim i: cut where the chunk of any length in `lens` over k changes; into
+ * *at, *n (replacing what they held) and *count. */
+static ldt_status cut_cells(const pricer *pr, int i, const int64_t *lens, int nlens, int ends,
+                            int64_t **at, int64_t **n, int *count) {
+    int64_t k = ldt_mesh_dim_size(pr->mesh, i), *cut = malloc((size_t)(2 * nlens + 2) * sizeof *cut);
+    int ncut, nc = 0;
+    if (!cut) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    ncut = ldt__chunk_cuts(k, lens, nlens, cut);
     free(*at);
     free(*n);
     *at = malloc((size_t)(3 * ncut) * sizeof(int64_t));

@@ -43,5 +43,9 @@ ldt_status ldt__redist_price(const ldt_spec *X, const ldt_spec *Y, int ndims, co
  * length L of mesh dim i of size k) hold regions of the same lengths. 0 when a set is full. */
 int ldt__chunk_lengths(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *pl,
                        int64_t *lens, int *nlens, int cap);
+/* The coordinates of a mesh dim of size k where a chunk length changes, for the lengths
+ * lens[0..nlens) (0, k, and a and a + 1 below k for each, a = L / ceil(L/k)), sorted, with
+ * repeats, into cut (room for 2 * nlens + 2); returns their count. */
+int ldt__chunk_cuts(int64_t k, const int64_t *lens, int nlens, int64_t *cut);
 
 #endif

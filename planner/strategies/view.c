@@ -50,26 +50,10 @@ typedef int (*region_cmp)(const ldt_region *in, const ldt_region *out, const ldt
  * coordinates, not 4096. */
 #define AGREE_LENGTHS 512
 
-static int cmp_coord(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The coordinates of mesh dim i to check (above) into pts; returns their count. */
 static int agree_points(int64_t k, const int64_t *lens, int nlens, int64_t *pts) {
     int64_t *cut = pts + 2 * (2 * nlens + 2); /* scratch after the points */
-    int ncut = 0, n = 0;
-    cut[ncut++] = 0;
-    cut[ncut++] = k;
-    for (int j = 0; j < nlens; j++) {
-        int64_t L = lens[j], ch, a;
-        if (L <= 0) continue;
-        ch = L / k + (L % k != 0);
-        a = L / ch;
-        if (a < k) cut[ncut++] = a;
-        if (a + 1 < k) cut[ncut++] = a + 1;
-    }
-    qsort(cut, (size_t)ncut, sizeof *cut, cmp_coord);
+    int ncut = ldt__chunk_cuts(k, lens, nlens, cut), n = 0;
     for (int j = 0; j + 1 < ncut; j++) {
         if (cut[j + 1] <= cut[j]) continue;
         pts[n++] = cut[j];
