@@ -1,8 +1,12 @@
 /* The gpt model (GPT-2): embeddings, pre-LN attention + MLP blocks, tied head, CE loss. */
 /* Token and learned position embeddings, `layers` pre-LN blocks of causal self-attention and an
  * MLP (biases on every linear), a final LayerNorm, the LM head tied to the token embedding, and
- * the cross-entropy loss (targets of -1 are ignored). Parameters: V*H + S*H + L*(12H^2 + 13H) +
- * 2H. */
+ * the cross-entropy loss (targets of -1 are ignored). Parameters: V*H + P*H + L*(12H^2 + 13H) +
+ * 2H, P the position table's rows (cfg.positions, else seq; positions 0..seq-1 are used).
+ * GPT-2's function: pre-LN, LayerNorm eps 1e-5, GELU tanh form ("gelu_new"), learned
+ * positions, biases, attention scaled by 1/sqrt(head_dim) under the causal mask, tied head
+ * (tests/test_hf.c compares the logits with a double-precision GPT-2 written from its
+ * definition). */
 #include <stdlib.h>
 
 #include "models/model.h"
@@ -13,6 +17,7 @@ enum { LN1_W, LN1_B, ATTN_W, ATTN_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, F
 
 ldt_status ldt__gpt_create(ldt_model *m) {
     int64_t H = m->cfg.hidden, V = m->cfg.vocab, S = m->cfg.seq, B = m->cfg.batch;
+    int64_t P = m->cfg.positions ? m->cfg.positions : S;
     ldt_shape ts = {2, {B, S}}, hs = {1, {H}};
     int64_t *pos;
     static const char *const names[PER_LAYER] = {
@@ -40,7 +45,7 @@ ldt_status ldt__gpt_create(ldt_model *m) {
     m->positions = ldt_constant(m->ctx, &(ldt_shape){1, {S}}, LDT_I64, pos); /* made once */
     free(pos);
     if (!m->positions || !ldt__model_param(m, N, &(ldt_shape){2, {V, H}}, "wte") ||
-        !ldt__model_param(m, N, &(ldt_shape){2, {S, H}}, "wpe"))
+        !ldt__model_param(m, N, &(ldt_shape){2, {P, H}}, "wpe"))
         return ldt__model_fail(m);
     for (int64_t l = 0; l < m->cfg.layers; l++)
         for (int k = 0; k < PER_LAYER; k++)

@@ -74,6 +74,11 @@ static ldt_status check_config(const char *kind, const ldt_model_config *c, mode
             return LDT_ERR_OUT_OF_MEMORY;
         }
     }
+    if (*k == MODEL_GPT && c->positions != 0 && (c->positions < c->seq || c->positions > MODEL_MAX_SIZE)) {
+        snprintf(buf, cap, "model gpt: positions = %lld, expected 0 (seq) or seq = %lld to 2^40",
+                 (long long)c->positions, (long long)c->seq);
+        return LDT_ERR_INVALID_ARGUMENT;
+    }
     if (*k == MODEL_GPT && c->hidden % c->heads != 0) {
         snprintf(buf, cap, "model gpt: hidden = %lld is not a multiple of heads = %lld",
                  (long long)c->hidden, (long long)c->heads);
@@ -139,11 +144,11 @@ ldt_status ldt_model_param_count_of(const char *kind, const ldt_model_config *cf
                                  "parameter count overflows 64 bits",
                                  (long long)cfg->layers, (long long)H);
     } else {
-        /* wte [V, H] + wpe [S, H] + L * (12H^2 + 13H) + ln_f 2H */
-        int64_t per, emb;
+        /* wte [V, H] + wpe [P, H] + L * (12H^2 + 13H) + ln_f 2H */
+        int64_t per, emb, P = cfg->positions ? cfg->positions : cfg->seq;
         if (__builtin_mul_overflow(12 * H, H, &per) || __builtin_add_overflow(per, 13 * H, &per) ||
             __builtin_mul_overflow(per, cfg->layers, &per) ||
-            __builtin_mul_overflow(cfg->vocab + cfg->seq, H, &emb) ||
+            __builtin_mul_overflow(cfg->vocab + P, H, &emb) ||
             __builtin_add_overflow(per, emb, &n) || __builtin_add_overflow(n, 2 * H, &n))
             return ldt_set_error(LDT_ERR_OVERFLOW,
                                  "model gpt: layers = %lld, hidden = %lld, vocab "

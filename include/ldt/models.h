@@ -24,6 +24,8 @@ typedef struct ldt_model_config {
     ldt_dtype dtype; /* of params and activations; f32 by default */
     double dropout;  /* gpt: on attention weights and after attention/MLP; 0 by default */
     int train;       /* dropout active */
+    int64_t positions; /* gpt: rows of the learned position table wpe (GPT-2's n_positions,
+                        * >= seq); 0: seq */
 } ldt_model_config;
 
 typedef struct ldt_model ldt_model;
@@ -43,7 +45,7 @@ LDT_API int ldt_model_nparams(const ldt_model *m);
 LDT_API ldt_tensor *ldt_model_param(const ldt_model *m, int i, const char **name);
 LDT_API int ldt_model_ninputs(const ldt_model *m);
 LDT_API ldt_tensor *ldt_model_input(const ldt_model *m, int i, const char **name);
-/* Total parameter elements. gpt: V*H + S*H + L*(12H^2 + 13H) + 2H. */
+/* Total parameter elements. gpt: V*H + P*H + L*(12H^2 + 13H) + 2H (P: positions, else seq). */
 LDT_API int64_t ldt_model_param_count(const ldt_model *m);
 LDT_API ldt_status ldt_model_param_count_of(const char *kind, const ldt_model_config *cfg,
                                             int64_t *out);
@@ -65,6 +67,52 @@ LDT_API ldt_tensor *ldt_model_output(const ldt_model *m);
 LDT_API ldt_status ldt_model_pin(ldt_model *m, const char *scheme);
 /* Switches dropout on (train != 0) or off for later forward passes. */
 LDT_API void ldt_model_set_train(ldt_model *m, int train);
+
+/* ---- model checkpoints (docs/checkpoint.md, "Model checkpoints") ---------------------
+ *   ldt_model_save(m, "ckpt", 0, NULL, NULL);   // the parameters, sharded as pinned
+ *   ldt_model_config_load("ckpt", &cfg);        // layers, hidden, heads, vocab, positions
+ *   ldt_model_load(m2, "ckpt", 0, NULL, NULL);  // onto m2's mesh, whatever the saved one
+ */
+/* Saves the model's parameters into the sharded checkpoint dir (ldt_ckpt_save: atomic), each
+ * on the context's mesh under its pin (Replicate where it has none), the configuration as the
+ * i64 tensor "lazydt.model" [kind (1 gpt, 0 mlp), layers, hidden, heads, vocab, positions,
+ * dtype (ldt_dtype's value)],
+ * and n more persistent tensors of the same context (optimizer state, a training state) under
+ * their own names (ldt_tensor_name), all in one save. Refused on a meta mesh. */
+LDT_API ldt_status ldt_model_save(ldt_model *m, const char *dir, int n, ldt_tensor *const *extra);
+/* Loads the model's parameters from dir (resharded: any saved mesh) after checking dir's
+ * "lazydt.model" against the model's configuration (an error names the first field that
+ * differs; seq and batch are free), then the n extra persistent tensors by their names (shape
+ * and dtype must match). All or nothing: nothing is set unless every tensor loads. */
+LDT_API ldt_status ldt_model_load(ldt_model *m, const char *dir, int n, ldt_tensor *const *extra);
+/* The configuration dir's "lazydt.model" records: kind ("gpt" or "mlp", into kind_out when
+ * not NULL), layers, hidden, heads, vocab, positions and dtype into cfg (other fields
+ * untouched). */
+LDT_API ldt_status ldt_model_config_load(const char *dir, ldt_model_config *cfg,
+                                         const char **kind_out);
+
+/* ---- Hugging Face GPT-2 weights (docs/checkpoint.md, "GPT-2 weights") ---------------- */
+typedef struct ldt_hf_options {
+    int64_t heads;  /* attention heads; 0: n_head of the config.json beside src */
+    ldt_dtype dtype; /* the model dtype the weights are converted to (f32 when 0 = LDT_F32) */
+} ldt_hf_options;
+/* Imports GPT-2 weights (src: one .safetensors file, or a directory holding
+ * model.safetensors.index.json and the shards it lists, or model.safetensors) into a lazydt
+ * checkpoint at out_dir on `mesh` (sharded as the megatron pins) that the built-in gpt loads
+ * (ldt_model_load). HF names (optional "transformer." prefix): wte, wpe, h.{i}.ln_1,
+ * attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj, ln_f; Conv1D weights [in, out] are
+ * transposed to the model's [out, in]; lm_head.weight must equal wte (tied) or be absent;
+ * attn.bias / attn.masked_bias mask buffers are skipped. Layers, hidden, vocab and positions
+ * come from the shapes. F32, F16 and BF16 are read. Refused, naming the tensor: unknown
+ * names, missing tensors, shapes that disagree, other dtypes. cfg_out (may be NULL) receives
+ * the configuration. */
+LDT_API ldt_status ldt_hf_import(const char *src, const char *out_dir, const ldt_mesh *mesh,
+                                 const ldt_hf_options *opts, ldt_model_config *cfg_out);
+/* Writes the gpt checkpoint dir as one HF GPT-2 safetensors file at out_path (via a temporary
+ * file): HF names (with the prefix the import saw), Conv1D weights [in, out], tensors sorted
+ * by name, in `dtype` (f32, f16 or bf16; LDT_DTYPE_COUNT: the dtype the import read, f32 for
+ * a checkpoint not imported). An unmodified import of a file so laid out gives its bytes. */
+LDT_API ldt_status ldt_hf_export(const char *dir, const char *out_path, ldt_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 19
+#define NFLAGS 20
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -22,6 +22,8 @@ static cli_flag *flag_table(void) {
         {"no-fuse", 0, "keep every collective a call of its own", NULL},
         {"no-overlap", 0, "run collectives in line", NULL},
         {"overlap", 0, "run collectives on communication threads (default: when there are cores for them)", NULL},
+        {"load", 1, "the weights of the checkpoint DIR (ldt ckpt import-hf's, ldt train --save's); "
+                     "the model and its sizes default to its", NULL},
         {"json", 0, "one JSON object", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -86,7 +88,7 @@ int cmd_run(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt run [--model mlp|gpt] [--mesh M] [--layers N --hidden H --heads A --vocab V\n"
                "               --seq S --batch B --dropout P] [--pins megatron|none] [--steps N]\n"
-               "               [--trace FILE] [--no-fuse] [--overlap|--no-overlap] [--json]\n\n"
+               "               [--trace FILE] [--no-fuse] [--overlap|--no-overlap] [--load DIR] [--json]\n\n"
                "Traces the model's forward pass once, compiles it for the mesh (plan, fuse,\n"
                "schedule, memory plan, bind) and replays it --steps times with new inputs on\n"
                "rank threads, printing each step's loss.\n\nflags:\n");
@@ -96,9 +98,25 @@ int cmd_run(int argc, char **argv) {
     kind = cli_has(f, NFLAGS, "model") ? cli_get(f, NFLAGS, "model") : "gpt";
     pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
     cfg = ldt_model_config_default(kind);
+    if (cli_has(f, NFLAGS, "load")) { /* the model and its sizes default to the checkpoint's */
+        const char *ck_kind = NULL;
+        if (ldt_model_config_load(cli_get(f, NFLAGS, "load"), &cfg, &ck_kind) != LDT_OK) return cli_fail("run");
+        if (cli_has(f, NFLAGS, "model") && strcmp(kind, ck_kind) != 0) {
+            fprintf(stderr, "ldt run: --model %s, but %s holds a %s model\n", kind, cli_get(f, NFLAGS, "load"), ck_kind);
+            return 2;
+        }
+        kind = ck_kind;
+        if (cfg.dtype != LDT_F32) {
+            fprintf(stderr, "ldt run: %s holds %s weights; ldt run reads f32 losses (import with --dtype f32)\n",
+                    cli_get(f, NFLAGS, "load"), ldt_dtype_name(cfg.dtype));
+            return 2;
+        }
+    }
     if (cli_model_sizes("run", f, NFLAGS, &cfg) || cli_real("run", f, NFLAGS, "dropout", 0, &dropout) ||
         cli_int("run", f, NFLAGS, "steps", 5, 1, &steps) || cli_int("run", f, NFLAGS, "seed", 0, 0, &seed))
         return 2;
+    if (cli_has(f, NFLAGS, "load") && !cli_has(f, NFLAGS, "seq") && cfg.positions && cfg.seq > cfg.positions)
+        cfg.seq = cfg.positions;
     if (!(dropout >= 0 && dropout < 1)) {
         fprintf(stderr, "ldt run: --dropout is '%s', expected 0 <= p < 1\n", cli_get(f, NFLAGS, "dropout"));
         return 2;
@@ -121,6 +139,7 @@ int cmd_run(int argc, char **argv) {
     if (!(loss = calloc((size_t)steps, sizeof *loss)) || !(times = calloc((size_t)steps, sizeof *times))) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_init(model, (uint64_t)seed + 1) != LDT_OK ||
+        (cli_has(f, NFLAGS, "load") && ldt_model_load(model, cli_get(f, NFLAGS, "load"), 0, NULL) != LDT_OK) ||
         ldt_model_pin(model, pins) != LDT_OK)
         goto fail;
     {

@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 25
+#define NFLAGS 29
 /* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
 #define TRAIN_SIZES 2, 128, 4, 256, 64, 8
 static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
@@ -36,6 +36,13 @@ static cli_flag *flag_table(void) {
                        "NCCL between them: --device cuda)", NULL},
         {"device", 1, "cpu (default) or cuda: each rank's step captured into a CUDA Graph on a GPU "
                       "(rank r on GPU r mod devices; NCCL collectives between the ranks' threads)", NULL},
+        {"save", 1, "save the model, the optimizer state and the training state into the checkpoint "
+                     "DIR at the end (docs/training.md)", NULL},
+        {"save-every", 1, "also save into --save's DIR every N steps", NULL},
+        {"load", 1, "start from the weights of the checkpoint DIR (ldt ckpt import-hf's or a --save's); "
+                     "the model sizes default to its", NULL},
+        {"resume", 1, "continue the run saved in DIR: step, optimizer state, random stream and data "
+                       "position; --steps is the total", NULL},
         {"json", 0, "one JSON object", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -47,6 +54,38 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The training state saved beside the model (docs/training.md, "Save and resume"). */
+enum { ST_VERSION, ST_STEP, ST_SEED, ST_RNG_OFFSET, ST_DATA_POS, ST_BATCH, ST_SEQ, ST_DATA_HASH, ST_N };
+enum { HP_OPTIM, HP_LR, HP_BETA1, HP_BETA2, HP_EPS, HP_WD, HP_CLIP, HP_MOMENTUM, HP_WARMUP, HP_DROPOUT, HP_ZERO,
+       HP_TOTAL, HP_N };
+static const char *const k_st_names[ST_N] = {"version", "step", "--seed", "rng offset", "data position", "--batch",
+                                             "--seq", "the data (--data)"};
+static const char *const k_hp_names[HP_N] = {"--optimizer", "--lr", "beta1", "beta2", "eps", "weight decay",
+                                             "clip norm", "momentum", "warmup steps", "--dropout", "--zero", "total steps"};
+
+/* FNV-1a of the corpus, 62 bits (an i64 in the checkpoint). */
+static int64_t text_hash(const char *t, int64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (unsigned char)t[i]) * 0x100000001b3ull;
+    return (int64_t)(h >> 2);
+}
+
+/* A small tensor `name` of dir into buf (n elements of dt), on one rank. */
+static ldt_status load_small(const char *dir, const char *name, ldt_dtype dt, int64_t n, void *buf) {
+    ldt_mesh *one = NULL;
+    ldt_shards *s = NULL;
+    ldt_spec spec;
+    ldt_placement r = ldt_replicate();
+    ldt_status st;
+    if ((st = ldt_mesh_parse("1", LDT_DEVICE_CPU, &one)) == LDT_OK &&
+        (st = ldt_spec_init(&spec, one, &(ldt_shape){1, {n}}, &r, 1, dt)) == LDT_OK &&
+        (st = ldt_ckpt_load(dir, name, &spec, &s)) == LDT_OK)
+        st = ldt_to_local(s, 0, buf, n * (int64_t)ldt_dtype_size(dt));
+    ldt_shards_destroy(s);
+    ldt_mesh_destroy(one);
+    return st;
 }
 
 static uint64_t mix(uint64_t *s) {
@@ -170,6 +209,12 @@ int cmd_train(int argc, char **argv) {
     int rc = 1, np, json, tty = isatty(2), log_lines = !isatty(1), nccl;
     ldt_comm *world = NULL;
     ldt_cost_model cm;
+    const char *save_dir, *load_dir, *resume_dir, *from;
+    int64_t save_every = 0, start = 0, st_saved[ST_N] = {0}, st_now[ST_N] = {0};
+    double hp_saved[HP_N] = {0}, hp_now[HP_N] = {0};
+    ldt_tensor *t_state = NULL, *t_hp = NULL, **extras = NULL;
+    int nextra = 0;
+    ldt_dtype ck_dtype = LDT_F32;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("train", f, NFLAGS) || cli_bucket_bytes("train", f, NFLAGS, &copt.bucket_bytes)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
@@ -177,7 +222,8 @@ int cmd_train(int argc, char **argv) {
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16] [--dropout P] [--data FILE]\n"
                "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X]\n"
-               "                 [--profile F] [--backend threads|mpi|nccl] [--device cpu|cuda] [--json]\n\n"
+               "                 [--profile F] [--backend threads|mpi|nccl] [--device cpu|cuda]\n"
+               "                 [--save DIR [--save-every N]] [--load DIR | --resume DIR] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
@@ -190,11 +236,38 @@ int cmd_train(int argc, char **argv) {
     }
     cfg.layers = k_train_sizes[0], cfg.hidden = k_train_sizes[1], cfg.heads = k_train_sizes[2];
     cfg.vocab = k_train_sizes[3], cfg.seq = k_train_sizes[4], cfg.batch = k_train_sizes[5];
+    save_dir = cli_get(f, NFLAGS, "save");
+    load_dir = cli_get(f, NFLAGS, "load");
+    resume_dir = cli_get(f, NFLAGS, "resume");
+    from = load_dir ? load_dir : resume_dir;
+    if (load_dir && resume_dir) {
+        fprintf(stderr, "ldt train: --load and --resume both given; --load takes the weights only, --resume the "
+                        "whole run: expected one\n");
+        return 2;
+    }
+    if (cli_int("train", f, NFLAGS, "save-every", 0, 1, &save_every)) return 2;
+    if (save_every && !save_dir) {
+        fprintf(stderr, "ldt train: --save-every needs --save DIR\n");
+        return 2;
+    }
+    if (from) { /* the model sizes default to the checkpoint's; flags that differ are refused at load */
+        ldt_model_config ck = cfg;
+        const char *kind = NULL;
+        if (ldt_model_config_load(from, &ck, &kind) != LDT_OK) return cli_fail("train");
+        if (strcmp(kind, "gpt") != 0) {
+            fprintf(stderr, "ldt train: %s holds a %s model; ldt train trains gpt\n", from, kind);
+            return 2;
+        }
+        cfg.layers = ck.layers, cfg.hidden = ck.hidden, cfg.heads = ck.heads, cfg.vocab = ck.vocab;
+        cfg.positions = ck.positions;
+        ck_dtype = ck.dtype;
+    }
     if (cli_model_sizes("train", f, NFLAGS, &cfg) || cli_int("train", f, NFLAGS, "steps", 200, 1, &steps) ||
         cli_int("train", f, NFLAGS, "seed", 1, 0, &seed) || cli_int("train", f, NFLAGS, "sample", 40, 0, &nsample))
         return 2;
     if (cli_real("train", f, NFLAGS, "lr", 3e-3, &lr) || cli_real("train", f, NFLAGS, "dropout", 0.1, &dropout))
         return 2;
+    if (from && !cli_has(f, NFLAGS, "seq") && cfg.seq > cfg.positions) cfg.seq = cfg.positions;
     if (!(lr > 0 && lr <= 1e3)) {
         fprintf(stderr, "ldt train: --lr is '%s', expected a positive number up to 1000\n", cli_get(f, NFLAGS, "lr"));
         return 2;
@@ -219,7 +292,7 @@ int cmd_train(int argc, char **argv) {
         }
     }
     s_opt = cli_has(f, NFLAGS, "optimizer") ? cli_get(f, NFLAGS, "optimizer") : "adamw";
-    s_dt = cli_has(f, NFLAGS, "dtype") ? cli_get(f, NFLAGS, "dtype") : "f32";
+    s_dt = cli_has(f, NFLAGS, "dtype") ? cli_get(f, NFLAGS, "dtype") : from ? ldt_dtype_name(ck_dtype) : "f32";
     if (strcmp(s_opt, "adamw") != 0 && strcmp(s_opt, "sgd") != 0) {
         fprintf(stderr, "ldt train: --optimizer %s, expected adamw or sgd\n", s_opt);
         return 2;
@@ -265,6 +338,13 @@ int cmd_train(int argc, char **argv) {
          * logs lines (no progress bar), the others are silent */
         tty = 0;
         log_lines = ldt_comm_rank(world) == 0;
+        if (save_dir) { /* every process would write the directory */
+            fprintf(stderr, "ldt train: --save runs with --backend threads (one process); under mpi and nccl "
+                            "each process would write DIR\n");
+            free(text);
+            ldt_mpi_world_destroy(world);
+            return 2;
+        }
         if (ldt_comm_rank(world) != 0 && !freopen("/dev/null", "w", stdout)) log_lines = 0;
     }
     if ((v = cli_get(f, NFLAGS, "device")) && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
@@ -296,6 +376,13 @@ int cmd_train(int argc, char **argv) {
         goto fail;
     }
     for (int i = 0; i < np; i++) ps[i] = ldt_model_param(model, i, NULL);
+    if (load_dir && ldt_model_load(model, load_dir, 0, NULL) != LDT_OK) goto fail;
+    t_state = ldt_param(ctx, "train.state", &(ldt_shape){1, {ST_N}}, LDT_I64);
+    t_hp = ldt_param(ctx, "train.config", &(ldt_shape){1, {HP_N}}, LDT_F64);
+    if (!t_state || !t_hp || !(extras = malloc((size_t)(3 * np + 3) * sizeof *extras))) {
+        ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "out of memory");
+        goto fail;
+    }
     oc.kind = strcmp(s_opt, "sgd") == 0 ? LDT_OPTIM_SGD : LDT_OPTIM_ADAMW;
     oc.lr = lr;
     oc.momentum = oc.kind == LDT_OPTIM_SGD ? 0.9 : 0;
@@ -303,6 +390,48 @@ int cmd_train(int argc, char **argv) {
     oc.schedule = LDT_LR_WARMUP_LINEAR;
     oc.warmup_steps = steps < 10 ? 1 : 10;
     oc.total_steps = steps;
+    st_now[ST_VERSION] = 1, st_now[ST_SEED] = seed, st_now[ST_BATCH] = cfg.batch, st_now[ST_SEQ] = cfg.seq;
+    st_now[ST_DATA_HASH] = text_hash(text, len);
+    hp_now[HP_OPTIM] = oc.kind, hp_now[HP_LR] = oc.lr, hp_now[HP_BETA1] = oc.beta1, hp_now[HP_BETA2] = oc.beta2;
+    hp_now[HP_EPS] = oc.eps, hp_now[HP_WD] = oc.weight_decay, hp_now[HP_CLIP] = oc.clip_norm;
+    hp_now[HP_MOMENTUM] = oc.momentum, hp_now[HP_DROPOUT] = dropout, hp_now[HP_ZERO] = cli_has(f, NFLAGS, "zero");
+    if (resume_dir) { /* the run's settings must be the saved run's */
+        if (load_small(resume_dir, "train.state", LDT_I64, ST_N, st_saved) != LDT_OK ||
+            load_small(resume_dir, "train.config", LDT_F64, HP_N, hp_saved) != LDT_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", ldt_last_error());
+            ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--resume %s: no training state (%s); a checkpoint of ldt train "
+                          "--save resumes, --load takes weights", resume_dir, why);
+            goto fail;
+        }
+        if (st_saved[ST_VERSION] != 1) {
+            ldt_set_error(LDT_ERR_UNSUPPORTED, "--resume %s: training state version %lld, expected 1", resume_dir,
+                          (long long)st_saved[ST_VERSION]);
+            goto fail;
+        }
+        for (int i = ST_SEED; i < ST_N; i++)
+            if (i != ST_RNG_OFFSET && i != ST_DATA_POS && st_saved[i] != st_now[i]) {
+                ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--resume %s: the run was saved with %s = %lld, this run has "
+                              "%lld: a resumed run continues the saved one exactly", resume_dir, k_st_names[i],
+                              (long long)st_saved[i], (long long)st_now[i]);
+                goto fail;
+            }
+        for (int i = 0; i < HP_N; i++)
+            if (i != HP_WARMUP && i != HP_TOTAL && hp_saved[i] != hp_now[i]) {
+                ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--resume %s: the run was saved with %s = %.17g, this run has "
+                              "%.17g: a resumed run continues the saved one exactly", resume_dir, k_hp_names[i],
+                              hp_saved[i], hp_now[i]);
+                goto fail;
+            }
+        start = st_saved[ST_STEP];
+        if (start < 0 || start >= steps || st_saved[ST_DATA_POS] != start) {
+            ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--resume %s: the run saved has done %lld steps; --steps %lld is "
+                          "the total, expected more", resume_dir, (long long)start, (long long)steps);
+            goto fail;
+        }
+        oc.warmup_steps = (int64_t)hp_saved[HP_WARMUP]; /* the schedule of the run that began */
+    }
+    hp_now[HP_WARMUP] = (double)oc.warmup_steps, hp_now[HP_TOTAL] = (double)steps;
     if (ldt_optim_create(ctx, &oc, ps, np, &opt) != LDT_OK) goto fail;
     if (cli_has(f, NFLAGS, "zero")) {
         int dp;
@@ -313,8 +442,16 @@ int cmd_train(int argc, char **argv) {
         if (ldt_optim_shard_states(opt, dp) != LDT_OK) goto fail;
     }
     if (cli_sync_grads(opt, mesh) != LDT_OK) goto fail;
-    ldt_ctx_set_seed(ctx, (uint64_t)seed, ldt_ctx_rng_offset(ctx));
-    for (int k = 0; k < steps; k++) {
+    for (int i = 0; i < np; i++) /* the optimizer's persistent state, saved and resumed */
+        for (int w = 0; w < 3; w++)
+            if (ldt_optim_state(opt, i, w)) extras[nextra++] = ldt_optim_state(opt, i, w);
+    extras[nextra++] = ldt_optim_step_counter(opt);
+    if (resume_dir && ldt_model_load(model, resume_dir, nextra, extras) != LDT_OK) goto fail;
+    extras[nextra++] = t_state;
+    extras[nextra++] = t_hp;
+    if (ldt_param_set(t_hp, hp_now, sizeof hp_now) != LDT_OK) goto fail;
+    ldt_ctx_set_seed(ctx, (uint64_t)seed, resume_dir ? (uint64_t)st_saved[ST_RNG_OFFSET] : ldt_ctx_rng_offset(ctx));
+    for (int k = (int)start; k < steps; k++) {
         ldt_tensor *loss, *g[4096];
         ldt_exec *ex;
         double t0 = now_s();
@@ -329,7 +466,7 @@ int cmd_train(int argc, char **argv) {
         if (ldt_grad(loss, ps, np, g) != LDT_OK || ldt_optim_step(opt, g) != LDT_OK ||
             ldt_compile(ctx, &loss, 1, &copt, &ex) != LDT_OK)
             goto fail;
-        if (k == 0) t_compile = now_s() - t0;
+        if (k == start) t_compile = now_s() - t0;
         t0 = now_s();
         if (ldt_replay(ex) != LDT_OK) goto fail;
         times[k] = now_s() - t0;
@@ -352,42 +489,54 @@ int cmd_train(int argc, char **argv) {
             if (k + 1 == steps) fputc('\n', stderr);
         }
         /* logs: the first step, then every tenth of the steps (and the last) */
-        if (log_lines && !json && (k == 0 || (k + 1) % (steps >= 10 ? steps / 10 : 1) == 0 || k + 1 == steps)) {
+        if (log_lines && !json && (k == start || (k + 1) % (steps >= 10 ? steps / 10 : 1) == 0 || k + 1 == steps)) {
             printf("step %d/%lld loss %.4f\n", k + 1, (long long)steps, losses[k]);
             fflush(stdout);
         }
+        /* the step count, the stream position and the next batch: what the next step starts from */
+        if (save_dir && (k + 1 == steps || (save_every && (k + 1) % save_every == 0))) {
+            st_now[ST_STEP] = k + 1, st_now[ST_DATA_POS] = k + 1;
+            st_now[ST_RNG_OFFSET] = (int64_t)ldt_ctx_rng_offset(ctx);
+            if (ldt_param_set(t_state, st_now, sizeof st_now) != LDT_OK ||
+                ldt_model_save(model, save_dir, nextra, extras) != LDT_OK)
+                goto fail;
+            if (log_lines && !json && k + 1 < steps) printf("saved %s at step %d\n", save_dir, k + 1);
+        }
     }
     {
-        double *sorted = malloc((size_t)steps * sizeof *sorted), med, lo, hi, tail = 0;
-        int ntail = steps < 10 ? (int)steps : 10;
+        int64_t nrun = steps - start;
+        double *sorted = malloc((size_t)nrun * sizeof *sorted), med, lo, hi, tail = 0;
+        int ntail = nrun < 10 ? (int)nrun : 10;
         if (!sorted) goto fail;
-        memcpy(sorted, times, (size_t)steps * sizeof *sorted);
-        for (int i = 1; i < steps; i++) /* insertion sort: steps are few */
+        memcpy(sorted, times + start, (size_t)nrun * sizeof *sorted);
+        for (int i = 1; i < nrun; i++) /* insertion sort: steps are few */
             for (int j = i; j > 0 && sorted[j] < sorted[j - 1]; j--) {
                 double x = sorted[j];
                 sorted[j] = sorted[j - 1];
                 sorted[j - 1] = x;
             }
-        med = sorted[steps / 2];
+        med = sorted[nrun / 2];
         lo = sorted[0];
-        hi = sorted[steps - 1];
+        hi = sorted[nrun - 1];
         free(sorted);
         for (int i = 0; i < ntail; i++) tail += losses[steps - 1 - i] / ntail;
         if (json) {
             printf("{");
             cli_config_json(stdout, "gpt", &cfg, "megatron", mesh);
-            printf(",\"losses\":[");
+            printf(",\"first_step\":%lld,\"losses\":[", (long long)start);
             /* every digit: runs are compared with each other to 1e-9 (scripts/gpu-check.sh) */
-            for (int k = 0; k < steps; k++) printf("%s%.17g", k ? "," : "", losses[k]);
+            for (int k = (int)start; k < steps; k++) printf("%s%.17g", k > start ? "," : "", losses[k]);
             printf("],\"tokens_per_second\":%.6g,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},"
                    "\"compile_seconds\":%.9g,\"last10_mean_loss\":%.9g,\"ln_vocab\":%.9g}\n",
                    (double)(cfg.batch * cfg.seq) / med, med, lo, hi, t_compile, tail, log((double)cfg.vocab));
         } else {
+            if (start > 0) printf("resumed %s at step %lld\n", resume_dir, (long long)start);
             printf("trained %lld steps: loss %.4f -> %.4f (mean of the last %d %.4f; ln(vocab) %.4f); "
                    "%.0f tokens/s, %.2f ms a step (median), compile %.1f ms\n",
-                   (long long)steps, losses[0], losses[steps - 1], ntail, tail, log((double)cfg.vocab),
+                   (long long)nrun, losses[start], losses[steps - 1], ntail, tail, log((double)cfg.vocab),
                    (double)(cfg.batch * cfg.seq) / med, med * 1e3, t_compile * 1e3);
             if (copt.trace_path) printf("Chrome trace of the last step: %s\n", copt.trace_path);
+            if (save_dir) printf("saved %s at step %lld\n", save_dir, (long long)steps);
         }
     }
     if (nsample > 0 && !json && cfg.dtype == LDT_F32) {
@@ -416,5 +565,6 @@ done:
     free(times);
     free(tok);
     free(tgt);
+    free(extras);
     return rc;
 }
