@@ -218,3 +218,63 @@ Test(train, log_lines_and_escaped_sample) {
         cr_expect_eq(chars, 6 + 30, "'%.*s' holds %zu characters", (int)len, p, chars);
     }
 }
+
+/* --save and --resume: 10 steps saved, then resumed to --steps 20 (the total), give the f64
+ * losses of 20 uninterrupted steps bit for bit, dropout on (the random stream resumes), with
+ * AdamW's moments and step and the data position, on dp=2,tp=2 (and with ZeRO) and 1 rank.
+ * --save-every saves on the way without changing the run. Resuming with other settings is
+ * refused, naming the difference. */
+Test(train, save_and_resume_are_exact) {
+    static char out[1 << 14];
+    const char *meshes[] = {"dp=2,tp=2", "1", "dp=2,tp=2 --zero"};
+    const char *small = "--hidden 32 --heads 4 --seq 16 --batch 4 --dropout 0.1 --dtype f64 --sample 0";
+    char dir[] = "/tmp/ldt_test_resume_XXXXXX", args[512], cmd[1024];
+    double ref[20], got[20];
+    cr_assert_not_null(mkdtemp(dir));
+    for (int m = 0; m < 3; m++) {
+        cJSON *j;
+        snprintf(args, sizeof args, "%s --mesh %s --steps 20", small, meshes[m]);
+        cJSON_Delete(train(args, ref, 20));
+        snprintf(args, sizeof args, "%s --mesh %s --steps 10 --save %s/ck%d", small, meshes[m], dir, m);
+        cJSON_Delete(train(args, got, 10));
+        for (int i = 0; i < 10; i++) cr_assert(got[i] == ref[i], "%s: step %d saving: %.17g vs %.17g", meshes[m], i, got[i], ref[i]);
+        snprintf(args, sizeof args, "%s --mesh %s --steps 20 --resume %s/ck%d", small, meshes[m], dir, m);
+        j = train(args, got, 10);
+        cr_assert_eq(cJSON_GetObjectItem(j, "first_step")->valueint, 10);
+        cJSON_Delete(j);
+        for (int i = 0; i < 10; i++)
+            cr_assert(got[i] == ref[10 + i], "%s: step %d resumed: %.17g vs %.17g", meshes[m], 10 + i, got[i], ref[10 + i]);
+    }
+    /* saves every 5 steps and at the end (12) leave the run unchanged; it resumes from 12 */
+    snprintf(args, sizeof args, "%s --mesh 1 --steps 20", small);
+    cJSON_Delete(train(args, ref, 20));
+    snprintf(args, sizeof args, "%s --mesh 1 --steps 12 --save %s/every --save-every 5", small, dir);
+    cJSON_Delete(train(args, got, 12));
+    for (int i = 0; i < 12; i++) cr_assert(got[i] == ref[i], "step %d with --save-every", i);
+    snprintf(args, sizeof args, "%s --mesh 1 --steps 20 --resume %s/every", small, dir);
+    cJSON_Delete(train(args, got, 8));
+    for (int i = 0; i < 8; i++) cr_assert(got[i] == ref[12 + i], "step %d resumed at 12", 12 + i);
+    /* refusals */
+    {
+        static const struct {
+            const char *extra, *needle;
+            int rc;
+        } rows[] = {
+            {"--steps 20 --lr 0.01", "was saved with --lr = 0.003, this run has 0.01", 1},
+            {"--steps 20 --hidden 64", "was saved with hidden = 32, this model has hidden = 64", 1},
+            {"--steps 20 --batch 2", "was saved with --batch = 4, this run has 2", 1},
+            {"--steps 20 --dtype f32", "was saved with dtype = f64, this model has dtype = f32", 1},
+            {"--steps 10", "has done 10 steps; --steps 10 is the total, expected more", 1},
+            {"--steps 20 --load /nonexistent", "--load and --resume both given", 2},
+        };
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            snprintf(cmd, sizeof cmd, "train %s --mesh 1 --resume %s/ck1 %s", small, dir, rows[i].extra);
+            cr_expect_eq(run_cli(cmd, out, sizeof out), rows[i].rc, "%s: %s", rows[i].extra, out);
+            cr_expect(strstr(out, rows[i].needle) != NULL, "%s: %s", rows[i].extra, out);
+        }
+        cr_expect_eq(run_cli("train --steps 1 --save-every 5", out, sizeof out), 2);
+        cr_expect(strstr(out, "--save-every needs --save") != NULL, "%s", out);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}

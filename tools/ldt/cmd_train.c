@@ -65,6 +65,15 @@ static const char *const k_st_names[ST_N] = {"version", "step", "--seed", "rng o
 static const char *const k_hp_names[HP_N] = {"--optimizer", "--lr", "beta1", "beta2", "eps", "weight decay",
                                              "clip norm", "momentum", "warmup steps", "--dropout", "--zero", "total steps"};
 
+/* The shortest text that reads back as x. */
+static const char *real_text(double x, char *buf, size_t cap) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 /* FNV-1a of the corpus, 62 bits (an i64 in the checkpoint). */
 static int64_t text_hash(const char *t, int64_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -418,9 +427,10 @@ int cmd_train(int argc, char **argv) {
             }
         for (int i = 0; i < HP_N; i++)
             if (i != HP_WARMUP && i != HP_TOTAL && hp_saved[i] != hp_now[i]) {
-                ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--resume %s: the run was saved with %s = %.17g, this run has "
-                              "%.17g: a resumed run continues the saved one exactly", resume_dir, k_hp_names[i],
-                              hp_saved[i], hp_now[i]);
+                char a[32], b[32];
+                ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--resume %s: the run was saved with %s = %s, this run has "
+                              "%s: a resumed run continues the saved one exactly", resume_dir, k_hp_names[i],
+                              real_text(hp_saved[i], a, sizeof a), real_text(hp_now[i], b, sizeof b));
                 goto fail;
             }
         start = st_saved[ST_STEP];
