@@ -99,6 +99,27 @@ static int json_count(const cJSON *j, int64_t *v) {
     return 1;
 }
 
+/* "h.{i}.<suffix>" with a suffix of GPT-2's block: i, and whether it is a mask buffer. */
+static int block_index(const char *n, int64_t *layer, int *buffer) {
+    static const char *const k[] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+                                    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+                                    "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias",
+                                    "attn.bias",          "attn.masked_bias"};
+    char *end;
+    long long i;
+    if (strncmp(n, "h.", 2) != 0 || n[2] < '0' || n[2] > '9') return 0;
+    errno = 0;
+    i = strtoll(n + 2, &end, 10);
+    if (errno || *end != '.' || i < 0 || i > 100000) return 0;
+    for (size_t j = 0; j < sizeof k / sizeof k[0]; j++)
+        if (strcmp(end + 1, k[j]) == 0) {
+            *layer = i;
+            *buffer = j >= 12;
+            return 1;
+        }
+    return 0;
+}
+
 /* Adds every tensor of one safetensors file. */
 static ldt_status add_file(hf_src *s, const char *path) {
     unsigned char *buf;
@@ -132,6 +153,12 @@ static ldt_status add_file(hf_src *s, const char *path) {
         int64_t a, b, es;
         const char *nm = e->string;
         if (strcmp(nm, "__metadata__") == 0) continue;
+        {
+            const char *bare = strncmp(nm, HF_PREFIX, strlen(HF_PREFIX)) == 0 ? nm + strlen(HF_PREFIX) : nm;
+            int64_t l;
+            int buffer = 0;
+            if (block_index(bare, &l, &buffer) && buffer) continue; /* the causal mask buffers, any dtype */
+        }
         if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2) {
             st = ldt_set_error(LDT_ERR_CORRUPT, "import-hf: %s: tensor '%s' lacks dtype, shape or data_offsets", file, nm);
             goto fail;
@@ -247,8 +274,10 @@ static ldt_status open_src(const char *src, hf_src *s) {
         /* every listed tensor must be in the files */
         for (cJSON *e = wm->child; e && st == LDT_OK; e = e->next) {
             const char *nm = e->string;
-            int found = 0;
+            int found = 0, buffer = 0;
+            int64_t l;
             if (strncmp(nm, HF_PREFIX, strlen(HF_PREFIX)) == 0) nm += strlen(HF_PREFIX);
+            if (block_index(nm, &l, &buffer) && buffer) continue; /* skipped when read */
             for (int i = 0; i < s->n && !found; i++) found = strcmp(s->t[i].name, nm) == 0;
             if (!found)
                 st = ldt_set_error(LDT_ERR_CORRUPT, "import-hf: %s lists tensor '%s' in %s, which does not hold it",
@@ -307,27 +336,6 @@ static void hf_name(const char *n, char *out, size_t cap, int *conv1d) {
         snprintf(out, cap, "%.*s.bias", (int)(len - 2), n);
     else
         snprintf(out, cap, "%s", n);
-}
-
-/* "h.{i}.<suffix>" with a suffix of GPT-2's block: i, and whether it is a mask buffer. */
-static int block_index(const char *n, int64_t *layer, int *buffer) {
-    static const char *const k[] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
-                                    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
-                                    "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias",
-                                    "attn.bias",          "attn.masked_bias"};
-    char *end;
-    long long i;
-    if (strncmp(n, "h.", 2) != 0 || n[2] < '0' || n[2] > '9') return 0;
-    errno = 0;
-    i = strtoll(n + 2, &end, 10);
-    if (errno || *end != '.' || i < 0 || i > 100000) return 0;
-    for (size_t j = 0; j < sizeof k / sizeof k[0]; j++)
-        if (strcmp(end + 1, k[j]) == 0) {
-            *layer = i;
-            *buffer = j >= 12;
-            return 1;
-        }
-    return 0;
 }
 
 /* n_head (and checks that the config describes GPT-2's function) from dir/config.json. */
@@ -411,7 +419,6 @@ ldt_status ldt_hf_import(const char *src, const char *out_dir, const ldt_mesh *m
                                s.t[i].file, s.prefix ? HF_PREFIX : "", n);
             goto done;
         }
-        if (buffer) s.t[i].used = 1; /* the causal mask buffers: the model makes its own */
         if (l + 1 > layers) layers = l + 1;
     }
     if (!(wte = find(&s, "wte.weight")) || !(wpe = find(&s, "wpe.weight"))) {
