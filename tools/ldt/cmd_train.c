@@ -42,7 +42,7 @@ static cli_flag *flag_table(void) {
         {"load", 1, "start from the weights of the checkpoint DIR (ldt ckpt import-hf's or a --save's); "
                      "the model sizes default to its", NULL},
         {"resume", 1, "continue the run saved in DIR: step, optimizer state, random stream and data "
-                       "position; --steps is the total", NULL},
+                       "position; --steps is the total; the other settings default to the saved run's", NULL},
         {"json", 0, "one JSON object", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -222,7 +222,7 @@ int cmd_train(int argc, char **argv) {
     int64_t save_every = 0, start = 0, st_saved[ST_N] = {0}, st_now[ST_N] = {0};
     double hp_saved[HP_N] = {0}, hp_now[HP_N] = {0};
     ldt_tensor *t_state = NULL, *t_hp = NULL, **extras = NULL;
-    int nextra = 0;
+    int nextra = 0, zero;
     ldt_dtype ck_dtype = LDT_F32;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("train", f, NFLAGS) || cli_bucket_bytes("train", f, NFLAGS, &copt.bucket_bytes)) return 2;
@@ -271,11 +271,32 @@ int cmd_train(int argc, char **argv) {
         cfg.positions = ck.positions;
         ck_dtype = ck.dtype;
     }
+    if (resume_dir) { /* the run's settings default to the saved run's; differences are refused below */
+        if (load_small(resume_dir, "train.state", LDT_I64, ST_N, st_saved) != LDT_OK ||
+            load_small(resume_dir, "train.config", LDT_F64, HP_N, hp_saved) != LDT_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", ldt_last_error());
+            fprintf(stderr, "ldt train: --resume %s: no training state (%s); a checkpoint of ldt train --save "
+                            "resumes, --load takes weights\n", resume_dir, why);
+            return 1;
+        }
+        if (st_saved[ST_VERSION] != 1) {
+            fprintf(stderr, "ldt train: --resume %s: training state version %lld, expected 1\n", resume_dir,
+                    (long long)st_saved[ST_VERSION]);
+            return 1;
+        }
+        cfg.batch = st_saved[ST_BATCH], cfg.seq = st_saved[ST_SEQ];
+    }
     if (cli_model_sizes("train", f, NFLAGS, &cfg) || cli_int("train", f, NFLAGS, "steps", 200, 1, &steps) ||
         cli_int("train", f, NFLAGS, "seed", 1, 0, &seed) || cli_int("train", f, NFLAGS, "sample", 40, 0, &nsample))
         return 2;
     if (cli_real("train", f, NFLAGS, "lr", 3e-3, &lr) || cli_real("train", f, NFLAGS, "dropout", 0.1, &dropout))
         return 2;
+    if (resume_dir) {
+        if (!cli_has(f, NFLAGS, "seed")) seed = st_saved[ST_SEED];
+        if (!cli_has(f, NFLAGS, "lr")) lr = hp_saved[HP_LR];
+        if (!cli_has(f, NFLAGS, "dropout")) dropout = hp_saved[HP_DROPOUT];
+    }
     if (from && !cli_has(f, NFLAGS, "seq") && cfg.seq > cfg.positions) cfg.seq = cfg.positions;
     if (!(lr > 0 && lr <= 1e3)) {
         fprintf(stderr, "ldt train: --lr is '%s', expected a positive number up to 1000\n", cli_get(f, NFLAGS, "lr"));
@@ -300,7 +321,9 @@ int cmd_train(int argc, char **argv) {
             return 2;
         }
     }
-    s_opt = cli_has(f, NFLAGS, "optimizer") ? cli_get(f, NFLAGS, "optimizer") : "adamw";
+    s_opt = cli_has(f, NFLAGS, "optimizer") ? cli_get(f, NFLAGS, "optimizer")
+            : resume_dir && hp_saved[HP_OPTIM] == LDT_OPTIM_SGD ? "sgd" : "adamw";
+    zero = cli_has(f, NFLAGS, "zero") || (resume_dir && hp_saved[HP_ZERO] != 0);
     s_dt = cli_has(f, NFLAGS, "dtype") ? cli_get(f, NFLAGS, "dtype") : from ? ldt_dtype_name(ck_dtype) : "f32";
     if (strcmp(s_opt, "adamw") != 0 && strcmp(s_opt, "sgd") != 0) {
         fprintf(stderr, "ldt train: --optimizer %s, expected adamw or sgd\n", s_opt);
@@ -403,21 +426,8 @@ int cmd_train(int argc, char **argv) {
     st_now[ST_DATA_HASH] = text_hash(text, len);
     hp_now[HP_OPTIM] = oc.kind, hp_now[HP_LR] = oc.lr, hp_now[HP_BETA1] = oc.beta1, hp_now[HP_BETA2] = oc.beta2;
     hp_now[HP_EPS] = oc.eps, hp_now[HP_WD] = oc.weight_decay, hp_now[HP_CLIP] = oc.clip_norm;
-    hp_now[HP_MOMENTUM] = oc.momentum, hp_now[HP_DROPOUT] = dropout, hp_now[HP_ZERO] = cli_has(f, NFLAGS, "zero");
+    hp_now[HP_MOMENTUM] = oc.momentum, hp_now[HP_DROPOUT] = dropout, hp_now[HP_ZERO] = zero;
     if (resume_dir) { /* the run's settings must be the saved run's */
-        if (load_small(resume_dir, "train.state", LDT_I64, ST_N, st_saved) != LDT_OK ||
-            load_small(resume_dir, "train.config", LDT_F64, HP_N, hp_saved) != LDT_OK) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", ldt_last_error());
-            ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--resume %s: no training state (%s); a checkpoint of ldt train "
-                          "--save resumes, --load takes weights", resume_dir, why);
-            goto fail;
-        }
-        if (st_saved[ST_VERSION] != 1) {
-            ldt_set_error(LDT_ERR_UNSUPPORTED, "--resume %s: training state version %lld, expected 1", resume_dir,
-                          (long long)st_saved[ST_VERSION]);
-            goto fail;
-        }
         for (int i = ST_SEED; i < ST_N; i++)
             if (i != ST_RNG_OFFSET && i != ST_DATA_POS && st_saved[i] != st_now[i]) {
                 ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--resume %s: the run was saved with %s = %lld, this run has "
@@ -443,7 +453,7 @@ int cmd_train(int argc, char **argv) {
     }
     hp_now[HP_WARMUP] = (double)oc.warmup_steps, hp_now[HP_TOTAL] = (double)steps;
     if (ldt_optim_create(ctx, &oc, ps, np, &opt) != LDT_OK) goto fail;
-    if (cli_has(f, NFLAGS, "zero")) {
+    if (zero) {
         int dp;
         if (ldt_mesh_dim_index(mesh, "dp", &dp) != LDT_OK) {
             ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "--zero needs a mesh dim named dp (e.g. --mesh dp=2,tp=2)");
