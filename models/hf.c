@@ -640,7 +640,7 @@ ldt_status ldt_hf_export(const char *dir, const char *out_path, ldt_dtype dtype)
     qsort(ot, (size_t)np, sizeof *ot, by_name);
     /* the header as Python's safetensors writes it: metadata first, then the tensors in data
      * order, compact JSON, spaces to a multiple of 8 bytes */
-    hcap = (size_t)np * 256 + 64;
+    hcap = (size_t)np * 512 + 64; /* an entry: a name of at most 176 bytes, numbers of at most 20 digits */
     if (!(hdr = malloc(hcap))) {
         st = ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "export-hf: out of memory");
         goto done;

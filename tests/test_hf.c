@@ -529,3 +529,138 @@ Test(hf, cli_import_run_train_export, .init = make_tmp, .fini = rm_tmp) {
     cr_assert_not_null(strstr(out, "saved with hidden = 32, this model has hidden = 64"), "%s", out);
     free_file(&f);
 }
+
+/* The other refusals of the import, the export and the model checkpoint API. */
+Test(hf, more_refusals, .init = make_tmp, .fini = rm_tmp) {
+    static char out[1 << 14];
+    model_file f;
+    char path[300], src[300], ck[300], cmd[1024];
+    ldt_mesh *meta, *one;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_model *m;
+    ldt_model_config cfg = ldt_model_config_default("mlp");
+    ldt_hf_options bad = {-1, LDT_F32}, i32 = {A, LDT_I32};
+    FILE *o;
+    make_gpt2(&f, 2);
+    snprintf(src, sizeof src, "%s/model.safetensors", g_dir);
+    write_file(&f, src, "");
+    cr_assert_eq(ldt_mesh_parse("1", LDT_DEVICE_CPU, &one), LDT_OK);
+    cr_assert_eq(ldt_mesh_parse("2", LDT_DEVICE_META, &meta), LDT_OK);
+    snprintf(ck, sizeof ck, "%s/ck", g_dir);
+    /* arguments */
+    cr_assert_eq(ldt_hf_import(NULL, ck, one, NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_hf_import(src, ck, one, &bad, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_not_null(strstr(ldt_last_error(), "heads = -1"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_hf_import(src, ck, one, &i32, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_not_null(strstr(ldt_last_error(), "dtype i32"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_hf_import(src, ck, meta, NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_not_null(strstr(ldt_last_error(), "meta device"), "%s", ldt_last_error());
+    /* a config.json that describes another function */
+    {
+        const char *rows[][2] = {{"\"activation_function\":\"relu\"", "activation_function is 'relu'"},
+                                 {"\"layer_norm_epsilon\":1e-6", "layer_norm_epsilon is 1e-06"},
+                                 {"\"scale_attn_weights\":false", "scale_attn_weights is false"}};
+        snprintf(path, sizeof path, "%s/config.json", g_dir);
+        for (int i = 0; i < 3; i++) {
+            cr_assert_not_null(o = fopen(path, "w"));
+            fprintf(o, "{\"n_head\":4,%s}", rows[i][0]);
+            fclose(o);
+            cr_assert_eq(ldt_hf_import(src, ck, one, NULL, NULL), LDT_ERR_UNSUPPORTED, "%s", rows[i][0]);
+            cr_assert_not_null(strstr(ldt_last_error(), rows[i][1]), "%s", ldt_last_error());
+        }
+        unlink(path);
+    }
+    /* directories: nothing to read, an index listing a tensor its file lacks, one tensor twice */
+    cr_assert_eq(ldt_hf_import(g_dir, ck, one, &(ldt_hf_options){A, LDT_F32}, NULL), LDT_OK, "model.safetensors "
+                 "in a directory: %s", ldt_last_error());
+    snprintf(path, sizeof path, "%s/empty", g_dir);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    cr_assert_eq(ldt_hf_import(path, ck, one, NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_not_null(strstr(ldt_last_error(), "neither model.safetensors.index.json nor"), "%s", ldt_last_error());
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", g_dir);
+    cr_assert_not_null(o = fopen(path, "w"));
+    fprintf(o, "{\"weight_map\":{\"wte.weight\":\"model.safetensors\",\"h.7.ln_1.weight\":\"model.safetensors\"}}");
+    fclose(o);
+    cr_assert_eq(ldt_hf_import(g_dir, ck, one, NULL, NULL), LDT_ERR_CORRUPT);
+    cr_assert_not_null(strstr(ldt_last_error(), "lists tensor 'h.7.ln_1.weight' in model.safetensors, which does not "
+                              "hold it"), "%s", ldt_last_error());
+    cr_assert_not_null(o = fopen(path, "w"));
+    fprintf(o, "{\"weight_map\":{\"wte.weight\":\"model.safetensors\",\"wpe.weight\":\"copy.safetensors\"}}");
+    fclose(o);
+    snprintf(path, sizeof path, "%s/copy.safetensors", g_dir);
+    write_file(&f, path, "");
+    cr_assert_eq(ldt_hf_import(g_dir, ck, one, NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_not_null(strstr(ldt_last_error(), "tensor 'h.0.attn.c_attn.bias' appears twice"), "%s", ldt_last_error());
+    /* shapes of the embeddings, a head of another shape, no blocks */
+    {
+        model_file g;
+        make_gpt2(&g, 2);
+        get(&g, "wpe.weight")->shape[1] = H / 2;
+        get(&g, "wpe.weight")->shape[0] = 2 * P;
+        snprintf(path, sizeof path, "%s/wpe.safetensors", g_dir);
+        write_file(&g, path, "");
+        cr_assert_eq(ldt_hf_import(path, ck, one, &(ldt_hf_options){A, LDT_F32}, NULL), LDT_ERR_INVALID_ARGUMENT);
+        cr_assert_not_null(strstr(ldt_last_error(), "wte.weight is [64,32] and wpe.weight [32,16]"), "%s", ldt_last_error());
+        free_file(&g);
+        make_gpt2(&g, 2);
+        g.t[g.n] = *get(&g, "wpe.weight");
+        g.t[g.n].v = malloc(P * H * sizeof(double));
+        memcpy(g.t[g.n].v, get(&g, "wpe.weight")->v, P * H * sizeof(double));
+        snprintf(g.t[g.n++].name, sizeof g.t[0].name, "lm_head.weight");
+        snprintf(path, sizeof path, "%s/head.safetensors", g_dir);
+        write_file(&g, path, "");
+        cr_assert_eq(ldt_hf_import(path, ck, one, &(ldt_hf_options){A, LDT_F32}, NULL), LDT_ERR_INVALID_ARGUMENT);
+        cr_assert_not_null(strstr(ldt_last_error(), "lm_head.weight's shape differs"), "%s", ldt_last_error());
+        free_file(&g);
+        make_gpt2(&g, 2);
+        for (int i = 0; i < g.n;)
+            if (strncmp(g.t[i].name, "h.", 2) == 0) {
+                free(g.t[i].v);
+                g.t[i] = g.t[--g.n];
+            } else
+                i++;
+        snprintf(path, sizeof path, "%s/noblocks.safetensors", g_dir);
+        write_file(&g, path, "");
+        cr_assert_eq(ldt_hf_import(path, ck, one, &(ldt_hf_options){A, LDT_F32}, NULL), LDT_ERR_INVALID_ARGUMENT);
+        cr_assert_not_null(strstr(ldt_last_error(), "holds no block"), "%s", ldt_last_error());
+        free_file(&g);
+    }
+    /* the model checkpoint API: NULLs, a meta mesh, an mlp where a gpt is expected */
+    co.mesh = meta;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(ctx, "mlp", &cfg, &m), LDT_OK);
+    cr_assert_eq(ldt_model_save(m, ck, 0, NULL), LDT_ERR_INVALID_USAGE);
+    cr_assert_not_null(strstr(ldt_last_error(), "meta device"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_save(m, NULL, 0, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_model_save(m, ck, 1, (ldt_tensor *[]){NULL}), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_model_load(m, ck, -1, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_model_load(m, ck, 0, NULL), LDT_ERR_INVALID_ARGUMENT, "a gpt checkpoint into an mlp");
+    cr_assert_not_null(strstr(ldt_last_error(), "holds a gpt model, this model is a mlp"), "%s", ldt_last_error());
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    co.mesh = one;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(ctx, "mlp", &cfg, &m), LDT_OK);
+    snprintf(path, sizeof path, "%s/mlp", g_dir);
+    cr_assert_eq(ldt_model_save(m, path, 0, NULL), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_hf_export(path, src, LDT_F32), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_not_null(strstr(ldt_last_error(), "holds a mlp model, expected gpt"), "%s", ldt_last_error());
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    /* the CLI: a weights-only checkpoint does not resume; ldt run's --model must be the checkpoint's */
+    snprintf(cmd, sizeof cmd, "train --resume %s --steps 2", ck);
+    cr_assert_eq(run_cli(cmd, out, sizeof out), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "no training state"), "%s", out);
+    snprintf(cmd, sizeof cmd, "run --load %s --model mlp --steps 1", ck);
+    cr_assert_eq(run_cli(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--model mlp, but"), "%s", out);
+    snprintf(cmd, sizeof cmd, "ckpt import-hf %s %s/f16 --heads 4 --dtype f16", src, g_dir);
+    cr_assert_eq(run_cli(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "run --load %s/f16 --steps 1", g_dir);
+    cr_assert_eq(run_cli(cmd, out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "holds f16 weights"), "%s", out);
+    ldt_mesh_destroy(meta);
+    ldt_mesh_destroy(one);
+    free_file(&f);
+}
