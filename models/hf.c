@@ -496,7 +496,11 @@ ldt_status ldt_hf_import(const char *src, const char *out_dir, const ldt_mesh *m
         for (int64_t j = 0; j < t->numel; j++) {
             /* element j of the model's [out, in] is the file's [in, out] element (j % in, j / in) */
             int64_t from = transposed ? (j % ps.dims[1]) * ps.dims[0] + j / ps.dims[1] : j;
-            store_elem(buf, cfg.dtype, j, load_elem(t->data, t->dtype, from));
+            size_t es = ldt_dtype_size(t->dtype);
+            if (t->dtype == cfg.dtype) /* the same format: the bits as they are (NaN payloads too) */
+                memcpy((unsigned char *)buf + (size_t)j * es, t->data + (size_t)from * es, es);
+            else
+                store_elem(buf, cfg.dtype, j, load_elem(t->data, t->dtype, from));
         }
         if ((st = ldt_param_set(p, buf, t->numel * (int64_t)ldt_dtype_size(cfg.dtype))) != LDT_OK) goto done;
         t->used = 1;
@@ -628,6 +632,11 @@ ldt_status ldt_hf_export(const char *dir, const char *out_path, ldt_dtype dtype)
             /* file element j of [in, out] is the model's [out, in] element (j % out, j / out) */
             int64_t from = conv ? (j % ps.dims[0]) * ps.dims[1] + j / ps.dims[0] : j;
             double v;
+            if (cfg.dtype == dtype) { /* the same format: the bits as they are */
+                size_t es = ldt_dtype_size(dtype);
+                memcpy(ot[i].data + (size_t)j * es, (unsigned char *)full + (size_t)from * es, es);
+                continue;
+            }
             switch (cfg.dtype) {
             case LDT_F64: v = ((double *)full)[from]; break;
             case LDT_F16: v = ldt_f16_to_f32(((uint16_t *)full)[from]); break;
