@@ -56,7 +56,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The training state saved beside the model (docs/training.md, "Save and resume"). */
+/* The training state saved with the model (docs/checkpoint.md, "Training state"). */
 enum { ST_VERSION, ST_STEP, ST_SEED, ST_RNG_OFFSET, ST_DATA_POS, ST_BATCH, ST_SEQ, ST_DATA_HASH, ST_N };
 enum { HP_OPTIM, HP_LR, HP_BETA1, HP_BETA2, HP_EPS, HP_WD, HP_CLIP, HP_MOMENTUM, HP_WARMUP, HP_DROPOUT, HP_ZERO,
        HP_TOTAL, HP_N };
