@@ -228,7 +228,7 @@ Test(train, save_and_resume_are_exact) {
     static char out[1 << 14];
     const char *meshes[] = {"dp=2,tp=2", "1", "dp=2,tp=2 --zero"};
     const char *small = "--hidden 32 --heads 4 --seq 16 --batch 4 --dropout 0.1 --dtype f64 --sample 0";
-    char dir[] = "/tmp/ldt_test_resume_XXXXXX", args[512], cmd[1024];
+    char dir[] = "/tmp/ldt_test_resume_XXXXXX", args[400], cmd[1024]; /* args fit train()'s 512 */
     double ref[20], got[20];
     cr_assert_not_null(mkdtemp(dir));
     for (int m = 0; m < 3; m++) {
