@@ -24,7 +24,7 @@ static const command k_commands[] = {
     {"meta-init", cmd_meta_init, "describe a model on a meta mesh and report its memory per rank"},
     {"calibrate", cmd_calibrate, "measure latency and bandwidth per mesh dim into a cost profile"},
     {"rand", cmd_rand, "make a random tensor sharded on a mesh; its hash is the same on every mesh"},
-    {"ckpt", cmd_ckpt, "sharded checkpoints: merge into one safetensors file, info"},
+    {"ckpt", cmd_ckpt, "sharded checkpoints: merge into one safetensors file, info, GPT-2 weights in and out (import-hf, export-hf)"},
     {"spec", cmd_spec, "one sharding in ColossalAI, torch_xla and HLO notation (and back)"},
 };
 
