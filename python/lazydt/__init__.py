@@ -409,6 +409,11 @@ class LocalTensor:
     def __dlpack_device__(self):
         return (_dlpack.KDLCPU, 0)
 
+    def data_ptr(self):
+        """The shard's address (the same memory every DLPack consumer sees)."""
+        return int(ffi.cast("uintptr_t", lib.ldt_shards_local(self._dt._shards, self.rank,
+                                                               ffi.NULL)))
+
     def numpy(self):
         """A numpy array over the shard's memory (no copy)."""
         return np.from_dlpack(self)
