@@ -311,8 +311,9 @@ class DTensor:
     load."""
 
     def __init__(self, shards, mesh):
-        self._shards = ffi.gc(shards, lib.ldt_shards_destroy)
-        self._mesh = mesh  # the shards borrow its ldt_mesh
+        # the shards borrow the mesh's ldt_mesh: the destructor keeps the mesh alive
+        self._shards = ffi.gc(shards, lambda p, m=mesh: lib.ldt_shards_destroy(p))
+        self._mesh = mesh
         self._spec = lib.ldt_shards_spec(self._shards)
 
     @property
@@ -508,7 +509,8 @@ class Context:
         opts.seed = seed
         out = ffi.new("ldt_ctx **")
         check(lib.ldt_ctx_create(opts, out))
-        self._ptr = ffi.gc(out[0], lib.ldt_ctx_destroy)
+        # the context borrows the mesh: its destructor keeps the mesh alive until it has run
+        self._ptr = ffi.gc(out[0], lambda p, m=device_mesh: lib.ldt_ctx_destroy(p))
         self._keep = []  # host data the C side borrows (init copies)
 
     @property

@@ -105,3 +105,17 @@ def test_refusals_carry_the_library_message():
         d.to_local()
     with pytest.raises(L.LdtError, match="rank 5 is not in mesh 2"):
         np.from_dlpack(d.to_local(5))
+
+
+def test_torch_sees_the_shard_where_installed():
+    torch = pytest.importorskip("torch")
+    d = L.distribute_tensor(np.arange(12, dtype=np.float32).reshape(4, 3),
+                            L.DeviceMesh.parse("2"), [L.Shard(0)])
+    t = torch.from_dlpack(d.to_local(1))
+    assert t.shape == (2, 3) and t[0, 0].item() == 6.0
+    t[1, 2] = -1.0
+    assert d.full_tensor()[3, 2] == -1.0
+    u = torch.arange(4, dtype=torch.int64)
+    e = L.from_dlpack(u)
+    u[0] = 9
+    assert e.full_tensor()[0] == 9
