@@ -126,3 +126,26 @@ def test_library_not_found_is_a_clear_error(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.dirname(__file__)))
     assert "missing.so is not a file; expected the path of a built liblazydt.so" in out.stdout
+
+
+def _python_blocks(path):
+    import re
+    with open(path) as f:
+        return re.findall(r"```python\n(.*?)```", f.read(), re.S)
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/python.md"])
+def test_the_pages_python_runs_as_written(page, capsys):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, page)
+    if not os.path.isfile(path):
+        pytest.skip(f"{page} is not beside this test (an installed copy)")
+    blocks = _python_blocks(path)
+    assert blocks, f"{page} shows no Python"
+    env = {}
+    for b in blocks:  # a page's blocks build on each other
+        exec(compile(b, page, "exec"), env)
+    if page == "README.md":  # the C example's printout, from the same step
+        out = capsys.readouterr().out.splitlines()
+        assert out[:3] == ["step 0: y[0] = 0.617143", "step 1: y[0] = -1.48",
+                           "step 2: y[0] = -0.440816"]
