@@ -1,7 +1,9 @@
 /* Sharded tensor data (ldt_shards) and distribute / full_tensor / from_local / to_local. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ldt/dlpack.h"
 #include "ldt/exec.h"
 #include "core/error.h"
 #include "core/mesh.h"
@@ -13,6 +15,11 @@ struct ldt_shards {
     int nranks;      /* one buffer per mesh position */
     void **bufs;
     int64_t *nbytes;
+    /* ldt_from_dlpack: the DLPack tensors whose memory the buffers are (NULL: ours, freed);
+     * their deleters run when the storage goes */
+    DLManagedTensorVersioned **ext;
+    /* references on the storage: the owner's, and one per tensor ldt_to_dlpack exported */
+    atomic_int refs;
 };
 
 void ldt__region_copy(const ldt_region *r, const ldt_shape *shape, size_t elem, void *full,
@@ -72,6 +79,7 @@ ldt_status ldt_shards_create(const ldt_spec *spec, ldt_shards **out) {
     }
     s = calloc(1, sizeof *s);
     if (!s) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "shards: out of memory");
+    atomic_init(&s->refs, 1);
     s->spec = *spec;
     s->nranks = spec->mesh->nranks;
     s->bufs = calloc((size_t)s->nranks, sizeof *s->bufs);
@@ -94,24 +102,44 @@ fail:
     return st;
 }
 
+void ldt__shards_retain(ldt_shards *s) { atomic_fetch_add(&s->refs, 1); }
+
 void ldt_shards_destroy(ldt_shards *s) {
     if (!s) return;
+    if (atomic_fetch_sub(&s->refs, 1) != 1) return; /* an exported DLPack tensor holds it */
     if (s->bufs)
-        for (int i = 0; i < s->nranks; i++) free(s->bufs[i]);
+        for (int i = 0; i < s->nranks; i++) {
+            DLManagedTensorVersioned *t = s->ext ? s->ext[i] : NULL;
+            if (t && t->deleter) t->deleter(t);
+            if (!t || s->nbytes[i] == 0) free(s->bufs[i]);
+        }
+    free(s->ext);
     free(s->bufs);
     free(s->nbytes);
     free(s);
 }
 
+ldt_status ldt__shards_adopt(ldt_shards *s, DLManagedTensorVersioned *const *ts,
+                             void *const *data) {
+    s->ext = calloc((size_t)s->nranks, sizeof *s->ext);
+    if (!s->ext) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "from_dlpack: out of memory");
+    for (int i = 0; i < s->nranks; i++) {
+        s->ext[i] = ts[i];
+        if (s->nbytes[i] == 0) continue; /* keeps its own byte: a distinct, valid pointer */
+        free(s->bufs[i]);
+        s->bufs[i] = data[i];
+    }
+    return LDT_OK;
+}
 const ldt_spec *ldt_shards_spec(const ldt_shards *s) { return s ? &s->spec : NULL; }
 
-static int position(const ldt_shards *s, int rank) {
+int ldt__shards_position(const ldt_shards *s, int rank) {
     const ldt_mesh *m = s->spec.mesh;
     return (rank >= 0 && rank <= m->max_rank) ? m->pos_of[rank] : -1;
 }
 
 void *ldt_shards_local(const ldt_shards *s, int rank, int64_t *nbytes) {
-    int pos = s ? position(s, rank) : -1;
+    int pos = s ? ldt__shards_position(s, rank) : -1;
     if (nbytes) *nbytes = pos >= 0 ? s->nbytes[pos] : 0;
     return pos >= 0 ? s->bufs[pos] : NULL;
 }
@@ -185,7 +213,7 @@ ldt_status ldt_full_tensor(const ldt_shards *s, void *full) {
                 rem /= (int)m->dims[pdims[j]];
             }
             LDT_CHECK_GOTO(ldt_mesh_rank_of(m, coord, &rank));
-            srcs[k] = s->bufs[position(s, rank)];
+            srcs[k] = s->bufs[ldt__shards_position(s, rank)];
         }
         free(tmp);
         tmp = malloc((size_t)(s->nbytes[i] ? s->nbytes[i] : 1));
@@ -223,7 +251,7 @@ ldt_status ldt_to_local(const ldt_shards *s, int rank, void *dst, int64_t nbytes
     int pos;
     if (!s || (!dst && nbytes > 0))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "to_local: arguments must not be NULL");
-    pos = position(s, rank);
+    pos = ldt__shards_position(s, rank);
     if (pos < 0) {
         char buf[256];
         ldt_mesh_format(s->spec.mesh, buf, sizeof buf);

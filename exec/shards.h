@@ -3,6 +3,7 @@
 #define LDT_EXEC_SHARDS_H
 
 #include "ldt/core.h"
+#include "ldt/dlpack.h"
 
 /* Copies the elements of region r between `full` (global row-major with `shape`) and
  * `local` (r's local shape, row-major). to_local != 0: full -> local; else local -> full. */
@@ -19,4 +20,13 @@ typedef struct ldt__partial_info {
 } ldt__partial_info;
 void ldt__partial_info_of(const ldt_spec *spec, ldt__partial_info *out);
 
+/* One more reference on s's storage (ldt_shards_destroy drops one; the last frees it). */
+void ldt__shards_retain(ldt_shards *s);
+/* Mesh position of a rank in s (-1 if it is not in the mesh). */
+int ldt__shards_position(const ldt_shards *s, int rank);
+/* Makes every position i's buffer data[i], owned by DLPack tensor ts[i] (deleted with the
+ * storage); the buffers allocated for them are freed (empty shards keep theirs). All or
+ * nothing: on failure (out of memory) s is unchanged and owns none of ts. */
+ldt_status ldt__shards_adopt(ldt_shards *s, DLManagedTensorVersioned *const *ts,
+                             void *const *data);
 #endif

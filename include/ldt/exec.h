@@ -153,7 +153,9 @@ LDT_API ldt_status ldt_group_end(void);
 typedef struct ldt_shards ldt_shards;
 
 /* Zero-filled local buffers for every rank of the spec's mesh (copied spec; the mesh is
- * borrowed and must outlive the shards). A meta mesh holds no data: refused. */
+ * borrowed and must outlive the shards). A meta mesh holds no data: refused. Destroy frees
+ * them, or, while tensors exported by ldt_to_dlpack (ldt/dlpack.h) are alive, leaves the
+ * storage to the last of those (the shards themselves must not be used again). */
 LDT_API ldt_status ldt_shards_create(const ldt_spec *spec, ldt_shards **out);
 LDT_API void ldt_shards_destroy(ldt_shards *s);
 LDT_API const ldt_spec *ldt_shards_spec(const ldt_shards *s);

@@ -5,6 +5,7 @@
 #include "ldt/core.h"
 #include "ldt/export.h"
 #include "ldt/exec.h"
+#include "ldt/dlpack.h"
 #include "ldt/trace.h"
 #include "ldt/planner.h"
 #include "ldt/models.h"
