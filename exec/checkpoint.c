@@ -1280,10 +1280,46 @@ static ldt_status legacy_claims(const ckpt *c, uint64_t recomputed) {
              (unsigned long long)f0->save_id);
 }
 
+/* Two shards of one tensor that describe it alike (dtype, global shape, mesh, placements). */
+static int pieces_agree(const ck_piece *a, const ck_piece *b) {
+    return a->dtype == b->dtype && ldt_shape_equal(&a->gshape, &b->gshape) &&
+           (a->mesh && b->mesh ? strcmp(a->mesh, b->mesh) == 0 : a->mesh == b->mesh) &&
+           (a->placements && b->placements ? strcmp(a->placements, b->placements) == 0
+                                           : a->placements == b->placements);
+}
+
+/* When the metadata no longer gives the save id: a shard that fewer than half of its
+ * tensor's shards agree with (its file was edited; *tie 0), else two shards of one tensor that
+ * disagree, as many on each side (one of the two files was edited; *tie 1, the other in
+ * *other); -1 when every shard agrees (every file changed alike). Sorts the pieces by name. */
+static int odd_metadata_piece(ckpt *c, int *tie, int *other) {
+    int first_tie = -1, first_other = -1;
+    *tie = 0;
+    *other = -1;
+    if (c->npieces > 1) qsort(c->pieces, (size_t)c->npieces, sizeof *c->pieces, cmp_ck_piece);
+    for (int lo = 0, hi; lo < c->npieces; lo = hi) {
+        for (hi = lo + 1; hi < c->npieces && strcmp(c->pieces[hi].name, c->pieces[lo].name) == 0; hi++) {}
+        for (int i = lo; i < hi; i++) {
+            int agree = 0, differs = -1;
+            for (int j = lo; j < hi; j++) {
+                if (pieces_agree(&c->pieces[i], &c->pieces[j])) agree++;
+                else if (differs < 0) differs = j;
+            }
+            if (2 * agree < hi - lo) return i;
+            if (differs >= 0 && first_tie < 0) first_tie = i, first_other = differs;
+        }
+    }
+    if (first_tie >= 0) {
+        *tie = 1;
+        *other = first_other;
+    }
+    return first_tie;
+}
+
 static ldt_status ckpt_open(const char *dir, ckpt **out) {
     ldt_status st = LDT_OK;
     ckpt *c = NULL;
-    int probe = -1;
+    int probe = -1, odd = -1, tie = 0, other = -1;
     uint64_t recomputed = 0;
     *out = NULL;
     if (!little_endian())
@@ -1401,6 +1437,22 @@ static ldt_status ckpt_open(const char *dir, ckpt **out) {
     if (!c->manifest) {
         LDT_CHECK_GOTO(legacy_claims(c, recomputed));
         c->save_id = c->files[0].save_id;
+    }
+    if (recomputed != c->save_id && (odd = odd_metadata_piece(c, &tie, &other)) >= 0) {
+        const ck_piece *a = &c->pieces[odd];
+        if (!tie)
+            LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                          "ckpt: %s: tensor '%s': its metadata (dtype, shape, mesh or placements) "
+                          "disagrees with the other files' and the files no longer give the save id "
+                          "%016llx: its metadata was changed after the save",
+                          c->files[a->file].path, a->name, (unsigned long long)c->save_id);
+        LDT_FAIL_GOTO(LDT_ERR_CORRUPT,
+                      "ckpt: tensor '%s': %s and %s disagree on its metadata (dtype, shape, mesh or "
+                      "placements: '%s' against '%s') and the files no longer give the save id %016llx: "
+                      "one of the two was changed after the save",
+                      a->name, c->files[a->file].path, c->files[c->pieces[other].file].path,
+                      a->placements ? a->placements : "", c->pieces[other].placements ? c->pieces[other].placements : "",
+                      (unsigned long long)c->save_id);
     }
     if (recomputed != c->save_id)
         LDT_FAIL_GOTO(LDT_ERR_CORRUPT,

@@ -59,9 +59,46 @@ typedef struct span {
     int64_t off, end;
 } span;
 
-static int by_off(const void *a, const void *b) {
-    const span *x = a, *y = b;
-    return x->off < y->off ? -1 : x->off > y->off;
+/* Spans in increasing offset (the order among equal offsets does not change the gaps found
+ * below). Inline rather than qsort: it runs once per placed value, on the values that
+ * overlap it. */
+static void sort_spans(span *a, int32_t n) {
+    while (n > 16) {
+        int32_t i = 0, j = n - 1, m = n / 2;
+        span t;
+        /* median of three as the pivot */
+        if (a[m].off < a[0].off) t = a[m], a[m] = a[0], a[0] = t;
+        if (a[j].off < a[0].off) t = a[j], a[j] = a[0], a[0] = t;
+        if (a[j].off < a[m].off) t = a[j], a[j] = a[m], a[m] = t;
+        int64_t pv = a[m].off;
+        while (i <= j) {
+            while (a[i].off < pv) i++;
+            while (a[j].off > pv) j--;
+            if (i <= j) {
+                t = a[i], a[i] = a[j], a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        /* the smaller side by recursion, the larger by the loop: depth stays logarithmic */
+        if (j + 1 < n - i) {
+            sort_spans(a, j + 1);
+            a += i;
+            n -= i;
+        } else {
+            sort_spans(a + i, n - i);
+            n = j + 1;
+        }
+    }
+    for (int32_t i = 1; i < n; i++) {
+        span t = a[i];
+        int32_t j = i;
+        while (j > 0 && a[j - 1].off > t.off) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = t;
+    }
 }
 
 ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const uint8_t *keep,
@@ -139,17 +176,27 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
         int32_t ns = 0;
         int64_t best = -1, best_gap = INT64_MAX, prev_end = 0;
         int64_t b0 = it[a].first / bsize, b1 = it[a].last / bsize;
-        for (int64_t b = b0; b <= b1; b++)
-            for (int32_t j = 0; j < bucket[b].n; j++) {
-                int32_t o = bucket[b].v[j];
-                if (seen[o] == a + 1) continue;
-                seen[o] = a + 1;
+        if (b0 == b1) { /* one bucket, kept in offset order: no sort */
+            for (int32_t j = 0; j < bucket[b0].n; j++) {
+                int32_t o = bucket[b0].v[j];
                 if (it[o].first <= it[a].last && it[a].first <= it[o].last) {
                     sp[ns].off = it[o].off;
                     sp[ns++].end = it[o].off + it[o].size;
                 }
             }
-        qsort(sp, (size_t)ns, sizeof *sp, by_off);
+        } else {
+            for (int64_t b = b0; b <= b1; b++)
+                for (int32_t j = 0; j < bucket[b].n; j++) {
+                    int32_t o = bucket[b].v[j];
+                    if (seen[o] == a + 1) continue;
+                    seen[o] = a + 1;
+                    if (it[o].first <= it[a].last && it[a].first <= it[o].last) {
+                        sp[ns].off = it[o].off;
+                        sp[ns++].end = it[o].off + it[o].size;
+                    }
+                }
+            sort_spans(sp, ns);
+        }
         for (int32_t s = 0; s < ns; s++) {
             int64_t gap = sp[s].off - prev_end;
             if (gap >= it[a].size && gap < best_gap) {
@@ -169,7 +216,18 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
                 bucket[b].v = nv;
                 bucket[b].cap = c;
             }
-            bucket[b].v[bucket[b].n++] = a;
+            {
+                /* in offset order: the first member placed above it moves up one */
+                int32_t lo = 0, hi = bucket[b].n;
+                while (lo < hi) {
+                    int32_t mid = lo + (hi - lo) / 2;
+                    if (it[bucket[b].v[mid]].off <= best) lo = mid + 1;
+                    else hi = mid;
+                }
+                memmove(bucket[b].v + lo + 1, bucket[b].v + lo, (size_t)(bucket[b].n - lo) * sizeof *bucket[b].v);
+                bucket[b].v[lo] = a;
+                bucket[b].n++;
+            }
         }
     }
     /* bucket members: back to back from their item's offset, in operand order (the fused

@@ -881,6 +881,9 @@ void ldt_plan_destroy(ldt_plan *p) {
         free(p->programs[i]);
     }
     free(p->programs);
+    free(p->cls_rank);
+    free(p->cls_same);
+    free(p->cls_arena);
     free(p->memo);
     free(p->ssets);
     free(p->sset_tab);

@@ -749,6 +749,33 @@ static void snap_free(snapshot *sn) {
     for (int r = 0; r < sn->world; r++) free(sn->b[r]);
 }
 
+/* Without a manifest, one file's metadata edited alone (the save id no longer matches): the
+ * file that disagrees with the other shards of its tensor is named, rank 0 included; with one
+ * shard on each side, both files are named. */
+Test(checkpoint, the_file_whose_metadata_was_edited_is_named) {
+    fixture fx;
+    const char *w_pl[3] = {"w", "placements", "\"R\""}, *b_pl[3] = {"b", "placements", "\"R,R\""};
+    snapshot sn;
+    fixture_make(&fx);
+    snap_take(&sn, fx.dir, 4);
+    for (int r = 0; r < 4; r += 3) { /* w has a shard on each of the 4 ranks */
+        edit_header(fx.dir, r, set_meta_field, (void *)w_pl);
+        expect_load_error(&fx, LDT_ERR_CORRUPT,
+                          (const char *[]){rank_file(fx.dir, r), "tensor 'w'", "disagrees", "save id",
+                                           "was changed after the save"},
+                          5);
+        snap_restore(&sn, fx.dir);
+    }
+    edit_header(fx.dir, 0, set_meta_field, (void *)b_pl); /* b: R over dim 0, stored by ranks 0 and 1 */
+    expect_load_error(&fx, LDT_ERR_CORRUPT,
+                      (const char *[]){"tensor 'b'", "rank-0.safetensors", "rank-1.safetensors", "'R,R'",
+                                       "one of the two was changed"},
+                      5);
+    snap_restore(&sn, fx.dir);
+    snap_free(&sn);
+    fixture_free(&fx);
+}
+
 Test(checkpoint, overlapping_and_missing_regions) {
     fixture fx;
     long n;

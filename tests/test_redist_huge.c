@@ -1,12 +1,16 @@
 /* Redistribution planning on huge meshes, by cells of coordinates: every step priced by
  * cells equals the rank-by-rank count on small meshes (random specs, uneven and interleaved
  * shards), and plans on meshes of up to 16,777,216 ranks give hand-derived figures. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
 
 #include "ldt/ldt.h"
+#include "planner/memory.h"
+#include "planner/plan_internal.h"
 #include "planner/program.h"
 #include "planner/redistribute.h"
 #include "planner/region.h"
@@ -311,15 +315,15 @@ Test(redist_huge, rank_classes_weigh_to_every_rank) {
 /* ---- rank classes of a whole training plan against every rank's own program ---------------- */
 
 /* A GPT training step (forward, gradients, AdamW), planned on mesh_text. */
-static ldt_plan *train_plan(const char *mesh_text, const ldt_model_config *cfg, ldt_mesh **mesh,
-                            ldt_ctx **ctx, ldt_model **m) {
+static ldt_plan *train_plan_on(const char *mesh_text, ldt_device_type dev, const ldt_model_config *cfg,
+                               ldt_mesh **mesh, ldt_ctx **ctx, ldt_model **m) {
     ldt_ctx_options co = {0};
     ldt_optim_config oc = {0};
     ldt_optim *o = NULL;
     ldt_plan *plan = NULL;
     ldt_tensor *loss, *ps[64], *gs[64];
     int np;
-    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, mesh), LDT_OK);
+    cr_assert_eq(ldt_mesh_parse(mesh_text, dev, mesh), LDT_OK);
     co.mesh = *mesh;
     cr_assert_eq(ldt_ctx_create(&co, ctx), LDT_OK);
     cr_assert_eq(ldt_model_create(*ctx, "gpt", cfg, m), LDT_OK, "%s", ldt_last_error());
@@ -337,6 +341,11 @@ static ldt_plan *train_plan(const char *mesh_text, const ldt_model_config *cfg, 
     ldt_optim_destroy(o);
     cr_assert_eq(ldt_plan_create(*ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
     return plan;
+}
+
+static ldt_plan *train_plan(const char *mesh_text, const ldt_model_config *cfg, ldt_mesh **mesh,
+                            ldt_ctx **ctx, ldt_model **m) {
+    return train_plan_on(mesh_text, LDT_DEVICE_CPU, cfg, mesh, ctx, m);
 }
 
 /* 1 when two programs hold the same values (local shapes, dtypes) and the same instructions
@@ -411,6 +420,117 @@ Test(redist_huge, classes_match_every_rank_of_a_training_plan) {
         ldt_ctx_destroy(ctx);
         ldt_mesh_destroy(mesh);
     }
+}
+
+/* The figures of one rank the slow way: its own program lowered and read instruction by
+ * instruction (collectives, bytes and modeled seconds of every redistribution step and
+ * all_reduce), and its static memory plan's arena. */
+typedef struct slow_figs {
+    int64_t colls, bytes, arena;
+    double seconds;
+} slow_figs;
+
+static slow_figs slow_figures(ldt_plan *plan, const ldt_mesh *mesh, int rank) {
+    slow_figs f = {0};
+    ldt__program *p = NULL;
+    ldt__mem_plan mp = {0};
+    uint8_t *outside;
+    cr_assert_eq(ldt__lower_program(plan, rank, &p), LDT_OK, "%s", ldt_last_error());
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        if (x->kind == LDT__I_REDIST) {
+            for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
+                ldt_redist_step st;
+                cr_assert_eq(ldt_redist_plan_step(x->plan, s, &st), LDT_OK);
+                f.colls += st.collective <= LDT_COLL_ALL_TO_ALL || st.collective == LDT_COLL_SEND_RECV;
+                f.bytes += st.bytes_sent > st.bytes_recv ? st.bytes_sent : st.bytes_recv;
+                f.seconds += st.seconds;
+            }
+        } else if (x->kind == LDT__I_ALL_REDUCE) {
+            int64_t n = 1, b = ldt_dtype_size((ldt_dtype)p->vals[x->out].dtype);
+            int dims[LDT_MAX_DIMS];
+            for (int d = 0; d < x->ndims; d++) n *= ldt_mesh_dim_size(mesh, dims[d] = x->dims[d]);
+            for (int d = 0; d < p->vals[x->out].shape.ndim; d++) b *= p->vals[x->out].shape.dims[d];
+            if (n <= 1) continue;
+            f.colls++;
+            f.bytes += 2 * (n - 1) * b / n;
+            f.seconds += ldt_cost_seconds(&plan->cost, mesh, x->ndims, dims, LDT_COLL_ALL_REDUCE,
+                                          2 * (n - 1) * b / n, 0);
+        }
+    }
+    cr_assert_not_null(outside = calloc((size_t)p->nvals + 1, 1));
+    for (int64_t i = 0; i < p->nins; i++)
+        if (p->ins[i].kind == LDT__I_LOAD && p->ins[i].src->op != LDT_OP_INPUT) outside[p->ins[i].out] = 1;
+    cr_assert_eq(ldt__memory_plan(p, outside, NULL, &mp), LDT_OK);
+    f.arena = mp.arena_bytes;
+    ldt__mem_plan_free(&mp);
+    free(outside);
+    ldt__program_free(p);
+    free(p);
+    return f;
+}
+
+/* A training plan on a 4096-rank meta mesh: the totals and arenas found from one program
+ * per distinct class equal the ones from lowering every class representative, and every
+ * sampled rank's figures are those of one representative (uneven sizes: batch 9, vocab 5003,
+ * so the classes are many and unlike). */
+Test(redist_huge, class_figures_equal_lowering_every_class) {
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_model *m;
+    ldt_plan *plan;
+    ldt_plan_totals tot;
+    slow_figs max = {0}, *figs;
+    int nc = 0, *reps;
+    int64_t *counts, sum = 0, arena_max = 0;
+    uint64_t seed = 28;
+    cfg.layers = 1, cfg.hidden = 64, cfg.heads = 4, cfg.vocab = 5003, cfg.seq = 24, cfg.batch = 9;
+    plan = train_plan_on("dp=512,tp=8", LDT_DEVICE_META, &cfg, &mesh, &ctx, &m);
+    cr_assert_eq(ldt_plan_totals_get(plan, &tot), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_rank_classes(plan, NULL, NULL, 0, &nc), LDT_OK);
+    cr_assert(nc > 2 && nc < 4096, "%d classes", nc);
+    reps = calloc((size_t)nc, sizeof *reps);
+    counts = calloc((size_t)nc, sizeof *counts);
+    figs = calloc((size_t)nc, sizeof *figs);
+    cr_assert(reps && counts && figs);
+    cr_assert_eq(ldt_plan_rank_classes(plan, reps, counts, nc, &nc), LDT_OK);
+    for (int i = 0; i < nc; i++) {
+        int64_t a;
+        figs[i] = slow_figures(plan, mesh, reps[i]);
+        sum += counts[i];
+        if (figs[i].colls > max.colls) max.colls = figs[i].colls;
+        if (figs[i].bytes > max.bytes) max.bytes = figs[i].bytes;
+        if (figs[i].seconds > max.seconds) max.seconds = figs[i].seconds;
+        cr_assert_eq(ldt_plan_arena_bytes(plan, reps[i], &a), LDT_OK, "%s", ldt_last_error());
+        cr_expect_eq(a, figs[i].arena, "rank %d: arena %lld, lowered %lld", reps[i], (long long)a,
+                     (long long)figs[i].arena);
+        if (a > arena_max) arena_max = a;
+    }
+    cr_expect_eq(sum, 4096);
+    cr_expect_eq(tot.collectives, max.colls, "collectives %lld, every class lowered %lld", (long long)tot.collectives,
+                 (long long)max.colls);
+    cr_expect_eq(tot.comm_bytes_per_rank, max.bytes, "bytes %lld, every class lowered %lld",
+                 (long long)tot.comm_bytes_per_rank, (long long)max.bytes);
+    cr_expect(fabs(tot.modeled_seconds - max.seconds) <= 1e-12 + 1e-9 * max.seconds, "seconds %.12g, lowered %.12g",
+              tot.modeled_seconds, max.seconds);
+    /* any rank: its figures are its class's, which are among the representatives' */
+    for (int c = 0; c < ldt_test_cases(12); c++) {
+        int r = (int)ldt_test_range(&seed, 0, 4095), found = 0;
+        slow_figs f = slow_figures(plan, mesh, r);
+        for (int i = 0; i < nc && !found; i++)
+            found = f.colls == figs[i].colls && f.bytes == figs[i].bytes && f.arena == figs[i].arena;
+        cr_expect(found, "rank %d: figures (%lld collectives, %lld bytes, arena %lld) of no class", r,
+                  (long long)f.colls, (long long)f.bytes, (long long)f.arena);
+        cr_expect(f.arena <= arena_max);
+    }
+    free(reps);
+    free(counts);
+    free(figs);
+    ldt_plan_destroy(plan);
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
 }
 
 /* ---- across meshes ------------------------------------------------------------------------ */

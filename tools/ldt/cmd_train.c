@@ -23,7 +23,7 @@ static cli_flag *flag_table(void) {
         {"optimizer", 1, "adamw or sgd (default adamw)", NULL},
         {"lr", 1, "learning rate (default 3e-3)", NULL},
         {"seed", 1, "seed of the init, the data order and dropout (default 1)", NULL},
-        {"dtype", 1, "f32, f64 or bf16 (default f32)", NULL},
+        {"dtype", 1, "f32, f64, bf16 or f16 (default f32)", NULL},
         {"dropout", 1, "dropout probability (default 0.1)", NULL},
         {"data", 1, "train on this text file instead of the built-in arithmetic corpus", NULL},
         {"sample", 1, "characters to generate from a prompt after training (default 40)", NULL},
@@ -229,7 +229,7 @@ int cmd_train(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt train [--model gpt] [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
-               "                 [--seed S] [--dtype f32|f64|bf16] [--dropout P] [--data FILE]\n"
+               "                 [--seed S] [--dtype f32|f64|bf16|f16] [--dropout P] [--data FILE]\n"
                "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X]\n"
                "                 [--profile F] [--backend threads|mpi|nccl] [--device cpu|cuda]\n"
                "                 [--save DIR [--save-every N]] [--load DIR | --resume DIR] [--json]\n\n"
