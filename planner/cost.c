@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "ldt/planner.h"
+#include "planner/cost_fit.h"
 
 #define GB 1e9
 
@@ -21,6 +22,10 @@ _Static_assert(sizeof k_coll_names / sizeof k_coll_names[0] == LDT_COLL_COUNT,
 
 const char *ldt_collective_name(ldt_collective c) {
     return (int)c >= 0 && c < LDT_COLL_COUNT ? k_coll_names[c] : "invalid";
+}
+
+double ldt__coll_hops(ldt_collective c, int64_t n) {
+    return (c == LDT_COLL_ALL_REDUCE ? 2.0 : 1.0) * (double)(n - 1);
 }
 
 ldt_status ldt_cost_model_check(const ldt_cost_model *m) {
@@ -139,8 +144,7 @@ double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims
     if (n <= 1) return 0;
     /* Ring: all_reduce is a reduce_scatter then an all_gather, 2(n-1) hops; the others
      * take n-1 hops. `bytes` is already the ring volume of the busiest rank. */
-    return m->overhead_s + (c == LDT_COLL_ALL_REDUCE ? 2.0 : 1.0) * (double)(n - 1) * alpha +
-           (double)bytes / beta;
+    return m->overhead_s + ldt__coll_hops(c, n) * alpha + (double)bytes / beta;
 }
 
 /* ---- JSON profiles ------------------------------------------------------------------------ */

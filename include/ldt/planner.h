@@ -110,6 +110,31 @@ LDT_API const char *ldt_collective_name(ldt_collective c);
 LDT_API double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,
                                 const int *dims, ldt_collective c, int64_t bytes, int peers);
 
+/* One timing for the fit below: a collective (or local op) over a group of `group` ranks
+ * along mesh dim `dim` (its link), moving `bytes` as ldt_cost_seconds takes them, measured at
+ * `seconds`. The fit fills `modeled` (the fitted model's seconds) and `weight` (the robust
+ * weight it ended with: 1 a fully trusted point, 0 one rejected as an outlier). */
+typedef struct ldt_cost_sample {
+    ldt_collective collective;
+    int dim;       /* mesh dim (link) of a collective; ignored for local ops */
+    int64_t group; /* ranks in the group; ignored for local ops */
+    int64_t bytes;
+    double seconds;
+    double modeled; /* out */
+    double weight;  /* out */
+} ldt_cost_sample;
+
+/* Fits m's constants to n timings by least squares on relative error, made robust by
+ * iterative reweighting (Huber, then Tukey's bisquare on the residuals' median absolute
+ * deviation) and kept non-negative: collectives give overhead_s and, per link (mesh dim
+ * 0..m->nlinks-1), latency_s and bandwidth_Bps under ldt_cost_seconds's formula (overhead +
+ * hops * latency + bytes / bandwidth, hops 2(n-1) for all_reduce and n-1 otherwise); local
+ * ops give local_overhead_s and local_bandwidth_Bps. Constants no sample constrains keep
+ * m's values. Noiseless timings give the parameters back exactly (to rounding). Each
+ * sample's modeled and weight are set; *rms (may be NULL) gets the root mean square of the
+ * relative residuals (measured - modeled) / measured over the samples the fit kept. */
+LDT_API ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms);
+
 /* One step: a collective (or local op) over the group spanning mesh dims `dims`, moving
  * those dims from `from` to `to`. send_recv steps (cross-mesh) span no dims and carry the
  * whole placement lists of both sides in from/to (nfrom, nto entries). */
