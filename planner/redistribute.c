@@ -623,16 +623,22 @@ static uint64_t pl_word(const ldt_placement *p) {
            (uint64_t)p->blocks << 24;
 }
 
+/* The key: the two placement lists (nplace words each) and the step's collective, dims; a
+ * multiply-xorshift hash of those few words (this lookup is the search's inner loop). */
 static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_step *s, uint64_t *k) {
-    uint64_t h;
-    memset(k, 0, MEMO_KEY * sizeof *k);
-    for (int i = 0; i < X->nplace; i++) {
-        k[i] = pl_word(&X->placements[i]);
-        k[LDT_MAX_DIMS + i] = pl_word(&Y->placements[i]);
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    int n = 0;
+    for (int i = 0; i < X->nplace; i++) k[n++] = pl_word(&X->placements[i]);
+    for (int i = 0; i < X->nplace; i++) k[n++] = pl_word(&Y->placements[i]);
+    k[n++] = (uint64_t)s->collective | (uint64_t)s->ndims << 8 | (uint64_t)X->nplace << 16;
+    k[n] = 0;
+    for (int i = 0; i < s->ndims && i < 8; i++) k[n] |= (uint64_t)(s->dims[i] & 0xff) << (8 * i);
+    n++;
+    for (int i = n; i < MEMO_KEY; i++) k[i] = 0;
+    for (int i = 0; i < n; i++) {
+        h = (h ^ k[i]) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
     }
-    k[2 * LDT_MAX_DIMS] = (uint64_t)s->collective | (uint64_t)s->ndims << 8 | (uint64_t)X->nplace << 16;
-    for (int i = 0; i < s->ndims; i++) k[2 * LDT_MAX_DIMS + 1] |= (uint64_t)(s->dims[i] & 0xff) << (8 * i);
-    h = XXH3_64bits(k, MEMO_KEY * sizeof *k);
     return h ? h : 1;
 }
 

@@ -161,10 +161,12 @@ static void check_mesh(const char *mesh) {
         cr_assert_eq(r->es.dim_collectives_unfused[dp], unf.es.dim_collectives_unfused[dp]);
         if (c == 0) { /* the default cap holds every gradient: one bucket */
             cr_assert_eq(want, 1, "%s: %lld buckets at 25 MiB", mesh, (long long)want);
-            /* what else crosses dp: the loss's reduction and the cross-entropy backward's
-             * count of targets, never activations for the weight gradients */
+            /* what else crosses dp: the loss's reduction (or, where the model prices gathering
+             * these tiny logits below the vocab-parallel loss's three reductions, as the
+             * uniform preset does, their gather) and the cross-entropy backward's count of
+             * targets, never activations for the weight gradients */
             other = r->es.dim_collectives[dp] - want;
-            cr_assert_leq(other, 2, "%s: %lld calls on dp besides the bucket", mesh, (long long)other);
+            cr_assert_leq(other, 3, "%s: %lld calls on dp besides the bucket", mesh, (long long)other);
             cr_assert_geq(unf.es.dim_collectives_unfused[dp] - r->es.dim_collectives[dp], unf.np - 1,
                           "%s: %lld calls on dp unfused, %lld fused: every gradient's reduction but one saved",
                           mesh, (long long)unf.es.dim_collectives_unfused[dp], (long long)r->es.dim_collectives[dp]);
