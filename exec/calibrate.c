@@ -143,6 +143,10 @@ ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts
     /* A local step (Replicate -> Shard chunk) of a small tensor: its fixed cost. */
     LDT_CHECK(time_plan(mesh, small, rr, sr, reps, &cm, &tloc));
     res.local_overhead_s = tloc - base > 0 ? tloc - base : 0;
+    /* not measured here: the algorithms and compute a version 1 profile loads with */
+    memcpy(res.algo, cm.algo, sizeof res.algo);
+    for (int p = 0; p < LDT_PREC_COUNT; p++) res.peak_flops[p] = 50e9;
+    res.memory_bandwidth_Bps = res.local_bandwidth_Bps;
     LDT_CHECK(ldt_cost_model_check(&res));
     *out = res;
     return LDT_OK;
