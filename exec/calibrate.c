@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "ldt/exec.h"
 #include "ldt/planner.h"
+#include "ldt/trace.h"
 
 /* Tensor sizes (bytes of the full f32 tensor): 4 KiB to 64 MiB by 4x; quick: three of them. */
 static const int64_t k_sizes[] = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
@@ -82,6 +85,107 @@ static int64_t step_bytes(const ldt_redist_step *s) {
     return (int64_t)llround(s->seconds);
 }
 
+/* ---- compute --------------------------------------------------------------------------- */
+
+/* Best seconds of one replay of a one-op program on a 1-rank mesh: a [m,k] x [k,n] matmul
+ * (gemm) or an add of two [m] vectors, as the replay runs its kernels; less `base` (an empty
+ * step's replay). */
+static ldt_status time_op(int gemm, int64_t m, int64_t k, int64_t n, int reps, double base,
+                          double *out) {
+    ldt_mesh *mesh = NULL;
+    ldt_ctx *ctx = NULL;
+    ldt_exec *ex = NULL;
+    ldt_ctx_options co = {0};
+    ldt_shape sa = {2, {m, k}}, sb = {2, {k, n}}, sv = {1, {m}};
+    ldt_tensor *a, *b, *y;
+    float *da = NULL, *db = NULL;
+    ldt_status st = LDT_OK;
+    double best = INFINITY;
+    int64_t na = gemm ? m * k : m, nb = gemm ? k * n : m;
+    LDT_CHECK(ldt_mesh_parse("1", LDT_DEVICE_CPU, &mesh));
+    co.mesh = mesh;
+    da = malloc((size_t)na * sizeof *da);
+    db = malloc((size_t)nb * sizeof *db);
+    if (!da || !db) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    for (int64_t i = 0; i < na; i++) da[i] = (float)(i % 7) * 0.25f;
+    for (int64_t i = 0; i < nb; i++) db[i] = (float)(i % 5) * 0.5f;
+    LDT_CHECK_GOTO(ldt_ctx_create(&co, &ctx));
+    a = ldt_input(ctx, "a", gemm ? &sa : &sv, LDT_F32);
+    b = ldt_input(ctx, "b", gemm ? &sb : &sv, LDT_F32);
+    if (!a || !b) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+    LDT_CHECK_GOTO(ldt_input_bind(a, da, na * 4));
+    LDT_CHECK_GOTO(ldt_input_bind(b, db, nb * 4));
+    y = gemm ? ldt_matmul(a, b) : ldt_add(a, b);
+    if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+    LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, NULL, &ex));
+    LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up: first touch of the arena */
+    for (int r = 0; r < reps; r++) {
+        struct timespec t0, t1;
+        double t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        LDT_CHECK_GOTO(ldt_replay(ex));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (t < best) best = t;
+    }
+    *out = best - base > 1e-9 ? best - base : 1e-9;
+fail:
+    free(da);
+    free(db);
+    ldt_ctx_destroy(ctx); /* it owns its executables */
+    ldt_mesh_destroy(mesh);
+    return st;
+}
+
+/* Adds (size, rate / peak) points to curve e from rates measured at increasing sizes; the
+ * peak is the best rate. */
+static double fill_curve(ldt_eff_curve *e, const double *size, const double *rate, int n) {
+    double peak = 0;
+    for (int i = 0; i < n; i++)
+        if (rate[i] > peak) peak = rate[i];
+    e->npoints = 0;
+    for (int i = 0; i < n && i < LDT_EFF_MAX_POINTS; i++) {
+        double f = rate[i] / peak;
+        e->size[e->npoints] = size[i];
+        e->eff[e->npoints++] = f > 1e-3 ? (f < 1 ? f : 1) : 1e-3;
+    }
+    return peak;
+}
+
+/* GEMM FLOP/s at square shapes and elementwise bandwidth at sizes from 64 KiB to 64 MiB, one
+ * rank alone: the f32 peak and memory bandwidth with their efficiency curves (bf16 and f64
+ * peaks keep the base profile's ratios to f32); cores: the machine's online CPUs, which the
+ * rank threads share. */
+static ldt_status calibrate_compute(int quick, int reps, ldt_cost_model *m) {
+    static const int64_t gemm_n[] = {32, 64, 128, 256, 512, 1024};
+    static const int64_t add_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+    int ng = quick ? 3 : 6, na = quick ? 3 : 6;
+    double size[8], rate[8], base, f32 = m->peak_flops[LDT_PREC_F32], peak;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    LDT_CHECK(time_op(0, 1, 1, 1, 3 * reps, 0, &base)); /* a step of one tiny add */
+    for (int i = 0; i < ng; i++) {
+        int64_t n = gemm_n[i];
+        double t;
+        LDT_CHECK(time_op(1, n, n, n, n >= 512 ? 3 : reps, base, &t));
+        size[i] = 2.0 * (double)n * (double)n * (double)n;
+        rate[i] = size[i] / t;
+    }
+    peak = fill_curve(&m->eff[LDT_OPCLASS_MATMUL], size, rate, ng);
+    for (int p = 0; p < LDT_PREC_COUNT; p++)
+        if (p != LDT_PREC_F32) m->peak_flops[p] = m->peak_flops[p] / f32 * peak;
+    m->peak_flops[LDT_PREC_F32] = peak;
+    for (int i = 0; i < na; i++) {
+        int64_t b = quick ? add_bytes[2 * i] : add_bytes[i];
+        double t;
+        LDT_CHECK(time_op(0, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, base, &t));
+        size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
+        rate[i] = size[i] / t;
+    }
+    m->memory_bandwidth_Bps = fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
+    if (cores > 0) m->cores = (int)cores;
+    return LDT_OK;
+}
+
 ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
                                  ldt_cost_model *out, ldt_cost_sample *samples, int cap, int *n,
                                  double *rms) {
@@ -112,9 +216,10 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     LDT_CHECK(ldt_cost_model_preset("uniform", &probe));
     probe.local_overhead_s = 0;
     probe.local_bandwidth_Bps = 1;
-    /* Start from the uniform preset's constants: a link no timing constrains (a mesh dim of
-     * one rank: nothing crosses it) keeps them. */
-    LDT_CHECK(ldt_cost_model_preset("uniform", &res));
+    /* Start from the shipped cpu-threads profile: a link no timing constrains (a mesh dim
+     * of one rank: nothing crosses it) keeps its constants, and so do the curves of the op
+     * classes not measured here (norm, softmax, reduce). */
+    LDT_CHECK(ldt_cost_model_preset("cpu-threads", &res));
     LDT_CHECK(ldt_cost_model_expand(&res, nd, &res));
     snprintf(res.name, sizeof res.name, "calibrated");
     k.cap = cap;
@@ -184,6 +289,8 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "
                       "pass cap >= %d", k.n, k.cap, k.n);
     LDT_CHECK_GOTO(ldt_cost_model_fit(k.s, k.n, &res, rms));
+    LDT_CHECK_GOTO(calibrate_compute(quick, reps, &res));
+    LDT_CHECK_GOTO(ldt_cost_model_check(&res));
     *out = res;
     if (n) *n = k.n;
 fail:

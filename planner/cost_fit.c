@@ -192,7 +192,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         for (int i = 0; i < n; i++) {
             if (is_local(s[i].collective)) continue;
             A[r * np + 0] = 1;
-            A[r * np + 1 + s[i].dim] = ldt__coll_hops(s[i].collective, s[i].group);
+            A[r * np + 1 + s[i].dim] = ldt__coll_hops(m, s[i].collective, s[i].group);
             A[r * np + 1 + L + s[i].dim] = (double)s[i].bytes;
             t[r] = s[i].seconds;
             row_of[r++] = i;
@@ -240,7 +240,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
             c->modeled = m->local_overhead_s + (double)c->bytes / m->local_bandwidth_Bps;
         } else {
             const ldt_link *l = &m->links[c->dim];
-            c->modeled = m->overhead_s + ldt__coll_hops(c->collective, c->group) * l->latency_s +
+            c->modeled = m->overhead_s + ldt__coll_hops(m, c->collective, c->group) * l->latency_s +
                          (double)c->bytes / l->bandwidth_Bps;
         }
         e = (c->seconds - c->modeled) / c->seconds;

@@ -5,8 +5,9 @@
 
 #include "ldt/planner.h"
 
-/* Ring hops the model charges collective c over a group of n ranks: 2(n-1) for all_reduce
- * (a reduce_scatter then an all_gather), n-1 for the others. */
-double ldt__coll_hops(ldt_collective c, int64_t n);
+/* Hops m charges collective c (all_reduce, reduce_scatter, all_gather or all_to_all) over a
+ * group of n ranks, by the algorithm m gives its kind (ring and direct n-1, tree
+ * ceil(log2 n); all_reduce twice that). */
+double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n);
 
 #endif

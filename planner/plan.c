@@ -952,7 +952,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         LDT_CHECK_GOTO(ldt_cost_model_check(p->opts.cost));
         p->cost = *p->opts.cost;
     } else {
-        LDT_CHECK_GOTO(ldt_cost_model_preset("uniform", &p->cost));
+        LDT_CHECK_GOTO(ldt_cost_model_default(NULL, ctx->mesh, &p->cost, NULL));
     }
     p->opts.cost = NULL; /* not kept: the copy is */
     p->compute = !p->opts.no_compute_cost;

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/mesh.h"
+#include "planner/profiles.h"
 #include "planner/redistribute.h"
 #include "planner/region.h"
 
@@ -1238,7 +1239,7 @@ static ldt_status plan_one_mesh(const ldt_spec *src, const ldt_spec *dst, const 
     ldt_status st = LDT_OK;
     pricer pr;
     route naive = {0}, best = {0}, merged = {0};
-    int found = 0, uniform = ldt_cost_model_is_uniform(cm, src->nplace);
+    int found = 0, uniform = ldt__cost_mesh_uniform(cm, src->mesh);
     if (same_placements(src->placements, dst->placements, src->nplace))
         return LDT_OK; /* a no-op has zero steps */
     LDT_CHECK(pricer_init(&pr, src->mesh, cm, src, dst));
@@ -1493,7 +1494,7 @@ ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_
         LDT_CHECK(ldt_cost_model_check(opts->cost));
         cm = *opts->cost;
     } else {
-        LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+        LDT_CHECK(ldt_cost_model_default(NULL, src->mesh, &cm, NULL));
     }
     if ((int)search < LDT_REDIST_DIJKSTRA || search > LDT_REDIST_NAIVE)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: invalid search %d, expected dijkstra "

@@ -511,7 +511,7 @@ Test(cost, presets_links_and_formulas) {
     cr_expect_str_eq(ldt_collective_name(LDT_COLL_REDUCE_SCATTER), "reduce_scatter");
     cr_expect_str_eq(ldt_collective_name((ldt_collective)99), "invalid");
     expect_error(ldt_cost_model_preset("dragonfly", &cm), LDT_ERR_INVALID_ARGUMENT,
-                 "unknown preset 'dragonfly', expected uniform or nvlink-ib");
+                 "unknown preset 'dragonfly', expected a100-80g, cpu-threads, h100-80g, uniform or nvlink-ib");
     ldt_mesh_destroy(m);
 }
 

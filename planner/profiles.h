@@ -1,0 +1,16 @@
+/* The shipped device profiles (profiles/NAME.json), embedded in the library: CMakeLists.txt
+ * generates their definitions (ldt_profiles.c in the build folder). */
+#ifndef LDT_PLANNER_PROFILES_H
+#define LDT_PLANNER_PROFILES_H
+
+#include "ldt/planner.h"
+
+/* How many profiles are shipped; the name (file name without .json) and JSON text of the
+ * i-th, in file name order; NULL out of range. */
+int ldt__profile_nshipped(void);
+const char *ldt__profile_shipped_name(int i);
+const char *ldt__profile_shipped_json(int i);
+/* 1 when every dim of mesh gets the same link. */
+int ldt__cost_mesh_uniform(const ldt_cost_model *m, const ldt_mesh *mesh);
+
+#endif
