@@ -6,9 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 
+#include "ldt/planner.h"
 #include "tests/cli_run.h"
 
 
@@ -499,6 +502,57 @@ Test(cli, calibrate_prints_without_out_and_json) {
     cr_expect(strstr(out, "--mesh is required") != NULL, "%s", out);
     cr_assert_eq(run("calibrate --mesh 2 --backend mpi", out, sizeof out, 1), 2);
     cr_expect(strstr(out, "--backend mpi") != NULL, "%s", out);
+}
+
+/* --json's "fit": every timing with the fitted model's value, which is the profile's own
+ * price of it (for a local op: local overhead + bytes / local bandwidth, by hand); --save
+ * writes the profile to the user cache, where ldt_cost_model_load reads the same links. */
+Test(cli, calibrate_fit_and_save) {
+    static char out[1 << 16];
+    char dir[128], path[256];
+    cJSON *j, *fit, *samples, *s;
+    ldt_cost_model saved;
+    int nlocal = 0;
+    snprintf(dir, sizeof dir, "/tmp/ldt_test_cache_%d", (int)getpid());
+    setenv("XDG_CACHE_HOME", dir, 1);
+    cr_assert_eq(run("calibrate --mesh 2 --quick --save --json", out, sizeof out, 0), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert_not_null(j, "%s", out);
+    fit = cJSON_GetObjectItem(j, "fit");
+    cr_assert_not_null(fit, "%s", out);
+    samples = cJSON_GetObjectItem(fit, "samples");
+    cr_assert_gt(cJSON_GetArraySize(samples), 8);
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(fit, "rms_residual")));
+    cJSON_ArrayForEach(s, samples) {
+        const char *c = cJSON_GetObjectItem(s, "collective")->valuestring;
+        double meas = cJSON_GetObjectItem(s, "measured_s")->valuedouble;
+        double mod = cJSON_GetObjectItem(s, "modeled_s")->valuedouble;
+        double res = cJSON_GetObjectItem(s, "residual")->valuedouble;
+        cr_expect_lt(fabs(res - (meas - mod) / meas), 1e-9, "%s: residual %g", c, res);
+        if (strncmp(c, "local_", 6) == 0) {
+            double b = cJSON_GetObjectItem(s, "bytes")->valuedouble;
+            double want = cJSON_GetObjectItem(j, "local_overhead_s")->valuedouble +
+                          b / (cJSON_GetObjectItem(j, "local_bandwidth_gbps")->valuedouble * 1e9);
+            cr_expect_lt(fabs(mod - want), 1e-9 * want + 1e-15, "%s: modeled %g, by hand %g", c, mod, want);
+            nlocal++;
+        }
+    }
+    cr_expect_gt(nlocal, 0);
+    snprintf(path, sizeof path, "%s/lazydt/profile.json", dir);
+    cr_assert_eq(ldt_cost_model_load(path, &saved), LDT_OK, "%s", ldt_last_error());
+    cr_expect_str_eq(saved.name, "calibrated");
+    cr_expect_eq(saved.nlinks, 1);
+    cr_expect_lt(fabs(saved.links[0].bandwidth_Bps / 1e9 -
+                      cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "links"), 0), "bandwidth_gbps")->valuedouble),
+                 1e-6 * saved.links[0].bandwidth_Bps / 1e9);
+    cJSON_Delete(j);
+    remove(path);
+    snprintf(path, sizeof path, "%s/lazydt", dir);
+    rmdir(path);
+    rmdir(dir);
+    unsetenv("XDG_CACHE_HOME");
+    cr_assert_eq(run("calibrate --mesh 2 --reps 0", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "--reps") != NULL, "%s", out);
 }
 
 /* A checkpoint of the mlp on tp=4 (meta-init --save), described by ckpt info --json: w1 [32,8]

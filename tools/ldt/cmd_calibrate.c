@@ -11,13 +11,14 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 8
+#define NFLAGS 9
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
         {"mesh", 1, "device mesh to measure: 4, 2x2, dp=2,tp=2 or [[0,2],[1,3]] (required)", NULL},
         {"backend", 1, "communicator to measure (default threads; the only one so far)", NULL},
         {"out", 1, "also write the profile (JSON) to FILE (default: print only)", NULL},
+        {"save", 0, "also save it as your profile (the user cache: plans use it by default)", NULL},
         {"quick", 0, "three sizes and 3 repeats (less precise, a second or so)", NULL},
         {"reps", 1, "repeats per size below 1 MiB, the median kept (default 9)", NULL},
         {"json", 0, "print the profile itself, one JSON object (what --out writes)", NULL},
@@ -85,7 +86,7 @@ int cmd_calibrate(int argc, char **argv) {
     if (cli_parse("calibrate", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("calibrate", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
-        printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--quick] [--reps N] [--json]\n\n"
+        printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--save] [--quick] [--reps N] [--json]\n\n"
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
                "all_gather, all_to_all) along each mesh dim at eight sizes from 4 KiB to 64 MiB,\n"
                "and the local ops (chunk, pad), as redistributions run them (the median of\n"
@@ -94,7 +95,8 @@ int cmd_calibrate(int argc, char **argv) {
                "one collective, the local op overhead and bandwidth. Prints them with the fit's\n"
                "residuals (--json: the profile as JSON, its \"fit\" holding every timing, its\n"
                "modeled value and residual); --out FILE also writes it for --profile FILE of\n"
-               "plan, redistribute, train.\n\n"
+               "plan, redistribute, train; --save makes it your default profile. Also times\n"
+               "GEMMs (FLOP/s by size) and an elementwise add (memory bandwidth by size).\n\n"
                "flags:\n");
         cli_print_flags(stdout, f, NFLAGS);
         return 0;
@@ -144,6 +146,10 @@ int cmd_calibrate(int argc, char **argv) {
             goto done;
         }
     }
+    if (cli_has(f, NFLAGS, "save") && ldt_cost_model_save_user(&cm) != LDT_OK) {
+        rc = cli_fail("calibrate");
+        goto done;
+    }
     if (cli_has(f, NFLAGS, "json")) {
         printf("%s\n", json);
         rc = 0;
@@ -167,6 +173,10 @@ int cmd_calibrate(int argc, char **argv) {
         printf("fit: %d timings, %d kept, relative residual rms %.3f, max %.3f\n", n, kept, rms, worst);
     }
     if (cli_has(f, NFLAGS, "out")) printf("wrote %s\n", cli_get(f, NFLAGS, "out"));
+    if (cli_has(f, NFLAGS, "save")) {
+        char path[4096];
+        if (ldt_cost_model_user_path(path, sizeof path) > 0) printf("saved %s\n", path);
+    }
     rc = 0;
 done:
     cJSON_free(json);
