@@ -19,10 +19,9 @@
 #include "planner/passes.h"
 #include "planner/plan_internal.h"
 #include "planner/redistribute.h"
+#include "planner/profiles.h"
 
 #define STRICT_PENALTY 1e9
-/* the compute term's flops rate: a CPU core's GEMM, or a GPU's when the profile says so */
-#define LDT__PLAN_FLOPS_PER_S 50e9
 
 /* ---------------------------------------------------------------------------------------
  * Growing arrays and open-addressing tables of ids.
@@ -307,19 +306,10 @@ static ldt_status options_of(ldt_plan *p, const ldt_tensor *t, ldt__opts1 *o) {
 }
 
 /* Floating-point operations of one node on one device (GEMM-like ops; 0 for the rest). */
-static void node_work(const ldt_tensor *t, double *flops) {
-    *flops = 0;
-    if ((t->op == LDT_OP_MATMUL || t->op == LDT_OP_LINEAR) && t->nin >= 2) {
-        const ldt_shape *a = LDT__IN(t)[0]->shape;
-        double out = (double)ldt__nbytes(t) / (double)ldt__dtype_size((ldt_dtype)t->dtype);
-        *flops = 2 * out * (double)(a->ndim ? a->dims[a->ndim - 1] : 1);
-    } else if (t->op == LDT_OP_SDPA) {
-        const ldt_shape *q = LDT__IN(t)[0]->shape, *k = LDT__IN(t)[1]->shape;
-        double b = 1;
-        for (int d = 0; d < q->ndim - 2; d++) b *= (double)q->dims[d];
-        *flops = 4 * b * (double)q->dims[q->ndim - 2] * (double)k->dims[k->ndim - 2] *
-                 (double)q->dims[q->ndim - 1];
-    }
+/* The node's FLOPs on its global shapes (the roofline's count, planner/roofline.c). */
+static double node_flops(const ldt_tensor *t) {
+    return ldt__op_flops(t->op, t->shape, t->nin > 0 ? LDT__IN(t)[0]->shape : NULL,
+                         t->nin > 1 ? LDT__IN(t)[1]->shape : NULL);
 }
 
 /* The seconds each strategy costs of its own: the collectives its lowering issues, and (the
@@ -342,7 +332,7 @@ static ldt_status own_costs(ldt_plan *p, const ldt_tensor *t, ldt__sset *ss) {
     if (!(row && row->comm) && !p->compute) return LDT_OK;
     if (!(ss->own = malloc((size_t)ss->n * sizeof *ss->own)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
-    node_work(t, &flops);
+    flops = node_flops(t);
     for (int s = 0; s < ss->n; s++) {
         const uint16_t *pl = LDT__SSET_PL(ss, s);
         const ldt_placement *in[LDT__SMAX_IN], *out = ldt__plist(p, pl[0]);
@@ -361,8 +351,8 @@ static ldt_status own_costs(ldt_plan *p, const ldt_tensor *t, ldt__sset *ss) {
         bytes = (double)ldt__nbytes(t) / pieces(p, out);
         for (int k = 0; k < ss->nin && k < LDT__SMAX_IN; k++)
             bytes += (double)ldt__nbytes(LDT__IN(t)[k]) / pieces(p, in[k]);
-        secs = bytes / p->cost.local_bandwidth_Bps;
-        if (flops / split / LDT__PLAN_FLOPS_PER_S > secs) secs = flops / split / LDT__PLAN_FLOPS_PER_S;
+        secs = ldt__op_seconds(&p->cost, t->op, t->dtype, flops / split, bytes,
+                               ldt_mesh_nranks(p->mesh));
         ss->own[s] += secs;
     }
     return LDT_OK;

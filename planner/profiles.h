@@ -12,5 +12,12 @@ const char *ldt__profile_shipped_name(int i);
 const char *ldt__profile_shipped_json(int i);
 /* 1 when every dim of mesh gets the same link. */
 int ldt__cost_mesh_uniform(const ldt_cost_model *m, const ldt_mesh *mesh);
+/* The op class of op (ldt_op), its FLOPs from the global or local shapes of its output and
+ * first two inputs (NULL where it has none), and its roofline seconds on one rank of a mesh
+ * of nranks ranks (planner/roofline.c): the one compute price of the search and the model. */
+ldt_op_class ldt__op_class(int op);
+double ldt__op_flops(int op, const ldt_shape *out, const ldt_shape *in0, const ldt_shape *in1);
+double ldt__op_seconds(const ldt_cost_model *cm, int op, int dtype, double flops, double bytes,
+                       int nranks);
 
 #endif

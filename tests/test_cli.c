@@ -621,11 +621,15 @@ Test(cli, ckpt_info_json) {
 /* Megatron's mlp on tp=4, 2 blocks: the table lists every op with its strategy and each
  * all_reduce of a [4,64] f32 activation: 1024 bytes, of which a ring over 4 ranks sends
  * 2 (4-1)/4 1024 = 1536 per rank; totals 2 collectives and 3072 bytes. */
+/* Under the legacy uniform preset: the residual add takes the all_reduce at %8 (cpu-threads
+ * moves it to the next linear, %11: the same collectives, a local_partial more). 5 moves:
+ * with elementwise ops priced by their FLOPs and a launch, the loss's mul stays Partial and
+ * one local_partial of the old plan's 6 is gone, at the same collectives. */
 Test(cli, plan_table_ops_and_moves) {
     static char out[1 << 16];
     int ar = 0;
     const char *p;
-    cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --layers 2", out, sizeof out, 0), 0, "%s", out);
+    cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --layers 2 --profile uniform", out, sizeof out, 0), 0, "%s", out);
     cr_expect(strstr(out, "plan of mlp on mesh tp=4: 21 ops") != NULL, "%s", out);
     /* the column heads, then rows of the real plan: the column-parallel W1, the row-parallel W2 */
     cr_expect(strstr(out, "node  op      name    shape     strategy (inputs -> output)\n") != NULL, "%s", out);
@@ -648,7 +652,7 @@ Test(cli, plan_table_ops_and_moves) {
               "%s", out);
     cr_expect(strstr(out, "%8        1  all_reduce     [0]        P -> R                1536          1024") != NULL,
               "%s", out);
-    cr_expect(strstr(out, "totals: 2 collectives per rank, 6 redistributions, 3072 comm bytes per rank") != NULL,
+    cr_expect(strstr(out, "totals: 2 collectives per rank, 5 redistributions, 3072 comm bytes per rank") != NULL,
               "%s", out);
 }
 
@@ -765,4 +769,43 @@ Test(cli, comm_timeout_flag) {
     cr_expect(strstr(out, "LDT_COMM_TIMEOUT_MS is 'soon'") != NULL, "%s", out);
     cr_expect_eq(run("run --steps 1 --comm-timeout-ms 5000", out, sizeof out, 1), 0, "%s", out);
     unsetenv("LDT_COMM_TIMEOUT_MS");
+}
+
+/* The "profile" field of a command's JSON: which profile priced its plan. */
+static void expect_profile(const char *args, const char *want) {
+    static char out[1 << 20];
+    cJSON *j, *p;
+    cr_assert_eq(run(args, out, sizeof out, 0), 0, "ldt %s: %s", args, out);
+    j = cJSON_Parse(out);
+    cr_assert(j, "ldt %s: %s", args, out);
+    p = cJSON_GetObjectItem(j, "profile");
+    cr_expect(cJSON_IsString(p) && strcmp(p->valuestring, want) == 0, "ldt %s: profile %s, expected %s",
+              args, cJSON_IsString(p) ? p->valuestring : "(none)", want);
+    cJSON_Delete(j);
+}
+
+/* --profile on every command that plans, LDT_PROFILE under it, the shipped default by
+ * device under that (a fresh cache directory: no saved profile), and the refusal. */
+Test(cli, profile_flag_env_and_default) {
+    static char out[1 << 16];
+    char dir[] = "/tmp/ldt_cli_cache_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    setenv("XDG_CACHE_HOME", dir, 1);
+    setenv("LDT_PROFILE", "a100-80g", 1);
+    expect_profile("plan --model mlp --layers 1 --mesh 2 --json", "a100-80g");
+    expect_profile("plan --model mlp --layers 1 --mesh 2 --json --profile h100-80g", "h100-80g");
+    expect_profile("run --model mlp --layers 1 --mesh 2 --steps 1 --json --profile uniform", "uniform");
+    expect_profile("train --mesh dp=2 --layers 1 --hidden 16 --heads 2 --seq 8 --batch 2 --steps 1 "
+                   "--json --profile nvlink-ib", "nvlink-ib");
+    expect_profile("step-bench --model mlp --layers 1 --mesh 2 --steps 1 --json --profile h100-80g",
+                   "h100-80g");
+    expect_profile("meta-init --model mlp --layers 1 --mesh 2 --json --profile cpu-threads", "cpu-threads");
+    expect_profile("redistribute --mesh 2 --shape 8 --from S0 --to R --json --profile a100-80g", "a100-80g");
+    unsetenv("LDT_PROFILE");
+    expect_profile("plan --model mlp --layers 1 --mesh 2 --json", "cpu-threads");
+    expect_profile("plan --model mlp --layers 1 --mesh 2 --meta --json", "h100-80g");
+    expect_profile("meta-init --model mlp --layers 1 --mesh 2 --json", "h100-80g");
+    cr_expect_eq(run("plan --model mlp --layers 1 --mesh 2 --profile b200", out, sizeof out, 1), 1);
+    cr_expect(strstr(out, "ldt plan: --profile: 'b200' is neither a profile name") != NULL, "%s", out);
+    rmdir(dir);
 }
