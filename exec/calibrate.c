@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "ldt/exec.h"
@@ -87,12 +86,16 @@ static int64_t step_bytes(const ldt_redist_step *s) {
 
 /* ---- compute --------------------------------------------------------------------------- */
 
-/* Best seconds of one replay of a one-op program on a 1-rank mesh: a [m,k] x [k,n] matmul
- * (gemm) or an add of two [m] vectors, as the replay runs its kernels; less `base` (an empty
- * step's replay). */
-static ldt_status time_op(int gemm, int64_t m, int64_t k, int64_t n, int reps, double base,
-                          double *out) {
-    ldt_mesh *mesh = NULL;
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median seconds of one replay of a one-op program on `mesh` with everything Replicate (so
+ * every rank thread runs the whole op at once, sharing the cores as a step's ranks do): a
+ * [m,k] x [k,n] matmul (gemm) or an add of two [m] vectors; less `base` (a tiny step's). */
+static ldt_status time_op(const ldt_mesh *mesh, int gemm, int64_t m, int64_t k, int64_t n,
+                          int reps, double base, double *out) {
     ldt_ctx *ctx = NULL;
     ldt_exec *ex = NULL;
     ldt_ctx_options co = {0};
@@ -100,10 +103,14 @@ static ldt_status time_op(int gemm, int64_t m, int64_t k, int64_t n, int reps, d
     ldt_tensor *a, *b, *y;
     float *da = NULL, *db = NULL;
     ldt_status st = LDT_OK;
-    double best = INFINITY;
+    double t[64];
+    ldt_placement rr[LDT_MAX_DIMS];
+    ldt_compile_options copt = {0};
     int64_t na = gemm ? m * k : m, nb = gemm ? k * n : m;
-    LDT_CHECK(ldt_mesh_parse("1", LDT_DEVICE_CPU, &mesh));
     co.mesh = mesh;
+    if (reps > 64) reps = 64;
+    for (int i = 0; i < ldt_mesh_ndim(mesh); i++) rr[i] = ldt_replicate();
+    copt.plan.strict = 1; /* no move: every rank computes the whole op */
     da = malloc((size_t)na * sizeof *da);
     db = malloc((size_t)nb * sizeof *db);
     if (!da || !db) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
@@ -115,25 +122,26 @@ static ldt_status time_op(int gemm, int64_t m, int64_t k, int64_t n, int reps, d
     if (!a || !b) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
     LDT_CHECK_GOTO(ldt_input_bind(a, da, na * 4));
     LDT_CHECK_GOTO(ldt_input_bind(b, db, nb * 4));
+    LDT_CHECK_GOTO(ldt_pin(a, rr, ldt_mesh_ndim(mesh)));
+    LDT_CHECK_GOTO(ldt_pin(b, rr, ldt_mesh_ndim(mesh)));
     y = gemm ? ldt_matmul(a, b) : ldt_add(a, b);
     if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
-    LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, NULL, &ex));
+    LDT_CHECK_GOTO(ldt_pin(y, rr, ldt_mesh_ndim(mesh)));
+    LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
     LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up: first touch of the arena */
     for (int r = 0; r < reps; r++) {
         struct timespec t0, t1;
-        double t;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         LDT_CHECK_GOTO(ldt_replay(ex));
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        if (t < best) best = t;
+        t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }
-    *out = best - base > 1e-9 ? best - base : 1e-9;
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    *out = t[reps / 2] - base > 1e-9 ? t[reps / 2] - base : 1e-9;
 fail:
     free(da);
     free(db);
     ldt_ctx_destroy(ctx); /* it owns its executables */
-    ldt_mesh_destroy(mesh);
     return st;
 }
 
@@ -152,21 +160,21 @@ static double fill_curve(ldt_eff_curve *e, const double *size, const double *rat
     return peak;
 }
 
-/* GEMM FLOP/s at square shapes and elementwise bandwidth at sizes from 64 KiB to 64 MiB, one
- * rank alone: the f32 peak and memory bandwidth with their efficiency curves (bf16 and f64
- * peaks keep the base profile's ratios to f32); cores: the machine's online CPUs, which the
- * rank threads share. */
-static ldt_status calibrate_compute(int quick, int reps, ldt_cost_model *m) {
+/* GEMM FLOP/s at square shapes and elementwise bandwidth at sizes from 64 KiB to 64 MiB, on
+ * every rank thread of the mesh at once: the f32 peak and memory bandwidth of one rank while
+ * its peers share the cores (as in a step), with their efficiency curves (bf16 and f64 peaks
+ * keep the base profile's ratios to f32). The sharing is measured, so `cores` is 0 (no
+ * further slowdown). */
+static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, ldt_cost_model *m) {
     static const int64_t gemm_n[] = {32, 64, 128, 256, 512, 1024};
     static const int64_t add_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
     int ng = quick ? 3 : 6, na = quick ? 3 : 6;
     double size[8], rate[8], base, f32 = m->peak_flops[LDT_PREC_F32], peak;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    LDT_CHECK(time_op(0, 1, 1, 1, 3 * reps, 0, &base)); /* a step of one tiny add */
+    LDT_CHECK(time_op(mesh, 0, 1, 1, 1, 3 * reps, 0, &base)); /* a step of one tiny add */
     for (int i = 0; i < ng; i++) {
         int64_t n = gemm_n[i];
         double t;
-        LDT_CHECK(time_op(1, n, n, n, n >= 512 ? 3 : reps, base, &t));
+        LDT_CHECK(time_op(mesh, 1, n, n, n, n >= 512 ? 3 : reps, base, &t));
         size[i] = 2.0 * (double)n * (double)n * (double)n;
         rate[i] = size[i] / t;
     }
@@ -177,12 +185,12 @@ static ldt_status calibrate_compute(int quick, int reps, ldt_cost_model *m) {
     for (int i = 0; i < na; i++) {
         int64_t b = quick ? add_bytes[2 * i] : add_bytes[i];
         double t;
-        LDT_CHECK(time_op(0, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, base, &t));
+        LDT_CHECK(time_op(mesh, 0, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, base, &t));
         size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
         rate[i] = size[i] / t;
     }
     m->memory_bandwidth_Bps = fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
-    if (cores > 0) m->cores = (int)cores;
+    m->cores = 0;
     return LDT_OK;
 }
 
@@ -289,7 +297,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "
                       "pass cap >= %d", k.n, k.cap, k.n);
     LDT_CHECK_GOTO(ldt_cost_model_fit(k.s, k.n, &res, rms));
-    LDT_CHECK_GOTO(calibrate_compute(quick, reps, &res));
+    LDT_CHECK_GOTO(calibrate_compute(mesh, quick, reps, &res));
     LDT_CHECK_GOTO(ldt_cost_model_check(&res));
     *out = res;
     if (n) *n = k.n;

@@ -256,8 +256,12 @@ typedef struct ldt_calibrate_options {
  * kind the redistribution planner issues (all_reduce, reduce_scatter, all_gather,
  * all_to_all) along each mesh dim of 2 or more ranks, at eight sizes from 4 KiB to 64 MiB,
  * and the local ops (chunk, pad), each the median of repeats, less the harness (an empty
- * plan's time); then fits them (ldt_cost_model_fit): a cost model named "calibrated" with one
- * link per mesh dim. opts may be NULL. */
+ * plan's time); then fits them (ldt_cost_model_fit). Compute: GEMM FLOP/s at square shapes
+ * (n = 32 to 1024) and an elementwise add's bandwidth (64 KiB to 64 MiB), best of repeats on
+ * one rank, give the f32 peak and memory bandwidth with their efficiency curves; cores are
+ * the machine's. The result starts from the shipped "cpu-threads" (what is not measured
+ * keeps its values): a profile named "calibrated" with one link per mesh dim. opts may be
+ * NULL. */
 LDT_API ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
                                  ldt_cost_model *out);
 /* The same, also giving the timings with the fit's value for each: samples has room for cap
