@@ -409,7 +409,7 @@ static ldt_status parse_algos(const cJSON *root, ldt_cost_model *m) {
 
 static ldt_status parse_compute(const cJSON *root, ldt_cost_model *m) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "compute"), *peak, *eff, *v;
-    double x;
+    double x = 0;
     if (!c) {
         legacy_compute(m);
         return LDT_OK;
