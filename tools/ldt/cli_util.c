@@ -233,7 +233,7 @@ ldt_status cli_profile(const cli_flag *flags, int nflags, const ldt_mesh *mesh, 
 
 void cli_profile_json(FILE *f, const ldt_cost_model *cm) {
     fputs("\"profile\":\"", f);
-    for (const char *c = cm->name; *c && c < cm->name + sizeof cm->name; c++) {
+    for (const char *c = cm->name; c < cm->name + sizeof cm->name && *c; c++) {
         if (*c == '"' || *c == '\\') fputc('\\', f);
         if ((unsigned char)*c >= 0x20) fputc(*c, f);
     }
