@@ -152,6 +152,20 @@ static int redistributions(const ldt_mesh *mesh, const ldt_cost_model *cm, uint6
         }
         measured[*got] = t - base > 1e-7 ? t - base : 1e-7;
         modeled[*got] = ldt_redist_plan_seconds(p);
+        if (ratio_of(measured[*got], modeled[*got]) > 4) { /* what the model misses, named */
+            char a[64], b[64], st[160];
+            ldt_redist_step s0;
+            int64_t numel = 0;
+            ldt_shape_numel(&shape, &numel);
+            ldt_placements_format(from, md, a, sizeof a);
+            ldt_placements_format(to, md, b, sizeof b);
+            st[0] = '\0';
+            if (ldt_redist_plan_step(p, 0, &s0) == LDT_OK) ldt_redist_step_format(&s0, st, sizeof st);
+            bench_note("costmodel: %s -> %s on %s, %lld elements, %d steps (%s...): measured %.1f us, "
+                       "modeled %.1f us", a, b, ldt_mesh_ndim(mesh) == 1 ? "4" : "2x2",
+                       (long long)numel, ldt_redist_plan_nsteps(p), st,
+                       measured[*got] * 1e6, modeled[*got] * 1e6);
+        }
         ldt_redist_plan_destroy(p);
         (*got)++;
     }

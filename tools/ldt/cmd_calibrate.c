@@ -20,7 +20,7 @@ static cli_flag *flag_table(void) {
         {"out", 1, "also write the profile (JSON) to FILE (default: print only)", NULL},
         {"save", 0, "also save it as your profile (the user cache: plans use it by default)", NULL},
         {"quick", 0, "three sizes and 3 repeats (less precise, a second or so)", NULL},
-        {"reps", 1, "repeats per size below 1 MiB, the median kept (default 9)", NULL},
+        {"reps", 1, "repeats per size below 1 MiB, the fastest kept (default 9)", NULL},
         {"json", 0, "print the profile itself, one JSON object (what --out writes)", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -89,7 +89,7 @@ int cmd_calibrate(int argc, char **argv) {
         printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--save] [--quick] [--reps N] [--json]\n\n"
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
                "all_gather, all_to_all) along each mesh dim at eight sizes from 4 KiB to 64 MiB,\n"
-               "and the local ops (chunk, pad), as redistributions run them (the median of\n"
+               "and the local ops (chunk, pad), as redistributions run them (the fastest of\n"
                "repeats), then fits the cost model by robust least squares on relative error:\n"
                "per mesh dim a latency (seconds per ring hop) and a bandwidth, the overhead of\n"
                "one collective, the local op overhead and bandwidth. Prints them with the fit's\n"
