@@ -50,26 +50,25 @@ static void put(kbuf *k, const void *v, size_t n) {
 }
 
 static void put_i64(kbuf *k, int64_t v) { put(k, &v, sizeof v); }
-static void put_f64(kbuf *k, double v) { put(k, &v, sizeof v); }
 
 static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, kbuf *k) {
     char mesh[1024];
     ldt_cost_model cm;
     if (o && o->plan.cost) cm = *o->plan.cost;
-    else LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+    else LDT_CHECK(ldt_cost_model_default(NULL, ctx->mesh, &cm, NULL));
     put_i64(k, (int64_t)ldt_trace_hash(ctx));
     put_i64(k, (int64_t)ldt_passes_hash(ctx)); /* registered passes and this trace's bypass marks */
     ldt_mesh_format(ctx->mesh, mesh, sizeof mesh);
     put(k, mesh, strlen(mesh) + 1);
-    put_i64(k, cm.nlinks);
-    for (int i = 0; i < cm.nlinks; i++) {
-        put_f64(k, cm.links[i].latency_s);
-        put_f64(k, cm.links[i].bandwidth_Bps);
+    { /* the whole profile, as its JSON text (every field, printed to round-trip) */
+        char prof[8192];
+        int n = ldt_cost_model_format(&cm, prof, sizeof prof);
+        if (n < 0 || (size_t)n >= sizeof prof)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan cache: the cost profile '%.32s' is invalid "
+                     "or too long to key", cm.name);
+        put(k, prof, (size_t)n + 1);
     }
-    put_f64(k, cm.overhead_s);
-    put_f64(k, cm.local_bandwidth_Bps);
-    put_f64(k, cm.local_overhead_s);
     put_i64(k, o ? o->plan.search : 0);
     put_i64(k, o ? o->plan.strict : 0);
     put_i64(k, o && (o->trace_path || o->profile) ? 1 : 0);

@@ -1,6 +1,9 @@
-/* Calibration: measures the cost model's constants on the threaded communicator by timing
- * real redistributions (all_gather steps, as ldt_redistribute runs them, packing included),
- * so the planner prices what the engine actually does. */
+/* Calibration: times every collective kind the redistribution planner issues (all_reduce,
+ * reduce_scatter, all_gather, all_to_all) along each mesh dim, and the local ops (chunk,
+ * pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing included), so
+ * the planner prices what the engine does; then fits the cost model's constants to the
+ * fastest of repeats with ldt_cost_model_fit (robust least squares on relative error). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,141 +12,315 @@
 #include "core/error.h"
 #include "ldt/exec.h"
 #include "ldt/planner.h"
+#include "ldt/trace.h"
 
-/* Median seconds of one run of the plan from -> to for a 1-D f32 tensor of n elements. */
-static ldt_status time_plan(const ldt_mesh *mesh, int64_t n, const ldt_placement *from,
+/* Tensor sizes (bytes of the full f32 tensor): 4 KiB to 64 MiB by 4x; quick: three of them. */
+static const int64_t k_sizes[] = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
+                                  1 << 20, 4 << 20,  16 << 20, 64 << 20};
+static const int64_t k_quick_sizes[] = {4 << 10, 64 << 10, 1 << 20};
+
+/* A rows x cols f32 shape of `bytes`, as square as the powers of two allow. */
+static ldt_shape square_shape(int64_t bytes) {
+    int64_t e = bytes / 4, r = 1;
+    ldt_shape s;
+    while (r * r < e) r *= 2;
+    if (r * r > e) r /= 2;
+    s.ndim = 2;
+    s.dims[0] = r;
+    s.dims[1] = e / r;
+    return s;
+}
+
+/* Least seconds of the plan from -> to on `mesh` for shape `shape`; *step gets its one
+ * step (*nsteps its step count: the caller keeps only one-step plans of the kind it asked). */
+static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *from,
                             const ldt_placement *to, int reps, const ldt_cost_model *cm,
-                            double *out) {
+                            double *out, ldt_redist_step *step, int *nsteps) {
     ldt_spec src;
-    ldt_shape shape = {1, {n}};
     ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
     ldt_redist_plan *plan;
-    ldt_status st;
-    LDT_CHECK(ldt_spec_init(&src, mesh, &shape, from, ldt_mesh_ndim(mesh), LDT_F32));
+    ldt_status st = LDT_OK;
+    LDT_CHECK(ldt_spec_init(&src, mesh, shape, from, ldt_mesh_ndim(mesh), LDT_F32));
     LDT_CHECK(ldt_redist_plan_create(&src, NULL, to, ldt_mesh_ndim(mesh), &opt, &plan));
-    st = ldt_redistribute_measure(NULL, plan, reps, out, NULL);
+    *nsteps = ldt_redist_plan_nsteps(plan);
+    if (step && *nsteps == 1) ldt_redist_plan_step(plan, 0, step);
+    /* the fastest of `reps` runs, each in a world of its own after a warm-up: on a machine
+     * shared with other work the least disturbed run is the reproducible figure (a median
+     * moves with the load) */
+    *out = INFINITY;
+    for (int r = 0; r < reps && st == LDT_OK; r++) {
+        double t;
+        st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
+        if (st == LDT_OK && t < *out) *out = t;
+    }
     ldt_redist_plan_destroy(plan);
     if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
     return LDT_OK;
 }
 
-/* Shard(0) -> Replicate on mesh dim `dim` (Replicate elsewhere), `per_rank` elements on each
- * rank of the group, minus the harness time `base`. */
-static ldt_status time_gather(const ldt_mesh *mesh, int dim, int64_t per_rank, int reps,
-                              const ldt_cost_model *cm, double base, double *out) {
-    ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
-    for (int i = 0; i < ldt_mesh_ndim(mesh); i++) from[i] = to[i] = ldt_replicate();
-    from[dim] = ldt_shard(0);
-    LDT_CHECK(time_plan(mesh, per_rank * ldt_mesh_dim_size(mesh, dim), from, to, reps, cm, out));
-    *out -= base;
-    return LDT_OK;
+/* Repeats per size: the small ones are noisy and cheap, the large ones steady and slow. */
+static int reps_for(int64_t bytes, int base) {
+    if (bytes >= (16 << 20)) return base < 3 ? base : 3;
+    if (bytes >= (1 << 20)) return base < 5 ? base : (base + 1) / 2 + 1;
+    return base;
 }
 
-/* A 1-D mesh over the first n ranks of `mesh`, in its order. */
-static ldt_status line_mesh(const ldt_mesh *mesh, int n, ldt_mesh **out) {
-    int ranks[4096];
-    int64_t dims[1] = {n};
-    for (int i = 0; i < n; i++) ranks[i] = ldt_mesh_rank_at(mesh, i);
-    LDT_CHECK(ldt_mesh_create(1, dims, ranks, NULL, LDT_DEVICE_CPU, out));
-    return LDT_OK;
-}
+typedef struct sink {
+    ldt_cost_sample *s;
+    int cap, n;
+} sink;
 
-static double memcpy_bandwidth(int64_t bytes, int reps) {
-    char *a = malloc((size_t)bytes), *b = malloc((size_t)bytes);
-    double best = 0;
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return 0;
+static void add_sample(sink *k, ldt_collective c, int dim, int64_t group, int64_t bytes, double t) {
+    if (k->n < k->cap) {
+        ldt_cost_sample *x = &k->s[k->n];
+        memset(x, 0, sizeof *x);
+        x->collective = c;
+        x->dim = dim;
+        x->group = group;
+        x->bytes = bytes;
+        x->seconds = t;
     }
-    memset(a, 1, (size_t)bytes);
-    memset(b, 2, (size_t)bytes);
-    for (int i = 0; i < reps; i++) {
+    k->n++;
+}
+
+/* The bytes ldt_cost_seconds takes for a measured step: for collectives the busiest rank's
+ * sent or received bytes; for local ops the bytes written, which the step does not carry,
+ * read back from its price under a model whose local op costs one second per byte. */
+static int64_t step_bytes(const ldt_redist_step *s) {
+    if (s->collective <= LDT_COLL_ALL_TO_ALL)
+        return s->bytes_sent > s->bytes_recv ? s->bytes_sent : s->bytes_recv;
+    return (int64_t)llround(s->seconds);
+}
+
+/* ---- compute --------------------------------------------------------------------------- */
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Least seconds of one replay of a one-op program on `mesh` with everything Replicate (so
+ * every rank thread runs the whole op at once, sharing the cores as a step's ranks do): a
+ * [m,k] x [k,n] matmul (gemm) or an add of two [m] vectors; less `base` (a tiny step's). */
+static ldt_status time_op(const ldt_mesh *mesh, int gemm, int64_t m, int64_t k, int64_t n,
+                          int reps, double base, double *out) {
+    ldt_ctx *ctx = NULL;
+    ldt_exec *ex = NULL;
+    ldt_ctx_options co = {0};
+    ldt_shape sa = {2, {m, k}}, sb = {2, {k, n}}, sv = {1, {m}};
+    ldt_tensor *a, *b, *y;
+    float *da = NULL, *db = NULL;
+    ldt_status st = LDT_OK;
+    double t[64];
+    ldt_placement rr[LDT_MAX_DIMS];
+    ldt_compile_options copt = {0};
+    int64_t na = gemm ? m * k : m, nb = gemm ? k * n : m;
+    co.mesh = mesh;
+    if (reps > 64) reps = 64;
+    for (int i = 0; i < ldt_mesh_ndim(mesh); i++) rr[i] = ldt_replicate();
+    copt.plan.strict = 1; /* no move: every rank computes the whole op */
+    da = malloc((size_t)na * sizeof *da);
+    db = malloc((size_t)nb * sizeof *db);
+    if (!da || !db) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    for (int64_t i = 0; i < na; i++) da[i] = (float)(i % 7) * 0.25f;
+    for (int64_t i = 0; i < nb; i++) db[i] = (float)(i % 5) * 0.5f;
+    LDT_CHECK_GOTO(ldt_ctx_create(&co, &ctx));
+    a = ldt_input(ctx, "a", gemm ? &sa : &sv, LDT_F32);
+    b = ldt_input(ctx, "b", gemm ? &sb : &sv, LDT_F32);
+    if (!a || !b) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+    LDT_CHECK_GOTO(ldt_input_bind(a, da, na * 4));
+    LDT_CHECK_GOTO(ldt_input_bind(b, db, nb * 4));
+    LDT_CHECK_GOTO(ldt_pin(a, rr, ldt_mesh_ndim(mesh)));
+    LDT_CHECK_GOTO(ldt_pin(b, rr, ldt_mesh_ndim(mesh)));
+    y = gemm ? ldt_matmul(a, b) : ldt_add(a, b);
+    if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+    LDT_CHECK_GOTO(ldt_pin(y, rr, ldt_mesh_ndim(mesh)));
+    LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
+    LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up: first touch of the arena */
+    for (int r = 0; r < reps; r++) {
         struct timespec t0, t1;
-        double s;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        memcpy(b, a, (size_t)bytes);
+        LDT_CHECK_GOTO(ldt_replay(ex));
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        /* a[0] from b keeps the copy observable */
-        a[0] = b[bytes - 1];
-        if (s > 0 && (double)bytes / s > best) best = (double)bytes / s;
+        t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }
-    free(a);
-    free(b);
-    return best;
+    qsort(t, (size_t)reps, sizeof *t, cmp_d); /* the least disturbed run, as time_plan */
+    *out = t[0] - base > 1e-9 ? t[0] - base : 1e-9;
+fail:
+    free(da);
+    free(db);
+    ldt_ctx_destroy(ctx); /* it owns its executables */
+    return st;
 }
 
-ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
-                         ldt_cost_model *out) {
+/* Adds (size, rate / peak) points to curve e from rates measured at increasing sizes; the
+ * peak is the best rate. */
+static double fill_curve(ldt_eff_curve *e, const double *size, const double *rate, int n) {
+    double peak = 0;
+    for (int i = 0; i < n; i++)
+        if (rate[i] > peak) peak = rate[i];
+    e->npoints = 0;
+    for (int i = 0; i < n && i < LDT_EFF_MAX_POINTS; i++) {
+        double f = rate[i] / peak;
+        e->size[e->npoints] = size[i];
+        e->eff[e->npoints++] = f > 1e-3 ? (f < 1 ? f : 1) : 1e-3;
+    }
+    return peak;
+}
+
+/* GEMM FLOP/s at square shapes and elementwise bandwidth at sizes from 64 KiB to 64 MiB, on
+ * every rank thread of the mesh at once: the f32 peak and memory bandwidth of one rank while
+ * its peers share the cores (as in a step), with their efficiency curves (bf16 and f64 peaks
+ * keep the base profile's ratios to f32). The sharing is measured, so `cores` is 0 (no
+ * further slowdown). */
+static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, ldt_cost_model *m) {
+    static const int64_t gemm_n[] = {32, 64, 128, 256, 512, 1024};
+    static const int64_t add_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+    int ng = quick ? 3 : 6, na = quick ? 3 : 6;
+    double size[8], rate[8], base, f32 = m->peak_flops[LDT_PREC_F32], peak;
+    LDT_CHECK(time_op(mesh, 0, 1, 1, 1, 3 * reps, 0, &base)); /* a step of one tiny add */
+    for (int i = 0; i < ng; i++) {
+        int64_t n = gemm_n[i];
+        double t;
+        LDT_CHECK(time_op(mesh, 1, n, n, n, n >= 512 ? 3 : reps, base, &t));
+        size[i] = 2.0 * (double)n * (double)n * (double)n;
+        rate[i] = size[i] / t;
+    }
+    peak = fill_curve(&m->eff[LDT_OPCLASS_MATMUL], size, rate, ng);
+    for (int p = 0; p < LDT_PREC_COUNT; p++)
+        if (p != LDT_PREC_F32) m->peak_flops[p] = m->peak_flops[p] / f32 * peak;
+    m->peak_flops[LDT_PREC_F32] = peak;
+    for (int i = 0; i < na; i++) {
+        int64_t b = quick ? add_bytes[2 * i] : add_bytes[i];
+        double t;
+        LDT_CHECK(time_op(mesh, 0, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, base, &t));
+        size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
+        rate[i] = size[i] / t;
+    }
+    m->memory_bandwidth_Bps = fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
+    m->cores = 0;
+    return LDT_OK;
+}
+
+ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
+                                 ldt_cost_model *out, ldt_cost_sample *samples, int cap, int *n,
+                                 double *rms) {
     int quick = opts ? opts->quick : 0;
-    int reps = quick ? 5 : 15, n = 0;
-    int64_t small = 16, large = quick ? (64 << 10) : (256 << 10); /* f32 elements per rank */
-    ldt_cost_model cm, res;
-    double l2 = 0, ln = 0, alpha_ref = 0, overhead, base, tloc;
-    ldt_placement rr[LDT_MAX_DIMS], sr[LDT_MAX_DIMS];
-    if (!mesh || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: arguments must not be NULL");
+    int reps = opts && opts->reps > 0 ? opts->reps : quick ? 3 : 9;
+    const int64_t *sizes = quick ? k_quick_sizes : k_sizes;
+    int nsizes = quick ? 3 : 8, nd, nst;
+    ldt_cost_model probe, res;
+    ldt_placement rr[LDT_MAX_DIMS];
+    ldt_shape tiny = {2, {8, 8}};
+    double base;
+    sink k = {0};
+    ldt_status st = LDT_OK;
+    if (!mesh || !out || (cap > 0 && !samples) || cap < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: mesh and out must not be NULL, and samples "
+                 "must have room for cap >= 0 entries");
     if (ldt_mesh_device(mesh) == LDT_DEVICE_META)
         LDT_FAIL(LDT_ERR_INVALID_USAGE, "calibrate: the mesh is on the meta device, which has "
                  "no communicator to measure; use a cpu mesh");
     if (ldt_mesh_nranks(mesh) > 4096)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d ranks, expected at most 4096 threads",
                  ldt_mesh_nranks(mesh));
-    n = ldt_mesh_nranks(mesh);
-    LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
-    memset(&res, 0, sizeof res);
+    if (opts && (opts->reps < 0 || opts->reps > 1000))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d repeats, expected 0 (the default) to 1000",
+                 opts->reps);
+    nd = ldt_mesh_ndim(mesh);
+    /* The probe model makes a local step's price its byte count (see step_bytes). */
+    LDT_CHECK(ldt_cost_model_preset("uniform", &probe));
+    probe.local_overhead_s = 0;
+    probe.local_bandwidth_Bps = 1;
+    /* Start from the shipped cpu-threads profile: a link no timing constrains (a mesh dim
+     * of one rank: nothing crosses it) keeps its constants, and so do the curves of the op
+     * classes not measured here (norm, softmax, reduce). */
+    LDT_CHECK(ldt_cost_model_preset("cpu-threads", &res));
+    LDT_CHECK(ldt_cost_model_expand(&res, nd, &res));
     snprintf(res.name, sizeof res.name, "calibrated");
-    res.nlinks = ldt_mesh_ndim(mesh);
-    for (int i = 0; i < ldt_mesh_ndim(mesh); i++) rr[i] = sr[i] = ldt_replicate();
-    sr[0] = ldt_shard(0);
+    k.cap = cap;
+    k.s = samples;
+    if (!k.s) { /* the caller does not want them: room of our own */
+        k.cap = (nd * 4 + 2) * nsizes;
+        if (!(k.s = calloc((size_t)k.cap, sizeof *k.s)))
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    }
+    for (int i = 0; i < nd; i++) rr[i] = ldt_replicate();
     /* The harness (two barriers around an empty plan) is not part of any step. */
-    LDT_CHECK(time_plan(mesh, small, rr, rr, reps, &cm, &base));
+    LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, &probe, &base, NULL, &nst));
 
-    /* The fixed part of a step grows with the group: L(n) = overhead + (n-1) alpha. Two
-     * group sizes (2 ranks and all of them) separate the two. */
-    if (n >= 2) {
-        ldt_mesh *line = NULL;
-        LDT_CHECK(line_mesh(mesh, 2, &line));
-        ldt_status st = time_gather(line, 0, small, reps, &cm, base, &l2);
-        ldt_mesh_destroy(line);
-        LDT_CHECK(st);
+    for (int d = 0; d < nd; d++) {
+        int64_t g = ldt_mesh_dim_size(mesh, d);
+        /* kind: from -> to on dim d (others Replicate) */
+        struct { ldt_collective c; ldt_placement from, to; } kinds[4] = {
+            {LDT_COLL_ALL_REDUCE, ldt_partial(LDT_REDUCE_SUM), ldt_replicate()},
+            {LDT_COLL_REDUCE_SCATTER, ldt_partial(LDT_REDUCE_SUM), ldt_shard(0)},
+            {LDT_COLL_ALL_GATHER, ldt_shard(0), ldt_replicate()},
+            {LDT_COLL_ALL_TO_ALL, ldt_shard(0), ldt_shard(1)},
+        };
+        if (g < 2) continue;
+        for (int c = 0; c < 4; c++)
+            for (int z = 0; z < nsizes; z++) {
+                ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
+                ldt_shape shape = square_shape(sizes[z]);
+                ldt_redist_step step;
+                double t;
+                memcpy(from, rr, sizeof from);
+                memcpy(to, rr, sizeof to);
+                from[d] = kinds[c].from;
+                to[d] = kinds[c].to;
+                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), &probe,
+                                         &t, &step, &nst));
+                if (nst != 1 || step.collective != kinds[c].c || t - base <= 0) continue;
+                add_sample(&k, kinds[c].c, d, g, step_bytes(&step), t - base);
+            }
     }
-    if (n > 2) {
-        ldt_mesh *line = NULL;
-        LDT_CHECK(line_mesh(mesh, n, &line));
-        ldt_status st = time_gather(line, 0, small, reps, &cm, base, &ln);
-        ldt_mesh_destroy(line);
-        LDT_CHECK(st);
-        alpha_ref = (ln - l2) / (n - 2);
-        if (alpha_ref < 0) alpha_ref = 0;
+    /* Local ops on the first dim with more than one rank: Replicate -> Shard (a chunk copy)
+     * and Shard -> Partial (a zero-padded copy). */
+    for (int d = 0; d < nd; d++) {
+        if (ldt_mesh_dim_size(mesh, d) < 2) continue;
+        for (int c = 0; c < 2; c++)
+            for (int z = 0; z < nsizes; z++) {
+                ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
+                ldt_shape shape = square_shape(sizes[z]);
+                ldt_redist_step step;
+                ldt_collective want = c == 0 ? LDT_COLL_LOCAL_CHUNK : LDT_COLL_LOCAL_PAD;
+                double t;
+                memcpy(from, rr, sizeof from);
+                memcpy(to, rr, sizeof to);
+                if (c == 0) {
+                    to[d] = ldt_shard(0);
+                } else {
+                    from[d] = ldt_shard(0);
+                    to[d] = ldt_partial(LDT_REDUCE_SUM);
+                }
+                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), &probe,
+                                         &t, &step, &nst));
+                if (nst != 1 || step.collective != want || t - base <= 0) continue;
+                add_sample(&k, want, d, 1, step_bytes(&step), t - base);
+            }
+        break;
     }
-    overhead = l2 - alpha_ref;
-    if (overhead < 0) overhead = 0;
-    res.overhead_s = overhead;
-
-    /* Per mesh dim: two sizes give the slope (bandwidth) and intercept (latency). */
-    for (int d = 0; d < ldt_mesh_ndim(mesh); d++) {
-        int64_t k = ldt_mesh_dim_size(mesh, d);
-        double ts, tl, beta, lat;
-        if (k < 2) {
-            res.links[d].latency_s = alpha_ref;
-            res.links[d].bandwidth_Bps = 1e12; /* nothing moves on a 1-rank dim */
-            continue;
-        }
-        LDT_CHECK(time_gather(mesh, d, small, reps, &cm, base, &ts));
-        LDT_CHECK(time_gather(mesh, d, large, quick ? 3 : 7, &cm, base, &tl));
-        beta = tl > ts ? (double)(k - 1) * (double)(large - small) * 4.0 / (tl - ts) : 1e12;
-        lat = (ts - overhead - (double)(k - 1) * (double)small * 4.0 / beta) / (double)(k - 1);
-        res.links[d].latency_s = lat > 0 ? lat : 0;
-        res.links[d].bandwidth_Bps = beta;
-    }
-    res.local_bandwidth_Bps = memcpy_bandwidth(quick ? (4 << 20) : (16 << 20), quick ? 3 : 7);
-    if (res.local_bandwidth_Bps <= 0)
-        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory for the copy measurement");
-    /* A local step (Replicate -> Shard chunk) of a small tensor: its fixed cost. */
-    LDT_CHECK(time_plan(mesh, small, rr, sr, reps, &cm, &tloc));
-    res.local_overhead_s = tloc - base > 0 ? tloc - base : 0;
-    LDT_CHECK(ldt_cost_model_check(&res));
+    if (k.n > k.cap)
+        LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "
+                      "pass cap >= %d", k.n, k.cap, k.n);
+    LDT_CHECK_GOTO(ldt_cost_model_fit(k.s, k.n, &res, rms));
+    LDT_CHECK_GOTO(calibrate_compute(mesh, quick, reps, &res));
+    LDT_CHECK_GOTO(ldt_cost_model_check(&res));
     *out = res;
+    if (n) *n = k.n;
+fail:
+    if (k.s != samples) free(k.s);
+    return st;
+}
+
+ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
+                         ldt_cost_model *out) {
+    LDT_CHECK(ldt_calibrate_samples(mesh, opts, out, NULL, 0, NULL, NULL));
     return LDT_OK;
+}
+
+int ldt_calibrate_max_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts) {
+    int nsizes = opts && opts->quick ? 3 : 8;
+    return mesh ? (ldt_mesh_ndim(mesh) * 4 + 2) * nsizes : 0;
 }

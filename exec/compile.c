@@ -202,7 +202,7 @@ count:
 static ldt_status schedule_all(ldt_exec *e, const ldt_compile_options *o) {
     ldt_cost_model cm;
     if (o && o->plan.cost) cm = *o->plan.cost;
-    else LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+    else LDT_CHECK(ldt_cost_model_default(NULL, e->mesh, &cm, NULL));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int overlap = o && o->overlap ? o->overlap > 0 : cores >= 2L * ldt_mesh_nranks(e->mesh);
     if (overlap) e->collective_groups = 0; /* the schedule issues them one by one, overlapped */
@@ -227,7 +227,7 @@ static ldt_status schedule_all(ldt_exec *e, const ldt_compile_options *o) {
  * parameter is loaded in. Where the plan chose another (say, an update on dp shards), the
  * assigned value is redistributed to the parameter's placement inside the step (the gather
  * ZeRO does) and the step planned again with the parameters held where they were. */
-static ldt_status assign_in_param_placement(ldt_ctx *ctx, const ldt_compile_options *o, ldt_plan **plan) {
+ldt_status ldt__assign_in_param_placement(ldt_ctx *ctx, const ldt_plan_options *po, ldt_plan **plan) {
     ldt_placement *saved = NULL;
     ldt_tensor **pinned = NULL;
     int npinned = 0, nd = ldt_mesh_ndim(ctx->mesh);
@@ -265,7 +265,7 @@ static ldt_status assign_in_param_placement(ldt_ctx *ctx, const ldt_compile_opti
     if (st == LDT_OK && npinned) {
         ldt_plan_destroy(*plan);
         *plan = NULL;
-        st = ldt_plan_create(ctx, o ? &o->plan : NULL, plan);
+        st = ldt_plan_create(ctx, po, plan);
     }
     for (int i = 0; i < npinned; i++) {
         if (saved[(size_t)i * LDT_MAX_DIMS].kind == 0xff) pinned[i]->pin = NULL;
@@ -302,11 +302,22 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                           "processes; expected one process per rank", mesh->max_rank + 1,
                           ldt_comm_size(ctx->world));
         if (o) oc = *o;
-        if (o && o->plan.cost) {
-            cm = *o->plan.cost;
-            LDT_CHECK_GOTO(ldt_broadcast(ctx->world, &cm, (int64_t)sizeof cm, LDT_U8, 0));
-            oc.plan.cost = &cm;
+        /* rank 0's profile (given, or the default it resolves), broadcast: every process
+         * plans with the same prices; a rank 0 that cannot resolve one sends a blank model,
+         * which every rank refuses */
+        memset(&cm, 0, sizeof cm);
+        if (e->me == 0) {
+            if (o && o->plan.cost) cm = *o->plan.cost;
+            else st = ldt_cost_model_default(NULL, mesh, &cm, NULL);
         }
+        if (st != LDT_OK) memset(&cm, 0, sizeof cm);
+        {
+            ldt_status bst = ldt_broadcast(ctx->world, &cm, (int64_t)sizeof cm, LDT_U8, 0);
+            if (st != LDT_OK) goto fail;
+            LDT_CHECK_GOTO(bst);
+        }
+        LDT_CHECK_GOTO(ldt_cost_model_check(&cm));
+        oc.plan.cost = &cm;
         o = &oc;
         if (e->trace_path && e->me > 0) { /* each process writes its rank's trace */
             char *p = malloc(strlen(e->trace_path) + 16);
@@ -317,7 +328,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         }
     }
     LDT_CHECK_GOTO(ldt_plan_create(ctx, o ? &o->plan : NULL, &plan));
-    LDT_CHECK_GOTO(assign_in_param_placement(ctx, o, &plan));
+    LDT_CHECK_GOTO(ldt__assign_in_param_placement(ctx, o ? &o->plan : NULL, &plan));
     e->plan_cost = ldt_plan_cost(plan);
     /* outputs, then the values assigned to persistent tensors (ldt_assign, ldt_keep): their
      * shape, dtype and chosen placements, and shards to gather into */

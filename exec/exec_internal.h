@@ -182,6 +182,10 @@ struct ldt_exec {
 /* A bound instruction from its call (wrappers find the rest of their instruction around it). */
 #define BIN_OF(c) ((binstr *)((char *)(c) - offsetof(binstr, call)))
 
+/* Where a plan assigns a parameter in another placement than it loads it in, the assigned
+ * value is redistributed to the load placement and the step planned again with the parameter
+ * pinned there (compile and eager runs alike, so both do the same arithmetic). */
+ldt_status ldt__assign_in_param_placement(ldt_ctx *ctx, const ldt_plan_options *po, ldt_plan **plan);
 /* exec/compile.c */
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, ldt_exec **out);

@@ -13,6 +13,7 @@
 #include "exec/kcall.h"
 #include "exec/shards.h"
 #include "ldt/exec.h"
+#include "exec/exec_internal.h"
 #include "exec/groups.h"
 #include "planner/program.h"
 
@@ -286,6 +287,10 @@ ldt_status ldt_run_eager(ldt_ctx *ctx, const ldt_plan_options *opts, int nout,
         nb[nout + i] = ldt__nbytes(k);
     }
     st = ldt_plan_create(ctx, opts, &plan);
+    /* the plan a compile of this step makes (parameters assigned where they are loaded), so
+     * eager and replayed steps do the same arithmetic, bit for bit */
+    if (st == LDT_OK) st = ldt__assign_in_param_placement(ctx, opts, &plan);
+    for (int64_t i = 0; st == LDT_OK && i < ctx->nkeeps; i++) o[nout + i] = LDT__P(ctx->keeps[i])->source;
     if (st == LDT_OK) st = ldt_plan_run(plan, n, o, d, nb);
     if (st == LDT_OK) {
         for (int64_t i = 0; i < ctx->nkeeps; i++) LDT__P(ctx->keeps[i])->version++;

@@ -18,10 +18,10 @@
 #include "core/error.h"
 #include "planner/passes.h"
 #include "planner/plan_internal.h"
+#include "planner/redistribute.h"
+#include "planner/profiles.h"
 
 #define STRICT_PENALTY 1e9
-/* the compute term's flops rate: a CPU core's GEMM, or a GPU's when the profile says so */
-#define LDT__PLAN_FLOPS_PER_S 50e9
 
 /* ---------------------------------------------------------------------------------------
  * Growing arrays and open-addressing tables of ids.
@@ -306,19 +306,10 @@ static ldt_status options_of(ldt_plan *p, const ldt_tensor *t, ldt__opts1 *o) {
 }
 
 /* Floating-point operations of one node on one device (GEMM-like ops; 0 for the rest). */
-static void node_work(const ldt_tensor *t, double *flops) {
-    *flops = 0;
-    if ((t->op == LDT_OP_MATMUL || t->op == LDT_OP_LINEAR) && t->nin >= 2) {
-        const ldt_shape *a = LDT__IN(t)[0]->shape;
-        double out = (double)ldt__nbytes(t) / (double)ldt__dtype_size((ldt_dtype)t->dtype);
-        *flops = 2 * out * (double)(a->ndim ? a->dims[a->ndim - 1] : 1);
-    } else if (t->op == LDT_OP_SDPA) {
-        const ldt_shape *q = LDT__IN(t)[0]->shape, *k = LDT__IN(t)[1]->shape;
-        double b = 1;
-        for (int d = 0; d < q->ndim - 2; d++) b *= (double)q->dims[d];
-        *flops = 4 * b * (double)q->dims[q->ndim - 2] * (double)k->dims[k->ndim - 2] *
-                 (double)q->dims[q->ndim - 1];
-    }
+/* The node's FLOPs on its global shapes (the roofline's count, planner/roofline.c). */
+static double node_flops(const ldt_tensor *t) {
+    return ldt__op_flops(t->op, t->shape, t->nin > 0 ? LDT__IN(t)[0]->shape : NULL,
+                         t->nin > 1 ? LDT__IN(t)[1]->shape : NULL);
 }
 
 /* The seconds each strategy costs of its own: the collectives its lowering issues, and (the
@@ -341,7 +332,7 @@ static ldt_status own_costs(ldt_plan *p, const ldt_tensor *t, ldt__sset *ss) {
     if (!(row && row->comm) && !p->compute) return LDT_OK;
     if (!(ss->own = malloc((size_t)ss->n * sizeof *ss->own)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
-    node_work(t, &flops);
+    flops = node_flops(t);
     for (int s = 0; s < ss->n; s++) {
         const uint16_t *pl = LDT__SSET_PL(ss, s);
         const ldt_placement *in[LDT__SMAX_IN], *out = ldt__plist(p, pl[0]);
@@ -360,8 +351,8 @@ static ldt_status own_costs(ldt_plan *p, const ldt_tensor *t, ldt__sset *ss) {
         bytes = (double)ldt__nbytes(t) / pieces(p, out);
         for (int k = 0; k < ss->nin && k < LDT__SMAX_IN; k++)
             bytes += (double)ldt__nbytes(LDT__IN(t)[k]) / pieces(p, in[k]);
-        secs = bytes / p->cost.local_bandwidth_Bps;
-        if (flops / split / LDT__PLAN_FLOPS_PER_S > secs) secs = flops / split / LDT__PLAN_FLOPS_PER_S;
+        secs = ldt__op_seconds(&p->cost, t->op, t->dtype, flops / split, bytes,
+                               ldt_mesh_nranks(p->mesh));
         ss->own[s] += secs;
     }
     return LDT_OK;
@@ -455,10 +446,24 @@ static ldt__redist_memo *memo_entry(ldt_plan *p, int32_t cls, int from, int to) 
     if (!p->memo[i].key) {
         p->memo_n++;
         p->memo[i].key = key;
-        p->memo[i].approx = NAN;
         p->memo[i].seconds = NAN;
     }
     return &p->memo[i];
+}
+
+/* Shape class cls's step-price memo, made on first use; NULL (no memo: slower, same prices)
+ * when out of memory. */
+static ldt__step_memo *class_memo(ldt_plan *p, int32_t cls) {
+    if (cls >= p->class_memo_cap) {
+        int32_t nc = p->nclasses > cls ? p->nclasses : cls + 1;
+        ldt__step_memo **nm = realloc(p->class_memo, (size_t)nc * sizeof *nm);
+        if (!nm) return NULL;
+        memset(nm + p->class_memo_cap, 0, (size_t)(nc - p->class_memo_cap) * sizeof *nm);
+        p->class_memo = nm;
+        p->class_memo_cap = nc;
+    }
+    if (!p->class_memo[cls]) p->class_memo[cls] = ldt__step_memo_create();
+    return p->class_memo[cls];
 }
 
 ldt__redist_memo *ldt__plan_redist(ldt_plan *p, int32_t cls, int from, int to, int want_plan) {
@@ -468,9 +473,10 @@ ldt__redist_memo *ldt__plan_redist(ldt_plan *p, int32_t cls, int from, int to, i
         ldt_spec src;
         ldt_redist_options ro = {&p->cost, 1, LDT_REDIST_DIJKSTRA};
         ldt_redist_plan *rp = NULL;
+        ldt__step_memo *sm = class_memo(p, cls);
         if (ldt_spec_init(&src, p->mesh, &p->classes[cls].shape, ldt__plist(p, from), p->nd,
                           p->classes[cls].dtype) != LDT_OK ||
-            ldt_redist_plan_create(&src, NULL, ldt__plist(p, to), p->nd, &ro, &rp) != LDT_OK) {
+            ldt__redist_plan_create_memo(&src, NULL, ldt__plist(p, to), p->nd, &ro, sm, &rp) != LDT_OK) {
             e->failed = 1;
             e->seconds = INFINITY;
             ldt_clear_error();
@@ -483,77 +489,36 @@ ldt__redist_memo *ldt__plan_redist(ldt_plan *p, int32_t cls, int from, int to, i
     return e;
 }
 
-/* The search's estimate of a move, mesh dim by mesh dim as PyTorch's redistribute_cost does
- * (pending reductions first, then gathers and all_to_alls, then local chunks), with the
- * busiest rank's bytes growing and shrinking as dims are gathered and split. Cheap (no
- * layout walk), so the search can price thousands of pairs; the chosen plan is then priced
- * with the real redistribution plans. INFINITY where no plan exists (P(op) -> P(other)). */
-static double approx_cost(const ldt_plan *p, int32_t cls, int from, int to) {
-    const ldt_placement *a = ldt__plist(p, from), *b = ldt__plist(p, to);
-    const ldt__shape_class *c = &p->classes[cls];
-    double bytes = (double)ldt_dtype_size(c->dtype), t = 0;
-    for (int d = 0; d < c->shape.ndim; d++) bytes *= (double)c->shape.dims[d];
-    for (int i = 0; i < p->nd; i++)
-        if (ldt__pl_is_shard(&a[i])) bytes /= (double)ldt_mesh_dim_size(p->mesh, i);
-    for (int pass = 0; pass < 3; pass++)
-        for (int i = 0; i < p->nd; i++) {
-            double n = (double)ldt_mesh_dim_size(p->mesh, i);
-            int dim = i;
-            ldt_collective coll;
-            double moved;
-            if (ldt_placement_equal(&a[i], &b[i]) || n <= 1) continue;
-            if (pass == 0 && a[i].kind == LDT_PLACE_PARTIAL) {
-                if (b[i].kind == LDT_PLACE_PARTIAL) return INFINITY;
-                coll = ldt__pl_is_shard(&b[i]) ? LDT_COLL_REDUCE_SCATTER : LDT_COLL_ALL_REDUCE;
-                moved = coll == LDT_COLL_ALL_REDUCE ? 2 * (n - 1) / n * bytes : (n - 1) / n * bytes;
-                if (coll == LDT_COLL_REDUCE_SCATTER) bytes /= n;
-            } else if (pass == 1 && ldt__pl_is_shard(&a[i])) {
-                if (ldt__pl_is_shard(&b[i])) {
-                    coll = LDT_COLL_ALL_TO_ALL;
-                    moved = (n - 1) / n * bytes;
-                } else {
-                    coll = LDT_COLL_ALL_GATHER;
-                    bytes *= n;
-                    moved = (n - 1) / n * bytes;
-                    if (b[i].kind == LDT_PLACE_PARTIAL)
-                        t += ldt_cost_seconds(&p->cost, p->mesh, 1, &dim, LDT_COLL_LOCAL_PARTIAL,
-                                              (int64_t)bytes, 0);
-                }
-            } else if (pass == 2 && a[i].kind == LDT_PLACE_REPLICATE) {
-                coll = ldt__pl_is_shard(&b[i]) ? LDT_COLL_LOCAL_CHUNK : LDT_COLL_LOCAL_PARTIAL;
-                if (coll == LDT_COLL_LOCAL_CHUNK) bytes /= n;
-                moved = bytes;
-            } else {
-                continue;
-            }
-            t += ldt_cost_seconds(&p->cost, p->mesh, 1, &dim, coll, (int64_t)moved, 0);
-        }
-    return t;
-}
-
 /* The search's price of moving a value of class cls from `from` to `to` into node v;
  * strict mode makes any move not into a redistribute node prohibitive. */
 static double move_cost(ldt_plan *p, int32_t cls, int from, int to, const ldt_tensor *v) {
     ldt__redist_memo *e;
     uint64_t key;
-    ldt__approx_slot *slot;
+    ldt__price_slot *slot;
     double c;
     if (from == to) return 0;
     /* a small direct-mapped cache in front of the memo: the search asks the same few moves
      * over and over, and this stays in the first-level cache */
     key = (((uint64_t)(uint32_t)cls << 32) | ((uint64_t)from << 16) | (uint64_t)to) + 1;
-    slot = &p->approx_cache[mix64(key) & (LDT__APPROX_CACHE - 1)];
+    slot = &p->price_cache[mix64(key) & (LDT__PRICE_CACHE - 1)];
     if (slot->key == key) {
         c = slot->seconds;
     } else {
-        if (!(e = memo_entry(p, cls, from, to))) return INFINITY;
-        if (isnan(e->approx)) e->approx = approx_cost(p, cls, from, to);
-        c = e->approx;
+        /* one price: the modeled seconds of the redistribution plan that lowering will run
+         * (made once per pair and memoized), never a separate estimate that can disagree */
+        if (!(e = ldt__plan_redist(p, cls, from, to, 0))) return INFINITY;
+        c = e->seconds;
         slot->key = key;
         slot->seconds = c;
     }
     if (p->opts.strict && v->op != LDT_OP_REDISTRIBUTE) return c + STRICT_PENALTY;
     return c;
+}
+
+double ldt__plan_search_price(ldt_plan *p, int64_t v, int k) {
+    const ldt_tensor *t = p->ctx->nodes[v];
+    const ldt_tensor *u = LDT__IN(t)[k];
+    return move_cost(p, p->node_class[u->id], ldt__chosen_out(p, u->id), ldt__chosen_in(p, v, k), t);
 }
 
 /* The real price of a move (its redistribution plan's modeled seconds). */
@@ -876,6 +841,8 @@ void ldt_plan_destroy(ldt_plan *p) {
         free(p->ssets[i]);
     }
     for (int64_t i = 0; i < p->memo_cap; i++) ldt_redist_plan_destroy(p->memo[i].plan);
+    for (int32_t i = 0; i < p->class_memo_cap; i++) ldt__step_memo_destroy(p->class_memo[i]);
+    free(p->class_memo);
     for (int i = 0; i < p->nprograms; i++) {
         if (p->programs[i]) ldt__program_free(p->programs[i]);
         free(p->programs[i]);
@@ -978,7 +945,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         LDT_CHECK_GOTO(ldt_cost_model_check(p->opts.cost));
         p->cost = *p->opts.cost;
     } else {
-        LDT_CHECK_GOTO(ldt_cost_model_preset("uniform", &p->cost));
+        LDT_CHECK_GOTO(ldt_cost_model_default(NULL, ctx->mesh, &p->cost, NULL));
     }
     p->opts.cost = NULL; /* not kept: the copy is */
     p->compute = !p->opts.no_compute_cost;

@@ -22,7 +22,6 @@ typedef struct ldt__sset {
 /* A priced redistribution: shape class, from, to -> seconds and the plan (made lazily). */
 typedef struct ldt__redist_memo {
     uint64_t key; /* class << 32 | from << 16 | to, +1 so 0 marks an empty slot */
-    double approx;         /* the search's estimate (planner/plan.c approx_cost); NaN: not yet */
     double seconds;        /* the real plan's; NaN: not priced yet */
     ldt_redist_plan *plan; /* NULL until lowering asks */
     int failed;            /* no plan exists (e.g. P(sum) -> P(max)) */
@@ -33,11 +32,11 @@ typedef struct ldt__shape_class {
     ldt_dtype dtype;
 } ldt__shape_class;
 
-#define LDT__APPROX_CACHE 16384
-typedef struct ldt__approx_slot {
+#define LDT__PRICE_CACHE 16384
+typedef struct ldt__price_slot {
     uint64_t key;
     double seconds;
-} ldt__approx_slot;
+} ldt__price_slot;
 
 struct ldt_plan {
     ldt_ctx *ctx;
@@ -68,7 +67,9 @@ struct ldt_plan {
     /* priced redistributions */
     ldt__redist_memo *memo;
     int64_t memo_cap, memo_n;
-    ldt__approx_slot approx_cache[LDT__APPROX_CACHE]; /* in front of the memo's estimates */
+    struct ldt__step_memo **class_memo; /* per shape class: its step prices (made lazily) */
+    int32_t class_memo_cap;
+    ldt__price_slot price_cache[LDT__PRICE_CACHE]; /* in front of the memo's prices */
     /* consumers: per node, its users (CSR) */
     int64_t *use_off;
     int32_t *use_node;
@@ -101,6 +102,9 @@ static inline const ldt_placement *ldt__plist(const ldt_plan *p, int id) {
 /* The redistribution of a value of shape class cls from placement list `from` to `to`: its
  * memo entry, priced with the real plan (kept when want_plan). NULL on out of memory. */
 ldt__redist_memo *ldt__plan_redist(ldt_plan *p, int32_t cls, int from, int to, int want_plan);
+/* The search's price of node v's input k under the chosen strategies (what the search adds
+ * for that edge; tests compare it with the plan lowering runs). */
+double ldt__plan_search_price(ldt_plan *p, int64_t v, int k);
 /* The required placement list of input k of node v under its chosen strategy, and its
  * output's. */
 static inline int ldt__chosen_in(const ldt_plan *p, int64_t v, int k) {

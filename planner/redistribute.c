@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "core/error.h"
 #include "core/mesh.h"
+#include "planner/profiles.h"
 #include "planner/redistribute.h"
 #include "planner/region.h"
 
@@ -62,6 +65,7 @@ typedef struct pricer {
     int64_t *coords;               /* N x LDT_MAX_DIMS */
     ldt_region *rx, *ry;           /* every position's region before / after */
     int *members;                  /* N scratch */
+    ldt__step_memo *memo;          /* step prices of this (mesh, shape, dtype, model); NULL: none */
 } pricer;
 
 static void pricer_free(pricer *pr) {
@@ -590,8 +594,113 @@ static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt
     return (pr->classes && class_ok(X, Y, c)) || pr->N <= MAX_ENUM_RANKS;
 }
 
+/* ---- step prices, memoized across plans ------------------------------------------------
+ * A step's figures depend only on the mesh, shape, dtype and model (fixed per memo) and on
+ * its two placement lists, collective and dims: the whole-graph planner asks thousands of
+ * (from, to) pairs of one shape, whose searches price the same steps again and again. */
+#define MEMO_KEY (2 * LDT_MAX_DIMS + 2)
+typedef struct memo_entry {
+    uint64_t key[MEMO_KEY];
+    uint64_t hash; /* 0: empty */
+    int64_t sent, recv;
+    double seconds;
+} memo_entry;
+
+struct ldt__step_memo {
+    memo_entry *e;
+    int64_t n, cap;
+};
+
+ldt__step_memo *ldt__step_memo_create(void) { return calloc(1, sizeof(ldt__step_memo)); }
+
+void ldt__step_memo_destroy(ldt__step_memo *m) {
+    if (!m) return;
+    free(m->e);
+    free(m);
+}
+
+static uint64_t pl_word(const ldt_placement *p) {
+    return (uint64_t)(p->kind & 0xff) | (uint64_t)(p->dim & 0xff) << 8 | (uint64_t)(p->op & 0xff) << 16 |
+           (uint64_t)p->blocks << 24;
+}
+
+/* The key: the two placement lists (nplace words each) and the step's collective, dims; a
+ * multiply-xorshift hash of those few words (this lookup is the search's inner loop). */
+static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_step *s, uint64_t *k) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    int n = 0;
+    for (int i = 0; i < X->nplace; i++) k[n++] = pl_word(&X->placements[i]);
+    for (int i = 0; i < X->nplace; i++) k[n++] = pl_word(&Y->placements[i]);
+    k[n++] = (uint64_t)s->collective | (uint64_t)s->ndims << 8 | (uint64_t)X->nplace << 16;
+    k[n] = 0;
+    for (int i = 0; i < s->ndims && i < 8; i++) k[n] |= (uint64_t)(s->dims[i] & 0xff) << (8 * i);
+    n++;
+    for (int i = n; i < MEMO_KEY; i++) k[i] = 0;
+    for (int i = 0; i < n; i++) {
+        h = (h ^ k[i]) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
+    return h ? h : 1;
+}
+
+static memo_entry *memo_find(ldt__step_memo *m, const uint64_t *k, uint64_t h) {
+    uint64_t mask, i;
+    if (!m->cap) return NULL;
+    mask = (uint64_t)m->cap - 1;
+    for (i = h & mask; m->e[i].hash; i = (i + 1) & mask)
+        if (m->e[i].hash == h && memcmp(m->e[i].key, k, sizeof m->e[i].key) == 0) return &m->e[i];
+    return NULL;
+}
+
+/* Remembers a priced step; a full memo that cannot grow just forgets (it is only a cache). */
+static void memo_put(ldt__step_memo *m, const uint64_t *k, uint64_t h, const ldt_redist_step *s) {
+    uint64_t mask, i;
+    if (2 * (m->n + 1) > m->cap) {
+        int64_t nc = m->cap ? 2 * m->cap : 256;
+        memo_entry *ne = calloc((size_t)nc, sizeof *ne);
+        if (!ne) return;
+        for (int64_t j = 0; j < m->cap; j++)
+            if (m->e[j].hash) {
+                uint64_t x = m->e[j].hash & (uint64_t)(nc - 1);
+                while (ne[x].hash) x = (x + 1) & (uint64_t)(nc - 1);
+                ne[x] = m->e[j];
+            }
+        free(m->e);
+        m->e = ne;
+        m->cap = nc;
+    }
+    mask = (uint64_t)m->cap - 1;
+    for (i = h & mask; m->e[i].hash; i = (i + 1) & mask) {}
+    memcpy(m->e[i].key, k, sizeof m->e[i].key);
+    m->e[i].hash = h;
+    m->e[i].sent = s->bytes_sent;
+    m->e[i].recv = s->bytes_recv;
+    m->e[i].seconds = s->seconds;
+    m->n++;
+}
+
+static ldt_status price_step_raw(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                                 ldt_redist_step *s);
+
 /* Fills s's byte counts and seconds for X -> Y (s's collective and dims set). */
 static ldt_status price_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                             ldt_redist_step *s) {
+    uint64_t k[MEMO_KEY], h;
+    memo_entry *e;
+    if (!pr->memo) return price_step_raw(pr, X, Y, s);
+    h = memo_key(X, Y, s, k);
+    if ((e = memo_find(pr->memo, k, h))) {
+        s->bytes_sent = e->sent;
+        s->bytes_recv = e->recv;
+        s->seconds = e->seconds;
+        return LDT_OK;
+    }
+    LDT_CHECK(price_step_raw(pr, X, Y, s));
+    memo_put(pr->memo, k, h, s);
+    return LDT_OK;
+}
+
+static ldt_status price_step_raw(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
                              ldt_redist_step *s) {
     int64_t maxs = 0, maxr = 0, maxw = 0;
     int ok = 0;
@@ -1125,14 +1234,16 @@ static ldt_status merge_route(pricer *pr, route *r) {
 /* Route for src -> dst on one mesh: Dijkstra (+ merging), kept only when it is no worse than
  * the naive route in modeled time and, under a uniform model, in bytes; else naive. */
 static ldt_status plan_one_mesh(const ldt_spec *src, const ldt_spec *dst, const ldt_cost_model *cm,
-                                int merge, ldt_redist_search search, int mesh_id, route *out) {
+                                int merge, ldt_redist_search search, int mesh_id,
+                                ldt__step_memo *memo, route *out) {
     ldt_status st = LDT_OK;
     pricer pr;
     route naive = {0}, best = {0}, merged = {0};
-    int found = 0, uniform = ldt_cost_model_is_uniform(cm, src->nplace);
+    int found = 0, uniform = ldt__cost_mesh_uniform(cm, src->mesh);
     if (same_placements(src->placements, dst->placements, src->nplace))
         return LDT_OK; /* a no-op has zero steps */
     LDT_CHECK(pricer_init(&pr, src->mesh, cm, src, dst));
+    pr.memo = memo;
     LDT_CHECK_GOTO(naive_route(&pr, src, dst, &naive));
     if (search == LDT_REDIST_DIJKSTRA) LDT_CHECK_GOTO(dijkstra(&pr, src, dst, &best, &found));
     if (found) {
@@ -1360,6 +1471,14 @@ static void replace_partial(ldt_spec *s) {
 ldt_status ldt_redist_plan_create(const ldt_spec *src, const ldt_mesh *to_mesh,
                                   const ldt_placement *to, int nto,
                                   const ldt_redist_options *opts, ldt_redist_plan **out) {
+    LDT_CHECK(ldt__redist_plan_create_memo(src, to_mesh, to, nto, opts, NULL, out));
+    return LDT_OK;
+}
+
+ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_mesh,
+                                        const ldt_placement *to, int nto,
+                                        const ldt_redist_options *opts, ldt__step_memo *memo,
+                                        ldt_redist_plan **out) {
     ldt_status st = LDT_OK;
     ldt_redist_plan *p = NULL;
     ldt_cost_model cm;
@@ -1375,7 +1494,7 @@ ldt_status ldt_redist_plan_create(const ldt_spec *src, const ldt_mesh *to_mesh,
         LDT_CHECK(ldt_cost_model_check(opts->cost));
         cm = *opts->cost;
     } else {
-        LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
+        LDT_CHECK(ldt_cost_model_default(NULL, src->mesh, &cm, NULL));
     }
     if ((int)search < LDT_REDIST_DIJKSTRA || search > LDT_REDIST_NAIVE)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: invalid search %d, expected dijkstra "
@@ -1407,17 +1526,17 @@ ldt_status ldt_redist_plan_create(const ldt_spec *src, const ldt_mesh *to_mesh,
                               "reduce it first, to R or S",
                               i, ldt_reduce_op_name(x->op), ldt_reduce_op_name(y->op));
         }
-        LDT_CHECK_GOTO(plan_one_mesh(src, &p->dst, &cm, merge, search, 0, &a));
+        LDT_CHECK_GOTO(plan_one_mesh(src, &p->dst, &cm, merge, search, 0, memo, &a));
     } else {
         /* Reduce on the source mesh, move by intersections, make Partials on the target. */
         ldt_spec xr = *src, yr = p->dst;
         ldt__rstep x;
         replace_partial(&xr);
         replace_partial(&yr);
-        LDT_CHECK_GOTO(plan_one_mesh(src, &xr, &cm, merge, search, 0, &a));
+        LDT_CHECK_GOTO(plan_one_mesh(src, &xr, &cm, merge, search, 0, NULL, &a));
         LDT_CHECK_GOTO(price_xmesh(&xr, &yr, &cm, &x));
         LDT_CHECK_GOTO(route_push(&a, &x));
-        LDT_CHECK_GOTO(plan_one_mesh(&yr, &p->dst, &cm, merge, search, 1, &b));
+        LDT_CHECK_GOTO(plan_one_mesh(&yr, &p->dst, &cm, merge, search, 1, NULL, &b));
         for (int i = 0; i < b.n; i++) LDT_CHECK_GOTO(route_push(&a, &b.s[i]));
     }
     p->nsteps = a.n;

@@ -48,4 +48,16 @@ int ldt__chunk_lengths(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_p
  * repeats, into cut (room for 2 * nlens + 2); returns their count. */
 int ldt__chunk_cuts(int64_t k, const int64_t *lens, int nlens, int64_t *cut);
 
+/* Step prices memoized across redistribution plans of one (mesh, shape, dtype, cost model):
+ * the whole-graph planner keeps one per shape class (planner/plan.c). */
+typedef struct ldt__step_memo ldt__step_memo;
+ldt__step_memo *ldt__step_memo_create(void);
+void ldt__step_memo_destroy(ldt__step_memo *m);
+/* ldt_redist_plan_create, pricing steps through memo (NULL: none; only same-mesh plans use
+ * it). The plan is the one ldt_redist_plan_create makes. */
+ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_mesh,
+                                        const ldt_placement *to, int nto,
+                                        const ldt_redist_options *opts, ldt__step_memo *memo,
+                                        ldt_redist_plan **out);
+
 #endif

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/ops.h"
+#include "planner/profiles.h"
 #include "planner/schedule.h"
 
 static int is_coll(const ldt__instr *x) {
@@ -130,24 +132,23 @@ fail:
 /* ---------------------------------------------------------------------------------------
  * The modeled step.
  */
-#define FLOPS_PER_S 50e9 /* one core's worth of GEMM; kernels are mostly bandwidth-bound */
-
 static int64_t vbytes(const ldt__program *p, int32_t v) {
     int64_t n = ldt_dtype_size((ldt_dtype)p->vals[v].dtype);
     for (int d = 0; d < p->vals[v].shape.ndim; d++) n *= p->vals[v].shape.dims[d];
     return n;
 }
 
-static double kernel_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm) {
-    double bytes = (double)vbytes(p, x->out), flops = 0;
+/* A kernel (or a load, fill, local copy) by the profile's roofline on its local shapes: the
+ * same price the strategy search gives the op (planner/roofline.c). */
+static double kernel_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
+                             const ldt_mesh *mesh) {
+    double bytes = (double)vbytes(p, x->out), flops;
+    int op = x->kind == LDT__I_KERNEL ? (int)x->op : LDT_OP_ALIAS; /* not a kernel: a copy */
     for (int k = 0; k < x->nin; k++) bytes += (double)vbytes(p, p->ops[x->in + k]);
-    if (x->kind == LDT__I_KERNEL && (x->op == LDT_OP_MATMUL || x->op == LDT_OP_LINEAR) && x->nin >= 2) {
-        const ldt_shape *a = &p->vals[p->ops[x->in]].shape;
-        double out = (double)vbytes(p, x->out) / (double)ldt_dtype_size((ldt_dtype)p->vals[x->out].dtype);
-        flops = 2.0 * out * (double)(a->ndim ? a->dims[a->ndim - 1] : 1);
-    }
-    return cm->local_overhead_s + bytes / cm->local_bandwidth_Bps +
-           (flops / FLOPS_PER_S > bytes / cm->local_bandwidth_Bps ? flops / FLOPS_PER_S - bytes / cm->local_bandwidth_Bps : 0);
+    flops = ldt__op_flops(op, &p->vals[x->out].shape,
+                          x->nin > 0 ? &p->vals[p->ops[x->in]].shape : NULL,
+                          x->nin > 1 ? &p->vals[p->ops[x->in + 1]].shape : NULL);
+    return ldt__op_seconds(cm, op, p->vals[x->out].dtype, flops, bytes, ldt_mesh_nranks(mesh));
 }
 
 static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
@@ -181,7 +182,7 @@ void ldt__model_step(const ldt__program *p, const ldt_cost_model *cm, const ldt_
             if (done) done[i] = comm_free;
             if (!x->async) compute = comm_free; /* a synchronous collective blocks compute */
         } else {
-            double k = kernel_seconds(p, x, cm);
+            double k = kernel_seconds(p, x, cm, mesh);
             total += k;
             compute += k;
         }

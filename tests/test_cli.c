@@ -6,9 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 
+#include "ldt/planner.h"
 #include "tests/cli_run.h"
 
 
@@ -501,6 +504,57 @@ Test(cli, calibrate_prints_without_out_and_json) {
     cr_expect(strstr(out, "--backend mpi") != NULL, "%s", out);
 }
 
+/* --json's "fit": every timing with the fitted model's value, which is the profile's own
+ * price of it (for a local op: local overhead + bytes / local bandwidth, by hand); --save
+ * writes the profile to the user cache, where ldt_cost_model_load reads the same links. */
+Test(cli, calibrate_fit_and_save) {
+    static char out[1 << 16];
+    char dir[128], path[256];
+    cJSON *j, *fit, *samples, *s;
+    ldt_cost_model saved;
+    int nlocal = 0;
+    snprintf(dir, sizeof dir, "/tmp/ldt_test_cache_%d", (int)getpid());
+    setenv("XDG_CACHE_HOME", dir, 1);
+    cr_assert_eq(run("calibrate --mesh 2 --quick --save --json", out, sizeof out, 0), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert_not_null(j, "%s", out);
+    fit = cJSON_GetObjectItem(j, "fit");
+    cr_assert_not_null(fit, "%s", out);
+    samples = cJSON_GetObjectItem(fit, "samples");
+    cr_assert_gt(cJSON_GetArraySize(samples), 8);
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(fit, "rms_residual")));
+    cJSON_ArrayForEach(s, samples) {
+        const char *c = cJSON_GetObjectItem(s, "collective")->valuestring;
+        double meas = cJSON_GetObjectItem(s, "measured_s")->valuedouble;
+        double mod = cJSON_GetObjectItem(s, "modeled_s")->valuedouble;
+        double res = cJSON_GetObjectItem(s, "residual")->valuedouble;
+        cr_expect_lt(fabs(res - (meas - mod) / meas), 1e-9, "%s: residual %g", c, res);
+        if (strncmp(c, "local_", 6) == 0) {
+            double b = cJSON_GetObjectItem(s, "bytes")->valuedouble;
+            double want = cJSON_GetObjectItem(j, "local_overhead_s")->valuedouble +
+                          b / (cJSON_GetObjectItem(j, "local_bandwidth_gbps")->valuedouble * 1e9);
+            cr_expect_lt(fabs(mod - want), 1e-9 * want + 1e-15, "%s: modeled %g, by hand %g", c, mod, want);
+            nlocal++;
+        }
+    }
+    cr_expect_gt(nlocal, 0);
+    snprintf(path, sizeof path, "%s/lazydt/profile.json", dir);
+    cr_assert_eq(ldt_cost_model_load(path, &saved), LDT_OK, "%s", ldt_last_error());
+    cr_expect_str_eq(saved.name, "calibrated");
+    cr_expect_eq(saved.nlinks, 1);
+    cr_expect_lt(fabs(saved.links[0].bandwidth_Bps / 1e9 -
+                      cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "links"), 0), "bandwidth_gbps")->valuedouble),
+                 1e-6 * saved.links[0].bandwidth_Bps / 1e9);
+    cJSON_Delete(j);
+    remove(path);
+    snprintf(path, sizeof path, "%s/lazydt", dir);
+    rmdir(path);
+    rmdir(dir);
+    unsetenv("XDG_CACHE_HOME");
+    cr_assert_eq(run("calibrate --mesh 2 --reps 0", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "--reps") != NULL, "%s", out);
+}
+
 /* A checkpoint of the mlp on tp=4 (meta-init --save), described by ckpt info --json: w1 [32,8]
  * S0 is four [8,8] shards of 256 bytes at rows 0, 8, 16, 24. */
 Test(cli, ckpt_info_json) {
@@ -567,11 +621,15 @@ Test(cli, ckpt_info_json) {
 /* Megatron's mlp on tp=4, 2 blocks: the table lists every op with its strategy and each
  * all_reduce of a [4,64] f32 activation: 1024 bytes, of which a ring over 4 ranks sends
  * 2 (4-1)/4 1024 = 1536 per rank; totals 2 collectives and 3072 bytes. */
+/* Under the legacy uniform preset: the residual add takes the all_reduce at %8 (cpu-threads
+ * moves it to the next linear, %11: the same collectives, a local_partial more). 5 moves:
+ * with elementwise ops priced by their FLOPs and a launch, the loss's mul stays Partial and
+ * one local_partial of the old plan's 6 is gone, at the same collectives. */
 Test(cli, plan_table_ops_and_moves) {
     static char out[1 << 16];
     int ar = 0;
     const char *p;
-    cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --layers 2", out, sizeof out, 0), 0, "%s", out);
+    cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --layers 2 --profile uniform", out, sizeof out, 0), 0, "%s", out);
     cr_expect(strstr(out, "plan of mlp on mesh tp=4: 21 ops") != NULL, "%s", out);
     /* the column heads, then rows of the real plan: the column-parallel W1, the row-parallel W2 */
     cr_expect(strstr(out, "node  op      name    shape     strategy (inputs -> output)\n") != NULL, "%s", out);
@@ -594,7 +652,7 @@ Test(cli, plan_table_ops_and_moves) {
               "%s", out);
     cr_expect(strstr(out, "%8        1  all_reduce     [0]        P -> R                1536          1024") != NULL,
               "%s", out);
-    cr_expect(strstr(out, "totals: 2 collectives per rank, 6 redistributions, 3072 comm bytes per rank") != NULL,
+    cr_expect(strstr(out, "totals: 2 collectives per rank, 5 redistributions, 3072 comm bytes per rank") != NULL,
               "%s", out);
 }
 
@@ -711,4 +769,43 @@ Test(cli, comm_timeout_flag) {
     cr_expect(strstr(out, "LDT_COMM_TIMEOUT_MS is 'soon'") != NULL, "%s", out);
     cr_expect_eq(run("run --steps 1 --comm-timeout-ms 5000", out, sizeof out, 1), 0, "%s", out);
     unsetenv("LDT_COMM_TIMEOUT_MS");
+}
+
+/* The "profile" field of a command's JSON: which profile priced its plan. */
+static void expect_profile(const char *args, const char *want) {
+    static char out[1 << 20];
+    cJSON *j, *p;
+    cr_assert_eq(run(args, out, sizeof out, 0), 0, "ldt %s: %s", args, out);
+    j = cJSON_Parse(out);
+    cr_assert(j, "ldt %s: %s", args, out);
+    p = cJSON_GetObjectItem(j, "profile");
+    cr_expect(cJSON_IsString(p) && strcmp(p->valuestring, want) == 0, "ldt %s: profile %s, expected %s",
+              args, cJSON_IsString(p) ? p->valuestring : "(none)", want);
+    cJSON_Delete(j);
+}
+
+/* --profile on every command that plans, LDT_PROFILE under it, the shipped default by
+ * device under that (a fresh cache directory: no saved profile), and the refusal. */
+Test(cli, profile_flag_env_and_default) {
+    static char out[1 << 16];
+    char dir[] = "/tmp/ldt_cli_cache_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    setenv("XDG_CACHE_HOME", dir, 1);
+    setenv("LDT_PROFILE", "a100-80g", 1);
+    expect_profile("plan --model mlp --layers 1 --mesh 2 --json", "a100-80g");
+    expect_profile("plan --model mlp --layers 1 --mesh 2 --json --profile h100-80g", "h100-80g");
+    expect_profile("run --model mlp --layers 1 --mesh 2 --steps 1 --json --profile uniform", "uniform");
+    expect_profile("train --mesh dp=2 --layers 1 --hidden 16 --heads 2 --seq 8 --batch 2 --steps 1 "
+                   "--json --profile nvlink-ib", "nvlink-ib");
+    expect_profile("step-bench --model mlp --layers 1 --mesh 2 --steps 1 --json --profile h100-80g",
+                   "h100-80g");
+    expect_profile("meta-init --model mlp --layers 1 --mesh 2 --json --profile cpu-threads", "cpu-threads");
+    expect_profile("redistribute --mesh 2 --shape 8 --from S0 --to R --json --profile a100-80g", "a100-80g");
+    unsetenv("LDT_PROFILE");
+    expect_profile("plan --model mlp --layers 1 --mesh 2 --json", "cpu-threads");
+    expect_profile("plan --model mlp --layers 1 --mesh 2 --meta --json", "h100-80g");
+    expect_profile("meta-init --model mlp --layers 1 --mesh 2 --json", "h100-80g");
+    cr_expect_eq(run("plan --model mlp --layers 1 --mesh 2 --profile b200", out, sizeof out, 1), 1);
+    cr_expect(strstr(out, "ldt plan: --profile: 'b200' is neither a profile name") != NULL, "%s", out);
+    rmdir(dir);
 }

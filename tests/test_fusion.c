@@ -42,6 +42,7 @@ static void train(const char *mesh_text, int64_t cap, run *out) {
     ldt_model_config cfg = ldt_model_config_default("gpt");
     ldt_optim_config oc = {0};
     ldt_compile_options copt = {0};
+    ldt_cost_model cm;
     ldt_mesh *mesh;
     ldt_ctx *ctx;
     ldt_model *m;
@@ -65,6 +66,11 @@ static void train(const char *mesh_text, int64_t cap, run *out) {
     oc.weight_decay = 0.01, oc.clip_norm = 1.0, oc.total_steps = STEPS;
     cr_assert_eq(ldt_optim_create(ctx, &oc, ps, out->np, &o), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(ldt_optim_sync_grads(o, dp), LDT_OK);
+    /* a data-parallel plan, whose gradient reductions the buckets fuse: on cpu-threads 4 rank
+     * threads share 2 cores and the roofline makes splitting replicated work worth moving
+     * activations across dp (about 12 calls more), which is not what this test is about */
+    cr_assert_eq(ldt_cost_model_preset("uniform", &cm), LDT_OK);
+    copt.plan.cost = &cm;
     if (cap < 0) copt.no_fuse = 1;
     else copt.bucket_bytes = cap;
     for (int k = 0; k < STEPS; k++) {
@@ -161,10 +167,12 @@ static void check_mesh(const char *mesh) {
         cr_assert_eq(r->es.dim_collectives_unfused[dp], unf.es.dim_collectives_unfused[dp]);
         if (c == 0) { /* the default cap holds every gradient: one bucket */
             cr_assert_eq(want, 1, "%s: %lld buckets at 25 MiB", mesh, (long long)want);
-            /* what else crosses dp: the loss's reduction and the cross-entropy backward's
-             * count of targets, never activations for the weight gradients */
+            /* what else crosses dp: the loss's reduction (or, where the model prices gathering
+             * these tiny logits below the vocab-parallel loss's three reductions, as the
+             * uniform preset does, their gather) and the cross-entropy backward's count of
+             * targets, never activations for the weight gradients */
             other = r->es.dim_collectives[dp] - want;
-            cr_assert_leq(other, 2, "%s: %lld calls on dp besides the bucket", mesh, (long long)other);
+            cr_assert_leq(other, 3, "%s: %lld calls on dp besides the bucket", mesh, (long long)other);
             cr_assert_geq(unf.es.dim_collectives_unfused[dp] - r->es.dim_collectives[dp], unf.np - 1,
                           "%s: %lld calls on dp unfused, %lld fused: every gradient's reduction but one saved",
                           mesh, (long long)unf.es.dim_collectives_unfused[dp], (long long)r->es.dim_collectives[dp]);

@@ -511,7 +511,7 @@ Test(cost, presets_links_and_formulas) {
     cr_expect_str_eq(ldt_collective_name(LDT_COLL_REDUCE_SCATTER), "reduce_scatter");
     cr_expect_str_eq(ldt_collective_name((ldt_collective)99), "invalid");
     expect_error(ldt_cost_model_preset("dragonfly", &cm), LDT_ERR_INVALID_ARGUMENT,
-                 "unknown preset 'dragonfly', expected uniform or nvlink-ib");
+                 "unknown preset 'dragonfly', expected a100-80g, cpu-threads, h100-80g, uniform or nvlink-ib");
     ldt_mesh_destroy(m);
 }
 
@@ -553,7 +553,7 @@ Test(cost, profile_round_trip_and_errors) {
 Test(cost, calibrate_measures_every_dim) {
     ldt_mesh *m, *meta;
     ldt_cost_model cm;
-    ldt_calibrate_options o = {1};
+    ldt_calibrate_options o = {1, 0};
     cr_assert_eq(ldt_mesh_parse("2x2", LDT_DEVICE_CPU, &m), LDT_OK);
     cr_assert_eq(ldt_calibrate(m, &o, &cm), LDT_OK, "%s", ldt_last_error());
     cr_expect_eq(cm.nlinks, 2);

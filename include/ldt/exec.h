@@ -247,15 +247,34 @@ LDT_API ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_red
 LDT_API ldt_status ldt_distribute_addends(const void *full, const ldt_spec *spec, uint64_t seed,
                                           ldt_shards **out);
 
+typedef struct ldt_cost_sample ldt_cost_sample;
+
 typedef struct ldt_calibrate_options {
-    int quick; /* fewer sizes and repetitions (a few tenths of a second) */
+    int quick; /* three sizes (4 KiB, 64 KiB, 1 MiB) and 3 repeats: a second or so */
+    int reps;  /* repeats per size below 1 MiB (the fastest is kept; fewer above); 0: 9 */
 } ldt_calibrate_options;
 
-/* Measures latency and bandwidth along each dim of `mesh` (and the per-call overhead and
- * local copy bandwidth) on the threaded communicator: a cost model named "calibrated" with
- * one link per mesh dim. opts may be NULL. */
+/* Measures the cost model's constants on `mesh`'s ranks as rank threads: every collective
+ * kind the redistribution planner issues (all_reduce, reduce_scatter, all_gather,
+ * all_to_all) along each mesh dim of 2 or more ranks, at eight sizes from 4 KiB to 64 MiB,
+ * and the local ops (chunk, pad), each the fastest of repeats, less the harness (an empty
+ * plan's time); then fits them (ldt_cost_model_fit). Compute: GEMM FLOP/s at square shapes
+ * (n = 32 to 1024) and an elementwise add's bandwidth (64 KiB to 64 MiB), fastest of
+ * repeats with every rank thread of the mesh computing at once (sharing the cores as a
+ * step's ranks do), give one rank's f32 peak and memory bandwidth with their efficiency
+ * curves, and cores 0 (the sharing is in the figures). The result starts from the shipped "cpu-threads" (what is not measured
+ * keeps its values): a profile named "calibrated" with one link per mesh dim. opts may be
+ * NULL. */
 LDT_API ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
                                  ldt_cost_model *out);
+/* The same, also giving the timings with the fit's value for each: samples has room for cap
+ * (ldt_calibrate_max_samples is enough), *n (may be NULL) gets how many, *rms (may be NULL)
+ * the fit's root mean square relative residual. */
+LDT_API ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
+                                         ldt_cost_model *out, ldt_cost_sample *samples, int cap,
+                                         int *n, double *rms);
+/* Room for every sample ldt_calibrate_samples takes on mesh with opts (0 for NULL mesh). */
+LDT_API int ldt_calibrate_max_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts);
 
 
 /* ---------------------------------------------------------------------------------------

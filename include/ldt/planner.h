@@ -4,7 +4,7 @@
  *   ldt_cost_model cm;
  *   ldt_redist_plan *plan;
  *   ldt_placement to[2] = {ldt_replicate(), ldt_shard(1)};
- *   ldt_cost_model_preset("nvlink-ib", &cm);       // or ldt_cost_model_load("profile.json")
+ *   ldt_cost_model_preset("h100-80g", &cm);        // or ldt_cost_model_load("profile.json")
  *   ldt_redist_options opt = {&cm, 1};
  *   if (ldt_redist_plan_create(&src, NULL, to, 2, &opt, &plan) != LDT_OK)  // src: S0,R
  *       puts(ldt_last_error());
@@ -30,57 +30,182 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------------------
- * Cost model: per mesh dim a link with latency alpha (seconds per ring hop) and bandwidth
- * beta (bytes per second), a fixed overhead per collective call, and a local copy bandwidth.
- * With n ranks on the group and b the bytes the busiest rank sends or receives:
- *   all_gather, reduce_scatter, all_to_all:  overhead + (n-1) alpha + b / beta
- *   all_reduce (reduce_scatter + all_gather): overhead + 2 (n-1) alpha + b / beta
+ * Cost model (a device profile, docs/cost-model.md): links with latency alpha (seconds per
+ * hop) and bandwidth beta (bytes per second), a fixed overhead per collective call, a local
+ * copy bandwidth, and the compute figures that price each op by a roofline.
+ *
+ * Links: either link classes (nlinks == 0): `node_link` between ranks of one node and
+ * `network_link` between nodes, ranks packed `ranks_per_node` per node in mesh order (the
+ * last mesh dim varies fastest; 0: one node holds every rank), so a mesh dim whose groups
+ * stay inside a node uses the node link and the others the network link; or explicit links
+ * per mesh dim (nlinks >= 1, the form `ldt calibrate` wrote before profiles had classes).
+ *
+ * With n ranks on the group and b the bytes the busiest rank sends or receives, h the hops
+ * of the kind's algorithm (ring and direct: n-1, all_reduce 2(n-1); tree: ceil(log2 n),
+ * all_reduce 2 ceil(log2 n)):
+ *   collective (all_reduce, reduce_scatter, all_gather, all_to_all, broadcast):
+ *       overhead + h alpha + b / beta
  *   (b = (n-1)/n B for a tensor of B bytes, 2 (n-1)/n B for all_reduce: the ring volumes)
  *   send_recv (cross-mesh): overhead + p alpha + b / beta, p = most peers of one rank
  *   local ops (chunk, partial, pad): local overhead + bytes written / local bandwidth
- * A group over several mesh dims (a merged step) is priced as one ring over all its ranks
+ * A group over several mesh dims (a merged step) is priced as one group over all its ranks
  * on its slowest link (largest alpha, smallest beta). A group of one rank costs nothing.
+ *
+ * Compute (ldt_cost_op_seconds): an op of `flops` FLOPs that reads and writes `bytes` takes
+ *   slowdown * max(flops / (peak[dtype] * eff), bytes / (memory_bandwidth * eff)) + launch
+ * where eff is the op class's efficiency curve at the op's size (FLOPs for the matmul class,
+ * bytes for the others), interpolated linearly in log size between its points and flat
+ * beyond them, and slowdown = max(1, ranks / cores) when `cores` > 0 (CPU threads sharing
+ * cores); launch is local_overhead_s.
  */
 typedef struct ldt_link {
     double latency_s;     /* alpha: seconds per hop */
     double bandwidth_Bps; /* beta: bytes per second */
 } ldt_link;
 
+/* How a collective kind is carried out, which sets its hop count. */
+typedef enum ldt_coll_algo {
+    LDT_ALGO_RING,   /* n-1 hops (all_reduce: 2(n-1)) */
+    LDT_ALGO_TREE,   /* ceil(log2 n) hops (all_reduce: twice that) */
+    LDT_ALGO_DIRECT, /* one message to each peer: n-1 hops */
+    LDT_ALGO_COUNT
+} ldt_coll_algo;
+
+/* The collective kinds a profile gives an algorithm for (JSON keys in quotes). */
+typedef enum ldt_coll_kind {
+    LDT_KIND_ALL_REDUCE,     /* "all_reduce" */
+    LDT_KIND_REDUCE_SCATTER, /* "reduce_scatter" */
+    LDT_KIND_ALL_GATHER,     /* "all_gather" */
+    LDT_KIND_ALL_TO_ALL,     /* "all_to_all" */
+    LDT_KIND_SEND_RECV,      /* "send_recv" */
+    LDT_KIND_BROADCAST,      /* "broadcast" */
+    LDT_KIND_COUNT
+} ldt_coll_kind;
+
+/* Compute precisions with a peak of their own (JSON keys "f32", "bf16", "f64"). f16 is
+ * priced as bf16; integer and bool ops as f32. */
+typedef enum ldt_precision { LDT_PREC_F32, LDT_PREC_BF16, LDT_PREC_F64, LDT_PREC_COUNT } ldt_precision;
+
+/* Op classes with an efficiency curve of their own (JSON keys in quotes). */
+typedef enum ldt_op_class {
+    LDT_OPCLASS_MATMUL,      /* "matmul": matmul, linear, attention */
+    LDT_OPCLASS_ELEMENTWISE, /* "elementwise": and copies, casts, indexing */
+    LDT_OPCLASS_NORM,        /* "norm": layer_norm, rms_norm */
+    LDT_OPCLASS_SOFTMAX,     /* "softmax": softmax, log_softmax, cross_entropy */
+    LDT_OPCLASS_REDUCE,      /* "reduce": sum, mean, amax, ... */
+    LDT_OPCLASS_COUNT
+} ldt_op_class;
+
+#define LDT_EFF_MAX_POINTS 8
+
+/* Achieved fraction of peak as a function of size: npoints (0..8) points with increasing
+ * size; 0 points: efficiency 1 at every size. */
+typedef struct ldt_eff_curve {
+    int npoints;
+    double size[LDT_EFF_MAX_POINTS]; /* FLOPs (matmul class) or bytes (others), > 0 */
+    double eff[LDT_EFF_MAX_POINTS];  /* in (0, 1] */
+} ldt_eff_curve;
+
 typedef struct ldt_cost_model {
-    char name[32];       /* "uniform", "nvlink-ib", "calibrated", ... */
-    int nlinks;          /* 1..LDT_MAX_DIMS */
-    /* Aligned to the inner end of the mesh: links[nlinks-1] prices the innermost (last) mesh
-     * dim, links[nlinks-2] the one outside it, ...; mesh dims further out than the list
-     * reach use links[0]. So a 2-link "fast inside, slow outside" model fits any mesh. */
+    char name[32]; /* "cpu-threads", "h100-80g", "calibrated", a file's "name", ... */
+    /* explicit links (nlinks >= 1): aligned to the inner end of the mesh: links[nlinks-1]
+     * prices the innermost (last) mesh dim, links[nlinks-2] the one outside it, ...; mesh
+     * dims further out than the list reach use links[0]. nlinks == 0: the link classes. */
+    int nlinks; /* 0..LDT_MAX_DIMS */
     ldt_link links[LDT_MAX_DIMS];
+    ldt_link node_link;    /* link classes: between ranks of one node */
+    ldt_link network_link; /* between nodes (unused when ranks_per_node is 0) */
+    int ranks_per_node;    /* 0: one node holds every rank */
+    ldt_coll_algo algo[LDT_KIND_COUNT];
     double overhead_s;          /* fixed cost of one collective call */
     double local_bandwidth_Bps; /* local copies (chunk, pad) */
-    double local_overhead_s;    /* fixed cost of one local op (a kernel launch) */
+    double local_overhead_s;    /* fixed cost of one local op or kernel (a launch) */
+    /* compute */
+    double peak_flops[LDT_PREC_COUNT]; /* FLOP/s of one rank, per precision */
+    double memory_bandwidth_Bps;       /* one rank's kernels reading and writing memory */
+    ldt_eff_curve eff[LDT_OPCLASS_COUNT];
+    int cores; /* CPU cores the ranks share (0: each rank has its own device) */
 } ldt_cost_model;
 
-/* Presets: "uniform" (every dim one NVLink-class link: PyTorch's 87.7 GB/s, 0.6 us a hop,
- * 6.6 us a call) and "nvlink-ib" (that on the innermost mesh dim; 0.22x the bandwidth and
- * 2.7 us a hop on the outer dims, which cross hosts). */
+/* The shipped profiles, embedded in the library (the same JSON as the repository's
+ * profiles/NAME.json): "cpu-threads", "a100-80g", "h100-80g"; and the legacy presets
+ * "uniform" (every dim one NVLink-class link: PyTorch's 87.7 GB/s, 0.6 us a hop, 6.6 us a
+ * call) and "nvlink-ib" (that on the innermost mesh dim; 0.22x the bandwidth and 2.7 us a
+ * hop on the outer dims), whose compute is the old flat 50 GFLOP/s. */
 LDT_API ldt_status ldt_cost_model_preset(const char *name, ldt_cost_model *out);
-/* A JSON profile as `ldt calibrate` writes it:
- * {"format":"lazydt-cost-profile","version":1,"name":..,"overhead_s":..,
+/* The names ldt_cost_model_preset knows, in order; NULL past the end. */
+LDT_API const char *ldt_cost_model_preset_name(int i);
+/* A JSON profile (docs/cost-model.md):
+ * {"format":"lazydt-cost-profile","version":2,"name":..,"overhead_s":..,
  *  "local_bandwidth_gbps":..,"local_overhead_s":..,
- *  "links":[{"latency_s":..,"bandwidth_gbps":..},...]}
- * (links outer to inner, as in the struct; local_overhead_s may be left out: 0). */
+ *  "links":[{"latency_s":..,"bandwidth_gbps":..},...]            (explicit links), or
+ *  "ranks_per_node":..,"node_link":{..},"network_link":{..}      (link classes),
+ *  "algorithms":{"all_reduce":"ring"|"tree"|"direct",...},
+ *  "compute":{"peak_tflops":{"f32":..,"bf16":..,"f64":..},"memory_bandwidth_gbps":..,
+ *             "cores":..,"efficiency":{"matmul":[[size,eff],...],...}}}
+ * Version 1 files (no classes, algorithms or compute, as `ldt calibrate` wrote them) load:
+ * ring algorithms, and the compute of before profiles: 50 GFLOP/s at every precision,
+ * memory at the local bandwidth, efficiency 1. */
 LDT_API ldt_status ldt_cost_model_load(const char *path, ldt_cost_model *out);
 LDT_API ldt_status ldt_cost_model_parse(const char *json, ldt_cost_model *out);
 LDT_API ldt_status ldt_cost_model_save(const ldt_cost_model *m, const char *path);
 /* The same JSON written to a stream (`ldt calibrate --json` prints it). */
 LDT_API ldt_status ldt_cost_model_write(const ldt_cost_model *m, FILE *f);
-/* Positive finite bandwidths, non-negative finite latencies and overhead, 1..8 links. */
+/* The JSON text into buf (cap bytes, NUL-terminated when cap > 0); returns the length it
+ * needed (snprintf rules), or -1 when m is not a valid model or memory ran out. */
+LDT_API int ldt_cost_model_format(const ldt_cost_model *m, char *buf, size_t cap);
+/* Positive finite bandwidths and peaks, non-negative finite latencies and overheads, 0..8
+ * links (0: a valid node link, and a network link when ranks_per_node > 0), known
+ * algorithms, efficiency curves of 0..8 points with increasing sizes > 0 and efficiencies
+ * in (0, 1], cores >= 0. */
 LDT_API ldt_status ldt_cost_model_check(const ldt_cost_model *m);
-/* The link that prices mesh dim `dim` of a mesh with `mesh_ndim` dims. */
+/* The link that prices mesh dim `dim` of a mesh with `mesh_ndim` dims, from the explicit
+ * links; for link classes (which need the mesh's sizes: ldt_cost_model_mesh_link), the node
+ * link. */
 LDT_API ldt_link ldt_cost_model_link(const ldt_cost_model *m, int mesh_ndim, int dim);
-/* The same model with one explicit link per mesh dim (nlinks = mesh_ndim), for overrides. */
+/* The link that prices mesh dim `dim` of `mesh`: explicit links as ldt_cost_model_link;
+ * link classes by node packing: the dim's groups stay inside a node when the product of the
+ * sizes of dims dim..last divides ranks_per_node (or ranks_per_node is 0, or the mesh has no
+ * more ranks than a node). */
+LDT_API ldt_link ldt_cost_model_mesh_link(const ldt_cost_model *m, const ldt_mesh *mesh, int dim);
+/* The same model with one explicit link per mesh dim (nlinks = mesh_ndim), for overrides;
+ * link classes resolve to the node link (ldt_cost_model_for_mesh resolves by packing). */
 LDT_API ldt_status ldt_cost_model_expand(const ldt_cost_model *m, int mesh_ndim,
                                          ldt_cost_model *out);
-/* 1 when every mesh dim of a mesh_ndim-dim mesh gets the same link. */
+/* The same model with one explicit link per dim of `mesh`, each ldt_cost_model_mesh_link's. */
+LDT_API ldt_status ldt_cost_model_for_mesh(const ldt_cost_model *m, const ldt_mesh *mesh,
+                                           ldt_cost_model *out);
+/* 1 when every mesh dim of a mesh_ndim-dim mesh gets the same link (link classes: when the
+ * two classes are equal or ranks_per_node is 0). */
 LDT_API int ldt_cost_model_is_uniform(const ldt_cost_model *m, int mesh_ndim);
+/* "all_reduce", ..., "broadcast"; "ring", "tree", "direct"; "f32", "bf16", "f64"; "matmul",
+ * "elementwise", "norm", "softmax", "reduce"; "invalid" when out of range. */
+LDT_API const char *ldt_coll_kind_name(ldt_coll_kind k);
+LDT_API const char *ldt_coll_algo_name(ldt_coll_algo a);
+LDT_API const char *ldt_precision_name(ldt_precision p);
+LDT_API const char *ldt_op_class_name(ldt_op_class c);
+/* The efficiency of op class c at `size` (FLOPs or bytes, see ldt_eff_curve). */
+LDT_API double ldt_cost_efficiency(const ldt_cost_model *m, ldt_op_class c, double size);
+/* Seconds for one kernel of class c at precision dt (ldt_dtype) doing `flops` FLOPs over
+ * `bytes` bytes read and written, on one rank of a mesh of `nranks` ranks (the roofline
+ * above; nranks only matters when cores > 0). */
+LDT_API double ldt_cost_op_seconds(const ldt_cost_model *m, ldt_op_class c, int dt, double flops,
+                                   double bytes, int nranks);
+
+/* Precedence of the profile a command plans with (docs/cost-model.md): `flag` (a preset
+ * name or a JSON file; NULL: none), then the environment variable LDT_PROFILE (the same),
+ * then the user's saved profile (ldt_cost_model_user_path) when it exists, then the shipped
+ * "cpu-threads" for CPU meshes and "h100-80g" for meta and CUDA meshes (mesh NULL: CPU).
+ * Nothing is measured. *source (may be NULL) gets "flag", "env", "saved" or "default". */
+LDT_API ldt_status ldt_cost_model_default(const char *flag, const ldt_mesh *mesh,
+                                          ldt_cost_model *out, const char **source);
+/* The user's saved profile path: $XDG_CACHE_HOME/lazydt/profile.json, or
+ * $HOME/.cache/lazydt/profile.json; returns the length it needed (snprintf rules), or -1
+ * when neither variable is set. */
+LDT_API int ldt_cost_model_user_path(char *buf, size_t cap);
+/* Saves m as the user's profile (creating the directories), atomically: a temporary file
+ * in the same directory, fsync, rename over the old one. */
+LDT_API ldt_status ldt_cost_model_save_user(const ldt_cost_model *m);
 
 /* ---------------------------------------------------------------------------------------
  * Redistribution plans.
@@ -109,6 +234,36 @@ LDT_API const char *ldt_collective_name(ldt_collective c);
  * send_recv is priced on the mesh's slowest link with `peers` hops; others ignore peers. */
 LDT_API double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,
                                 const int *dims, ldt_collective c, int64_t bytes, int peers);
+/* Seconds for one collective of kind k over n ranks on link l when the busiest rank moves
+ * `bytes` (send_recv: n-1 is the peer count): overhead + hops(algorithm, n) alpha + b / beta;
+ * 0 for n <= 1. */
+LDT_API double ldt_cost_kind_seconds(const ldt_cost_model *m, ldt_link l, int64_t n,
+                                     ldt_coll_kind k, int64_t bytes);
+
+/* One timing for the fit below: a collective (or local op) over a group of `group` ranks
+ * along mesh dim `dim` (its link), moving `bytes` as ldt_cost_seconds takes them, measured at
+ * `seconds`. The fit fills `modeled` (the fitted model's seconds) and `weight` (the robust
+ * weight it ended with: 1 a fully trusted point, 0 one rejected as an outlier). */
+typedef struct ldt_cost_sample {
+    ldt_collective collective;
+    int dim;       /* mesh dim (link) of a collective; ignored for local ops */
+    int64_t group; /* ranks in the group; ignored for local ops */
+    int64_t bytes;
+    double seconds;
+    double modeled; /* out */
+    double weight;  /* out */
+} ldt_cost_sample;
+
+/* Fits m's constants to n timings by least squares on relative error, made robust by
+ * iterative reweighting (Huber, then Tukey's bisquare on the residuals' median absolute
+ * deviation) and kept non-negative: collectives give overhead_s and, per link (mesh dim
+ * 0..m->nlinks-1), latency_s and bandwidth_Bps under ldt_cost_seconds's formula (overhead +
+ * hops * latency + bytes / bandwidth, hops 2(n-1) for all_reduce and n-1 otherwise); local
+ * ops give local_overhead_s and local_bandwidth_Bps. Constants no sample constrains keep
+ * m's values. Noiseless timings give the parameters back exactly (to rounding). Each
+ * sample's modeled and weight are set; *rms (may be NULL) gets the root mean square of the
+ * relative residuals (measured - modeled) / measured over the samples the fit kept. */
+LDT_API ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms);
 
 /* One step: a collective (or local op) over the group spanning mesh dims `dims`, moving
  * those dims from `from` to `to`. send_recv steps (cross-mesh) span no dims and carry the
@@ -133,7 +288,7 @@ typedef enum ldt_redist_search {
 } ldt_redist_search;
 
 typedef struct ldt_redist_options {
-    const ldt_cost_model *cost; /* NULL: the "uniform" preset */
+    const ldt_cost_model *cost; /* NULL: ldt_cost_model_default(NULL, mesh) */
     int merge;                  /* merge same-collective steps onto flattened groups */
     ldt_redist_search search;
 } ldt_redist_options;
@@ -141,7 +296,7 @@ typedef struct ldt_redist_options {
 typedef struct ldt_redist_plan ldt_redist_plan;
 
 /* Plans src -> `to` (nto placements) on `to_mesh`, or on src's mesh when to_mesh is NULL or
- * equal to it. The plan borrows both meshes. opts NULL: uniform preset, merging on,
+ * equal to it. The plan borrows both meshes. opts NULL: the default profile, merging on,
  * Dijkstra. Across meshes: Partial dims of src are reduced on the source mesh, one
  * send_recv step moves the intersections of source and target regions, and Partial dims of
  * the target are made locally on the target mesh. Errors: placement lists that do not fit
@@ -203,7 +358,7 @@ typedef enum ldt_plan_search {
 } ldt_plan_search;
 
 typedef struct ldt_plan_options {
-    const ldt_cost_model *cost; /* NULL: the "uniform" preset */
+    const ldt_cost_model *cost; /* NULL: ldt_cost_model_default(NULL, mesh) */
     ldt_plan_search search;
     /* Any redistribution the user did not ask for (with ldt_redistribute_to) is an error
      * naming the op, the tensor and the transform (veScale's disable-redistribute). */

@@ -45,6 +45,17 @@ int cli_fail(const char *cmd);
  * command built (no braces around it). */
 void cli_config_json(FILE *f, const char *kind, const ldt_model_config *cfg, const char *pins,
                      const ldt_mesh *mesh);
+/* --profile for the commands that plan: the device profile that prices the plan. */
+#define CLI_PROFILE_FLAG                                                                          \
+    {"profile", 1,                                                                                \
+     "cost profile: cpu-threads, a100-80g, h100-80g, uniform, nvlink-ib or a JSON file (default: " \
+     "LDT_PROFILE, then the saved profile, then cpu-threads, h100-80g on meta meshes; "           \
+     "docs/cost-model.md)", NULL}
+/* The profile the command plans with on mesh: --profile, LDT_PROFILE, the saved profile or
+ * the mesh's default (ldt_cost_model_default); the error set when it fails. */
+ldt_status cli_profile(const cli_flag *flags, int nflags, const ldt_mesh *mesh, ldt_cost_model *cm);
+/* "profile":"NAME" (no braces): which profile priced the plan. */
+void cli_profile_json(FILE *f, const ldt_cost_model *cm);
 /* --comm-timeout-ms for the commands that run collectives: the library's communication
  * timeout for every backend (docs/communicator.md), passed on as LDT_COMM_TIMEOUT_MS. */
 #define CLI_COMM_TIMEOUT_FLAG                                                                     \

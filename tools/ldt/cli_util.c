@@ -226,3 +226,16 @@ void cli_config_json(FILE *f, const char *kind, const ldt_model_config *c, const
             kind, (long long)c->layers, (long long)c->hidden, (long long)c->heads, (long long)c->vocab,
             (long long)c->seq, (long long)c->batch, ldt_dtype_name(c->dtype), pins, m);
 }
+
+ldt_status cli_profile(const cli_flag *flags, int nflags, const ldt_mesh *mesh, ldt_cost_model *cm) {
+    return ldt_cost_model_default(cli_get(flags, nflags, "profile"), mesh, cm, NULL);
+}
+
+void cli_profile_json(FILE *f, const ldt_cost_model *cm) {
+    fputs("\"profile\":\"", f);
+    for (const char *c = cm->name; c < cm->name + sizeof cm->name && *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', f);
+        if ((unsigned char)*c >= 0x20) fputc(*c, f);
+    }
+    fputc('"', f);
+}

@@ -1,18 +1,26 @@
-/* ldt calibrate: measure latency and bandwidth per mesh dim on a communicator and write the
- * cost profile the planner loads (ldt redistribute --profile FILE). */
+/* ldt calibrate: measure every collective kind per mesh dim and the local ops on a
+ * communicator, fit the cost model to them, and write the cost profile the planner loads
+ * (ldt redistribute --profile FILE), with the fit's residuals. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 7
+#define NFLAGS 9
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
         {"mesh", 1, "device mesh to measure: 4, 2x2, dp=2,tp=2 or [[0,2],[1,3]] (required)", NULL},
         {"backend", 1, "communicator to measure (default threads; the only one so far)", NULL},
         {"out", 1, "also write the profile (JSON) to FILE (default: print only)", NULL},
-        {"quick", 0, "fewer sizes and repetitions (less precise, a fraction of a second)", NULL},
+        {"save", 0, "also save it as your profile (the user cache: plans use it by default)", NULL},
+        {"quick", 0, "three sizes and 3 repeats (less precise, a second or so)", NULL},
+        {"reps", 1, "repeats per size below 1 MiB, the fastest kept (default 9)", NULL},
         {"json", 0, "print the profile itself, one JSON object (what --out writes)", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -20,22 +28,75 @@ static cli_flag *flag_table(void) {
     return flags;
 }
 
+/* The profile as JSON with "fit": each timing and the fitted model's value, and the relative
+ * residuals' summary. NULL when out of memory. */
+static char *profile_with_fit(const ldt_cost_model *cm, const ldt_cost_sample *s, int n, double rms) {
+    char *text = NULL, *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cJSON *root = NULL, *fit, *arr;
+    double worst = 0;
+    if (!f) return NULL;
+    if (ldt_cost_model_write(cm, f) != LDT_OK) {
+        fclose(f);
+        free(text);
+        return NULL;
+    }
+    fclose(f);
+    root = cJSON_Parse(text);
+    free(text);
+    if (!root) return NULL;
+    fit = cJSON_AddObjectToObject(root, "fit");
+    arr = fit ? cJSON_AddArrayToObject(fit, "samples") : NULL;
+    for (int i = 0; arr && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        double r = (s[i].seconds - s[i].modeled) / s[i].seconds;
+        if (!o) break;
+        cJSON_AddStringToObject(o, "collective", ldt_collective_name(s[i].collective));
+        cJSON_AddNumberToObject(o, "mesh_dim", s[i].dim);
+        cJSON_AddNumberToObject(o, "group", (double)s[i].group);
+        cJSON_AddNumberToObject(o, "bytes", (double)s[i].bytes);
+        cJSON_AddNumberToObject(o, "measured_s", s[i].seconds);
+        cJSON_AddNumberToObject(o, "modeled_s", s[i].modeled);
+        cJSON_AddNumberToObject(o, "residual", r);
+        cJSON_AddNumberToObject(o, "weight", s[i].weight);
+        cJSON_AddItemToArray(arr, o);
+        if (s[i].weight > 0 && fabs(r) > worst) worst = fabs(r);
+    }
+    if (fit) {
+        cJSON_AddNumberToObject(fit, "rms_residual", rms);
+        cJSON_AddNumberToObject(fit, "max_residual", worst);
+    }
+    if (arr && cJSON_GetArraySize(arr) == n) out = cJSON_Print(root);
+    cJSON_Delete(root);
+    return out;
+}
+
 int cmd_calibrate(int argc, char **argv) {
     cli_flag *f = flag_table();
     ldt_mesh *mesh = NULL;
     ldt_cost_model cm;
     ldt_calibrate_options opt = {0};
+    ldt_cost_sample *samples = NULL;
     const char *backend;
-    int rc = 1;
+    char *json = NULL;
+    int rc = 1, n = 0, cap;
+    int64_t reps = 0;
+    double rms = 0;
     if (cli_parse("calibrate", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("calibrate", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
-        printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--quick] [--json]\n\n"
-               "Times real redistributions (all_gather steps at two sizes on each mesh dim, on\n"
-               "groups of 2 and of every rank) and fits the cost model: per mesh dim a latency\n"
-               "(seconds per ring hop) and a bandwidth, plus the overhead of one collective and\n"
-               "the local copy bandwidth. Prints them (--json: the profile as JSON); --out FILE\n"
-               "also writes the profile for --profile FILE of plan, redistribute, train.\n\n"
+        printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--save] [--quick] [--reps N] [--json]\n\n"
+               "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
+               "all_gather, all_to_all) along each mesh dim at eight sizes from 4 KiB to 64 MiB,\n"
+               "and the local ops (chunk, pad), as redistributions run them (the fastest of\n"
+               "repeats), then fits the cost model by robust least squares on relative error:\n"
+               "per mesh dim a latency (seconds per ring hop) and a bandwidth, the overhead of\n"
+               "one collective, the local op overhead and bandwidth. Prints them with the fit's\n"
+               "residuals (--json: the profile as JSON, its \"fit\" holding every timing, its\n"
+               "modeled value and residual); --out FILE also writes it for --profile FILE of\n"
+               "plan, redistribute, train; --save makes it your default profile. Also times\n"
+               "GEMMs (FLOP/s by size) and an elementwise add (memory bandwidth by size).\n\n"
                "flags:\n");
         cli_print_flags(stdout, f, NFLAGS);
         return 0;
@@ -53,25 +114,73 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "ldt calibrate: --backend %s is not available, expected threads\n", backend);
         return 2;
     }
+    if (cli_int("calibrate", f, NFLAGS, "reps", 0, 1, &reps)) return 2;
     opt.quick = cli_has(f, NFLAGS, "quick");
-    if (ldt_mesh_parse(cli_get(f, NFLAGS, "mesh"), LDT_DEVICE_CPU, &mesh) != LDT_OK ||
-        ldt_calibrate(mesh, &opt, &cm) != LDT_OK ||
-        (cli_has(f, NFLAGS, "out") && ldt_cost_model_save(&cm, cli_get(f, NFLAGS, "out")) != LDT_OK)) {
+    opt.reps = (int)reps;
+    if (ldt_mesh_parse(cli_get(f, NFLAGS, "mesh"), LDT_DEVICE_CPU, &mesh) != LDT_OK) {
+        rc = cli_fail("calibrate");
+        goto done;
+    }
+    cap = ldt_calibrate_max_samples(mesh, &opt);
+    if (!(samples = calloc((size_t)(cap ? cap : 1), sizeof *samples))) {
+        fprintf(stderr, "ldt calibrate: out of memory\n");
+        goto done;
+    }
+    if (ldt_calibrate_samples(mesh, &opt, &cm, samples, cap, &n, &rms) != LDT_OK) {
+        rc = cli_fail("calibrate");
+        goto done;
+    }
+    if (!(json = profile_with_fit(&cm, samples, n, rms))) {
+        fprintf(stderr, "ldt calibrate: out of memory\n");
+        goto done;
+    }
+    if (cli_has(f, NFLAGS, "out")) {
+        FILE *o = fopen(cli_get(f, NFLAGS, "out"), "wb");
+        if (!o || fputs(json, o) < 0 || fputc('\n', o) == EOF) {
+            fprintf(stderr, "ldt calibrate: cannot write '%s'\n", cli_get(f, NFLAGS, "out"));
+            if (o) fclose(o);
+            goto done;
+        }
+        if (fclose(o) != 0) {
+            fprintf(stderr, "ldt calibrate: cannot write '%s'\n", cli_get(f, NFLAGS, "out"));
+            goto done;
+        }
+    }
+    if (cli_has(f, NFLAGS, "save") && ldt_cost_model_save_user(&cm) != LDT_OK) {
         rc = cli_fail("calibrate");
         goto done;
     }
     if (cli_has(f, NFLAGS, "json")) {
-        rc = ldt_cost_model_write(&cm, stdout) != LDT_OK ? cli_fail("calibrate") : 0;
+        printf("%s\n", json);
+        rc = 0;
         goto done;
     }
     printf("%-8s %14s %16s\n", "mesh_dim", "latency_us", "bandwidth_gbps");
     for (int d = 0; d < cm.nlinks; d++)
         printf("%-8d %14.3f %16.3f\n", d, cm.links[d].latency_s * 1e6,
                cm.links[d].bandwidth_Bps / 1e9);
-    printf("overhead_us: %.3f\nlocal_bandwidth_gbps: %.3f\n", cm.overhead_s * 1e6, cm.local_bandwidth_Bps / 1e9);
+    printf("overhead_us: %.3f\nlocal_overhead_us: %.3f\nlocal_bandwidth_gbps: %.3f\n",
+           cm.overhead_s * 1e6, cm.local_overhead_s * 1e6, cm.local_bandwidth_Bps / 1e9);
+    {
+        double worst = 0;
+        int kept = 0;
+        for (int i = 0; i < n; i++)
+            if (samples[i].weight > 0) {
+                double r = fabs(samples[i].seconds - samples[i].modeled) / samples[i].seconds;
+                kept++;
+                if (r > worst) worst = r;
+            }
+        printf("fit: %d timings, %d kept, relative residual rms %.3f, max %.3f\n", n, kept, rms, worst);
+    }
     if (cli_has(f, NFLAGS, "out")) printf("wrote %s\n", cli_get(f, NFLAGS, "out"));
+    if (cli_has(f, NFLAGS, "save")) {
+        char path[4096];
+        if (ldt_cost_model_user_path(path, sizeof path) > 0) printf("saved %s\n", path);
+    }
     rc = 0;
 done:
+    cJSON_free(json);
+    free(samples);
     ldt_mesh_destroy(mesh);
     return rc;
 }

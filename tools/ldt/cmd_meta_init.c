@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 16
+#define NFLAGS 17
 #define BATCH 64
 
 static cli_flag *flag_table(void) {
@@ -23,6 +23,7 @@ static cli_flag *flag_table(void) {
         {"save", 1, "materialize and save the model as a sharded checkpoint in DIR", NULL},
         {"device", 1, "cpu (default) or cuda: where --materialize computes the shards (cuda: "
                       "each rank's init program on a GPU, rank r on device r % devices)", NULL},
+        CLI_PROFILE_FLAG,
         {"json", 0, "one JSON object: config, param_count, memory_per_rank, ... (docs/cli.md)", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -101,6 +102,8 @@ int cmd_meta_init(int argc, char **argv) {
     ldt_model *model = NULL;
     ldt_plan *plan = NULL;
     ldt_ctx_options co = {0};
+    ldt_plan_options po = {0};
+    ldt_cost_model cm;
     ldt_model_config cfg;
     ldt_plan_memory mem;
     cli_memory mpr;
@@ -114,7 +117,7 @@ int cmd_meta_init(int argc, char **argv) {
         printf("usage: ldt meta-init --model mlp|gpt [--layers N --hidden H --heads A --vocab V\n"
                "                     --seq S --batch B] [--mesh M] [--pins megatron|none]\n"
                "                     [--seed S] [--materialize] [--save DIR] [--device cpu|cuda]\n"
-               "                     [--json]\n\n"
+               "                     [--profile P] [--json]\n\n"
                "Builds the model on a meta mesh (parameters hold no data, only their init\n"
                "recipes), plans its forward pass and reports the memory per rank: parameters,\n"
                "gradients, AdamW states, the forward's activations (its memory plan), the peak.\n\n"
@@ -145,6 +148,8 @@ int cmd_meta_init(int argc, char **argv) {
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "4", LDT_DEVICE_META,
                        &mesh) != LDT_OK)
         return cli_fail("meta-init");
+    if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) goto fail;
+    po.cost = &cm;
     co.mesh = mesh;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_init(model, (uint64_t)seed) != LDT_OK ||
@@ -154,7 +159,7 @@ int cmd_meta_init(int argc, char **argv) {
         ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
         goto fail;
     }
-    if (ldt_plan_create(ctx, NULL, &plan) != LDT_OK || ldt_plan_memory_get(plan, &mem) != LDT_OK) goto fail;
+    if (ldt_plan_create(ctx, &po, &plan) != LDT_OK || ldt_plan_memory_get(plan, &mem) != LDT_OK) goto fail;
     if (cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK) goto fail;
     if (save_dir) { /* a save keeps every rank's shards in this process until it writes them */
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -175,6 +180,8 @@ int cmd_meta_init(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "json")) {
         printf("{");
         cli_config_json(stdout, kind, &cfg, pins, mesh);
+        putchar(',');
+        cli_profile_json(stdout, &cm);
         printf(",\"param_count\":%lld,\"param_bytes\":%lld,", (long long)mem.params, (long long)mem.param_bytes);
         cli_memory_json(stdout, &mpr);
         printf(",\"allocated_bytes\":%lld,\"wall_seconds\":%.6f}\n", (long long)allocated, now_s() - t0);

@@ -18,7 +18,7 @@ static cli_flag *flag_table(void) {
         CLI_PINS_FLAG,
         {"strict", 0, "refuse any redistribution not asked for explicitly", NULL},
         {"greedy", 0, "op-by-op choice (each op follows its inputs) instead of the whole graph", NULL},
-        {"profile", 1, "cost profile JSON from ldt calibrate, or a preset name (default uniform)", NULL},
+        CLI_PROFILE_FLAG,
         {"json", 0, "one JSON object: nodes, totals, config, memory_per_rank (docs/cli.md)", NULL},
         {"dot", 1, "write the planned graph as Graphviz DOT to FILE (title, legend, local shapes)", NULL},
         {"program", 0, "print each rank's program (or --rank R's)", NULL},
@@ -230,13 +230,13 @@ int cmd_plan(int argc, char **argv) {
     ldt_model_config cfg;
     cli_memory mpr;
     char *json = NULL;
-    const char *kind, *prof, *pins;
+    const char *kind, *pins;
     int rc = 1;
     if (cli_parse("plan", argc, argv, f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt plan --model mlp|gpt [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
-               "                [--profile F] [--json] [--dot FILE] [--program [--rank R]] [--train]\n\n"
+               "                [--profile P] [--json] [--dot FILE] [--program [--rank R]] [--train]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
                "whole graph under the cost model (pins honoured), and prints every op with its\n"
                "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
@@ -252,15 +252,13 @@ int cmd_plan(int argc, char **argv) {
     cfg = ldt_model_config_default(kind);
     if (cli_model_sizes("plan", f, NFLAGS, &cfg)) return 2;
     pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
-    prof = cli_get(f, NFLAGS, "profile");
-    if (prof && ldt_cost_model_preset(prof, &cm) != LDT_OK && ldt_cost_model_load(prof, &cm) != LDT_OK)
-        return cli_fail("plan");
-    po.cost = prof ? &cm : NULL;
     po.strict = cli_has(f, NFLAGS, "strict");
     po.search = cli_has(f, NFLAGS, "greedy") ? LDT_PLAN_GREEDY : LDT_PLAN_GLOBAL;
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "4",
                        cli_has(f, NFLAGS, "meta") ? LDT_DEVICE_META : LDT_DEVICE_CPU, &mesh) != LDT_OK)
         return cli_fail("plan");
+    if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) goto fail;
+    po.cost = &cm;
     co.mesh = mesh;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_pin(model, pins) != LDT_OK)
@@ -303,6 +301,8 @@ int cmd_plan(int argc, char **argv) {
         if (n == 0 || cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK) goto fail;
         printf("%.*s,", (int)(n - 1), json);
         cli_config_json(stdout, kind, &cfg, pins, mesh);
+        putchar(',');
+        cli_profile_json(stdout, &cm);
         putchar(',');
         cli_memory_json(stdout, &mpr);
         printf("}\n");

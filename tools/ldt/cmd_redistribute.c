@@ -21,8 +21,7 @@ static cli_flag *flag_table(void) {
         {"to-mesh", 1, "target mesh when it differs (cross-mesh: another shape or rank set)",
          NULL},
         {"dtype", 1, "element type (default f32): f32 f64 f16 bf16 i32 i64 u8 bool", NULL},
-        {"profile", 1, "cost model: uniform (default), nvlink-ib, or a JSON profile file "
-                       "from ldt calibrate", NULL},
+        CLI_PROFILE_FLAG,
         {"latency-us", 1, "override latency per mesh dim, microseconds, e.g. 2.7,0.6", NULL},
         {"bandwidth-gbps", 1, "override bandwidth per mesh dim, GB/s, e.g. 19.3,87.7", NULL},
         {"naive", 0, "plan the naive route (everything to Replicate, then chunk)", NULL},
@@ -40,7 +39,7 @@ static cli_flag *flag_table(void) {
 
 static int help(void) {
     printf("usage: ldt redistribute --mesh M --shape S --from P --to P [--to-mesh M] [--dtype T]\n"
-           "         [--profile uniform|nvlink-ib|FILE] [--latency-us L] [--bandwidth-gbps B]\n"
+           "         [--profile P] [--latency-us L] [--bandwidth-gbps B]\n"
            "         [--naive] [--no-merge] [--run [--print-local]] [--json]\n\n"
            "Plans the cheapest list of transforms from --from to --to under the cost model:\n"
            "each step is one collective (all_reduce, reduce_scatter, all_gather, all_to_all)\n"
@@ -76,16 +75,13 @@ static int parse_list(const char *text, double *out, int want) {
 }
 
 /* 0, or prints the problem and returns 1. */
-static int load_model(const cli_flag *f, int mesh_ndim, ldt_cost_model *cm) {
-    const char *prof = cli_get(f, NFLAGS, "profile");
+static int load_model(const cli_flag *f, const ldt_mesh *mesh, ldt_cost_model *cm) {
     const char *lat = cli_get(f, NFLAGS, "latency-us"), *bw = cli_get(f, NFLAGS, "bandwidth-gbps");
     double v[LDT_MAX_DIMS];
-    ldt_status st;
-    if (!prof || strcmp(prof, "uniform") == 0 || strcmp(prof, "nvlink-ib") == 0)
-        st = ldt_cost_model_preset(prof ? prof : "uniform", cm);
-    else
-        st = ldt_cost_model_load(prof, cm);
-    if (st == LDT_OK && (lat || bw)) st = ldt_cost_model_expand(cm, mesh_ndim, cm);
+    int mesh_ndim = ldt_mesh_ndim(mesh);
+    ldt_status st = cli_profile(f, NFLAGS, mesh, cm);
+    /* overrides are per mesh dim: the profile's link of each dim first (node packing) */
+    if (st == LDT_OK && (lat || bw)) st = ldt_cost_model_for_mesh(cm, mesh, cm);
     if (st != LDT_OK) return cli_fail("redistribute");
     if (!lat && !bw) return 0;
     if (lat) {
@@ -304,7 +300,7 @@ int cmd_redistribute(int argc, char **argv) {
         rc = cli_fail("redistribute");
         goto done;
     }
-    if (load_model(f, ldt_mesh_ndim(mesh), &cm)) goto done;
+    if (load_model(f, mesh, &cm)) goto done;
     opt.cost = &cm;
     opt.merge = !cli_has(f, NFLAGS, "no-merge");
     opt.search = cli_has(f, NFLAGS, "naive") ? LDT_REDIST_NAIVE : LDT_REDIST_DIJKSTRA;
@@ -316,6 +312,7 @@ int cmd_redistribute(int argc, char **argv) {
     if (json) {
         cJSON *root = plan_json(plan);
         char *text;
+        cJSON_AddStringToObject(root, "profile", cm.name);
         if (do_run) {
             cJSON_AddBoolToObject(root, "verified", run.verified);
             cJSON_AddNumberToObject(root, "measured_seconds", run.seconds);

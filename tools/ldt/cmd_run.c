@@ -24,6 +24,7 @@ static cli_flag *flag_table(void) {
         {"overlap", 0, "run collectives on communication threads (default: when there are cores for them)", NULL},
         {"load", 1, "the weights of the checkpoint DIR (ldt ckpt import-hf's, ldt train --save's); "
                      "the model and its sizes default to its", NULL},
+        CLI_PROFILE_FLAG,
         {"json", 0, "one JSON object", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -75,6 +76,7 @@ int cmd_run(int argc, char **argv) {
     ldt_exec *ex = NULL;
     ldt_ctx_options co = {0};
     ldt_compile_options opt = {0};
+    ldt_cost_model cm;
     ldt_model_config cfg;
     ldt_exec_stats es;
     const char *kind, *pins;
@@ -88,7 +90,8 @@ int cmd_run(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt run [--model mlp|gpt] [--mesh M] [--layers N --hidden H --heads A --vocab V\n"
                "               --seq S --batch B --dropout P] [--pins megatron|none] [--steps N]\n"
-               "               [--trace FILE] [--no-fuse] [--overlap|--no-overlap] [--load DIR] [--json]\n\n"
+               "               [--trace FILE] [--no-fuse] [--overlap|--no-overlap] [--load DIR]\n"
+               "               [--profile P] [--json]\n\n"
                "Traces the model's forward pass once, compiles it for the mesh (plan, fuse,\n"
                "schedule, memory plan, bind) and replays it --steps times with new inputs on\n"
                "rank threads, printing each step's loss.\n\nflags:\n");
@@ -136,6 +139,8 @@ int cmd_run(int argc, char **argv) {
         return cli_fail("run");
     co.mesh = mesh;
     co.seed = (uint64_t)seed;
+    if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) goto fail;
+    opt.plan.cost = &cm;
     if (!(loss = calloc((size_t)steps, sizeof *loss)) || !(times = calloc((size_t)steps, sizeof *times))) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_init(model, (uint64_t)seed + 1) != LDT_OK ||
@@ -168,6 +173,8 @@ int cmd_run(int argc, char **argv) {
         qsort(times, (size_t)n, sizeof *times, cmp_d);
         printf("{");
         cli_config_json(stdout, kind, &cfg, pins, mesh);
+        putchar(',');
+        cli_profile_json(stdout, &cm);
         printf(",\"replays\":%d,\"losses\":[", n);
         for (int k = 0; k < n; k++) printf("%s%.9g", k ? "," : "", loss[k]);
         printf("],\"compile_seconds\":%.9g,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},"

@@ -12,7 +12,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 16
+#define NFLAGS 17
 #define MAXOPS 64
 
 static cli_flag *flag_table(void) {
@@ -25,6 +25,7 @@ static cli_flag *flag_table(void) {
         {"forward", 0, "the forward pass only, not the training step", NULL},
         {"backend", 1, "threads (default) or mpi (one process per rank, under mpirun; rank 0 reports "
                        "its rank)", NULL},
+        CLI_PROFILE_FLAG,
         {"json", 0, "one JSON object", NULL},
         CLI_BUCKET_FLAG,
         CLI_COMM_TIMEOUT_FLAG,
@@ -65,6 +66,7 @@ int cmd_step_bench(int argc, char **argv) {
     ldt_optim *o = NULL;
     ldt_ctx_options co = {0};
     ldt_compile_options copt = {0};
+    ldt_cost_model cm;
     ldt_optim_config oc = {0};
     ldt_model_config cfg;
     ldt_exec *ex = NULL;
@@ -85,7 +87,7 @@ int cmd_step_bench(int argc, char **argv) {
         printf("usage: ldt step-bench [--model mlp|gpt] [--layers N --hidden H --heads A --vocab V\n"
                "                      --seq S --batch B] [--mesh M] [--pins megatron|none]\n"
                "                      [--steps N] [--forward] [--backend threads|mpi] [--bucket-mb X]\n"
-               "                      [--json]\n\n"
+               "                      [--profile P] [--json]\n\n"
                "Captures the training step once, replays it N times and reports step time, a\n"
                "breakdown by op and collective (FLOP/s, bus bandwidth), modeled against measured,\n"
                "and the arena per rank.\n\nflags:\n");
@@ -115,6 +117,8 @@ int cmd_step_bench(int argc, char **argv) {
         return rc;
     }
     co.mesh = mesh;
+    if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) goto fail;
+    copt.plan.cost = &cm;
     if (!(t = calloc((size_t)steps, sizeof *t))) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &m) != LDT_OK ||
         ldt_model_init(m, 1) != LDT_OK ||
@@ -192,6 +196,8 @@ int cmd_step_bench(int argc, char **argv) {
     if (json) {
         printf("{");
         cli_config_json(stdout, kind, &cfg, pins, mesh);
+        putchar(',');
+        cli_profile_json(stdout, &cm);
         printf(",\"replays\":%lld,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},\"ops\":[",
                (long long)steps, t[steps / 2], t[0], t[steps - 1]);
         for (int i = 0; i < nops; i++)

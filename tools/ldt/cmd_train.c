@@ -30,7 +30,7 @@ static cli_flag *flag_table(void) {
         {"trace", 1, "write a Chrome trace JSON of the last step to FILE", NULL},
         {"zero", 0, "shard the optimizer state over the dp mesh dim (ZeRO)", NULL},
         CLI_BUCKET_FLAG,
-        {"profile", 1, "cost profile JSON from ldt calibrate, or a preset name (default uniform)", NULL},
+        CLI_PROFILE_FLAG,
         {"backend", 1, "threads (default: every rank a thread here), mpi (one process per rank, "
                        "under mpirun -np <ranks>; rank 0 prints) or nccl (mpi's processes, a GPU each, "
                        "NCCL between them: --device cuda)", NULL},
@@ -231,7 +231,7 @@ int cmd_train(int argc, char **argv) {
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16|f16] [--dropout P] [--data FILE]\n"
                "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X]\n"
-               "                 [--profile F] [--backend threads|mpi|nccl] [--device cpu|cuda]\n"
+               "                 [--profile P] [--backend threads|mpi|nccl] [--device cpu|cuda]\n"
                "                 [--save DIR [--save-every N]] [--load DIR | --resume DIR] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
@@ -333,10 +333,6 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "ldt train: --dtype %s, expected f32, f64, bf16 or f16\n", s_dt);
         return 2;
     }
-    if ((v = cli_get(f, NFLAGS, "profile"))) { /* the planner's numbers; rank 0's under mpi */
-        if (ldt_cost_model_preset(v, &cm) != LDT_OK && ldt_cost_model_load(v, &cm) != LDT_OK) return cli_fail("train");
-        copt.plan.cost = &cm;
-    }
     cfg.dropout = dropout;
     cfg.train = dropout > 0;
     json = cli_has(f, NFLAGS, "json");
@@ -391,6 +387,14 @@ int cmd_train(int argc, char **argv) {
         ldt_mpi_world_destroy(world);
         return cli_fail("train");
     }
+    /* the planner's numbers; under mpi, compile broadcasts rank 0's */
+    if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) {
+        free(text);
+        ldt_mesh_destroy(mesh);
+        ldt_mpi_world_destroy(world);
+        return cli_fail("train");
+    }
+    copt.plan.cost = &cm;
     co.mesh = mesh;
     co.world = world;
     co.seed = (uint64_t)seed;
@@ -543,6 +547,8 @@ int cmd_train(int argc, char **argv) {
         if (json) {
             printf("{");
             cli_config_json(stdout, "gpt", &cfg, "megatron", mesh);
+            putchar(',');
+            cli_profile_json(stdout, &cm);
             printf(",\"first_step\":%lld,\"losses\":[", (long long)start);
             /* every digit: runs are compared with each other to 1e-9 (scripts/gpu-check.sh) */
             for (int k = (int)start; k < steps; k++) printf("%s%.17g", k > start ? "," : "", losses[k]);

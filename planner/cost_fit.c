@@ -1,0 +1,260 @@
+/* Fitting the alpha-beta model to measured timings: weighted least squares on relative error
+ * (timings span four decades, so absolute error would let the largest sizes decide the
+ * latencies), iteratively reweighted to shrug off outliers (a preempted thread, a page fault
+ * storm), with the parameters kept non-negative by dropping a negative one and solving again. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "ldt/planner.h"
+#include "planner/cost_fit.h"
+
+#define MAXP (1 + 2 * LDT_MAX_DIMS)
+
+static int is_local(ldt_collective c) {
+    return c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD;
+}
+
+/* Solves the np x np system a x = b in place by Gaussian elimination with partial pivoting;
+ * 0 when it is singular. */
+static int solve(int np, double a[MAXP][MAXP], double *b, double *x) {
+    for (int c = 0; c < np; c++) {
+        int piv = c;
+        for (int r = c + 1; r < np; r++)
+            if (fabs(a[r][c]) > fabs(a[piv][c])) piv = r;
+        if (!(fabs(a[piv][c]) > 1e-300)) return 0;
+        if (piv != c) {
+            double t;
+            for (int k = 0; k < np; k++) {
+                t = a[c][k];
+                a[c][k] = a[piv][k];
+                a[piv][k] = t;
+            }
+            t = b[c];
+            b[c] = b[piv];
+            b[piv] = t;
+        }
+        for (int r = c + 1; r < np; r++) {
+            double f = a[r][c] / a[c][c];
+            for (int k = c; k < np; k++) a[r][k] -= f * a[c][k];
+            b[r] -= f * b[c];
+        }
+    }
+    for (int c = np - 1; c >= 0; c--) {
+        double v = b[c];
+        for (int k = c + 1; k < np; k++) v -= a[c][k] * x[k];
+        x[c] = v / a[c][c];
+    }
+    return 1;
+}
+
+/* One problem: rows of np columns (the design), targets t, per-row weights w. Fills x with the
+ * non-negative weighted least-squares solution over the columns in `use` (others 0); returns 0
+ * when no column is left. Columns are scaled to unit norm first (bytes are ~1e7, hops ~1). */
+static int nnls_solve(int nrow, int np, const double *A, const double *t, const double *w,
+                      const int *use0, double *x) {
+    int use[MAXP];
+    memcpy(use, use0, (size_t)np * sizeof *use);
+    for (int pass = 0; pass <= np; pass++) {
+        double N[MAXP][MAXP], r[MAXP], y[MAXP], scale[MAXP];
+        int idx[MAXP], k = 0, worst = -1;
+        for (int j = 0; j < np; j++) {
+            x[j] = 0;
+            if (!use[j]) continue;
+            scale[j] = 0;
+            for (int i = 0; i < nrow; i++) scale[j] += w[i] * A[i * np + j] * A[i * np + j];
+            if (!(scale[j] > 0)) {
+                use[j] = 0; /* nothing constrains it */
+                continue;
+            }
+            scale[j] = 1 / sqrt(scale[j]);
+            idx[k++] = j;
+        }
+        if (k == 0) return 0;
+        for (int a = 0; a < k; a++) {
+            r[a] = 0;
+            for (int i = 0; i < nrow; i++) r[a] += w[i] * A[i * np + idx[a]] * scale[idx[a]] * t[i];
+            for (int b = 0; b < k; b++) {
+                double v = 0;
+                for (int i = 0; i < nrow; i++)
+                    v += w[i] * A[i * np + idx[a]] * A[i * np + idx[b]];
+                N[a][b] = v * scale[idx[a]] * scale[idx[b]];
+            }
+        }
+        if (!solve(k, N, r, y)) {
+            /* degenerate (two columns alike): drop the last one and try again */
+            use[idx[k - 1]] = 0;
+            continue;
+        }
+        for (int a = 0; a < k; a++) {
+            x[idx[a]] = y[a] * scale[idx[a]];
+            if (x[idx[a]] < 0 && (worst < 0 || y[a] < y[worst])) worst = a;
+        }
+        if (worst < 0) return 1;
+        use[idx[worst]] = 0;
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Robust fit of one problem: relative least squares, then Huber and bisquare reweighting on
+ * the relative residuals' MAD scale. rw gets each row's final robust weight, x the solution. */
+static int robust_fit(int nrow, int np, const double *A, const double *t, const int *use,
+                      double *x, double *rw) {
+    double *w = malloc((size_t)nrow * sizeof *w), *e = malloc((size_t)nrow * sizeof *e),
+           *ae = malloc((size_t)nrow * sizeof *ae);
+    int ok = 0;
+    if (!w || !e || !ae) goto done;
+    for (int i = 0; i < nrow; i++) rw[i] = 1;
+    for (int it = 0; it < 40; it++) {
+        double s, change = 0;
+        for (int i = 0; i < nrow; i++) w[i] = rw[i] / (t[i] * t[i]);
+        if (!(ok = nnls_solve(nrow, np, A, t, w, use, x))) goto done;
+        for (int i = 0; i < nrow; i++) {
+            double m = 0;
+            for (int j = 0; j < np; j++) m += A[i * np + j] * x[j];
+            e[i] = (t[i] - m) / t[i];
+            ae[i] = fabs(e[i]);
+        }
+        qsort(ae, (size_t)nrow, sizeof *ae, cmp_double);
+        s = 1.4826 * (nrow % 2 ? ae[nrow / 2] : 0.5 * (ae[nrow / 2 - 1] + ae[nrow / 2]));
+        if (s < 1e-9) s = 1e-9; /* noiseless data: residuals at rounding level are all inliers */
+        for (int i = 0; i < nrow; i++) {
+            double nw, u;
+            if (it < 6) { /* Huber first: convex, so it cannot lock onto a wrong fit */
+                double k = 1.345 * s;
+                nw = fabs(e[i]) <= k ? 1 : k / fabs(e[i]);
+            } else {
+                u = e[i] / (4.685 * s);
+                nw = fabs(u) < 1 ? (1 - u * u) * (1 - u * u) : 0;
+            }
+            if (fabs(nw - rw[i]) > change) change = fabs(nw - rw[i]);
+            rw[i] = nw;
+        }
+        if (it >= 6 && change < 1e-9) break;
+    }
+    /* the weights the last solve used are the reported ones; x is that solve's */
+    for (int i = 0; i < nrow; i++) w[i] = rw[i] / (t[i] * t[i]);
+    ok = nnls_solve(nrow, np, A, t, w, use, x);
+done:
+    free(w);
+    free(e);
+    free(ae);
+    return ok;
+}
+
+ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms) {
+    ldt_status st = LDT_OK;
+    int L, ncoll = 0, nloc = 0, np = 0;
+    double *A = NULL, *t = NULL, *rw = NULL, x[MAXP], sum = 0, wsum = 0;
+    int *row_of = NULL, use[MAXP];
+    if (!m || (n > 0 && !s) || n < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: m must not be NULL, and s must hold n >= 0 "
+                 "samples (got n = %d)", n);
+    L = m->nlinks;
+    if (L < 1 || L > LDT_MAX_DIMS)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the model has %d links, expected 1 to %d "
+                 "(one per mesh dim)", L, LDT_MAX_DIMS);
+    for (int i = 0; i < n; i++) {
+        const ldt_cost_sample *c = &s[i];
+        if ((int)c->collective < 0 || c->collective >= LDT_COLL_COUNT || c->collective == LDT_COLL_SEND_RECV)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d has collective %d, expected "
+                     "all_reduce, reduce_scatter, all_gather, all_to_all or a local op", i,
+                     (int)c->collective);
+        if (!isfinite(c->seconds) || c->seconds <= 0)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d measured %g s, expected a "
+                     "finite time > 0", i, c->seconds);
+        if (c->bytes < 0)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d moves %lld bytes, expected >= 0",
+                     i, (long long)c->bytes);
+        if (!is_local(c->collective) && (c->dim < 0 || c->dim >= L || c->group < 2))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d (%s) is on mesh dim %d with a "
+                     "group of %lld ranks, expected a dim in [0, %d) and a group of 2 or more",
+                     i, ldt_collective_name(c->collective), c->dim, (long long)c->group, L);
+        if (is_local(c->collective)) nloc++;
+        else ncoll++;
+    }
+    A = calloc((size_t)(n ? n : 1) * MAXP, sizeof *A);
+    t = malloc((size_t)(n ? n : 1) * sizeof *t);
+    rw = malloc((size_t)(n ? n : 1) * sizeof *rw);
+    row_of = malloc((size_t)(n ? n : 1) * sizeof *row_of);
+    if (!A || !t || !rw || !row_of) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
+
+    /* collectives: columns overhead, latency per link, seconds per byte per link */
+    if (ncoll > 0) {
+        int r = 0;
+        np = 1 + 2 * L;
+        for (int i = 0; i < n; i++) {
+            if (is_local(s[i].collective)) continue;
+            A[r * np + 0] = 1;
+            A[r * np + 1 + s[i].dim] = ldt__coll_hops(m, s[i].collective, s[i].group);
+            A[r * np + 1 + L + s[i].dim] = (double)s[i].bytes;
+            t[r] = s[i].seconds;
+            row_of[r++] = i;
+        }
+        for (int j = 0; j < np; j++) use[j] = 1;
+        if (!robust_fit(r, np, A, t, use, x, rw))
+            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cost fit: the collective timings constrain "
+                          "nothing (every column is zero)");
+        /* a column nothing constrained came back 0: keep m's value for it */
+        for (int j = 0; j < np; j++) {
+            int seen = 0;
+            for (int i = 0; i < r && !seen; i++) seen = A[i * np + j] != 0;
+            if (!seen) continue;
+            if (j == 0) m->overhead_s = x[0];
+            else if (j <= L) m->links[j - 1].latency_s = x[j];
+            else m->links[j - 1 - L].bandwidth_Bps = x[j] > 0 ? 1 / x[j] : 1e15;
+        }
+        for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
+    }
+    /* local ops: columns local overhead, seconds per byte */
+    if (nloc > 0) {
+        int r = 0, any_bytes = 0;
+        np = 2;
+        memset(A, 0, (size_t)n * MAXP * sizeof *A);
+        for (int i = 0; i < n; i++) {
+            if (!is_local(s[i].collective)) continue;
+            A[r * np + 0] = 1;
+            A[r * np + 1] = (double)s[i].bytes;
+            any_bytes |= s[i].bytes > 0;
+            t[r] = s[i].seconds;
+            row_of[r++] = i;
+        }
+        use[0] = use[1] = 1;
+        if (!robust_fit(r, np, A, t, use, x, rw))
+            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
+        m->local_overhead_s = x[0];
+        if (any_bytes) m->local_bandwidth_Bps = x[1] > 0 ? 1 / x[1] : 1e15;
+        for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
+    }
+    /* the fitted model's own prices, with the formula pricing uses */
+    for (int i = 0; i < n; i++) {
+        ldt_cost_sample *c = &s[i];
+        double e;
+        if (is_local(c->collective)) {
+            c->modeled = m->local_overhead_s + (double)c->bytes / m->local_bandwidth_Bps;
+        } else {
+            const ldt_link *l = &m->links[c->dim];
+            c->modeled = m->overhead_s + ldt__coll_hops(m, c->collective, c->group) * l->latency_s +
+                         (double)c->bytes / l->bandwidth_Bps;
+        }
+        e = (c->seconds - c->modeled) / c->seconds;
+        if (c->weight > 0) {
+            sum += e * e;
+            wsum += 1;
+        }
+    }
+    if (rms) *rms = wsum > 0 ? sqrt(sum / wsum) : 0;
+    st = ldt_cost_model_check(m);
+fail:
+    free(A);
+    free(t);
+    free(rw);
+    free(row_of);
+    return st;
+}

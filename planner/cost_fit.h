@@ -1,0 +1,13 @@
+/* Internal: the pieces of the alpha-beta formulas that pricing (planner/cost.c) and the fit
+ * of measured timings (planner/cost_fit.c) share, so the two cannot drift apart. */
+#ifndef LDT_PLANNER_COST_FIT_H
+#define LDT_PLANNER_COST_FIT_H
+
+#include "ldt/planner.h"
+
+/* Hops m charges collective c (all_reduce, reduce_scatter, all_gather or all_to_all) over a
+ * group of n ranks, by the algorithm m gives its kind (ring and direct n-1, tree
+ * ceil(log2 n); all_reduce twice that). */
+double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n);
+
+#endif

@@ -1,0 +1,321 @@
+/* The cost model's prices and its calibration: the fit recovers known parameters from
+ * synthetic timings (exactly without noise, robustly with an outlier and with noise), its
+ * refusals; the search prices a move with the very plan lowering runs (one price). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "ldt/exec.h"
+#include "ldt/planner.h"
+#include "planner/plan_internal.h"
+#include "tests/test_util.h"
+
+/* Known constants: two links (a slow outer, a fast inner), an overhead, local terms. */
+static ldt_cost_model truth(void) {
+    ldt_cost_model m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "truth");
+    m.nlinks = 2;
+    m.links[0].latency_s = 7.5e-6;
+    m.links[0].bandwidth_Bps = 3.2e9;
+    m.links[1].latency_s = 1.25e-6;
+    m.links[1].bandwidth_Bps = 11.0e9;
+    m.overhead_s = 4.0e-6;
+    m.local_overhead_s = 0.8e-6;
+    m.local_bandwidth_Bps = 6.5e9;
+    return m;
+}
+
+/* Timings the truth gives, by its formula written out here (not the library's): every
+ * collective kind at 8 sizes on dim 0 (4 ranks) and dim 1 (2 ranks), and local ops. */
+static int synth(ldt_cost_sample *s, const ldt_cost_model *m) {
+    static const ldt_collective kinds[] = {LDT_COLL_ALL_REDUCE, LDT_COLL_REDUCE_SCATTER,
+                                           LDT_COLL_ALL_GATHER, LDT_COLL_ALL_TO_ALL};
+    const int64_t groups[2] = {4, 2};
+    int n = 0;
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 4; k++)
+            for (int z = 0; z < 8; z++) {
+                int64_t bytes = (int64_t)3 << (12 + 2 * z); /* 12 KiB .. 192 MiB */
+                double hops = (kinds[k] == LDT_COLL_ALL_REDUCE ? 2.0 : 1.0) * (double)(groups[d] - 1);
+                memset(&s[n], 0, sizeof s[n]);
+                s[n].collective = kinds[k];
+                s[n].dim = d;
+                s[n].group = groups[d];
+                s[n].bytes = bytes;
+                s[n].seconds = m->overhead_s + hops * m->links[d].latency_s +
+                               (double)bytes / m->links[d].bandwidth_Bps;
+                n++;
+            }
+    for (int k = 0; k < 2; k++)
+        for (int z = 0; z < 8; z++) {
+            int64_t bytes = (int64_t)1 << (12 + 2 * z);
+            memset(&s[n], 0, sizeof s[n]);
+            s[n].collective = k ? LDT_COLL_LOCAL_PAD : LDT_COLL_LOCAL_CHUNK;
+            s[n].group = 1;
+            s[n].bytes = bytes;
+            s[n].seconds = m->local_overhead_s + (double)bytes / m->local_bandwidth_Bps;
+            n++;
+        }
+    return n;
+}
+
+static void expect_close(double got, double want, double rel, const char *what) {
+    cr_expect(fabs(got - want) <= rel * fabs(want), "%s: got %.9g, expected %.9g (within %g relative)",
+              what, got, want, rel);
+}
+
+static void expect_recovers(const ldt_cost_model *fit, const ldt_cost_model *m, double rel) {
+    for (int d = 0; d < 2; d++) {
+        expect_close(fit->links[d].latency_s, m->links[d].latency_s, rel, "latency");
+        expect_close(fit->links[d].bandwidth_Bps, m->links[d].bandwidth_Bps, rel, "bandwidth");
+    }
+    expect_close(fit->overhead_s, m->overhead_s, rel, "overhead");
+    expect_close(fit->local_overhead_s, m->local_overhead_s, rel, "local overhead");
+    expect_close(fit->local_bandwidth_Bps, m->local_bandwidth_Bps, rel, "local bandwidth");
+}
+
+/* A start far from the truth, so a fit that changed nothing fails. */
+static ldt_cost_model start(void) {
+    ldt_cost_model f;
+    cr_assert_eq(ldt_cost_model_preset("nvlink-ib", &f), LDT_OK);
+    return f;
+}
+
+Test(costfit, recovers_known_parameters_exactly) {
+    ldt_cost_sample s[96];
+    ldt_cost_model m = truth(), f = start();
+    ldt_mesh *mesh;
+    double rms = -1;
+    int n = synth(s, &m);
+    int64_t dims[2] = {4, 2};
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, &rms), LDT_OK, "%s", ldt_last_error());
+    expect_recovers(&f, &m, 1e-6);
+    cr_expect_lt(rms, 1e-9);
+    /* the fitted prices are the library's pricing formula: ldt_cost_seconds agrees */
+    cr_assert_eq(ldt_mesh_create(2, dims, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK, "%s", ldt_last_error());
+    for (int i = 0; i < n; i++) {
+        double want = ldt_cost_seconds(&f, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
+        expect_close(s[i].modeled, want, 1e-12, "modeled vs ldt_cost_seconds");
+        expect_close(s[i].modeled, s[i].seconds, 1e-6, "modeled vs measured");
+        cr_expect_gt(s[i].weight, 0.99);
+    }
+    ldt_mesh_destroy(mesh);
+}
+
+Test(costfit, rejects_an_outlier) {
+    ldt_cost_sample s[96];
+    ldt_cost_model m = truth(), f = start();
+    int n = synth(s, &m);
+    /* a preempted thread: one small all_gather on dim 1 took 20x, one local chunk 50x */
+    s[32 + 2 * 8 + 1].seconds *= 20;
+    s[64 + 3].seconds *= 50;
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    expect_recovers(&f, &m, 1e-6);
+    cr_expect_lt(s[32 + 2 * 8 + 1].weight, 1e-6, "the outlier keeps weight %g", s[32 + 2 * 8 + 1].weight);
+    cr_expect_lt(s[64 + 3].weight, 1e-6);
+}
+
+Test(costfit, noisy_timings_with_outliers) {
+    ldt_cost_sample s[96];
+    ldt_cost_model m = truth(), f = start();
+    int n = synth(s, &m);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    /* +-3% multiplicative noise (a fixed xorshift stream) and two wild timings */
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s[i].seconds *= 1 + 0.03 * (2.0 * (double)(x >> 11) / 9007199254740992.0 - 1);
+    }
+    s[5].seconds *= 8;
+    s[40].seconds *= 0.1;
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    /* bandwidths from the large sizes are tight; latencies are a small part of any timing */
+    for (int d = 0; d < 2; d++) {
+        expect_close(f.links[d].bandwidth_Bps, m.links[d].bandwidth_Bps, 0.03, "bandwidth");
+        expect_close(f.links[d].latency_s, m.links[d].latency_s, 0.5, "latency");
+    }
+    expect_close(f.overhead_s, m.overhead_s, 0.5, "overhead");
+    expect_close(f.local_bandwidth_Bps, m.local_bandwidth_Bps, 0.03, "local bandwidth");
+    cr_expect_lt(s[5].weight, 0.01);
+    cr_expect_lt(s[40].weight, 0.01);
+}
+
+Test(costfit, refusals) {
+    ldt_cost_sample s[96];
+    ldt_cost_model m = truth(), f = start();
+    int n = synth(s, &m);
+    ldt_cost_sample bad;
+    cr_expect_eq(ldt_cost_model_fit(s, n, NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "must not be NULL") != NULL, "%s", ldt_last_error());
+    cr_expect_eq(ldt_cost_model_fit(NULL, 3, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    f.nlinks = 0;
+    cr_expect_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "0 links") != NULL, "%s", ldt_last_error());
+    f = start();
+    bad = s[0];
+    bad.collective = LDT_COLL_SEND_RECV;
+    cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "collective 7") != NULL, "%s", ldt_last_error());
+    bad = s[0];
+    bad.seconds = 0;
+    cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "finite time > 0") != NULL, "%s", ldt_last_error());
+    bad = s[0];
+    bad.bytes = -1;
+    cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "-1 bytes") != NULL, "%s", ldt_last_error());
+    bad = s[0];
+    bad.dim = 2;
+    cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "mesh dim 2") != NULL, "%s", ldt_last_error());
+    bad = s[0];
+    bad.group = 1;
+    cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "group of 1 ranks") != NULL, "%s", ldt_last_error());
+}
+
+/* A quick calibration on four rank threads: every kind measured, each sample's modeled value
+ * is the fitted model's price of it, and too little room or bad repeats are refused. */
+Test(calibrate, measures_every_kind_and_reports_the_fit) {
+    ldt_mesh *mesh;
+    ldt_calibrate_options o = {1, 0};
+    ldt_cost_model cm;
+    ldt_cost_sample *s;
+    int cap, n = 0, seen[LDT_COLL_COUNT] = {0};
+    double rms = -1;
+    cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    cap = ldt_calibrate_max_samples(mesh, &o);
+    cr_assert_eq(cap, (4 + 2) * 3);
+    s = calloc((size_t)cap, sizeof *s);
+    cr_assert_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, &rms), LDT_OK, "%s", ldt_last_error());
+    cr_expect_str_eq(cm.name, "calibrated");
+    cr_expect_geq(rms, 0);
+    for (int i = 0; i < n; i++) {
+        double want = s[i].collective >= LDT_COLL_LOCAL_CHUNK
+                          ? cm.local_overhead_s + (double)s[i].bytes / cm.local_bandwidth_Bps
+                          : ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
+        seen[s[i].collective]++;
+        cr_expect_gt(s[i].seconds, 0);
+        expect_close(s[i].modeled, want, 1e-12, "a sample's modeled value");
+    }
+    /* a kind may lose a size whose time the harness swallowed, never all of them */
+    for (int c = 0; c <= LDT_COLL_ALL_TO_ALL; c++)
+        cr_expect_gt(seen[c], 0, "%s never measured", ldt_collective_name((ldt_collective)c));
+    cr_expect_gt(seen[LDT_COLL_LOCAL_CHUNK] + seen[LDT_COLL_LOCAL_PAD], 0);
+    cr_expect_eq(ldt_calibrate_samples(mesh, &o, &cm, s, 2, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "pass cap >=") != NULL, "%s", ldt_last_error());
+    o.reps = -1;
+    cr_expect_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "-1 repeats") != NULL, "%s", ldt_last_error());
+    cr_expect_eq(ldt_calibrate_samples(mesh, NULL, &cm, NULL, 5, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
+    free(s);
+    ldt_mesh_destroy(mesh);
+}
+
+/* ---- one price --------------------------------------------------------------------------- */
+
+/* x pinned `from`, redistributed to `to`: the search's price of that edge, and the modeled
+ * seconds of a redistribution plan made apart with the same model. */
+static void one_move(const char *mesh_s, const ldt_shape *shape, const ldt_placement *from,
+                     const ldt_placement *to, double *search, double *planned, ldt_redist_plan **rp) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_plan_options po = {0};
+    ldt_plan *p;
+    ldt_tensor *x, *y;
+    ldt_spec src;
+    ldt_redist_options ro = {NULL, 1, LDT_REDIST_DIJKSTRA};
+    ldt_cost_model cm;
+    int nd;
+    cr_assert_eq(ldt_mesh_parse(mesh_s, LDT_DEVICE_META, &mesh), LDT_OK);
+    nd = ldt_mesh_ndim(mesh);
+    cr_assert_eq(ldt_cost_model_preset("uniform", &cm), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK, "%s", ldt_last_error());
+    x = ldt_input(ctx, "x", shape, LDT_F32);
+    cr_assert_not_null(x, "%s", ldt_ctx_errmsg(ctx));
+    cr_assert_eq(ldt_pin(x, from, nd), LDT_OK, "%s", ldt_last_error());
+    y = ldt_redistribute_to(x, to, nd);
+    cr_assert_not_null(y, "%s", ldt_ctx_errmsg(ctx));
+    po.cost = &cm;
+    po.no_compute_cost = 1;
+    cr_assert_eq(ldt_plan_create(ctx, &po, &p), LDT_OK, "%s", ldt_last_error());
+    *search = ldt__plan_search_price(p, y->id, 0);
+    /* the search's objective is the reported cost: this one move */
+    cr_expect_eq(ldt_plan_cost(p), *search);
+    ro.cost = &cm;
+    cr_assert_eq(ldt_spec_init(&src, mesh, shape, from, nd, LDT_F32), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_redist_plan_create(&src, NULL, to, nd, &ro, rp), LDT_OK, "%s", ldt_last_error());
+    *planned = ldt_redist_plan_seconds(*rp);
+    ldt_plan_destroy(p);
+    ldt_ctx_destroy(ctx);
+    /* the redistribution plan borrows the mesh: the caller frees both */
+    (void)mesh;
+}
+
+Test(oneprice, search_price_is_the_lowered_plan_price) {
+    static const char *const meshes[] = {"4", "2x2", "3", "2x3"};
+    ldt_placement opts[] = {ldt_replicate(), ldt_shard(0), ldt_shard(1), ldt_partial(LDT_REDUCE_SUM)};
+    uint64_t seed = 12345;
+    int cases = ldt_test_cases(200), checked = 0;
+    for (int c = 0; c < cases; c++) {
+        ldt_placement from[2], to[2];
+        ldt_shape shape = {2, {0, 0}};
+        double search, planned;
+        ldt_redist_plan *rp = NULL;
+        const char *ms = meshes[c % 4];
+        int nd = strchr(ms, 'x') ? 2 : 1;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        shape.dims[0] = 1 + (int64_t)((seed >> 20) % 37);
+        shape.dims[1] = 1 + (int64_t)((seed >> 40) % 29);
+        for (int i = 0; i < nd; i++) {
+            from[i] = opts[(seed >> (8 + 4 * i)) % 4];
+            to[i] = opts[(seed >> (24 + 4 * i)) % 4];
+        }
+        one_move(ms, &shape, from, to, &search, &planned, &rp);
+        cr_expect_eq(search, planned, "case %d on %s: the search prices %.17g, the plan %.17g", c, ms,
+                     search, planned);
+        {
+            const ldt_spec *sp = ldt_redist_plan_source(rp);
+            ldt_mesh *m = (ldt_mesh *)sp->mesh;
+            ldt_redist_plan_destroy(rp);
+            ldt_mesh_destroy(m);
+        }
+        checked++;
+    }
+    cr_expect_eq(checked, cases);
+}
+
+Test(oneprice, shard_to_partial_is_priced_as_its_local_pad) {
+    ldt_shape shape = {2, {512, 512}};
+    ldt_placement from[1] = {ldt_shard(0)}, to[1] = {ldt_partial(LDT_REDUCE_SUM)};
+    ldt_redist_plan *rp = NULL;
+    ldt_redist_step st;
+    ldt_cost_model cm;
+    double search, planned, gather_route;
+    ldt_mesh *m;
+    one_move("4", &shape, from, to, &search, &planned, &rp);
+    cr_assert_eq(ldt_redist_plan_nsteps(rp), 1);
+    cr_assert_eq(ldt_redist_plan_step(rp, 0, &st), LDT_OK);
+    cr_expect_eq(st.collective, LDT_COLL_LOCAL_PAD);
+    cr_assert_eq(ldt_cost_model_preset("uniform", &cm), LDT_OK);
+    /* by hand: each rank writes its 512 x 512 f32 tensor (its 128 rows, zeros elsewhere) */
+    cr_expect_eq(search, cm.local_overhead_s + 512.0 * 512 * 4 / cm.local_bandwidth_Bps,
+                 "the move is priced %.9g s", search);
+    cr_expect_eq(search, planned);
+    /* the all_gather + local_partial route the search used to price it by costs far more */
+    m = (ldt_mesh *)ldt_redist_plan_source(rp)->mesh;
+    {
+        int dim = 0;
+        gather_route = ldt_cost_seconds(&cm, m, 1, &dim, LDT_COLL_ALL_GATHER, 512 * 512 * 4 * 3 / 4, 0) +
+                       ldt_cost_seconds(&cm, m, 1, &dim, LDT_COLL_LOCAL_PARTIAL, 512 * 512 * 4, 0);
+    }
+    cr_expect_lt(5 * search, gather_route, "local pad %.3g s vs gather route %.3g s", search, gather_route);
+    ldt_redist_plan_destroy(rp);
+    ldt_mesh_destroy(m);
+}
