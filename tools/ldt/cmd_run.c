@@ -7,7 +7,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 20
+#define NFLAGS 21
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
