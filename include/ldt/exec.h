@@ -302,8 +302,9 @@ typedef struct ldt_compile_options {
      * auto (on when the machine has a core for every rank and communication thread; on
      * fewer, the threads' hand-offs cost more than the overlap gains) */
     int overlap;
-    /* the cap of a fused all_reduce's bucket in bytes (docs/replay.md, "Gradient bucketing");
-     * 0: 25 MiB, as PyTorch DDP's bucket_cap_mb */
+    /* the cap of a fused all_reduce's bucket in bytes (docs/replay.md, "Gradient bucketing"),
+     * and of a reduce_scatter's or all_gather's (ZeRO's; counted on the whole tensor, "ZeRO
+     * buckets"); 0: 25 MiB, as PyTorch DDP's bucket_cap_mb */
     int64_t bucket_bytes;
 } ldt_compile_options;
 
