@@ -209,23 +209,23 @@ static ldt_status w_bucket(const ldt__kcall *c) {
         for (int q = 0; q < n; q++) /* by rank, then member: each rank's segment is one run */
             for (int j = 0; j < k; j++) {
                 const int64_t *pc = z + n + 2 * ((int64_t)j * n + q);
-                memcpy(at, (const char *)c->in[j].data + pc[0] * (int64_t)es, (size_t)(pc[1] * (int64_t)es));
+                if (pc[1]) memcpy(at, (const char *)c->in[j].data + pc[0] * (int64_t)es, (size_t)(pc[1] * (int64_t)es));
                 at += pc[1] * (int64_t)es;
             }
         LDT_CHECK(ldt_reduce_scatter_v(g, stage, own, z, c->out.dtype, (ldt_reduce_op)x->reduce));
         if (own != (char *)rs->val[p->ops[x->in + k]])
-            for (int j = 0, off = 0; j < k; j++) {
-                int64_t nb = z[n + 2 * ((int64_t)j * n + me) + 1] * (int64_t)es;
-                memcpy(rs->val[p->ops[x->in + k + j]], own + off, (size_t)nb);
-                off += (int)nb;
+            for (int64_t j = 0, off = 0; j < k; j++) {
+                int64_t nb = z[n + 2 * (j * n + me) + 1] * (int64_t)es;
+                if (nb) memcpy(rs->val[p->ops[x->in + k + j]], own + off, (size_t)nb);
+                off += nb;
             }
         return LDT_OK;
     }
     if (own != (char *)c->in[0].data)
-        for (int j = 0, off = 0; j < k; j++) {
-            int64_t nb = z[n + 2 * ((int64_t)j * n + me) + 1] * (int64_t)es;
-            memcpy(own + off, c->in[j].data, (size_t)nb);
-            off += (int)nb;
+        for (int64_t j = 0, off = 0; j < k; j++) {
+            int64_t nb = z[n + 2 * (j * n + me) + 1] * (int64_t)es;
+            if (nb) memcpy(own + off, c->in[j].data, (size_t)nb);
+            off += nb;
         }
     LDT_CHECK(ldt_all_gather_v(g, own, stage, z, c->out.dtype));
     {
@@ -233,7 +233,8 @@ static ldt_status w_bucket(const ldt__kcall *c) {
         for (int q = 0; q < n; q++)
             for (int j = 0; j < k; j++) {
                 const int64_t *pc = z + n + 2 * ((int64_t)j * n + q);
-                memcpy((char *)rs->val[p->ops[x->in + k + j]] + pc[0] * (int64_t)es, at, (size_t)(pc[1] * (int64_t)es));
+                if (pc[1])
+                    memcpy((char *)rs->val[p->ops[x->in + k + j]] + pc[0] * (int64_t)es, at, (size_t)(pc[1] * (int64_t)es));
                 at += pc[1] * (int64_t)es;
             }
     }
