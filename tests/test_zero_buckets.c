@@ -38,8 +38,9 @@ static int64_t local_bytes(const ldt_shape *s, const ldt_placement *pl, int pinn
     return n;
 }
 
-/* STEPS steps with ZeRO on `mesh_text`, fusion off (cap < 0) or at cap (0: the default). */
-static void train(const char *mesh_text, int64_t cap, run *out) {
+/* STEPS steps with ZeRO on `mesh_text`, fusion off (cap < 0) or at cap (0: the default);
+ * overlap: collectives on each rank's communication thread (ldt_compile_options.overlap). */
+static void train(const char *mesh_text, int64_t cap, int overlap, run *out) {
     ldt_ctx_options co = {0};
     ldt_model_config cfg = ldt_model_config_default("gpt");
     ldt_optim_config oc = {0};
@@ -70,6 +71,7 @@ static void train(const char *mesh_text, int64_t cap, run *out) {
     cr_assert_eq(ldt_optim_sync_grads(o, dp), LDT_OK);
     if (cap < 0) copt.no_fuse = 1;
     else copt.bucket_bytes = cap;
+    copt.overlap = overlap ? 1 : -1;
     for (int k = 0; k < STEPS; k++) {
         int64_t tok[512], tgt[512];
         ldt_tensor *loss, *g[MAXP];
@@ -146,16 +148,16 @@ static int64_t buckets(const run *r, int64_t cap, int zero, const int64_t *order
 
 static void check_mesh(const char *mesh) {
     run unf, fused;
-    const int64_t caps[2] = {0, 16 << 10}; /* the default 25 MiB, 16 KiB */
+    const int64_t caps[3] = {0, 16 << 10, 16 << 10}; /* the default 25 MiB, 16 KiB (in line, overlapped) */
     int nzero = 0;
-    train(mesh, -1, &unf);
+    train(mesh, -1, 0, &unf);
     for (int i = 0; i < unf.np; i++) nzero += unf.zero[i];
     cr_assert_gt(nzero, unf.np / 2, "%s: %d of %d parameters' states split over dp", mesh, nzero, unf.np);
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         int dp = unf.dp;
         int64_t rs = buckets(&unf, caps[c], 1, unf.order), ag = buckets(&unf, caps[c], 1, NULL);
         int64_t ar = buckets(&unf, caps[c], 0, unf.order);
-        train(mesh, caps[c], &fused);
+        train(mesh, caps[c], c == 2, &fused); /* the last: buckets started and waited for */
         for (int k = 0; k < STEPS; k++)
             cr_assert_leq(fabs(fused.loss[k] - unf.loss[k]), 1e-12 * fmax(1, fabs(unf.loss[k])),
                           "%s, cap %lld, step %d: fused %.17g, unfused %.17g", mesh, (long long)caps[c], k,
