@@ -203,7 +203,9 @@ static ldt_status w_bucket(const ldt__kcall *c) {
     for (int q = 0; q < n; q++) total += z[q];
     stage = b->scratch;
     /* the own side in place when back to back, else after the staged side */
-    own = z[n + 2 * (int64_t)k * n] ? rs->val[p->ops[x->in + (rsc ? k : 0)]] : stage + total * (int64_t)es;
+    own = !z[n + 2 * (int64_t)k * n] ? stage + total * (int64_t)es
+          : rsc                          ? (char *)rs->val[p->ops[x->in + k]]
+                                         : (char *)(uintptr_t)c->in[0].data;
     if (rsc) {
         char *at = stage;
         for (int q = 0; q < n; q++) /* by rank, then member: each rank's segment is one run */
