@@ -74,17 +74,14 @@ static int zero_member(const ldt__program *p, const ldt__instr *x) {
         return 0;
     m = x->plan->steps[0].before.mesh;
     if (p->vals[p->ops[x->in]].dtype != p->vals[x->out].dtype || ldt_mesh_coord(m, p->rank, me) != LDT_OK) return 0;
-    for (int i = 0; i < ldt_mesh_nranks(m); i++) { /* every member of this rank's group */
-        int q = ldt_mesh_rank_at(m, i), same = 1;
-        if (ldt_mesh_coord(m, q, c) != LDT_OK) return 0;
-        for (int d = 0; d < ldt_mesh_ndim(m); d++) {
-            int in = 0;
-            for (int k = 0; k < s.ndims; k++) in |= s.dims[k] == d;
-            if (!in && c[d] != me[d]) same = 0;
-        }
-        if (same && !ldt__bucket_chunk(x->plan, p->rank, q, &off, &cnt)) return 0;
+    memcpy(c, me, sizeof c);
+    for (int k = 0; k < s.ndims; k++) c[s.dims[k]] = 0;
+    for (;;) { /* every member of this rank's group: its coordinates over the step's dims */
+        int q, k;
+        if (ldt_mesh_rank_of(m, c, &q) != LDT_OK || !ldt__bucket_chunk(x->plan, p->rank, q, &off, &cnt)) return 0;
+        for (k = 0; k < s.ndims && ++c[s.dims[k]] == ldt_mesh_dim_size(m, s.dims[k]); k++) c[s.dims[k]] = 0;
+        if (k == s.ndims) return 1;
     }
-    return 1;
 }
 
 static void rename_reads(ldt__program *p, int64_t from_instr, int32_t old, int32_t new_) {
