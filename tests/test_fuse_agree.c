@@ -94,7 +94,10 @@ Test(fuse_agree, programs_of_different_lengths_share_one_bucket) {
     }
     cr_assert_eq(st.fused_calls, 1);
     cr_assert_eq(st.fused_members, 3);
-    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+    for (int r = 0; r < 2; r++) {
+        ldt__program_free(ps[r]);
+        free(ps[r]);
+    }
 }
 
 Test(fuse_agree, a_cap_splits_alike_on_every_rank) {
@@ -118,7 +121,10 @@ Test(fuse_agree, a_cap_splits_alike_on_every_rank) {
         cr_assert_eq(nin[r][1], 1);
         cr_assert_eq(bytes[r][1], 16);
     }
-    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+    for (int r = 0; r < 2; r++) {
+        ldt__program_free(ps[r]);
+        free(ps[r]);
+    }
 }
 
 Test(fuse_agree, a_rank_that_would_bucket_otherwise_leaves_every_rank_unfused) {
@@ -163,7 +169,10 @@ Test(fuse_agree, a_rank_that_would_bucket_otherwise_leaves_every_rank_unfused) {
     cr_assert_eq(agreed, 1);
     cr_assert_eq(calls(ps[1], nin[1], bytes[1]), 1);
     cr_assert_eq(bytes[1][0], 96);
-    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+    for (int r = 0; r < 2; r++) {
+        ldt__program_free(ps[r]);
+        free(ps[r]);
+    }
 }
 
 Test(fuse_agree, ranks_with_different_collectives_are_left_alone) {
@@ -183,5 +192,8 @@ Test(fuse_agree, ranks_with_different_collectives_are_left_alone) {
     cr_assert_eq(agreed, 0);
     cr_assert_eq(calls(ps[0], nin, bytes), 3, "nothing fused");
     cr_assert_eq(calls(ps[1], nin, bytes), 4);
-    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+    for (int r = 0; r < 2; r++) {
+        ldt__program_free(ps[r]);
+        free(ps[r]);
+    }
 }
