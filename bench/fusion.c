@@ -7,7 +7,11 @@
  *     in the order the backward makes them; params mesh), `collective_calls` (all dims) and
  *     `step_seconds` with `step_seconds_cpu` (the process's CPU time over the same replays:
  *     every rank thread's), params graph=gpt_train_step, mesh, fused. Fused and unfused
- *     replays alternate, several rounds; medians.
+ *     replays alternate, several rounds; medians. Each row also has param zero: "true" rows
+ *     split the optimizer states over dp as well (ldt_optim_shard_states, ZeRO): their
+ *     gradients are reduce_scattered and their parameters all_gathered after the update, and
+ *     `dp_buckets` counts the reduce_scatter, all_gather and all_reduce buckets the cap
+ *     implies (gradients in the order the backward makes them, parameters in update order).
  *  2. The gradient-sync pattern (k Partial results, each all-reduced, then used together) on
  *     4 rank threads: `collective_calls` and `step_seconds` (+ `_cpu`), params
  *     graph=gradient_sync, all_reduces, fused. */
@@ -33,7 +37,9 @@ typedef struct step {
     ldt_optim *o;
     ldt_exec *ex;
     int dp, np;
-    int64_t bytes[MAXP]; /* per parameter, in the order its gradient is made: bytes on a rank */
+    int64_t bytes[MAXP]; /* per parameter: its gradient's bytes on a rank (whole over dp) */
+    int64_t order[MAXP]; /* per parameter: the trace node its gradient is made at */
+    int zero[MAXP];      /* per parameter: its state split over dp (ZeRO) */
 } step;
 
 static void step_close(step *s) {
@@ -61,13 +67,13 @@ static int64_t shard_bytes(const ldt_tensor *p, const ldt_mesh *mesh) {
 }
 
 /* Traces and compiles the demo step on mesh_text; 0 on success. */
-static int step_open(step *s, const char *mesh_text, int fused, int quick) {
+static int step_open(step *s, const char *mesh_text, int fused, int zero, int quick) {
     ldt_ctx_options co = {0};
     ldt_model_config cfg = ldt_model_config_default("gpt");
     ldt_optim_config oc = {0};
     ldt_compile_options copt = {0};
     ldt_tensor *ps[MAXP], *g[MAXP], *loss;
-    int64_t n, *tok, order[MAXP];
+    int64_t n, *tok;
     (void)quick; /* the demo's sizes either way: only the rounds shrink */
     cfg.layers = 2, cfg.hidden = 128, cfg.heads = 4, cfg.vocab = 256;
     cfg.seq = 64, cfg.batch = 8, cfg.dropout = 0.1, cfg.train = 1;
@@ -83,7 +89,8 @@ static int step_open(step *s, const char *mesh_text, int fused, int quick) {
     for (int i = 0; i < s->np; i++) ps[i] = ldt_model_param(s->m, i, NULL);
     oc.kind = LDT_OPTIM_ADAMW, oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
     oc.weight_decay = 0.01, oc.clip_norm = 1, oc.total_steps = 1000;
-    if (ldt_optim_create(s->ctx, &oc, ps, s->np, &s->o) != LDT_OK || ldt_optim_sync_grads(s->o, s->dp) != LDT_OK)
+    if (ldt_optim_create(s->ctx, &oc, ps, s->np, &s->o) != LDT_OK || ldt_optim_sync_grads(s->o, s->dp) != LDT_OK ||
+        (zero && ldt_optim_shard_states(s->o, s->dp) != LDT_OK))
         return 1;
     n = cfg.batch * cfg.seq;
     if (!(tok = malloc((size_t)n * sizeof *tok))) return 1;
@@ -92,40 +99,53 @@ static int step_open(step *s, const char *mesh_text, int fused, int quick) {
     ldt_input_bind(ldt_model_input(s->m, 1, NULL), tok, n * 8);
     free(tok);
     if (!(loss = ldt_model_forward(s->m)) || ldt_grad(loss, ps, s->np, g) != LDT_OK) return 1;
-    for (int i = 0; i < s->np; i++) { /* the backward's order: by trace node */
-        int j = i;
-        order[i] = ldt_tensor_node(g[i]);
+    for (int i = 0; i < s->np; i++) {
+        ldt_placement pl[LDT_MAX_DIMS];
+        int pinned = 0;
+        s->order[i] = ldt_tensor_node(g[i]);
         s->bytes[i] = shard_bytes(ps[i], s->mesh);
-        for (; j > 0 && order[j] < order[j - 1]; j--) {
-            int64_t t = order[j], b = s->bytes[j];
-            order[j] = order[j - 1], s->bytes[j] = s->bytes[j - 1];
-            order[j - 1] = t, s->bytes[j - 1] = b;
-        }
+        s->zero[i] = ldt_tensor_pin(ldt_optim_state(s->o, i, 0), pl, LDT_MAX_DIMS, &pinned) == LDT_OK && pinned &&
+                     pl[s->dp].kind == LDT_PLACE_SHARD;
     }
     copt.no_fuse = !fused;
     return ldt_optim_step(s->o, g) != LDT_OK || ldt_compile(s->ctx, &loss, 1, &copt, &s->ex) != LDT_OK ||
            ldt_replay(s->ex) != LDT_OK;
 }
 
-/* Next fit over the gradients in the order they are made, cap 25 MiB (the default). */
-static int64_t buckets(const step *s) {
+/* Next fit, cap 25 MiB (the default), over the parameters with zero[i] == zero: in the order
+ * their gradients are made (by_grad), else in parameter (update) order. */
+static int64_t next_fit(const step *s, int zero, int by_grad) {
+    int idx[MAXP], k = 0;
     int64_t n = 0, fill = 0, cap = 25 << 20;
-    for (int i = 0; i < s->np; i++) {
-        if (fill > 0 && fill + s->bytes[i] > cap) fill = 0;
+    for (int i = 0; i < s->np; i++)
+        if (s->zero[i] == zero) idx[k++] = i;
+    for (int a = 1; by_grad && a < k; a++)
+        for (int b = a; b > 0 && s->order[idx[b]] < s->order[idx[b - 1]]; b--) {
+            int t = idx[b];
+            idx[b] = idx[b - 1];
+            idx[b - 1] = t;
+        }
+    for (int a = 0; a < k; a++) {
+        if (fill > 0 && fill + s->bytes[idx[a]] > cap) fill = 0;
         n += fill == 0;
-        fill += s->bytes[i];
+        fill += s->bytes[idx[a]];
     }
     return n;
 }
 
+/* The buckets the cap implies: all_reduces, and under ZeRO reduce_scatters and all_gathers. */
+static int64_t buckets(const step *s) { return next_fit(s, 0, 1) + next_fit(s, 1, 1) + next_fit(s, 1, 0); }
+
 static int bench_gpt(const bench_opts *o, bench_results *out) {
     const char *meshes[2] = {"dp=4", "dp=2,tp=2"};
     int reps = o->quick ? 3 : 9;
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mz = 0; mz < 4; mz++) {
+        int mi = mz % 2, zero = mz / 2;
+        const char *zs = zero ? "true" : "false";
         step s[2] = {{0}};
         double t[2][16], c[2][16];
         int bad = 0;
-        for (int f = 0; f < 2 && !bad; f++) bad = step_open(&s[f], meshes[mi], f, o->quick);
+        for (int f = 0; f < 2 && !bad; f++) bad = step_open(&s[f], meshes[mi], f, zero, o->quick);
         for (int r = 0; r < reps && !bad; r++) /* fused and unfused alternate */
             for (int f = 0; f < 2 && !bad; f++) {
                 double t0 = bench_now(), c0 = cpu_now();
@@ -144,24 +164,30 @@ static int bench_gpt(const bench_opts *o, bench_results *out) {
             ldt_exec_stats_get(s[f].ex, &es);
             idx = bench_add(out, "dp_collective_calls", (double)es.dim_collectives[s[f].dp], "calls");
             bench_param_str(out, idx, "mesh", meshes[mi]);
+            bench_param_str(out, idx, "zero", zs);
             bench_param_str(out, idx, "fused", f ? "true" : "false");
             idx = bench_add(out, "collective_calls", (double)es.collectives, "calls");
             bench_param_str(out, idx, "graph", "gpt_train_step");
             bench_param_str(out, idx, "mesh", meshes[mi]);
+            bench_param_str(out, idx, "zero", zs);
             bench_param_str(out, idx, "fused", f ? "true" : "false");
             idx = bench_add(out, "step_seconds", bench_median(t[f], reps), "s");
             bench_param_str(out, idx, "graph", "gpt_train_step");
             bench_param_str(out, idx, "mesh", meshes[mi]);
+            bench_param_str(out, idx, "zero", zs);
             bench_param_str(out, idx, "fused", f ? "true" : "false");
             idx = bench_add(out, "step_seconds_cpu", bench_median(c[f], reps), "s");
             bench_param_str(out, idx, "graph", "gpt_train_step");
             bench_param_str(out, idx, "mesh", meshes[mi]);
+            bench_param_str(out, idx, "zero", zs);
             bench_param_str(out, idx, "fused", f ? "true" : "false");
             if (f) {
                 idx = bench_add(out, "dp_buckets", (double)buckets(&s[f]), "buckets");
                 bench_param_str(out, idx, "mesh", meshes[mi]);
+                bench_param_str(out, idx, "zero", zs);
                 idx = bench_add(out, "pack_buckets", (double)es.pack_buckets, "buckets");
                 bench_param_str(out, idx, "mesh", meshes[mi]);
+                bench_param_str(out, idx, "zero", zs);
             }
         }
         for (int f = 0; f < 2; f++) step_close(&s[f]);

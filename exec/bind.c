@@ -11,6 +11,7 @@
 #include "exec/fill.h"
 #include "exec/groups.h"
 #include "exec/shards.h"
+#include "planner/fuse.h"
 
 /* ---------------------------------------------------------------------------------------
  * Bound instructions: a kernel call, or a wrapper with the same signature that finds its
@@ -126,6 +127,118 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
         size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
         memcpy(c->in[k].data, at, nb);
         at += nb;
+    }
+    return LDT_OK;
+}
+
+/* ZeRO buckets (docs/replay.md, "ZeRO buckets"): a fused reduce_scatter or all_gather of
+ * several tensors is one ldt_reduce_scatter_v / ldt_all_gather_v over the group. The side of
+ * it that is one rank's own (the reduce_scatter's outputs, the all_gather's inputs) is one
+ * memory-plan group, placed back to back in member order, so the call reads or writes it in
+ * place; the side made of every rank's pieces of each member (the reduce_scatter's input, the
+ * all_gather's output) needs them side by side by rank, which the members' own buffers are
+ * not: it is packed (or unpacked) through the staging buffer. The layout is worked out at the
+ * first replay, when the group is made: b->zb holds the count per group member q, then per
+ * member j and q its piece's offset and count in the member's whole buffer, then 1 where the
+ * own side is back to back. */
+static ldt_status bucket_layout(binstr *b, const ldt__instr *x, ldt_comm *g) {
+    rank_state *rs = b->rs;
+    const ldt__program *p = rs->prog;
+    int n = ldt_comm_size(g), k = x->nin, rsc = x->coll == LDT_COLL_REDUCE_SCATTER, me = ldt_comm_rank(g);
+    size_t es = ldt__dtype_size((ldt_dtype)p->vals[x->out].dtype);
+    int64_t *z = calloc((size_t)(n + 2 * (int64_t)k * n + 1), sizeof *z), total = 0, own = 0;
+    const char *at;
+    if (!z) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "replay: out of memory for a bucket of %d", k);
+    for (int j = 0; j < k; j++)
+        for (int q = 0; q < n; q++) {
+            int64_t *pc = z + n + 2 * ((int64_t)j * n + q);
+            if (!ldt__bucket_chunk(p->bplans[x->bplan + j], rs->rank, ldt_comm_world_rank(g, q), &pc[0], &pc[1])) {
+                free(z);
+                LDT_FAIL(LDT_ERR_INTERNAL, "replay: rank %d, instruction %lld: bucket member %d is not one run "
+                         "for group member %d", rs->rank, (long long)b->idx, j, q);
+            }
+            z[q] += pc[1];
+            total += pc[1];
+        }
+    /* the own side: member j's value holds exactly its piece for this rank, back to back */
+    at = rs->val[p->ops[x->in + (rsc ? k : 0)]];
+    z[n + 2 * (int64_t)k * n] = 1;
+    for (int j = 0; j < k; j++) {
+        int32_t v = p->ops[x->in + (rsc ? k : 0) + j];
+        int64_t piece = z[n + 2 * ((int64_t)j * n + me) + 1];
+        if (ldt__value_bytes(&p->vals[v]) != piece * (int64_t)es) {
+            free(z);
+            LDT_FAIL(LDT_ERR_INTERNAL, "replay: rank %d, instruction %lld: bucket member %d holds %lld bytes, "
+                     "its piece %lld", rs->rank, (long long)b->idx, j, (long long)ldt__value_bytes(&p->vals[v]),
+                     (long long)(piece * (int64_t)es));
+        }
+        if (rs->val[v] != at) z[n + 2 * (int64_t)k * n] = 0;
+        at = (const char *)rs->val[v] + piece * (int64_t)es;
+        own += piece;
+    }
+    if (!(b->scratch = malloc((size_t)(total + own) * es + 1))) {
+        free(z);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "replay: out of memory for a bucket of %lld bytes", (long long)(total * (int64_t)es));
+    }
+    b->zb = z;
+    return LDT_OK;
+}
+
+static ldt_status w_bucket(const ldt__kcall *c) {
+    binstr *b = BIN_OF(c);
+    rank_state *rs = b->rs;
+    const ldt__program *p = rs->prog;
+    const ldt__instr *x = &p->ins[b->idx];
+    int k = x->nin, rsc = x->coll == LDT_COLL_REDUCE_SCATTER, n, me;
+    size_t es = ldt__dtype_size(c->out.dtype);
+    ldt_comm *g = NULL;
+    char *stage, *own;
+    int64_t total = 0;
+    const int64_t *z;
+    LDT_CHECK(group_of(b, x, &g));
+    if (!b->zb) LDT_CHECK(bucket_layout(b, x, g));
+    n = ldt_comm_size(g);
+    me = ldt_comm_rank(g);
+    z = b->zb;
+    for (int q = 0; q < n; q++) total += z[q];
+    stage = b->scratch;
+    /* the own side in place when back to back, else after the staged side */
+    own = !z[n + 2 * (int64_t)k * n] ? stage + total * (int64_t)es
+          : rsc                          ? (char *)rs->val[p->ops[x->in + k]]
+                                         : (char *)(uintptr_t)c->in[0].data;
+    if (rsc) {
+        char *at = stage;
+        for (int q = 0; q < n; q++) /* by rank, then member: each rank's segment is one run */
+            for (int j = 0; j < k; j++) {
+                const int64_t *pc = z + n + 2 * ((int64_t)j * n + q);
+                if (pc[1]) memcpy(at, (const char *)c->in[j].data + pc[0] * (int64_t)es, (size_t)(pc[1] * (int64_t)es));
+                at += pc[1] * (int64_t)es;
+            }
+        LDT_CHECK(ldt_reduce_scatter_v(g, stage, own, z, c->out.dtype, (ldt_reduce_op)x->reduce));
+        if (own != (char *)rs->val[p->ops[x->in + k]])
+            for (int64_t j = 0, off = 0; j < k; j++) {
+                int64_t nb = z[n + 2 * (j * n + me) + 1] * (int64_t)es;
+                if (nb) memcpy(rs->val[p->ops[x->in + k + j]], own + off, (size_t)nb);
+                off += nb;
+            }
+        return LDT_OK;
+    }
+    if (own != (char *)c->in[0].data)
+        for (int64_t j = 0, off = 0; j < k; j++) {
+            int64_t nb = z[n + 2 * (j * n + me) + 1] * (int64_t)es;
+            if (nb) memcpy(own + off, c->in[j].data, (size_t)nb);
+            off += nb;
+        }
+    LDT_CHECK(ldt_all_gather_v(g, own, stage, z, c->out.dtype));
+    {
+        const char *at = stage;
+        for (int q = 0; q < n; q++)
+            for (int j = 0; j < k; j++) {
+                const int64_t *pc = z + n + 2 * ((int64_t)j * n + q);
+                if (pc[1])
+                    memcpy((char *)rs->val[p->ops[x->in + k + j]] + pc[0] * (int64_t)es, at, (size_t)(pc[1] * (int64_t)es));
+                at += pc[1] * (int64_t)es;
+            }
     }
     return LDT_OK;
 }
@@ -315,6 +428,10 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
                 }
             }
             break;
+        case LDT__I_BUCKET:
+            b->fn = w_bucket;
+            rs->e->pack_buckets++; /* one side is always staged (bucket_layout) */
+            break;
         case LDT__I_FILL: b->fn = w_fill; break;
         case LDT__I_WAIT: b->fn = ldt__w_wait; break;
         default: LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: instruction kind %d", x->kind);
@@ -329,7 +446,8 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
     {
         int64_t nasync = 0;
         for (int64_t i = 0; i < p->nins; i++)
-            if ((p->ins[i].kind == LDT__I_REDIST || p->ins[i].kind == LDT__I_ALL_REDUCE) && p->ins[i].async) {
+            if ((p->ins[i].kind == LDT__I_REDIST || p->ins[i].kind == LDT__I_ALL_REDUCE ||
+                 p->ins[i].kind == LDT__I_BUCKET) && p->ins[i].async) {
                 rs->ins[i].afn = rs->ins[i].fn;
                 rs->ins[i].fn = ldt__w_start;
                 rs->ins[i].done_gen = UINT64_MAX;
@@ -359,7 +477,7 @@ ldt_status ldt__bind_groups(ldt_exec *e, rank_state *rs) {
     for (int64_t i = 0; i < rs->nins; i++) {
         const ldt__instr *x = &rs->prog->ins[i];
         binstr *b = &rs->ins[i];
-        if (x->kind == LDT__I_ALL_REDUCE && !b->comm)
+        if ((x->kind == LDT__I_ALL_REDUCE || x->kind == LDT__I_BUCKET) && !b->comm)
             LDT_CHECK(ldt__instr_group(e->world, e->mesh, rs->groups, x, &b->comm));
         else if (x->kind == LDT__I_REDIST && !b->runner)
             LDT_CHECK(ldt_redist_runner_create(e->world, x->plan, &b->runner));

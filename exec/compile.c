@@ -102,6 +102,7 @@ void ldt__exec_destroy(ldt_exec *e) {
         for (int64_t i = 0; rs->ins && i < rs->nins; i++) {
             ldt_redist_runner_destroy(rs->ins[i].runner);
             free(rs->ins[i].scratch);
+            free(rs->ins[i].zb);
         }
         for (int64_t i = 0; rs->ins && rs->prog && i < rs->prog->nins; i++)
             free((void *)rs->ins[i].call.plan); /* kernel plans (ldt__cpu_kernel_bind) */
@@ -174,9 +175,16 @@ static ldt_status fuse_all(ldt_exec *e, const ldt_compile_options *o) {
     { /* one decision for every rank (planner/fuse.c): programs may differ in length */
         ldt__fuse_stats fs;
         int agreed;
-        LDT_CHECK(ldt__fuse_agreed(e->progs, e->nprogs, cap, &fs, &agreed));
+        LDT_CHECK(ldt__fuse_agreed(e->progs, e->nprogs, cap, 0, &fs, &agreed));
         if (fs.groups > e->collective_groups) e->collective_groups = fs.groups;
         e->fuse_agreed = agreed;
+        /* ZeRO's reduce_scatters and all_gathers, bucketed alike (not on a CUDA mesh yet: its
+         * steps are recorded per redistribution) */
+        if (agreed && ldt_mesh_device(e->mesh) != LDT_DEVICE_CUDA) {
+            LDT_CHECK(ldt__fuse_agreed(e->progs, e->nprogs, cap, 1, &fs, &agreed));
+            if (fs.groups > e->collective_groups) e->collective_groups = fs.groups;
+            e->fuse_agreed = e->fuse_agreed && agreed;
+        }
     }
 count:
     for (int r = 0; r < e->nprogs; r++) {

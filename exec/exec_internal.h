@@ -58,7 +58,10 @@ struct binstr {
     ldt_redist_runner *runner; /* REDIST: made at the first replay */
     ldt__custom_call *custom; /* KERNEL of a custom op: its call (rank_state.ccalls), else NULL */
     int64_t count;  /* ALL_REDUCE: elements reduced (a fused one: in the bucket) */
-    void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer */
+    void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer; BUCKET:
+                       its packed side (reduce_scatter's input, all_gather's output) */
+    int64_t *zb;    /* BUCKET: per group member q its count, then per member j and q the
+                       piece's offset and count (made at its first replay, with its group) */
     ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
     ldt__kernel_fn gfn;  /* grouped collective: the call inside the group */
     uint64_t done_gen;   /* async collective: the replay it last finished (under the queue lock) */

@@ -10,6 +10,7 @@
 static const char *category(const ldt__instr *x) {
     switch ((ldt__ikind)x->kind) {
     case LDT__I_REDIST:
+    case LDT__I_BUCKET:
     case LDT__I_ALL_REDUCE: return "comm";
     case LDT__I_LOAD: return "load";
     default: return "compute";
@@ -63,6 +64,17 @@ static void comm_args(FILE *f, const ldt_exec *e, const ldt__program *p, const l
         traffic = ldt_redist_plan_bytes(x->plan);
         ldt_placements_format(a->placements, a->nplace, from, sizeof from);
         ldt_placements_format(b->placements, b->nplace, to, sizeof to);
+    } else if (x->kind == LDT__I_BUCKET) { /* a fused bucket: its members' first placements */
+        const ldt_redist_plan *pl = p->bplans[x->bplan];
+        const ldt_spec *a = ldt_redist_plan_source(pl), *b = ldt_redist_plan_target(pl);
+        fputs(ldt__instr_name(e->ctx, x), f);
+        for (int k = 0; k < x->ndims; k++) dims[nd++] = x->dims[k];
+        for (int k = 0; k < x->nin; k++) {
+            bytes += ldt__value_bytes(&p->vals[p->ops[x->in + k]]);
+            traffic += ldt_redist_plan_bytes(p->bplans[x->bplan + k]);
+        }
+        ldt_placements_format(a->placements, a->nplace, from, sizeof from);
+        ldt_placements_format(b->placements, b->nplace, to, sizeof to);
     } else {
         ldt_placement pp[LDT_MAX_DIMS], rr[LDT_MAX_DIMS];
         int64_t n = 1;
@@ -102,7 +114,8 @@ ldt_status ldt__exec_write_trace(ldt_exec *e) {
                        "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"node\":%d,\"instruction\":%lld",
                     ldt__instr_name(e->ctx, x), category(x), r, rs->prof[i].start * 1e6,
                     (rs->prof[i].end - rs->prof[i].start) * 1e6, x->node, (long long)i);
-            if (x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE) comm_args(f, e, rs->prog, x);
+            if (x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE || x->kind == LDT__I_BUCKET)
+                comm_args(f, e, rs->prog, x);
             fputs("}}", f);
         }
     }
@@ -132,6 +145,11 @@ static double instr_flops(const ldt__program *p, const ldt__instr *x) {
 
 static double instr_bytes(const ldt_exec *e, const ldt__program *p, const ldt__instr *x) {
     if (x->kind == LDT__I_REDIST) return (double)ldt_redist_plan_bytes(x->plan);
+    if (x->kind == LDT__I_BUCKET) {
+        double b = 0;
+        for (int k = 0; k < x->nin; k++) b += (double)ldt_redist_plan_bytes(p->bplans[x->bplan + k]);
+        return b;
+    }
     if (x->kind == LDT__I_ALL_REDUCE) {
         double n = 1, b = 0;
         for (int d = 0; d < x->ndims; d++) n *= (double)ldt_mesh_dim_size(e->mesh, x->dims[d]);
@@ -168,7 +186,7 @@ ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap,
             if (*n == cap) continue;
             memset(&out[j], 0, sizeof out[j]);
             snprintf(out[j].name, sizeof out[j].name, "%s", name);
-            out[j].collective = x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE;
+            out[j].collective = x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE || x->kind == LDT__I_BUCKET;
             (*n)++;
         }
         out[j].calls++;

@@ -19,12 +19,69 @@
 
 #include "core/error.h"
 #include "planner/fuse.h"
+#include "planner/redistribute.h"
 
 /* The single all_reduce step of a redistribution, or NULL. */
 static int single_all_reduce(const ldt__instr *x, ldt_redist_step *s) {
     if (x->kind != LDT__I_REDIST || ldt_redist_plan_nsteps(x->plan) != 1) return 0;
     ldt_redist_plan_step(x->plan, 0, s);
     return s->collective == LDT_COLL_ALL_REDUCE && s->ndims >= 1;
+}
+
+/* ZeRO buckets (pass 4): where rank `q`'s piece of a single-step reduce_scatter's input (or
+ * all_gather's output) lies in this rank's whole local buffer, as one run: *off and *cnt in
+ * elements. 0 when it is not one run (then the collective is not bucketed). */
+int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, int64_t *off, int64_t *cnt) {
+    const ldt__rstep *s = &pl->steps[0];
+    int rs = s->pub.collective == LDT_COLL_REDUCE_SCATTER;
+    ldt_region X, Y;
+    int64_t stride = 1, o = 0;
+    int d0 = -1;
+    if (ldt_layout(rs ? &s->before : &s->after, me, &X) != LDT_OK ||
+        ldt_layout(rs ? &s->after : &s->before, q, &Y) != LDT_OK)
+        return 0;
+    *off = 0;
+    *cnt = Y.numel;
+    if (Y.numel == 0) return 1;
+    if (X.nslices != 1 || Y.nslices != 1 || X.ndim != Y.ndim) return 0;
+    /* one run: dims before the first that differs are 1 in Y, those after it whole */
+    for (int d = 0; d < X.ndim; d++) {
+        if (Y.offset[d] < X.offset[d] || Y.offset[d] + Y.local_shape.dims[d] > X.offset[d] + X.local_shape.dims[d])
+            return 0;
+        if (d0 < 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) d0 = d;
+        else if (d0 >= 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) return 0;
+    }
+    for (int d = 0; d < d0; d++)
+        if (Y.local_shape.dims[d] != 1) return 0;
+    for (int d = X.ndim - 1; d >= 0; d--) {
+        o += (Y.offset[d] - X.offset[d]) * stride;
+        stride *= X.local_shape.dims[d];
+    }
+    *off = o;
+    return 1;
+}
+
+/* A redistribution that ZeRO bucketing takes: one reduce_scatter or all_gather step within
+ * the mesh, each piece of it one run on every rank of this rank's group. */
+static int zero_member(const ldt__program *p, const ldt__instr *x) {
+    ldt_redist_step s;
+    const ldt_mesh *m;
+    int64_t me[LDT_MAX_DIMS], c[LDT_MAX_DIMS], off, cnt;
+    if (x->kind != LDT__I_REDIST || x->async || x->nin != 1 || x->plan->cross || ldt_redist_plan_nsteps(x->plan) != 1)
+        return 0;
+    ldt_redist_plan_step(x->plan, 0, &s);
+    if ((s.collective != LDT_COLL_REDUCE_SCATTER && s.collective != LDT_COLL_ALL_GATHER) || s.ndims < 1)
+        return 0;
+    m = x->plan->steps[0].before.mesh;
+    if (p->vals[p->ops[x->in]].dtype != p->vals[x->out].dtype || ldt_mesh_coord(m, p->rank, me) != LDT_OK) return 0;
+    memcpy(c, me, sizeof c);
+    for (int k = 0; k < s.ndims; k++) c[s.dims[k]] = 0;
+    for (;;) { /* every member of this rank's group: its coordinates over the step's dims */
+        int q, k;
+        if (ldt_mesh_rank_of(m, c, &q) != LDT_OK || !ldt__bucket_chunk(x->plan, p->rank, q, &off, &cnt)) return 0;
+        for (k = 0; k < s.ndims && ++c[s.dims[k]] == ldt_mesh_dim_size(m, s.dims[k]); k++) c[s.dims[k]] = 0;
+        if (k == s.ndims) return 1;
+    }
 }
 
 static void rename_reads(ldt__program *p, int64_t from_instr, int32_t old, int32_t new_) {
@@ -65,6 +122,14 @@ static ldt_status in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats
 }
 
 static int same_group(const ldt__program *p, const ldt__instr *a, const ldt__instr *b) {
+    if (a->kind == LDT__I_REDIST) { /* ZeRO members: the same collective, group, dtype, op */
+        ldt_redist_step x, y;
+        ldt_redist_plan_step(a->plan, 0, &x);
+        ldt_redist_plan_step(b->plan, 0, &y);
+        return b->kind == LDT__I_REDIST && x.collective == y.collective && x.ndims == y.ndims &&
+               !memcmp(x.dims, y.dims, (size_t)x.ndims * sizeof x.dims[0]) && x.op == y.op &&
+               p->vals[a->out].dtype == p->vals[b->out].dtype;
+    }
     if (a->reduce != b->reduce || a->ndims != b->ndims || p->vals[a->out].dtype != p->vals[b->out].dtype)
         return 0;
     for (int d = 0; d < a->ndims; d++)
@@ -84,7 +149,7 @@ int64_t ldt__program_collectives_on(const ldt__program *p, int dim) {
     int64_t n = 0;
     for (int64_t i = 0; i < p->nins; i++) {
         const ldt__instr *x = &p->ins[i];
-        if (x->kind == LDT__I_ALL_REDUCE) n += spans(x->dims, x->ndims, dim);
+        if (x->kind == LDT__I_ALL_REDUCE || x->kind == LDT__I_BUCKET) n += spans(x->dims, x->ndims, dim);
         else if (x->kind == LDT__I_REDIST)
             for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
                 ldt_redist_step rs;
@@ -166,14 +231,17 @@ static int close_open(rb *open, int *nopen, int c, rb **bs, int64_t *nb, int64_t
 static int64_t collective_ordinals(const ldt__program *p, int64_t *ord) {
     int64_t c = 0;
     for (int64_t i = 0; i < p->nins; i++)
-        ord[i] = p->ins[i].kind == LDT__I_REDIST || p->ins[i].kind == LDT__I_ALL_REDUCE ? c++ : -1;
+        ord[i] = p->ins[i].kind == LDT__I_REDIST || p->ins[i].kind == LDT__I_ALL_REDUCE ||
+                         p->ins[i].kind == LDT__I_BUCKET
+                     ? c++
+                     : -1;
     return c;
 }
 
 /* With sig != NULL, a dry run: p is left as it is, and *sig (malloc'd, *nsig entries) says
  * what the run would issue, in terms every rank can compare: per collective call in the new
  * order, its member count, then its members' collective ordinals. */
-static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
+static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_t cap_bytes, int zero,
                                    ldt__fuse_stats *st, int64_t **sig, int64_t *nsig) {
     int64_t n = p->nins, ne = 0, *ready = NULL, *need = NULL, *order = NULL, *lastw = NULL, *pos = NULL;
     int64_t nb = 0, capb = 0, nout = 0, nops2;
@@ -194,7 +262,7 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
     for (int64_t i = 0; i < n; i++) {
         const ldt__instr *x = &p->ins[i];
         bucket_of[i] = -1;
-        if (x->kind == LDT__I_ALL_REDUCE && x->nin == 1 && !x->async) {
+        if (!zero && x->kind == LDT__I_ALL_REDUCE && x->nin == 1 && !x->async) {
             ready[i] = lastw[x->out];
             need[i] = n;
             for (int64_t j = ready[i] + 1; j < n && need[i] == n; j++) {
@@ -205,8 +273,24 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
                     if (p->ops[y->in + k] == x->out) need[i] = j;
             }
             order[ne++] = i;
+        } else if (zero && zero_member(p, x)) {
+            /* ready: its input's last write; needed: where its output is read or written, or
+             * (after it) its input overwritten */
+            int32_t src = p->ops[x->in];
+            ready[i] = lastw[src];
+            need[i] = n;
+            for (int64_t j = ready[i] + 1; j < n && need[i] == n; j++) {
+                const ldt__instr *y = &p->ins[j];
+                if (j == i) continue;
+                if (y->out == x->out || (j > i && y->out == src)) need[i] = j;
+                for (int k = 0; k < y->nin + y->nout && need[i] == n; k++)
+                    if (p->ops[y->in + k] == x->out || (k >= y->nin && p->ops[y->in + k] == src && j > i))
+                        need[i] = j;
+            }
+            order[ne++] = i;
         }
         lastw[x->out] = i;
+        for (int k = 0; k < x->nout; k++) lastw[p->ops[x->in + x->nin + k]] = i;
     }
     /* readiness order, ties by position (insertion sort: stable, deterministic) */
     for (int64_t a = 1; a < ne; a++)
@@ -310,11 +394,22 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
         goto fail; /* st_ is LDT_OK: the common cleanup */
     }
     out = malloc((size_t)(n + 1) * sizeof *out);
-    if (!out || !(ops2 = malloc((size_t)(p->nops + n + 1) * sizeof *ops2))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+    if (!out || !(ops2 = malloc((size_t)(p->nops + 2 * n + 1) * sizeof *ops2))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
     memcpy(ops2, p->ops, (size_t)p->nops * sizeof *ops2);
     nops2 = p->nops;
-    if (!(p->vgroup = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *p->vgroup))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
-    for (int32_t v = 0; v < p->nvals; v++) p->vgroup[v] = -1;
+    if (!p->vgroup) { /* the all_reduce pass makes it; the ZeRO pass adds to it */
+        if (!(p->vgroup = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *p->vgroup)))
+            LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+        for (int32_t v = 0; v < p->nvals; v++) p->vgroup[v] = -1;
+        p->ngroups = 0;
+    }
+    if (zero) {
+        int64_t nm = 0;
+        const ldt_redist_plan **np2;
+        for (int64_t b = 0; b < nb; b++) nm += bs[b].n > 1 ? bs[b].n : 0;
+        if (!(np2 = realloc(p->bplans, (size_t)(p->nbplans + nm + 1) * sizeof *np2))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
+        p->bplans = np2;
+    }
     for (int64_t at = -1; at < n; at++) {
         if (at >= 0 && bucket_of[at] < 0) out[nout++] = p->ins[at];
         for (int64_t b = 0; b < nb; b++) {
@@ -333,10 +428,31 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
                 f = p->ins[bs[b].m[0]];
                 f.nin = bs[b].n;
                 f.in = (int32_t)nops2;
-                for (int j = 0; j < bs[b].n; j++) {
-                    int32_t v = p->ins[bs[b].m[j]].out;
-                    ops2[nops2++] = v;
-                    p->vgroup[v] = p->ngroups;
+                if (zero) { /* inputs, then outputs; the side one buffer can hold is a group */
+                    ldt_redist_step rs;
+                    ldt_redist_plan_step(f.plan, 0, &rs);
+                    f.kind = LDT__I_BUCKET;
+                    f.coll = (uint8_t)rs.collective;
+                    f.reduce = (uint8_t)rs.op;
+                    f.ndims = (uint8_t)rs.ndims;
+                    for (int d = 0; d < rs.ndims && d < LDT_MAX_DIMS; d++) f.dims[d] = (uint8_t)rs.dims[d];
+                    f.nout = bs[b].n;
+                    f.bplan = (int32_t)p->nbplans;
+                    for (int j = 0; j < bs[b].n; j++) {
+                        ops2[nops2++] = p->ops[p->ins[bs[b].m[j]].in];
+                        p->bplans[p->nbplans++] = p->ins[bs[b].m[j]].plan;
+                    }
+                    for (int j = 0; j < bs[b].n; j++) ops2[nops2++] = p->ins[bs[b].m[j]].out;
+                    for (int j = 0; j < bs[b].n; j++) {
+                        int32_t v = ops2[f.in + (rs.collective == LDT_COLL_REDUCE_SCATTER ? bs[b].n : 0) + j];
+                        if (p->vgroup[v] < 0) p->vgroup[v] = p->ngroups;
+                    }
+                } else {
+                    for (int j = 0; j < bs[b].n; j++) {
+                        int32_t v = p->ins[bs[b].m[j]].out;
+                        ops2[nops2++] = v;
+                        p->vgroup[v] = p->ngroups;
+                    }
                 }
                 p->ngroups++;
                 out[nout++] = f;
@@ -363,9 +479,11 @@ fail:
     return st_;
 }
 
-ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
+ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes, int zero,
                              ldt__fuse_stats *st) {
-    LDT_CHECK(buckets_by_ready(p, bytes, cap_bytes, st, NULL, NULL));
+    LDT_CHECK(buckets_by_ready(p, bytes, cap_bytes, zero, st, NULL, NULL));
+    if (zero) /* a bucket may land inside a grouped run: the runs anew */
+        for (int64_t i = 0; i < p->nins; i++) p->ins[i].group = 0;
     group_runs(p, st);
     st->collectives_after = ldt__program_collectives(p);
     return LDT_OK;
@@ -379,8 +497,8 @@ static int64_t group_marks(const ldt__program *p, uint8_t *g) {
     return k;
 }
 
-ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_bytes, ldt__fuse_stats *st,
-                            int *agreed) {
+ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_bytes, int zero,
+                            ldt__fuse_stats *st, int *agreed) {
     int64_t ncoll = -1, *cbytes = NULL, *ref = NULL, nref = 0, **ords = NULL;
     int first = -1, ok = 1;
     ldt_status st_ = LDT_OK;
@@ -413,7 +531,11 @@ ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_
                  (x->kind != LDT__I_ALL_REDUCE ||
                   (x->reduce == y->reduce && x->ndims == y->ndims && !memcmp(x->dims, y->dims, x->ndims) &&
                    p->vals[x->out].dtype == progs[first]->vals[y->out].dtype));
-            b = x->kind == LDT__I_ALL_REDUCE ? ldt__value_bytes(&p->vals[x->out]) : 0;
+            b = !zero && x->kind == LDT__I_ALL_REDUCE ? ldt__value_bytes(&p->vals[x->out]) : 0;
+            if (zero && x->kind == LDT__I_REDIST) { /* the whole tensor's bytes on a rank */
+                int64_t a = ldt__value_bytes(&p->vals[p->ops[x->in]]), c = ldt__value_bytes(&p->vals[x->out]);
+                b = a > c ? a : c;
+            }
             if (b > cbytes[ords[r][i]]) cbytes[ords[r][i]] = b; /* the largest over ranks */
         }
     }
@@ -427,7 +549,7 @@ ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_
         if (!(bytes = malloc((size_t)(p->nins + 1) * sizeof *bytes))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
         for (int64_t i = 0; i < p->nins; i++) bytes[i] = ords[r][i] >= 0 ? cbytes[ords[r][i]] : 0;
         memset(&fs, 0, sizeof fs);
-        st_ = buckets_by_ready(p, bytes, cap_bytes, &fs, &sig, &nsig);
+        st_ = buckets_by_ready(p, bytes, cap_bytes, zero, &fs, &sig, &nsig);
         free(bytes);
         if (st_ != LDT_OK) goto fail;
         if (!ref) {
@@ -448,7 +570,7 @@ ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_
         if (!(bytes = malloc((size_t)(p->nins + 1) * sizeof *bytes))) LDT_FAIL_GOTO_(st_, "fuse: out of memory");
         for (int64_t i = 0; i < p->nins; i++) bytes[i] = ords[r][i] >= 0 ? cbytes[ords[r][i]] : 0;
         memset(&fs, 0, sizeof fs);
-        st_ = ldt__fuse_buckets(p, bytes, cap_bytes, &fs);
+        st_ = ldt__fuse_buckets(p, bytes, cap_bytes, zero, &fs);
         free(bytes);
         if (st_ != LDT_OK) goto fail;
         if (fs.fused_calls > st->fused_calls) st->fused_calls = fs.fused_calls;

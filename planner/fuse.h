@@ -27,16 +27,22 @@ int64_t ldt__program_collectives_on(const ldt__program *p, int dim);
  * nobody else reads the source (keep[v]: values read after the run). Resets *st. */
 ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats *st);
 /* Pass 2 on p: all_reduce buckets up to cap_bytes; bytes[i] is the rank-independent size of
- * instruction i's value (the same array for every rank). Sets p->vgroup and p->ngroups. */
-ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes,
+ * instruction i's value (the same array for every rank). Sets p->vgroup and p->ngroups.
+ * With zero = 1, pass 4 instead: single-step reduce_scatters and all_gathers (ZeRO's gradient
+ * and parameter collectives) bucketed alike into BUCKET instructions; bytes[i] is then the
+ * whole tensor's (the reduce_scatter's input, the all_gather's output). */
+ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes, int zero,
                              ldt__fuse_stats *st);
+/* Where group member q's piece of a bucketable reduce_scatter's input (all_gather's output)
+ * lies in rank me's whole local buffer: one run, *off and *cnt elements; 0 if not one run. */
+int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, int64_t *off, int64_t *cnt);
 /* Passes 2 and 3 on every rank's program (NULL entries skipped) as one decision: each
  * collective is sized by its largest figure over ranks, each rank's buckets are worked out
  * without changing anything, and they are applied only if every rank would issue the same
  * calls with the same members in the same order (*agreed = 1); otherwise nothing changes
  * (*agreed = 0). Group marks are dropped everywhere if they would differ. *st: the largest
- * counts over ranks. */
-ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_bytes, ldt__fuse_stats *st,
-                            int *agreed);
+ * counts over ranks. zero: pass 4 (ZeRO buckets) instead of pass 2, as ldt__fuse_buckets. */
+ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_bytes, int zero,
+                            ldt__fuse_stats *st, int *agreed);
 
 #endif

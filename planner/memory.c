@@ -35,8 +35,11 @@ ldt_status ldt__liveness(const ldt__program *p, const uint8_t *keep, int64_t *fi
                          "it is written", v, (long long)i);
             last[v] = i;
         }
-        if (first[x->out] < 0) first[x->out] = i;
-        if (last[x->out] < i) last[x->out] = i;
+        for (int k = 0; k < (x->nout ? x->nout : 1); k++) { /* a bucket writes nout values */
+            int32_t v = x->nout ? p->ops[x->in + x->nin + k] : x->out;
+            if (first[v] < 0) first[v] = i;
+            if (last[v] < i) last[v] = i;
+        }
     }
     for (int32_t v = 0; v < p->nvals; v++)
         if (first[v] >= 0 && keep && keep[v]) last[v] = p->nins;
@@ -240,8 +243,10 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
             if (it[a].v < 0) at[-1 - it[a].v] = it[a].off;
         for (int64_t i = 0; i < p->nins; i++) {
             const ldt__instr *x = &p->ins[i];
-            if (x->kind != LDT__I_ALL_REDUCE || x->nin < 2) continue;
-            for (int k = 0; k < x->nin; k++) {
+            /* a ZeRO bucket's grouped side: a reduce_scatter's outputs, an all_gather's inputs */
+            int from = x->kind == LDT__I_BUCKET && x->coll == LDT_COLL_REDUCE_SCATTER ? x->nin : 0;
+            if ((x->kind != LDT__I_ALL_REDUCE && x->kind != LDT__I_BUCKET) || x->nin < 2) continue;
+            for (int k = from; k < from + x->nin; k++) {
                 int32_t v = p->ops[x->in + k], g = p->vgroup[v];
                 if (g < 0 || at[g] < 0) continue;
                 out->offset[v] = at[g];

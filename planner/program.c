@@ -30,6 +30,7 @@ void ldt__program_free(ldt__program *p) {
     free(p->regions);
     free(p->node_val);
     free(p->vgroup);
+    free(p->bplans);
     memset(p, 0, sizeof *p);
 }
 
@@ -42,6 +43,7 @@ const char *ldt__instr_name(const ldt_ctx *ctx, const ldt__instr *x) {
     case LDT__I_FILL: return "fill";
     case LDT__I_WAIT: return "wait";
     case LDT__I_ARANGE: return "arange";
+    case LDT__I_BUCKET: return x->coll == LDT_COLL_REDUCE_SCATTER ? "reduce_scatter" : "all_gather";
     default: return "?";
     }
 }
@@ -84,6 +86,14 @@ ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f
         case LDT__I_ALL_REDUCE:
             fprintf(f, "%sall_reduce %s v%d%s over mesh dims [", x->async ? "start " : "",
                     ldt_reduce_op_name((ldt_reduce_op)x->reduce), x->out, x->nin > 1 ? " (fused bucket)" : "");
+            for (int d = 0; d < x->ndims; d++) fprintf(f, "%s%d", d ? "," : "", x->dims[d]);
+            fputc(']', f);
+            break;
+        case LDT__I_BUCKET:
+            fprintf(f, "%s%s", x->async ? "start " : "", ldt__instr_name(ctx, x));
+            for (int k = 0; k < x->nout; k++)
+                fprintf(f, "%s v%d <- v%d", k ? "," : "", p->ops[x->in + x->nin + k], p->ops[x->in + k]);
+            fprintf(f, " (fused bucket of %d) over mesh dims [", x->nin);
             for (int d = 0; d < x->ndims; d++) fprintf(f, "%s%d", d ? "," : "", x->dims[d]);
             fputc(']', f);
             break;

@@ -27,6 +27,10 @@ typedef enum ldt__ikind {
     LDT__I_WAIT,       /* waits for the asynchronous collective at instruction `pair`; its
                           operands are that collective's (input and output), so liveness
                           keeps them until here */
+    LDT__I_BUCKET,     /* a fused bucket of single-step reduce_scatters or all_gathers (`coll`)
+                          over the group of mesh dims: member j reads operand j (j < nin) and
+                          writes operand nin + j (nout of them, nout == nin; out is the first),
+                          one call for all (planner/fuse.c, docs/replay.md "ZeRO buckets") */
     LDT__I_COUNT
 } ldt__ikind;
 
@@ -43,15 +47,18 @@ typedef struct ldt__instr {
     uint8_t ndims;  /* ALL_REDUCE: mesh dims of the group */
     uint8_t async;  /* REDIST, ALL_REDUCE: started here, finished by the WAIT at `pair` */
     uint8_t group;  /* ALL_REDUCE in a run issued as one group: 1 first, 2 middle, 3 last */
+    uint8_t coll;   /* BUCKET: LDT_COLL_REDUCE_SCATTER or LDT_COLL_ALL_GATHER */
     uint8_t dims[LDT_MAX_DIMS];
     int32_t op;     /* KERNEL: op id */
     int32_t node;   /* the trace node it belongs to */
     int32_t out;
     int32_t nin;
     int32_t in;     /* first operand in the program's operand pool */
+    int32_t nout;   /* BUCKET: outputs, the operands after the inputs; 0 for the others */
+    int32_t bplan;  /* BUCKET: its members' plans, from here in the program's pool bplans */
     int32_t region; /* KERNEL: index into regions, or -1; LOAD: the rank's region */
     const ldt__attrs *attrs;     /* KERNEL: the node's, or a copy owned by the program */
-    const ldt_redist_plan *plan; /* REDIST: owned by the plan */
+    const ldt_redist_plan *plan; /* REDIST: owned by the plan; BUCKET: its first member's */
     const ldt_tensor *src;       /* LOAD: the persistent tensor */
     const void *host;            /* LOAD: read from here instead of src's data */
     double fill;
@@ -82,6 +89,8 @@ typedef struct ldt__program {
      * to back by the memory plan, in the order of the fused call's operands */
     int32_t *vgroup;
     int32_t ngroups;
+    const ldt_redist_plan **bplans; /* BUCKET members' plans (owned by the plan), in order */
+    int64_t nbplans;
 } ldt__program;
 
 /* The bytes of value v (of local shape and dtype). */

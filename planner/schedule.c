@@ -11,7 +11,7 @@
 #include "planner/schedule.h"
 
 static int is_coll(const ldt__instr *x) {
-    return x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE;
+    return x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE || x->kind == LDT__I_BUCKET;
 }
 
 static int reads(const ldt__program *p, const ldt__instr *x, int32_t v) {
@@ -23,8 +23,8 @@ static int reads(const ldt__program *p, const ldt__instr *x, int32_t v) {
 /* Does y touch what collective x reads or writes (so y must come after x's wait)? */
 static int touches(const ldt__program *p, const ldt__instr *x, const ldt__instr *y) {
     if (reads(p, y, x->out) || y->out == x->out) return 1;
-    for (int k = 0; k < x->nin; k++)
-        if (y->out == p->ops[x->in + k]) return 1; /* overwrites an input still being sent */
+    for (int k = 0; k < x->nin + x->nout; k++) /* a bucket's inputs, then its outputs */
+        if (y->out == p->ops[x->in + k] || (k >= x->nin && reads(p, y, p->ops[x->in + k]))) return 1;
     return 0;
 }
 
@@ -72,9 +72,10 @@ ldt_status ldt__schedule_overlap(ldt__program *p, int64_t *moved) {
             nstart[s + 1]++;
             nwait[wait[i]]++;
             nw++;
-            wops += x->nin + 1;
+            wops += x->nin + x->nout + 1;
         }
         last_write[x->out] = i;
+        for (int k = 0; k < x->nout; k++) last_write[p->ops[x->in + x->nin + k]] = i;
     }
     /* the new order: at each position its waits, the instruction, then the starts after it */
     if (!(out = malloc((size_t)(n + nw + 1) * sizeof *out)) ||
@@ -96,10 +97,11 @@ ldt_status ldt__schedule_overlap(ldt__program *p, int64_t *moved) {
                     w.region = -1;
                     w.pair = at[i];
                     w.in = (int32_t)nops;
-                    memcpy(ops + nops, p->ops + c->in, (size_t)c->nin * sizeof *ops);
-                    nops += c->nin;
-                    ops[nops++] = c->out;
-                    w.nin = c->nin + 1;
+                    /* a bucket's operands hold its outputs too */
+                    memcpy(ops + nops, p->ops + c->in, (size_t)(c->nin + c->nout) * sizeof *ops);
+                    nops += c->nin + c->nout;
+                    if (!c->nout) ops[nops++] = c->out;
+                    w.nin = c->nin + (c->nout ? c->nout : 1);
                     out[at[i]].pair = m;
                     out[m++] = w;
                     nwait[pos]--;
@@ -154,6 +156,11 @@ static double kernel_seconds(const ldt__program *p, const ldt__instr *x, const l
 static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
                            const ldt_mesh *mesh) {
     if (x->kind == LDT__I_REDIST) return ldt_redist_plan_seconds(x->plan);
+    if (x->kind == LDT__I_BUCKET) { /* its members' steps (an upper bound: one latency is paid) */
+        double s = 0;
+        for (int k = 0; k < x->nin; k++) s += ldt_redist_plan_seconds(p->bplans[x->bplan + k]);
+        return s;
+    }
     {
         int dims[LDT_MAX_DIMS];
         int64_t n = 1, b = 0;

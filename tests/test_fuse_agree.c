@@ -84,7 +84,7 @@ Test(fuse_agree, programs_of_different_lengths_share_one_bucket) {
         ps[r] = g[r].p;
     }
     cr_assert_neq(ps[0]->nins, ps[1]->nins, "the programs differ in length");
-    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, &st, &agreed), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, 0, &st, &agreed), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(agreed, 1);
     for (int r = 0; r < 2; r++) {
         cr_assert_eq(calls(ps[r], nin[r], bytes[r]), 1, "rank %d: one call", r);
@@ -94,7 +94,10 @@ Test(fuse_agree, programs_of_different_lengths_share_one_bucket) {
     }
     cr_assert_eq(st.fused_calls, 1);
     cr_assert_eq(st.fused_members, 3);
-    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+    for (int r = 0; r < 2; r++) {
+        ldt__program_free(ps[r]);
+        free(ps[r]);
+    }
 }
 
 Test(fuse_agree, a_cap_splits_alike_on_every_rank) {
@@ -109,7 +112,7 @@ Test(fuse_agree, a_cap_splits_alike_on_every_rank) {
         ps[r] = g[r].p;
     }
     /* 96 bytes: a (32) and b (64) fill one bucket, c (16) goes to the next */
-    cr_assert_eq(ldt__fuse_agreed(ps, 2, 96, &st, &agreed), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt__fuse_agreed(ps, 2, 96, 0, &st, &agreed), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(agreed, 1);
     for (int r = 0; r < 2; r++) {
         cr_assert_eq(calls(ps[r], nin[r], bytes[r]), 2, "rank %d", r);
@@ -118,7 +121,10 @@ Test(fuse_agree, a_cap_splits_alike_on_every_rank) {
         cr_assert_eq(nin[r][1], 1);
         cr_assert_eq(bytes[r][1], 16);
     }
-    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+    for (int r = 0; r < 2; r++) {
+        ldt__program_free(ps[r]);
+        free(ps[r]);
+    }
 }
 
 Test(fuse_agree, a_rank_that_would_bucket_otherwise_leaves_every_rank_unfused) {
@@ -148,7 +154,7 @@ Test(fuse_agree, a_rank_that_would_bucket_otherwise_leaves_every_rank_unfused) {
         ps[r] = g[r].p;
         n0[r] = ps[r]->nins;
     }
-    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, &st, &agreed), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, 0, &st, &agreed), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(agreed, 0);
     for (int r = 0; r < 2; r++) {
         cr_assert_eq(ps[r]->nins, n0[r], "rank %d unchanged", r);
@@ -159,11 +165,14 @@ Test(fuse_agree, a_rank_that_would_bucket_otherwise_leaves_every_rank_unfused) {
         cr_assert_eq(ps[r]->ngroups, 0);
     }
     /* the same pair on rank 1 alone (one rank: its own decision) does bucket */
-    cr_assert_eq(ldt__fuse_agreed(&ps[1], 1, 1 << 20, &st, &agreed), LDT_OK);
+    cr_assert_eq(ldt__fuse_agreed(&ps[1], 1, 1 << 20, 0, &st, &agreed), LDT_OK);
     cr_assert_eq(agreed, 1);
     cr_assert_eq(calls(ps[1], nin[1], bytes[1]), 1);
     cr_assert_eq(bytes[1][0], 96);
-    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+    for (int r = 0; r < 2; r++) {
+        ldt__program_free(ps[r]);
+        free(ps[r]);
+    }
 }
 
 Test(fuse_agree, ranks_with_different_collectives_are_left_alone) {
@@ -179,9 +188,12 @@ Test(fuse_agree, ranks_with_different_collectives_are_left_alone) {
     all_reduce(&g[1], fill(&g[1], 2)); /* one more collective on rank 1: not the same program */
     ps[0] = g[0].p;
     ps[1] = g[1].p;
-    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, &st, &agreed), LDT_OK);
+    cr_assert_eq(ldt__fuse_agreed(ps, 2, 1 << 20, 0, &st, &agreed), LDT_OK);
     cr_assert_eq(agreed, 0);
     cr_assert_eq(calls(ps[0], nin, bytes), 3, "nothing fused");
     cr_assert_eq(calls(ps[1], nin, bytes), 4);
-    for (int r = 0; r < 2; r++) ldt__program_free(ps[r]);
+    for (int r = 0; r < 2; r++) {
+        ldt__program_free(ps[r]);
+        free(ps[r]);
+    }
 }

@@ -222,6 +222,21 @@ static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g) {
     return ldt_redistribute_to(g, to, nd);
 }
 
+/* xs[0..n) (1-D) joined on dim 0, at most CAT_MAX at a time (a node takes at most 16 inputs
+ * in the planner's strategies). */
+#define CAT_MAX 16
+static ldt_tensor *cat_all(ldt_tensor **xs, int n) {
+    ldt_tensor *parts[CAT_MAX];
+    int np = 0;
+    if (n <= 1) return n ? xs[0] : NULL;
+    if (n <= CAT_MAX) return ldt_cat(xs, n, 0);
+    for (int i = 0; i < n && np < CAT_MAX; i += (n + CAT_MAX - 1) / CAT_MAX) {
+        int k = (n + CAT_MAX - 1) / CAT_MAX;
+        parts[np++] = cat_all(xs + i, i + k <= n ? k : n - i);
+    }
+    return ldt_cat(parts, np, 0);
+}
+
 /* The step's rate, read from the table at the counter (clamped to the last entry). */
 static ldt_tensor *lr_now(ldt_optim *o) {
     ldt_tensor *t = ldt_cast(o->step, LDT_I64);
@@ -254,11 +269,26 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
     lr = lr_now(o);
     t1 = ldt_add_scalar(o->step, 1); /* this step's 1-based count */
     if (c->clip_norm > 0) { /* by the global norm: one reduction over every gradient */
-        ldt_tensor *sq = NULL;
-        for (int i = 0; i < o->n; i++) {
-            ldt_tensor *s = ldt_cast(ldt_sum(ldt_mul(g[i], g[i]), NULL, 0, 0), LDT_F64);
+        ldt_tensor *sq = NULL, **part = calloc((size_t)o->n, sizeof *part), *one[1];
+        int np = 0;
+        if (!part) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "optim_step: out of memory");
+        /* each gradient's sum of squares, side by side in one vector before any is used: where
+         * the gradients are split over ranks (ZeRO) the partial sums are reduced in one call,
+         * not one each */
+        for (int i = 0; i < o->n; i++)
+            if ((part[np] = ldt_reshape(ldt_sum(ldt_mul(g[i], g[i]), NULL, 0, 0), &(ldt_shape){1, {1}})) != NULL)
+                np++;
+        for (int i = 0, j = 0; i < o->n && np == o->n; i++) { /* summed by dtype, in order */
+            ldt_dtype dt = (ldt_dtype)g[i]->dtype;
+            ldt_tensor *s;
+            int n = 0;
+            if (i > 0 && (ldt_dtype)g[i - 1]->dtype == dt) continue;
+            for (j = i; j < o->n && (ldt_dtype)g[j]->dtype == dt; j++) n++;
+            one[0] = cat_all(part + i, n);
+            s = ldt_sum(ldt_cast(one[0], LDT_F64), NULL, 0, 0);
             sq = sq ? ldt_add(sq, s) : s;
         }
+        free(part);
         /* min(1, clip / (norm + 1e-6)), as torch's clip_grad_norm_ */
         scale = ldt_rdiv_scalar(ldt_add_scalar(ldt_sqrt(sq), 1e-6), c->clip_norm);
         {
@@ -291,6 +321,13 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
             ldt_tensor *pd = c->weight_decay > 0 ? ldt_sub(p, ldt_mul(ldt_mul_scalar(p, c->weight_decay), lrp)) : p;
             if ((st = ldt_assign(o->m[i], m)) != LDT_OK || (st = ldt_assign(o->v[i], v)) != LDT_OK) goto fail;
             upd = ldt_sub(pd, ldt_mul(lrp, ldt_div(ldt_div(m, bc1), den)));
+        }
+        if (o->m[i] && o->m[i]->pin) {
+            /* ZeRO: the update where the state is split; the parameter's all_gather then moves
+             * the new values, read by nothing else in the step, so fusion can bucket them */
+            ldt_tensor *sm = o->m[i];
+            int nd = ldt_mesh_ndim(ldt_ctx_mesh(ctx));
+            if ((st = ldt_pin(upd, sm->pin, nd)) != LDT_OK) goto fail;
         }
         if ((st = ldt_assign(p, upd)) != LDT_OK) goto fail;
         if (o->master[i] && (st = ldt_assign(o->params[i], ldt_cast(upd, (ldt_dtype)o->params[i]->dtype))) != LDT_OK)

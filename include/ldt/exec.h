@@ -323,8 +323,9 @@ typedef struct ldt_compile_options {
      * auto (on when the machine has a core for every rank and communication thread; on
      * fewer, the threads' hand-offs cost more than the overlap gains) */
     int overlap;
-    /* the cap of a fused all_reduce's bucket in bytes (docs/replay.md, "Gradient bucketing");
-     * 0: 25 MiB, as PyTorch DDP's bucket_cap_mb */
+    /* the cap of a fused all_reduce's bucket in bytes (docs/replay.md, "Gradient bucketing"),
+     * and of a reduce_scatter's or all_gather's (ZeRO's; counted on the whole tensor, "ZeRO
+     * buckets"); 0: 25 MiB, as PyTorch DDP's bucket_cap_mb */
     int64_t bucket_bytes;
 } ldt_compile_options;
 
@@ -348,7 +349,9 @@ typedef struct ldt_exec_stats {
     double modeled_seconds;   /* the plan's modeled communication */
     int64_t collectives;      /* calls per replay on the busiest rank, after fusion */
     int64_t collectives_unfused; /* the same before fusion */
-    int64_t pack_buckets;     /* fused calls that need pack/unpack copies (0: all zero-copy) */
+    int64_t pack_buckets;     /* fused calls that need pack/unpack copies (0: all zero-copy;
+                                 a reduce_scatter or all_gather bucket always stages its
+                                 rank-interleaved side, docs/replay.md "ZeRO buckets") */
     int64_t dim_collectives[LDT_MAX_DIMS]; /* per mesh dim, the calls per replay that span it
                                               (busiest rank, after fusion): on a dp dim, the
                                               gradient buckets and what else crosses it */
@@ -367,9 +370,11 @@ typedef struct ldt_exec_stats {
                                   to date when read) */
     int64_t host_copies;       /* times the host's copy of them was brought up to date (a
                                   host read, an eager run, another executable): not per step */
-    int fuse_agreed;           /* 1: every rank's gradient buckets were one decision and were
-                                  applied; 0: they would have differed (or fusion is off), so
-                                  each collective is a call of its own */
+    int fuse_agreed;           /* 1: every rank's buckets (gradient all_reduces; then
+                                  reduce_scatters and all_gathers, ZeRO's) were one decision
+                                  and were applied; 0: a pass's would have differed (or fusion
+                                  is off), and that pass left every collective a call of its
+                                  own */
 } ldt_exec_stats;
 /* The executable's figures above, as of its last replay. */
 LDT_API ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);

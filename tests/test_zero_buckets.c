@@ -1,0 +1,181 @@
+/* ZeRO buckets on the default GPT training step (docs/replay.md, "ZeRO buckets"): with the
+ * optimizer states split over dp (ldt_optim_shard_states) and the gradients reduced over dp
+ * (ldt_optim_sync_grads), as `ldt train --zero` does, fusion issues one reduce_scatter per
+ * bucket of gradients during the backward and one all_gather per bucket of updated parameters
+ * after the step; the f64 losses equal the unfused step's within 1e-12 over several steps.
+ * The dp calls are counted against the buckets worked out here from the parameters' shapes,
+ * their pins and the cap (next fit in readiness order: gradients as the backward makes them,
+ * parameters in update order), plus the three scalar reductions named below. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ldt/ldt.h"
+#include "ldt/models.h"
+
+#define STEPS 3
+#define MAXP 64
+
+typedef struct run {
+    double loss[STEPS];
+    ldt_exec_stats es;
+    int np, dp;
+    int64_t bytes[MAXP]; /* per parameter: its whole (unsplit over dp) gradient's bytes on a rank */
+    int64_t order[MAXP]; /* per parameter: when its gradient is ready */
+    int zero[MAXP];      /* per parameter: its state split over dp (reduce_scatter, all_gather) */
+} run;
+
+static int64_t local_bytes(const ldt_shape *s, const ldt_placement *pl, int pinned, const ldt_mesh *m, size_t es) {
+    ldt_shape l = *s;
+    int64_t n = (int64_t)es;
+    for (int d = 0; pinned && d < ldt_mesh_ndim(m); d++)
+        if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
+            int64_t k = ldt_mesh_dim_size(m, d);
+            l.dims[pl[d].dim] = (l.dims[pl[d].dim] + k - 1) / k;
+        }
+    for (int d = 0; d < l.ndim; d++) n *= l.dims[d];
+    return n;
+}
+
+/* STEPS steps with ZeRO on `mesh_text`, fusion off (cap < 0) or at cap (0: the default);
+ * overlap: collectives on each rank's communication thread (ldt_compile_options.overlap). */
+static void train(const char *mesh_text, int64_t cap, int overlap, run *out) {
+    ldt_ctx_options co = {0};
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    ldt_optim_config oc = {0};
+    ldt_compile_options copt = {0};
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_model *m;
+    ldt_optim *o;
+    ldt_tensor *ps[MAXP];
+    int dp, late = 0, is[MAXP];
+    cfg.layers = 2, cfg.hidden = 32, cfg.heads = 4, cfg.vocab = 256, cfg.seq = 32, cfg.batch = 8;
+    cfg.dtype = LDT_F64, cfg.dropout = 0.1, cfg.train = 1;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &mesh), LDT_OK);
+    cr_assert_eq(ldt_mesh_dim_index(mesh, "dp", &dp), LDT_OK);
+    co.mesh = mesh;
+    co.seed = 5;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(ctx, "gpt", &cfg, &m), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_init(m, 5), LDT_OK);
+    cr_assert_eq(ldt_model_pin(m, "megatron"), LDT_OK);
+    out->np = ldt_model_nparams(m);
+    cr_assert_leq(out->np, MAXP);
+    for (int i = 0; i < out->np; i++) ps[i] = ldt_model_param(m, i, NULL);
+    oc.kind = LDT_OPTIM_ADAMW, oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
+    oc.weight_decay = 0.01, oc.clip_norm = 1.0, oc.total_steps = STEPS;
+    cr_assert_eq(ldt_optim_create(ctx, &oc, ps, out->np, &o), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_optim_shard_states(o, dp), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_optim_sync_grads(o, dp), LDT_OK);
+    if (cap < 0) copt.no_fuse = 1;
+    else copt.bucket_bytes = cap;
+    copt.overlap = overlap ? 1 : -1;
+    for (int k = 0; k < STEPS; k++) {
+        int64_t tok[512], tgt[512];
+        ldt_tensor *loss, *g[MAXP];
+        ldt_exec *ex;
+        for (int i = 0; i < cfg.batch * cfg.seq; i++) {
+            tok[i] = (i * 7 + k * 3) % cfg.vocab;
+            tgt[i] = i % 11 == 3 ? -1 : (i * 5 + k + 1) % cfg.vocab; /* some ignored (-1) */
+        }
+        cr_assert_eq(ldt_input_bind(ldt_model_input(m, 0, NULL), tok, cfg.batch * cfg.seq * 8), LDT_OK);
+        cr_assert_eq(ldt_input_bind(ldt_model_input(m, 1, NULL), tgt, cfg.batch * cfg.seq * 8), LDT_OK);
+        cr_assert(loss = ldt_model_forward(m), "%s", ldt_last_error());
+        cr_assert_eq(ldt_grad(loss, ps, out->np, g), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; k == 0 && i < out->np; i++) {
+            ldt_placement pl[LDT_MAX_DIMS];
+            ldt_shape s;
+            int pinned = 0;
+            ldt_tensor_shape(ps[i], &s);
+            cr_assert_eq(ldt_tensor_pin(ps[i], pl, LDT_MAX_DIMS, &pinned), LDT_OK);
+            out->bytes[i] = local_bytes(&s, pl, pinned, mesh, 8);
+            out->order[i] = ldt_tensor_node(g[i]);
+            is[i] = 0;
+            for (int d = 0; pinned && d < ldt_mesh_ndim(mesh); d++) is[i] |= pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD;
+            cr_assert_eq(ldt_tensor_pin(ldt_optim_state(o, i, 0), pl, LDT_MAX_DIMS, &pinned), LDT_OK);
+            out->zero[i] = pinned && pl[dp].kind == LDT_PLACE_SHARD;
+        }
+        cr_assert_eq(ldt_optim_step(o, g), LDT_OK, "%s", ldt_last_error());
+        if (k == 0) { /* interleaved-sharded parameters' gradients are redistributed after the backward */
+            ldt_plan *plan;
+            cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+            for (int i = 0; i < out->np; i++) {
+                ldt_placement pl[LDT_MAX_DIMS], got[LDT_MAX_DIMS];
+                int pinned = 0, direct = 1;
+                if (!is[i]) continue;
+                cr_assert_eq(ldt_tensor_pin(ps[i], pl, LDT_MAX_DIMS, &pinned), LDT_OK);
+                cr_assert_eq(ldt_plan_placements(plan, g[i], got, LDT_MAX_DIMS), LDT_OK);
+                pl[dp] = ldt_partial(LDT_REDUCE_SUM);
+                for (int d = 0; d < ldt_mesh_ndim(mesh); d++) direct &= ldt_placement_equal(&pl[d], &got[d]);
+                if (!direct) out->order[i] = ((int64_t)1 << 40) + late++;
+            }
+            ldt_plan_destroy(plan);
+        }
+        cr_assert_eq(ldt_compile(ctx, &loss, 1, &copt, &ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_exec_read(ex, 0, &out->loss[k], 8), LDT_OK);
+        cr_assert_eq(ldt_exec_stats_get(ex, &out->es), LDT_OK);
+    }
+    out->dp = dp;
+    ldt_optim_destroy(o);
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+/* Next fit over the parameters with zero[i] == zero in `order` (NULL: parameter order). */
+static int64_t buckets(const run *r, int64_t cap, int zero, const int64_t *order) {
+    int idx[MAXP], n = 0;
+    int64_t nb = 0, fill = 0;
+    if (cap == 0) cap = 25 << 20;
+    for (int i = 0; i < r->np; i++)
+        if (r->zero[i] == zero) idx[n++] = i;
+    for (int a = 1; order && a < n; a++)
+        for (int b = a; b > 0 && order[idx[b]] < order[idx[b - 1]]; b--) {
+            int t = idx[b];
+            idx[b] = idx[b - 1];
+            idx[b - 1] = t;
+        }
+    for (int a = 0; a < n; a++) {
+        if (fill > 0 && fill + r->bytes[idx[a]] > cap) fill = 0;
+        if (fill == 0) nb++;
+        fill += r->bytes[idx[a]];
+    }
+    return nb;
+}
+
+static void check_mesh(const char *mesh) {
+    run unf, fused;
+    const int64_t caps[3] = {0, 16 << 10, 16 << 10}; /* the default 25 MiB, 16 KiB (in line, overlapped) */
+    int nzero = 0;
+    train(mesh, -1, 0, &unf);
+    for (int i = 0; i < unf.np; i++) nzero += unf.zero[i];
+    cr_assert_gt(nzero, unf.np / 2, "%s: %d of %d parameters' states split over dp", mesh, nzero, unf.np);
+    for (int c = 0; c < 3; c++) {
+        int dp = unf.dp;
+        int64_t rs = buckets(&unf, caps[c], 1, unf.order), ag = buckets(&unf, caps[c], 1, NULL);
+        int64_t ar = buckets(&unf, caps[c], 0, unf.order);
+        train(mesh, caps[c], c == 2, &fused); /* the last: buckets started and waited for */
+        for (int k = 0; k < STEPS; k++)
+            cr_assert_leq(fabs(fused.loss[k] - unf.loss[k]), 1e-12 * fmax(1, fabs(unf.loss[k])),
+                          "%s, cap %lld, step %d: fused %.17g, unfused %.17g", mesh, (long long)caps[c], k,
+                          fused.loss[k], unf.loss[k]);
+        if (c == 0) cr_assert_eq(rs + ag, 2, "%s: the default cap holds every gradient and parameter", mesh);
+        else cr_assert_gt(rs + ag, 4, "%s: a 16 KiB cap, several buckets", mesh);
+        /* on dp besides the buckets: the loss's sum and count (one call), the cross-entropy
+         * backward's count of targets, the clipping norm's partial sums (one call) */
+        cr_assert_eq(fused.es.dim_collectives[dp], rs + ag + ar + 3,
+                     "%s, cap %lld: %lld calls on dp; buckets: %lld reduce_scatter, %lld all_gather, %lld all_reduce",
+                     mesh, (long long)caps[c], (long long)fused.es.dim_collectives[dp], (long long)rs, (long long)ag,
+                     (long long)ar);
+        cr_assert_gt(unf.es.dim_collectives[dp], 2 * nzero, "%s: unfused, a reduce_scatter and an all_gather each",
+                     mesh);
+        cr_assert_eq(fused.es.pack_buckets > 0, 1, "%s: a bucket's pieces by rank are staged", mesh);
+    }
+}
+
+Test(zero_buckets, dp4) { check_mesh("dp=4"); }
+
+Test(zero_buckets, dp2_tp2) { check_mesh("dp=2,tp=2"); }
