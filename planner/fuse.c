@@ -74,6 +74,11 @@ static int zero_member(const ldt__program *p, const ldt__instr *x) {
         return 0;
     m = x->plan->steps[0].before.mesh;
     if (p->vals[p->ops[x->in]].dtype != p->vals[x->out].dtype || ldt_mesh_coord(m, p->rank, me) != LDT_OK) return 0;
+    {   /* a group of one rank is a copy, not a collective: nothing to bucket */
+        int64_t g = 1;
+        for (int k = 0; k < s.ndims; k++) g *= ldt_mesh_dim_size(m, s.dims[k]);
+        if (g <= 1) return 0;
+    }
     memcpy(c, me, sizeof c);
     for (int k = 0; k < s.ndims; k++) c[s.dims[k]] = 0;
     for (;;) { /* every member of this rank's group: its coordinates over the step's dims */
