@@ -1265,18 +1265,16 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     ldt_status st = LDT_OK;
     pricer pa, pb;
     int maxw = 0;
-    int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0;
-    int *peers = NULL, maxp = 0;
+    int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0, nrep = 1;
+    int *peers = NULL, maxp = 0, *reps = NULL, nreps = 0;
+    ldt_region *rrep = NULL;
     ldt__rstep s;
     xindex ix;
     memset(&s, 0, sizeof s);
     memset(&ix, 0, sizeof ix);
     LDT_CHECK(pricer_init(&pa, X->mesh, cm, X, NULL));
     st = pricer_init(&pb, Y->mesh, cm, Y, NULL);
-    if (st == LDT_OK) st = pricer_enumerate(&pa);
-    if (st == LDT_OK) st = pricer_enumerate(&pb);
     if (st != LDT_OK) {
-        pricer_free(&pb);
         pricer_free(&pa);
         return ldt__trace(st, __FILE__, __LINE__);
     }
@@ -1288,17 +1286,48 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     recv = calloc((size_t)maxw + 1, sizeof *recv);
     peers = calloc((size_t)maxw + 1, sizeof *peers);
     if (!sent || !recv || !peers) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
-    LDT_CHECK_GOTO(layouts(&pa, X, pa.rx));
-    LDT_CHECK_GOTO(layouts(&pb, Y, pb.ry));
-    LDT_CHECK_GOTO(xindex_build(pa.rx, pa.N, &X->shape, &ix));
+    /* Replicas of a source piece hold the same region, and a target takes it from one
+     * replica only (ldt__xmesh_is_source): only one position per piece (its replicated
+     * coordinates 0) is laid out and indexed, and a target finds the replica that serves
+     * it by putting its own choice of replica coordinates in (a replicated source mesh of
+     * 1024 x 1024 costs a lookup per target, not 1024). Target regions are laid out one at
+     * a time: no per-rank region is stored on either side. */
+    for (int i = 0; i < X->nplace; i++)
+        if (X->placements[i].kind == LDT_PLACE_REPLICATE) nrep *= ldt_mesh_dim_size(X->mesh, i);
+    nreps = pa.N / (int)nrep;
+    reps = malloc((size_t)(nreps ? nreps : 1) * sizeof *reps);
+    rrep = malloc((size_t)(nreps ? nreps : 1) * sizeof *rrep);
+    if (!reps || !rrep) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    for (int a = 0, k = 0; a < pa.N; a++) {
+        int64_t c[LDT_MAX_DIMS];
+        int first = 1;
+        for (int d = 0; d < pa.nd; d++) {
+            c[d] = (a / pa.mstride[d]) % ldt_mesh_dim_size(X->mesh, d);
+            if (X->placements[d].kind == LDT_PLACE_REPLICATE && c[d] != 0) first = 0;
+        }
+        if (!first) continue;
+        reps[k] = a;
+        ldt__layout_coord_checked(X, c, &rrep[k++]);
+    }
+    LDT_CHECK_GOTO(xindex_build(rrep, nreps, &X->shape, &ix));
     for (int b = 0; b < pb.N; b++) {
-        int64_t blo, bhi;
-        int top;
-        if (pb.ry[b].numel == 0) continue;
-        bound_of(&pb.ry[b], ix.d, &blo, &bhi);
+        int64_t blo, bhi, add = 0, rem = b % nrep, c[LDT_MAX_DIMS];
+        int top, wb = ldt_mesh_rank_at(Y->mesh, b);
+        ldt_region ry;
+        for (int d = 0; d < pb.nd; d++) c[d] = (b / pb.mstride[d]) % ldt_mesh_dim_size(Y->mesh, d);
+        ldt__layout_coord_checked(Y, c, &ry);
+        if (ry.numel == 0) continue;
+        for (int i = X->nplace - 1; i >= 0; i--) { /* the replica ldt__xmesh_is_source chooses */
+            int64_t sz;
+            if (X->placements[i].kind != LDT_PLACE_REPLICATE) continue;
+            sz = ldt_mesh_dim_size(X->mesh, i);
+            add += (rem % sz) * pa.mstride[i];
+            rem /= sz;
+        }
+        bound_of(&ry, ix.d, &blo, &bhi);
         /* the last source starting before the target ends, then back while any can reach it */
         {
-            int l = 0, h = pa.N;
+            int l = 0, h = nreps;
             while (l < h) {
                 int m = l + (h - l) / 2;
                 if (ix.lo[m] < bhi) l = m + 1;
@@ -1307,11 +1336,10 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
             top = l - 1;
         }
         for (int i = top; i >= 0 && ix.max_hi[i] > blo; i--) {
-            int a = ix.by_lo[i];
-            int wa = ldt_mesh_rank_at(X->mesh, a), wb = ldt_mesh_rank_at(Y->mesh, b);
+            int wa = ldt_mesh_rank_at(X->mesh, reps[ix.by_lo[i]] + (int)add);
             int64_t n;
-            if (wa == wb || !ldt__xmesh_is_source(X, b, &pa.coords[a * LDT_MAX_DIMS])) continue;
-            n = ldt__region_isect_numel(&pa.rx[a], &pb.ry[b]);
+            if (wa == wb) continue;
+            n = ldt__region_isect_numel(&rrep[ix.by_lo[i]], &ry);
             if (n == 0) continue;
             sent[wa] += n;
             recv[wb] += n;
@@ -1342,6 +1370,8 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     *out = s;
 fail:
     xindex_free(&ix);
+    free(reps);
+    free(rrep);
     free(sent);
     free(recv);
     free(peers);
