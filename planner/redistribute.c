@@ -1211,19 +1211,18 @@ static int xkey_cmp(const void *a, const void *b) {
 }
 
 /* The dim whose bounding intervals cover the least of it on average (the most selective),
- * indexed. */
-static ldt_status xindex_build(const ldt_region *rx, int N, const ldt_shape *shape, xindex *ix) {
+ * indexed. blo and bhi: each source's bounding interval per tensor dim, N x ndim. */
+static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, const ldt_shape *shape,
+                               xindex *ix) {
     int ndim = shape->ndim;
     double best = -1;
     xkey *k;
     memset(ix, 0, sizeof *ix);
     for (int d = 0; d < ndim; d++) {
         double w = 0;
-        for (int a = 0; a < N; a++) {
-            int64_t lo, hi;
-            bound_of(&rx[a], d, &lo, &hi);
-            w += (double)(hi - lo) / (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
-        }
+        for (int a = 0; a < N; a++)
+            w += (double)(bhi[(size_t)a * ndim + d] - blo[(size_t)a * ndim + d]) /
+                 (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
         if (best < 0 || w < best) best = w, ix->d = d;
     }
     k = malloc((size_t)(N ? N : 1) * sizeof *k);
@@ -1235,16 +1234,14 @@ static ldt_status xindex_build(const ldt_region *rx, int N, const ldt_shape *sha
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     }
     for (int a = 0; a < N; a++) {
-        int64_t hi;
-        bound_of(&rx[a], ix->d, &k[a].lo, &hi);
+        k[a].lo = blo[(size_t)a * ndim + ix->d];
         k[a].pos = a;
     }
     qsort(k, (size_t)N, sizeof *k, xkey_cmp);
     for (int i = 0; i < N; i++) {
-        int64_t lo, hi;
+        int64_t hi = bhi[(size_t)k[i].pos * ndim + ix->d];
         ix->by_lo[i] = k[i].pos;
         ix->lo[i] = k[i].lo;
-        bound_of(&rx[k[i].pos], ix->d, &lo, &hi);
         ix->max_hi[i] = i && ix->max_hi[i - 1] > hi ? ix->max_hi[i - 1] : hi;
     }
     free(k);
@@ -1266,8 +1263,8 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     pricer pa, pb;
     int maxw = 0;
     int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0, nrep = 1;
-    int *peers = NULL, maxp = 0, *reps = NULL, nreps = 0;
-    ldt_region *rrep = NULL;
+    int *peers = NULL, maxp = 0, *reps = NULL, nreps = 0, nt = X->shape.ndim;
+    int64_t *blo = NULL, *bhi = NULL;
     ldt__rstep s;
     xindex ix;
     memset(&s, 0, sizeof s);
@@ -1288,30 +1285,33 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     if (!sent || !recv || !peers) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     /* Replicas of a source piece hold the same region, and a target takes it from one
      * replica only (ldt__xmesh_is_source): only one position per piece (its replicated
-     * coordinates 0) is laid out and indexed, and a target finds the replica that serves
-     * it by putting its own choice of replica coordinates in (a replicated source mesh of
-     * 1024 x 1024 costs a lookup per target, not 1024). Target regions are laid out one at
-     * a time: no per-rank region is stored on either side. */
+     * coordinates 0) is indexed, by its bounding box, and a target finds the replica that
+     * serves it by putting its own choice of replica coordinates in (a replicated source
+     * mesh of 1024 x 1024 costs a lookup per target, not 1024). Regions are laid out when
+     * needed, one at a time: no per-rank region is stored on either side. */
     for (int i = 0; i < X->nplace; i++)
         if (X->placements[i].kind == LDT_PLACE_REPLICATE) nrep *= ldt_mesh_dim_size(X->mesh, i);
     nreps = pa.N / (int)nrep;
     reps = malloc((size_t)(nreps ? nreps : 1) * sizeof *reps);
-    rrep = malloc((size_t)(nreps ? nreps : 1) * sizeof *rrep);
-    if (!reps || !rrep) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    blo = malloc((size_t)(nreps ? nreps : 1) * (size_t)nt * sizeof *blo);
+    bhi = malloc((size_t)(nreps ? nreps : 1) * (size_t)nt * sizeof *bhi);
+    if (!reps || !blo || !bhi) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     for (int a = 0, k = 0; a < pa.N; a++) {
         int64_t c[LDT_MAX_DIMS];
         int first = 1;
+        ldt_region rx;
         for (int d = 0; d < pa.nd; d++) {
             c[d] = (a / pa.mstride[d]) % ldt_mesh_dim_size(X->mesh, d);
             if (X->placements[d].kind == LDT_PLACE_REPLICATE && c[d] != 0) first = 0;
         }
         if (!first) continue;
-        reps[k] = a;
-        ldt__layout_coord_checked(X, c, &rrep[k++]);
+        ldt__layout_coord_checked(X, c, &rx);
+        for (int d = 0; d < nt; d++) bound_of(&rx, d, &blo[(size_t)k * nt + d], &bhi[(size_t)k * nt + d]);
+        reps[k++] = a;
     }
-    LDT_CHECK_GOTO(xindex_build(rrep, nreps, &X->shape, &ix));
+    LDT_CHECK_GOTO(xindex_build(blo, bhi, nreps, &X->shape, &ix));
     for (int b = 0; b < pb.N; b++) {
-        int64_t blo, bhi, add = 0, rem = b % nrep, c[LDT_MAX_DIMS];
+        int64_t tlo, thi, add = 0, rem = b % nrep, c[LDT_MAX_DIMS];
         int top, wb = ldt_mesh_rank_at(Y->mesh, b);
         ldt_region ry;
         for (int d = 0; d < pb.nd; d++) c[d] = (b / pb.mstride[d]) % ldt_mesh_dim_size(Y->mesh, d);
@@ -1324,22 +1324,25 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
             add += (rem % sz) * pa.mstride[i];
             rem /= sz;
         }
-        bound_of(&ry, ix.d, &blo, &bhi);
+        bound_of(&ry, ix.d, &tlo, &thi);
         /* the last source starting before the target ends, then back while any can reach it */
         {
             int l = 0, h = nreps;
             while (l < h) {
                 int m = l + (h - l) / 2;
-                if (ix.lo[m] < bhi) l = m + 1;
+                if (ix.lo[m] < thi) l = m + 1;
                 else h = m;
             }
             top = l - 1;
         }
-        for (int i = top; i >= 0 && ix.max_hi[i] > blo; i--) {
-            int wa = ldt_mesh_rank_at(X->mesh, reps[ix.by_lo[i]] + (int)add);
-            int64_t n;
+        for (int i = top; i >= 0 && ix.max_hi[i] > tlo; i--) {
+            int apos = reps[ix.by_lo[i]] + (int)add, wa = ldt_mesh_rank_at(X->mesh, apos);
+            int64_t n, sc[LDT_MAX_DIMS];
+            ldt_region rx;
             if (wa == wb) continue;
-            n = ldt__region_isect_numel(&rrep[ix.by_lo[i]], &ry);
+            for (int d = 0; d < pa.nd; d++) sc[d] = (apos / pa.mstride[d]) % ldt_mesh_dim_size(X->mesh, d);
+            ldt__layout_coord_checked(X, sc, &rx);
+            n = ldt__region_isect_numel(&rx, &ry);
             if (n == 0) continue;
             sent[wa] += n;
             recv[wb] += n;
@@ -1371,7 +1374,8 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
 fail:
     xindex_free(&ix);
     free(reps);
-    free(rrep);
+    free(blo);
+    free(bhi);
     free(sent);
     free(recv);
     free(peers);
