@@ -14,6 +14,9 @@
 #include "planner/memory.h"
 
 #define ALIGN 64
+#define MAX_LEVELS 8  /* bucket levels (64 instructions, then LEVEL_SPAN times longer each) */
+#define LEVEL_SPAN 8
+#define SPAN_MAX 4    /* a value goes in the lowest level where it spans at most this many */
 
 static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
@@ -104,17 +107,43 @@ static void sort_spans(span *a, int32_t n) {
     }
 }
 
+/* Placed items of a span of time, in offset order. */
+typedef struct tbucket {
+    int32_t *v;
+    int32_t n, cap;
+} tbucket;
+
+/* Adds placed item a to bucket b, after the members at or below its offset; 0 when out of
+ * memory. */
+static int bucket_put(tbucket *b, const item *it, int32_t a) {
+    int32_t lo = 0, hi = b->n;
+    if (b->n == b->cap) {
+        int32_t c = b->cap ? 2 * b->cap : 8, *nv = realloc(b->v, (size_t)c * sizeof *nv);
+        if (!nv) return 0;
+        b->v = nv;
+        b->cap = c;
+    }
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (it[b->v[mid]].off <= it[a].off) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(b->v + lo + 1, b->v + lo, (size_t)(b->n - lo) * sizeof *b->v);
+    b->v[lo] = a;
+    b->n++;
+    return 1;
+}
+
 ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const uint8_t *keep,
                             ldt__mem_plan *out) {
     int64_t *first = NULL, *last = NULL, *delta = NULL, live = 0;
     item *it = NULL;
     span *sp = NULL;
     int32_t n = 0, *seen = NULL, *gitem = NULL;
-    int64_t nb = 0, bsize = 1;
-    struct {
-        int32_t *v;
-        int32_t n, cap;
-    } *bucket = NULL;
+    int64_t nb = 0, bsize = 1, lsize[MAX_LEVELS], lnb[MAX_LEVELS], lbase[MAX_LEVELS];
+    int nlev = 1;
+    tbucket *bucket = NULL;
+    int64_t nball = 0;
     ldt_status st = LDT_OK;
     memset(out, 0, sizeof *out);
     out->offset = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *out->offset);
@@ -169,16 +198,36 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
     }
     qsort(it, (size_t)n, sizeof *it, by_size);
     /* placed values by time bucket, so finding the ones that overlap a lifetime looks at
-     * its buckets only (programs are long, most values short-lived) */
+     * its buckets only (programs are long, most values short-lived). Every value is held in
+     * each short bucket (64 instructions) that its lifetime meets, in offset order: a
+     * lifetime within one bucket finds its overlaps there, in order. A longer lifetime looks
+     * them up in levels of buckets, each LEVEL_SPAN times as long as the one below, where a
+     * value is held only in the lowest level at which it spans at most SPAN_MAX buckets (a
+     * long-lived value a few times, not once per short bucket), and sorts what it found. */
     nb = p->nins / 64 + 1;
     bsize = (p->nins + 1 + nb - 1) / nb;
-    bucket = calloc((size_t)nb, sizeof *bucket);
+    for (int l = 0;; l++) {
+        lsize[l] = l == 0 ? bsize : lsize[l - 1] * LEVEL_SPAN;
+        lnb[l] = (p->nins + 1 + lsize[l] - 1) / lsize[l];
+        lbase[l] = l == 0 ? nb : lbase[l - 1] + lnb[l - 1];
+        if (lnb[l] <= SPAN_MAX || l == MAX_LEVELS - 1) { /* the top level: any lifetime */
+            nlev = l + 1;
+            break;
+        }
+    }
+    nball = lbase[nlev - 1] + lnb[nlev - 1];
+    bucket = calloc((size_t)nball, sizeof *bucket);
     seen = calloc((size_t)(n ? n : 1), sizeof *seen);
     if (!bucket || !seen) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
     for (int32_t a = 0; a < n; a++) {
-        int32_t ns = 0;
+        int32_t ns = 0, lv = nlev - 1;
         int64_t best = -1, best_gap = INT64_MAX, prev_end = 0;
         int64_t b0 = it[a].first / bsize, b1 = it[a].last / bsize;
+        for (int l = 0; l < nlev; l++)
+            if (it[a].last / lsize[l] - it[a].first / lsize[l] < SPAN_MAX) {
+                lv = l;
+                break;
+            }
         if (b0 == b1) { /* one bucket, kept in offset order: no sort */
             for (int32_t j = 0; j < bucket[b0].n; j++) {
                 int32_t o = bucket[b0].v[j];
@@ -188,16 +237,17 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
                 }
             }
         } else {
-            for (int64_t b = b0; b <= b1; b++)
-                for (int32_t j = 0; j < bucket[b].n; j++) {
-                    int32_t o = bucket[b].v[j];
-                    if (seen[o] == a + 1) continue;
-                    seen[o] = a + 1;
-                    if (it[o].first <= it[a].last && it[a].first <= it[o].last) {
-                        sp[ns].off = it[o].off;
-                        sp[ns++].end = it[o].off + it[o].size;
+            for (int l = 0; l < nlev; l++)
+                for (int64_t b = lbase[l] + it[a].first / lsize[l]; b <= lbase[l] + it[a].last / lsize[l]; b++)
+                    for (int32_t j = 0; j < bucket[b].n; j++) {
+                        int32_t o = bucket[b].v[j];
+                        if (seen[o] == a + 1) continue;
+                        seen[o] = a + 1;
+                        if (it[o].first <= it[a].last && it[a].first <= it[o].last) {
+                            sp[ns].off = it[o].off;
+                            sp[ns++].end = it[o].off + it[o].size;
+                        }
                     }
-                }
             sort_spans(sp, ns);
         }
         for (int32_t s = 0; s < ns; s++) {
@@ -212,26 +262,10 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
         it[a].off = best;
         if (it[a].v >= 0) out->offset[it[a].v] = best;
         if (best + it[a].size > out->arena_bytes) out->arena_bytes = best + it[a].size;
-        for (int64_t b = b0; b <= b1; b++) {
-            if (bucket[b].n == bucket[b].cap) {
-                int32_t c = bucket[b].cap ? 2 * bucket[b].cap : 8, *nv = realloc(bucket[b].v, (size_t)c * sizeof *nv);
-                if (!nv) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
-                bucket[b].v = nv;
-                bucket[b].cap = c;
-            }
-            {
-                /* in offset order: the first member placed above it moves up one */
-                int32_t lo = 0, hi = bucket[b].n;
-                while (lo < hi) {
-                    int32_t mid = lo + (hi - lo) / 2;
-                    if (it[bucket[b].v[mid]].off <= best) lo = mid + 1;
-                    else hi = mid;
-                }
-                memmove(bucket[b].v + lo + 1, bucket[b].v + lo, (size_t)(bucket[b].n - lo) * sizeof *bucket[b].v);
-                bucket[b].v[lo] = a;
-                bucket[b].n++;
-            }
-        }
+        for (int64_t b = b0; b <= b1; b++)
+            if (!bucket_put(&bucket[b], it, a)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
+        for (int64_t b = lbase[lv] + it[a].first / lsize[lv]; b <= lbase[lv] + it[a].last / lsize[lv]; b++)
+            if (!bucket_put(&bucket[b], it, a)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
     }
     /* bucket members: back to back from their item's offset, in operand order (the fused
      * call's order, which is value order within the bucket: members are made in order) */
@@ -261,7 +295,7 @@ fail:
     free(last);
     free(it);
     free(sp);
-    for (int64_t b = 0; bucket && b < nb; b++) free(bucket[b].v);
+    for (int64_t b = 0; bucket && b < nball; b++) free(bucket[b].v);
     free(bucket);
     free(seen);
     free(delta);

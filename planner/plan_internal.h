@@ -89,7 +89,8 @@ struct ldt_plan {
     int64_t totals_colls[LDT_COLL_COUNT + 1], totals_bytes;
     double totals_seconds;
     /* with the totals: the classes of ranks (their representatives), for each the first class
-     * whose program digests alike, and the arenas of those (-1 until asked for) */
+     * whose program digests alike, and the arenas of those (planned with the totals; -1 for a
+     * class that shares another's) */
     int ncls;
     int *cls_rank, *cls_same;
     int64_t *cls_arena;

@@ -327,7 +327,8 @@ static void fold_totals(rank_totals *out, const rank_totals *t) {
 /* Totals of every rank, the maximum of each figure: one program per class of ranks, lowered
  * for its figures and dropped (a huge mesh's classes need not all stay in memory), and
  * classes whose programs digest alike counted once. The classes, which one each shares its
- * figures with, and their arenas (found on request) are kept with the totals. */
+ * figures with, and their arenas (planned while the program is lowered) are kept with the
+ * totals. */
 static ldt_status class_totals(ldt_plan *plan, rank_totals *out) {
     ldt_status st = LDT_OK;
     int nc;
@@ -374,8 +375,16 @@ static ldt_status class_totals(ldt_plan *plan, rank_totals *out) {
         while (j < i && sig[j] != sig[i]) j++;
         plan->cls_same[i] = j;
         plan->cls_arena[i] = -1;
-        if (j == i) program_totals(plan, p, &tt[i]);
-        else tt[i] = tt[j];
+        if (j == i) {
+            /* its arena too, while it is lowered: ldt_plan_arena_bytes need not lower again */
+            program_totals(plan, p, &tt[i]);
+            if ((st = program_arena(p, &plan->cls_arena[i])) != LDT_OK) {
+                drop_program(own);
+                goto fail;
+            }
+        } else {
+            tt[i] = tt[j];
+        }
         drop_program(own);
         fold_totals(out, &tt[i]);
     }

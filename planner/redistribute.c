@@ -1322,19 +1322,18 @@ static int xkey_cmp(const void *a, const void *b) {
 }
 
 /* The dim whose bounding intervals cover the least of it on average (the most selective),
- * indexed. */
-static ldt_status xindex_build(const ldt_region *rx, int N, const ldt_shape *shape, xindex *ix) {
+ * indexed. blo and bhi: each source's bounding interval per tensor dim, N x ndim. */
+static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, const ldt_shape *shape,
+                               xindex *ix) {
     int ndim = shape->ndim;
     double best = -1;
     xkey *k;
     memset(ix, 0, sizeof *ix);
     for (int d = 0; d < ndim; d++) {
         double w = 0;
-        for (int a = 0; a < N; a++) {
-            int64_t lo, hi;
-            bound_of(&rx[a], d, &lo, &hi);
-            w += (double)(hi - lo) / (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
-        }
+        for (int a = 0; a < N; a++)
+            w += (double)(bhi[(size_t)a * ndim + d] - blo[(size_t)a * ndim + d]) /
+                 (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
         if (best < 0 || w < best) best = w, ix->d = d;
     }
     k = malloc((size_t)(N ? N : 1) * sizeof *k);
@@ -1346,16 +1345,14 @@ static ldt_status xindex_build(const ldt_region *rx, int N, const ldt_shape *sha
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     }
     for (int a = 0; a < N; a++) {
-        int64_t hi;
-        bound_of(&rx[a], ix->d, &k[a].lo, &hi);
+        k[a].lo = blo[(size_t)a * ndim + ix->d];
         k[a].pos = a;
     }
     qsort(k, (size_t)N, sizeof *k, xkey_cmp);
     for (int i = 0; i < N; i++) {
-        int64_t lo, hi;
+        int64_t hi = bhi[(size_t)k[i].pos * ndim + ix->d];
         ix->by_lo[i] = k[i].pos;
         ix->lo[i] = k[i].lo;
-        bound_of(&rx[k[i].pos], ix->d, &lo, &hi);
         ix->max_hi[i] = i && ix->max_hi[i - 1] > hi ? ix->max_hi[i - 1] : hi;
     }
     free(k);
@@ -1376,18 +1373,16 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     ldt_status st = LDT_OK;
     pricer pa, pb;
     int maxw = 0;
-    int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0;
-    int *peers = NULL, maxp = 0;
+    int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0, nrep = 1;
+    int *peers = NULL, maxp = 0, *reps = NULL, nreps = 0, nt = X->shape.ndim;
+    int64_t *blo = NULL, *bhi = NULL;
     ldt__rstep s;
     xindex ix;
     memset(&s, 0, sizeof s);
     memset(&ix, 0, sizeof ix);
     LDT_CHECK(pricer_init(&pa, X->mesh, cm, X, NULL));
     st = pricer_init(&pb, Y->mesh, cm, Y, NULL);
-    if (st == LDT_OK) st = pricer_enumerate(&pa);
-    if (st == LDT_OK) st = pricer_enumerate(&pb);
     if (st != LDT_OK) {
-        pricer_free(&pb);
         pricer_free(&pa);
         return ldt__trace(st, __FILE__, __LINE__);
     }
@@ -1399,30 +1394,66 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     recv = calloc((size_t)maxw + 1, sizeof *recv);
     peers = calloc((size_t)maxw + 1, sizeof *peers);
     if (!sent || !recv || !peers) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
-    LDT_CHECK_GOTO(layouts(&pa, X, pa.rx));
-    LDT_CHECK_GOTO(layouts(&pb, Y, pb.ry));
-    LDT_CHECK_GOTO(xindex_build(pa.rx, pa.N, &X->shape, &ix));
+    /* Replicas of a source piece hold the same region, and a target takes it from one
+     * replica only (ldt__xmesh_is_source): only one position per piece (its replicated
+     * coordinates 0) is indexed, by its bounding box, and a target finds the replica that
+     * serves it by putting its own choice of replica coordinates in (a replicated source
+     * mesh of 1024 x 1024 costs a lookup per target, not 1024). Regions are laid out when
+     * needed, one at a time: no per-rank region is stored on either side. */
+    for (int i = 0; i < X->nplace; i++)
+        if (X->placements[i].kind == LDT_PLACE_REPLICATE) nrep *= ldt_mesh_dim_size(X->mesh, i);
+    nreps = pa.N / (int)nrep;
+    reps = malloc((size_t)(nreps ? nreps : 1) * sizeof *reps);
+    blo = malloc((size_t)(nreps ? nreps : 1) * (size_t)nt * sizeof *blo);
+    bhi = malloc((size_t)(nreps ? nreps : 1) * (size_t)nt * sizeof *bhi);
+    if (!reps || !blo || !bhi) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    for (int a = 0, k = 0; a < pa.N; a++) {
+        int64_t c[LDT_MAX_DIMS];
+        int first = 1;
+        ldt_region rx;
+        for (int d = 0; d < pa.nd; d++) {
+            c[d] = (a / pa.mstride[d]) % ldt_mesh_dim_size(X->mesh, d);
+            if (X->placements[d].kind == LDT_PLACE_REPLICATE && c[d] != 0) first = 0;
+        }
+        if (!first) continue;
+        ldt__layout_coord_checked(X, c, &rx);
+        for (int d = 0; d < nt; d++) bound_of(&rx, d, &blo[(size_t)k * nt + d], &bhi[(size_t)k * nt + d]);
+        reps[k++] = a;
+    }
+    LDT_CHECK_GOTO(xindex_build(blo, bhi, nreps, &X->shape, &ix));
     for (int b = 0; b < pb.N; b++) {
-        int64_t blo, bhi;
-        int top;
-        if (pb.ry[b].numel == 0) continue;
-        bound_of(&pb.ry[b], ix.d, &blo, &bhi);
+        int64_t tlo, thi, add = 0, rem = b % nrep, c[LDT_MAX_DIMS];
+        int top, wb = ldt_mesh_rank_at(Y->mesh, b);
+        ldt_region ry;
+        for (int d = 0; d < pb.nd; d++) c[d] = (b / pb.mstride[d]) % ldt_mesh_dim_size(Y->mesh, d);
+        ldt__layout_coord_checked(Y, c, &ry);
+        if (ry.numel == 0) continue;
+        for (int i = X->nplace - 1; i >= 0; i--) { /* the replica ldt__xmesh_is_source chooses */
+            int64_t sz;
+            if (X->placements[i].kind != LDT_PLACE_REPLICATE) continue;
+            sz = ldt_mesh_dim_size(X->mesh, i);
+            add += (rem % sz) * pa.mstride[i];
+            rem /= sz;
+        }
+        bound_of(&ry, ix.d, &tlo, &thi);
         /* the last source starting before the target ends, then back while any can reach it */
         {
-            int l = 0, h = pa.N;
+            int l = 0, h = nreps;
             while (l < h) {
                 int m = l + (h - l) / 2;
-                if (ix.lo[m] < bhi) l = m + 1;
+                if (ix.lo[m] < thi) l = m + 1;
                 else h = m;
             }
             top = l - 1;
         }
-        for (int i = top; i >= 0 && ix.max_hi[i] > blo; i--) {
-            int a = ix.by_lo[i];
-            int wa = ldt_mesh_rank_at(X->mesh, a), wb = ldt_mesh_rank_at(Y->mesh, b);
-            int64_t n;
-            if (wa == wb || !ldt__xmesh_is_source(X, b, &pa.coords[a * LDT_MAX_DIMS])) continue;
-            n = ldt__region_isect_numel(&pa.rx[a], &pb.ry[b]);
+        for (int i = top; i >= 0 && ix.max_hi[i] > tlo; i--) {
+            int apos = reps[ix.by_lo[i]] + (int)add, wa = ldt_mesh_rank_at(X->mesh, apos);
+            int64_t n, sc[LDT_MAX_DIMS];
+            ldt_region rx;
+            if (wa == wb) continue;
+            for (int d = 0; d < pa.nd; d++) sc[d] = (apos / pa.mstride[d]) % ldt_mesh_dim_size(X->mesh, d);
+            ldt__layout_coord_checked(X, sc, &rx);
+            n = ldt__region_isect_numel(&rx, &ry);
             if (n == 0) continue;
             sent[wa] += n;
             recv[wb] += n;
@@ -1453,6 +1484,9 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     *out = s;
 fail:
     xindex_free(&ix);
+    free(reps);
+    free(blo);
+    free(bhi);
     free(sent);
     free(recv);
     free(peers);

@@ -576,6 +576,32 @@ Test(redist_huge, cross_mesh_65536_to_32768) {
     ldt_mesh_destroy(b);
 }
 
+/* [1048576,64] f32 from a 1024x1024 mesh to the same 1,048,576 ranks as one line; a target
+ * b holds row b (256 B). From R,S0 (source (i,j) holds rows 1024j.. , replicated over i) the
+ * replica serving b is i = b % 1024 (ldt__xmesh_is_source), so b takes its row from rank
+ * (b % 1024) * 1024 + b / 1024: itself on the diagonal, else another rank, which serves no
+ * other target: 256 B sent and received at most. From S0,R rank b's server is b itself:
+ * nothing moves. A source replicated 1024 times must cost one lookup per target, not 1024
+ * (the test's share of CI stays about a second). */
+Test(redist_huge, cross_mesh_1024x1024_to_1048576) {
+    ldt_mesh *a = mesh_of("1024x1024"), *b = mesh_of("1048576");
+    ldt_shape sh = {2, {1048576, 64}};
+    ldt_placement rs[2] = {ldt_replicate(), ldt_shard(0)}, sr[2] = {ldt_shard(0), ldt_replicate()};
+    ldt_placement s0 = ldt_shard(0);
+    ldt_spec X;
+    ldt_redist_step s;
+    cr_assert_eq(ldt_spec_init(&X, a, &sh, rs, 2, LDT_F32), LDT_OK);
+    s = xmesh_step(&X, b, &s0, 1);
+    cr_expect_eq(s.bytes_sent, 256);
+    cr_expect_eq(s.bytes_recv, 256);
+    cr_assert_eq(ldt_spec_init(&X, a, &sh, sr, 2, LDT_F32), LDT_OK);
+    s = xmesh_step(&X, b, &s0, 1);
+    cr_expect_eq(s.bytes_sent, 0);
+    cr_expect_eq(s.bytes_recv, 0);
+    ldt_mesh_destroy(a);
+    ldt_mesh_destroy(b);
+}
+
 /* Random cross-mesh moves on small meshes (uneven, interleaved and replicated sources, meshes
  * with shared and with disjoint ranks) against every (source, target) pair counted here: a
  * target takes each element from the one replica ldt__xmesh_is_source names, a rank on both
