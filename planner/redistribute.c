@@ -212,7 +212,7 @@ static ldt_status step_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
     unsigned ring = 0;
     int nlens[LDT_MAX_DIMS] = {0};
     *ok = 0;
-    if (!pr->slens && !(pr->slens = malloc((size_t)LDT_MAX_DIMS * MAX_LENGTHS * sizeof *pr->slens)))
+    if (!pr->slens && !(pr->slens = malloc((size_t)(pr->nd ? pr->nd : 1) * MAX_LENGTHS * sizeof *pr->slens)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     if (!ldt__chunk_lengths(pr->mesh, &X->shape, X->placements, pr->slens, nlens, MAX_LENGTHS) ||
         !ldt__chunk_lengths(pr->mesh, &Y->shape, Y->placements, pr->slens, nlens, MAX_LENGTHS))
@@ -591,7 +591,7 @@ static ldt_status exact_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y) 
 
 /* Whether X -> Y by collective c can be priced within the bounds above. */
 static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt_collective c) {
-    return (pr->classes && class_ok(X, Y, c)) || pr->N <= MAX_ENUM_RANKS;
+    return pr->N <= MAX_ENUM_RANKS || (pr->classes && class_ok(X, Y, c));
 }
 
 /* ---- step prices, memoized across plans ------------------------------------------------
@@ -963,7 +963,7 @@ typedef struct search {
     int nnodes, capnodes;
     uint64_t *hkeys; /* code + 1, 0 = empty */
     int *hvals;
-    int64_t hcap;
+    int64_t hcap, hcap0; /* hcap0: the table's first size */
     hentry *heap;
     int nheap, capheap;
 } search;
@@ -985,7 +985,7 @@ static int hless(const hentry *a, const hentry *b) {
 
 static int heap_push(search *s, hentry e) {
     if (s->nheap == s->capheap) {
-        int cap = s->capheap ? 2 * s->capheap : 256;
+        int cap = s->capheap ? 2 * s->capheap : (int)(s->hcap0 > 32 ? s->hcap0 / 2 : 16);
         hentry *h = realloc(s->heap, (size_t)cap * sizeof *h);
         if (!h) return -1;
         s->heap = h;
@@ -1025,7 +1025,7 @@ static uint64_t hash64(uint64_t x) {
 /* The node of a state code, created (unvisited, infinite cost) if new; -1 out of memory. */
 static int node_of(search *s, uint64_t code) {
     if ((int64_t)(s->nnodes + 1) * 2 > s->hcap) {
-        int64_t cap = s->hcap ? 2 * s->hcap : 1024;
+        int64_t cap = s->hcap ? 2 * s->hcap : s->hcap0 ? s->hcap0 : 1024;
         uint64_t *k = calloc((size_t)cap, sizeof *k);
         int *v = malloc((size_t)cap * sizeof *v);
         if (!k || !v) {
@@ -1052,7 +1052,7 @@ static int node_of(search *s, uint64_t code) {
         j = (j + 1) & (s->hcap - 1);
     }
     if (s->nnodes == s->capnodes) {
-        int cap = s->capnodes ? 2 * s->capnodes : 256;
+        int cap = s->capnodes ? 2 * s->capnodes : (int)(s->hcap0 > 32 ? s->hcap0 / 2 : 16);
         node *n = realloc(s->nodes, (size_t)cap * sizeof *n);
         if (!n) return -1;
         s->nodes = n;
@@ -1093,8 +1093,10 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
     ldt_status st = LDT_OK;
     search s;
     int start, goal = -1;
-    uint64_t target;
-    ldt_spec X;
+    uint64_t target, states = 1;
+    ldt_spec X, Y;
+    ldt_redist_step step;
+    int int_dtype = !ldt_dtype_is_float(src->dtype);
     memset(&s, 0, sizeof s);
     *found = 0;
     s.nd = src->nplace;
@@ -1105,13 +1107,24 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
         if (dst->placements[i].kind != LDT_PLACE_SHARD) add_cand(&s, i, dst->placements[i]);
     }
     for (int i = s.nd - 1; i >= 0; i--) s.radix[i] = i == s.nd - 1 ? 1 : s.radix[i + 1] * (uint64_t)s.ncand[i + 1];
+    /* the state table sized to the problem (a few dozen states on small meshes) */
+    for (int i = 0; i < s.nd && states <= MAX_NODES; i++) states *= (uint64_t)s.ncand[i];
+    s.hcap0 = 16;
+    while ((uint64_t)s.hcap0 < 2 * states + 2 && s.hcap0 < 1024) s.hcap0 *= 2;
     target = encode(&s, dst->placements);
     start = node_of(&s, encode(&s, src->placements));
     if (start < 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     s.nodes[start].cost = 0;
     if (heap_push(&s, (hentry){0, 0, 0, s.nodes[start].code, start}) != 0)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    /* One spec pair and one step reused across the edges (only the changed mesh dim and the
+     * step's collective, dims differ per edge; pricing reads nothing else of the step). A
+     * candidate's index along mesh dim i is its digit in the state code (candidates are
+     * distinct), so a neighbour's code is the current one with that digit replaced. */
     X = *src;
+    Y = *src;
+    memset(&step, 0, sizeof step);
+    step.ndims = 1;
     while (s.nheap > 0) {
         hentry e = heap_pop(&s);
         node cur = s.nodes[e.idx];
@@ -1123,26 +1136,28 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
         }
         if (s.nnodes > MAX_NODES) goto fail; /* too big: naive */
         decode(&s, cur.code, X.placements);
-        for (int i = 0; i < s.nd; i++)
+        memcpy(Y.placements, X.placements, (size_t)s.nd * sizeof *Y.placements);
+        for (int i = 0; i < s.nd; i++) {
+            int ci = (int)((cur.code / s.radix[i]) % (uint64_t)s.ncand[i]);
+            uint64_t base = cur.code - (uint64_t)ci * s.radix[i];
             for (int k = 0; k < s.ncand[i]; k++) {
-                ldt_spec Y = X;
-                ldt_redist_step step;
                 int ok, idx;
                 ldt_collective c;
-                if (ldt_placement_equal(&s.cand[i][k], &X.placements[i])) continue;
+                if (k == ci) continue;
                 c = classify(&X.placements[i], &s.cand[i][k], &dst->placements[i], &ok);
+                if (!ok) continue;
                 Y.placements[i] = s.cand[i][k];
-                if (!ok || !edge_ok(Y.placements, s.nd, i, &X.placements[i],
-                                    !ldt_dtype_is_float(src->dtype)) ||
-                    !priceable(pr, &X, &Y, c))
+                if (!edge_ok(Y.placements, s.nd, i, &X.placements[i], int_dtype) ||
+                    !priceable(pr, &X, &Y, c)) {
+                    Y.placements[i] = X.placements[i];
                     continue;
-                memset(&step, 0, sizeof step);
+                }
                 step.collective = c;
-                step.ndims = 1;
                 step.dims[0] = i;
                 LDT_CHECK_GOTO(price_step(pr, &X, &Y, &step));
+                Y.placements[i] = X.placements[i];
                 hentry ne = {cur.cost + step.seconds, cur.bytes + step_bytes(&step), cur.nsteps + 1,
-                             encode(&s, Y.placements), 0};
+                             base + (uint64_t)k * s.radix[i], 0};
                 idx = node_of(&s, ne.code);
                 if (idx < 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
                 node *nn = &s.nodes[idx];
@@ -1157,6 +1172,7 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
                 if (heap_push(&s, ne) != 0)
                     LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
             }
+        }
     }
     if (goal >= 0) {
         /* Walk back, then replay the edges forward as priced steps. */
