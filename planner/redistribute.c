@@ -601,12 +601,14 @@ static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt
 #define MEMO_KEY (2 * LDT_MAX_DIMS + 2)
 typedef struct memo_entry {
     uint64_t key[MEMO_KEY];
-    uint64_t hash; /* 0: empty */
     int64_t sent, recv;
     double seconds;
 } memo_entry;
 
+/* The hashes in an array of their own beside the entries: a probe reads 8 slots a cache line
+ * and touches an entry only on a hash match. */
 struct ldt__step_memo {
+    uint64_t *h; /* 0: empty */
     memo_entry *e;
     int64_t n, cap;
 };
@@ -615,6 +617,7 @@ ldt__step_memo *ldt__step_memo_create(void) { return calloc(1, sizeof(ldt__step_
 
 void ldt__step_memo_destroy(ldt__step_memo *m) {
     if (!m) return;
+    free(m->h);
     free(m->e);
     free(m);
 }
@@ -647,8 +650,8 @@ static memo_entry *memo_find(ldt__step_memo *m, const uint64_t *k, uint64_t h) {
     uint64_t mask, i;
     if (!m->cap) return NULL;
     mask = (uint64_t)m->cap - 1;
-    for (i = h & mask; m->e[i].hash; i = (i + 1) & mask)
-        if (m->e[i].hash == h && memcmp(m->e[i].key, k, sizeof m->e[i].key) == 0) return &m->e[i];
+    for (i = h & mask; m->h[i]; i = (i + 1) & mask)
+        if (m->h[i] == h && memcmp(m->e[i].key, k, sizeof m->e[i].key) == 0) return &m->e[i];
     return NULL;
 }
 
@@ -657,22 +660,30 @@ static void memo_put(ldt__step_memo *m, const uint64_t *k, uint64_t h, const ldt
     uint64_t mask, i;
     if (2 * (m->n + 1) > m->cap) {
         int64_t nc = m->cap ? 2 * m->cap : 256;
-        memo_entry *ne = calloc((size_t)nc, sizeof *ne);
-        if (!ne) return;
+        uint64_t *nh = calloc((size_t)nc, sizeof *nh);
+        memo_entry *ne = malloc((size_t)nc * sizeof *ne);
+        if (!nh || !ne) {
+            free(nh);
+            free(ne);
+            return;
+        }
         for (int64_t j = 0; j < m->cap; j++)
-            if (m->e[j].hash) {
-                uint64_t x = m->e[j].hash & (uint64_t)(nc - 1);
-                while (ne[x].hash) x = (x + 1) & (uint64_t)(nc - 1);
+            if (m->h[j]) {
+                uint64_t x = m->h[j] & (uint64_t)(nc - 1);
+                while (nh[x]) x = (x + 1) & (uint64_t)(nc - 1);
+                nh[x] = m->h[j];
                 ne[x] = m->e[j];
             }
+        free(m->h);
         free(m->e);
+        m->h = nh;
         m->e = ne;
         m->cap = nc;
     }
     mask = (uint64_t)m->cap - 1;
-    for (i = h & mask; m->e[i].hash; i = (i + 1) & mask) {}
+    for (i = h & mask; m->h[i]; i = (i + 1) & mask) {}
     memcpy(m->e[i].key, k, sizeof m->e[i].key);
-    m->e[i].hash = h;
+    m->h[i] = h;
     m->e[i].sent = s->bytes_sent;
     m->e[i].recv = s->bytes_recv;
     m->e[i].seconds = s->seconds;
