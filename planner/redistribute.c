@@ -600,9 +600,9 @@ static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt
  * (from, to) pairs of one shape, whose searches price the same steps again and again. */
 #define MEMO_KEY (2 * LDT_MAX_DIMS + 2)
 typedef struct memo_entry {
-    uint64_t key[MEMO_KEY];
+    double seconds; /* the figures first: a hit reads them with the key's first words */
     int64_t sent, recv;
-    double seconds;
+    uint64_t key[MEMO_KEY];
 } memo_entry;
 
 /* The hashes in an array of their own beside the entries: a probe reads 8 slots a cache line
@@ -646,12 +646,18 @@ static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_
     return h ? h : 1;
 }
 
-static memo_entry *memo_find(ldt__step_memo *m, const uint64_t *k, uint64_t h) {
+/* Compares the key's first nk words: the rest are zero in every key of a memo, whose specs
+ * are all on one mesh (one placement count). */
+static memo_entry *memo_find(ldt__step_memo *m, const uint64_t *k, int nk, uint64_t h) {
     uint64_t mask, i;
     if (!m->cap) return NULL;
     mask = (uint64_t)m->cap - 1;
     for (i = h & mask; m->h[i]; i = (i + 1) & mask)
-        if (m->h[i] == h && memcmp(m->e[i].key, k, sizeof m->e[i].key) == 0) return &m->e[i];
+        if (m->h[i] == h) {
+            int j = 0;
+            while (j < nk && m->e[i].key[j] == k[j]) j++;
+            if (j == nk) return &m->e[i];
+        }
     return NULL;
 }
 
@@ -700,7 +706,7 @@ static ldt_status price_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
     memo_entry *e;
     if (!pr->memo) return price_step_raw(pr, X, Y, s);
     h = memo_key(X, Y, s, k);
-    if ((e = memo_find(pr->memo, k, h))) {
+    if ((e = memo_find(pr->memo, k, 2 * X->nplace + 2, h))) {
         s->bytes_sent = e->sent;
         s->bytes_recv = e->recv;
         s->seconds = e->seconds;
