@@ -599,17 +599,16 @@ static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt
  * its two placement lists, collective and dims: the whole-graph planner asks thousands of
  * (from, to) pairs of one shape, whose searches price the same steps again and again. */
 #define MEMO_KEY (2 * LDT_MAX_DIMS + 2)
-typedef struct memo_entry {
-    double seconds; /* the figures first: a hit reads them with the key's first words */
-    int64_t sent, recv;
-    uint64_t key[MEMO_KEY];
-} memo_entry;
-
-/* The hashes in an array of their own beside the entries: a probe reads 8 slots a cache line
- * and touches an entry only on a hash match. */
+/* An entry is 3 + nk words: seconds (its bits), bytes sent, received, then the key's nk
+ * words; nk = 2 * nplace + 2 is fixed per memo (its specs are all on one mesh), so an
+ * entry is as wide as its key (9 words on a 2-dim mesh) and a hit reads one or two lines.
+ * The hashes are in an array of their own: a probe reads 8 slots a cache line and touches
+ * an entry only on a hash match. */
+#define MEMO_VALS 3
 struct ldt__step_memo {
     uint64_t *h; /* 0: empty */
-    memo_entry *e;
+    uint64_t *w; /* cap entries of MEMO_VALS + nk words */
+    int nk;      /* 0 until the first entry */
     int64_t n, cap;
 };
 
@@ -618,7 +617,7 @@ ldt__step_memo *ldt__step_memo_create(void) { return calloc(1, sizeof(ldt__step_
 void ldt__step_memo_destroy(ldt__step_memo *m) {
     if (!m) return;
     free(m->h);
-    free(m->e);
+    free(m->w);
     free(m);
 }
 
@@ -627,9 +626,11 @@ static uint64_t pl_word(const ldt_placement *p) {
            (uint64_t)p->blocks << 24;
 }
 
-/* The key: the two placement lists (nplace words each) and the step's collective, dims; a
- * multiply-xorshift hash of those few words (this lookup is the search's inner loop). */
-static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_step *s, uint64_t *k) {
+/* The key: the two placement lists (nplace words each) and the step's collective, dims, into
+ * k (*nk words); a multiply-xorshift hash of those few words (this lookup is the search's
+ * inner loop). */
+static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_step *s, uint64_t *k,
+                         int *nk) {
     uint64_t h = 0x9E3779B97F4A7C15ull;
     int n = 0;
     for (int i = 0; i < X->nplace; i++) k[n++] = pl_word(&X->placements[i]);
@@ -638,39 +639,43 @@ static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_
     k[n] = 0;
     for (int i = 0; i < s->ndims && i < 8; i++) k[n] |= (uint64_t)(s->dims[i] & 0xff) << (8 * i);
     n++;
-    for (int i = n; i < MEMO_KEY; i++) k[i] = 0;
     for (int i = 0; i < n; i++) {
         h = (h ^ k[i]) * 0xBF58476D1CE4E5B9ull;
         h ^= h >> 31;
     }
+    *nk = n;
     return h ? h : 1;
 }
 
-/* Compares the key's first nk words: the rest are zero in every key of a memo, whose specs
- * are all on one mesh (one placement count). */
-static memo_entry *memo_find(ldt__step_memo *m, const uint64_t *k, int nk, uint64_t h) {
+/* The entry of key k (nk words, hash h); NULL when absent. */
+static uint64_t *memo_find(ldt__step_memo *m, const uint64_t *k, int nk, uint64_t h) {
     uint64_t mask, i;
-    if (!m->cap) return NULL;
+    size_t width = (size_t)(MEMO_VALS + nk);
+    if (!m->cap || nk != m->nk) return NULL;
     mask = (uint64_t)m->cap - 1;
     for (i = h & mask; m->h[i]; i = (i + 1) & mask)
         if (m->h[i] == h) {
+            uint64_t *e = m->w + i * width;
             int j = 0;
-            while (j < nk && m->e[i].key[j] == k[j]) j++;
-            if (j == nk) return &m->e[i];
+            while (j < nk && e[MEMO_VALS + j] == k[j]) j++;
+            if (j == nk) return e;
         }
     return NULL;
 }
 
-/* Remembers a priced step; a full memo that cannot grow just forgets (it is only a cache). */
-static void memo_put(ldt__step_memo *m, const uint64_t *k, uint64_t h, const ldt_redist_step *s) {
-    uint64_t mask, i;
+/* Remembers a priced step; a full memo that cannot grow just forgets (it is only a cache), as
+ * does one whose keys have another width. */
+static void memo_put(ldt__step_memo *m, const uint64_t *k, int nk, uint64_t h, const ldt_redist_step *s) {
+    uint64_t mask, i, *e;
+    size_t width = (size_t)(MEMO_VALS + nk);
+    if (m->cap && nk != m->nk) return;
     if (2 * (m->n + 1) > m->cap) {
         int64_t nc = m->cap ? 2 * m->cap : 256;
         uint64_t *nh = calloc((size_t)nc, sizeof *nh);
-        memo_entry *ne = malloc((size_t)nc * sizeof *ne);
-        if (!nh || !ne) {
+        uint64_t *nw = malloc((size_t)nc * width * sizeof *nw);
+        if (!nh || !nw) {
             free(nh);
-            free(ne);
+            free(nw);
             return;
         }
         for (int64_t j = 0; j < m->cap; j++)
@@ -678,21 +683,23 @@ static void memo_put(ldt__step_memo *m, const uint64_t *k, uint64_t h, const ldt
                 uint64_t x = m->h[j] & (uint64_t)(nc - 1);
                 while (nh[x]) x = (x + 1) & (uint64_t)(nc - 1);
                 nh[x] = m->h[j];
-                ne[x] = m->e[j];
+                memcpy(nw + x * width, m->w + (size_t)j * width, width * sizeof *nw);
             }
         free(m->h);
-        free(m->e);
+        free(m->w);
         m->h = nh;
-        m->e = ne;
+        m->w = nw;
         m->cap = nc;
+        m->nk = nk;
     }
     mask = (uint64_t)m->cap - 1;
     for (i = h & mask; m->h[i]; i = (i + 1) & mask) {}
-    memcpy(m->e[i].key, k, sizeof m->e[i].key);
+    e = m->w + i * width;
     m->h[i] = h;
-    m->e[i].sent = s->bytes_sent;
-    m->e[i].recv = s->bytes_recv;
-    m->e[i].seconds = s->seconds;
+    memcpy(&e[0], &s->seconds, sizeof e[0]);
+    e[1] = (uint64_t)s->bytes_sent;
+    e[2] = (uint64_t)s->bytes_recv;
+    memcpy(e + MEMO_VALS, k, (size_t)nk * sizeof *k);
     m->n++;
 }
 
@@ -702,18 +709,18 @@ static ldt_status price_step_raw(pricer *pr, const ldt_spec *X, const ldt_spec *
 /* Fills s's byte counts and seconds for X -> Y (s's collective and dims set). */
 static ldt_status price_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
                              ldt_redist_step *s) {
-    uint64_t k[MEMO_KEY], h;
-    memo_entry *e;
+    uint64_t k[MEMO_KEY], h, *e;
+    int nk;
     if (!pr->memo) return price_step_raw(pr, X, Y, s);
-    h = memo_key(X, Y, s, k);
-    if ((e = memo_find(pr->memo, k, 2 * X->nplace + 2, h))) {
-        s->bytes_sent = e->sent;
-        s->bytes_recv = e->recv;
-        s->seconds = e->seconds;
+    h = memo_key(X, Y, s, k, &nk);
+    if ((e = memo_find(pr->memo, k, nk, h))) {
+        memcpy(&s->seconds, &e[0], sizeof s->seconds);
+        s->bytes_sent = (int64_t)e[1];
+        s->bytes_recv = (int64_t)e[2];
         return LDT_OK;
     }
     LDT_CHECK(price_step_raw(pr, X, Y, s));
-    memo_put(pr->memo, k, h, s);
+    memo_put(pr->memo, k, nk, h, s);
     return LDT_OK;
 }
 
