@@ -1521,7 +1521,9 @@ ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_
                                         ldt_redist_plan **out) {
     ldt_status st = LDT_OK;
     ldt_redist_plan *p = NULL;
-    ldt_cost_model cm;
+    ldt_cost_model dcm;
+    const ldt_cost_model *cm = &dcm; /* the caller's, borrowed (not copied: planners call this
+                                      * thousands of times), or the default */
     route a = {0}, b = {0}, c = {0};
     int merge = opts ? opts->merge : 1;
     ldt_redist_search search = opts ? opts->search : LDT_REDIST_DIJKSTRA;
@@ -1532,9 +1534,9 @@ ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_
     LDT_CHECK(ldt_spec_check(src));
     if (opts && opts->cost) {
         LDT_CHECK(ldt_cost_model_check(opts->cost));
-        cm = *opts->cost;
+        cm = opts->cost;
     } else {
-        LDT_CHECK(ldt_cost_model_default(NULL, src->mesh, &cm, NULL));
+        LDT_CHECK(ldt_cost_model_default(NULL, src->mesh, &dcm, NULL));
     }
     if ((int)search < LDT_REDIST_DIJKSTRA || search > LDT_REDIST_NAIVE)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: invalid search %d, expected dijkstra "
@@ -1566,17 +1568,17 @@ ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_
                               "reduce it first, to R or S",
                               i, ldt_reduce_op_name(x->op), ldt_reduce_op_name(y->op));
         }
-        LDT_CHECK_GOTO(plan_one_mesh(src, &p->dst, &cm, merge, search, 0, memo, &a));
+        LDT_CHECK_GOTO(plan_one_mesh(src, &p->dst, cm, merge, search, 0, memo, &a));
     } else {
         /* Reduce on the source mesh, move by intersections, make Partials on the target. */
         ldt_spec xr = *src, yr = p->dst;
         ldt__rstep x;
         replace_partial(&xr);
         replace_partial(&yr);
-        LDT_CHECK_GOTO(plan_one_mesh(src, &xr, &cm, merge, search, 0, NULL, &a));
-        LDT_CHECK_GOTO(price_xmesh(&xr, &yr, &cm, &x));
+        LDT_CHECK_GOTO(plan_one_mesh(src, &xr, cm, merge, search, 0, NULL, &a));
+        LDT_CHECK_GOTO(price_xmesh(&xr, &yr, cm, &x));
         LDT_CHECK_GOTO(route_push(&a, &x));
-        LDT_CHECK_GOTO(plan_one_mesh(&yr, &p->dst, &cm, merge, search, 1, NULL, &b));
+        LDT_CHECK_GOTO(plan_one_mesh(&yr, &p->dst, cm, merge, search, 1, NULL, &b));
         for (int i = 0; i < b.n; i++) LDT_CHECK_GOTO(route_push(&a, &b.s[i]));
     }
     p->nsteps = a.n;
