@@ -66,6 +66,9 @@ typedef struct pricer {
     ldt_region *rx, *ry;           /* every position's region before / after */
     int *members;                  /* N scratch */
     ldt__step_memo *memo;          /* step prices of this (mesh, shape, dtype, model); NULL: none */
+    /* The search's cells are built on the first step the memo does not hold (most searches
+     * of a plan find every step there); from these specs, borrowed. */
+    const ldt_spec *csrc, *cdst;
 } pricer;
 
 static void pricer_free(pricer *pr) {
@@ -285,13 +288,27 @@ static ldt_status pricer_init(pricer *pr, const ldt_mesh *mesh, const ldt_cost_m
         pr->mstride[d] = s;
         s *= (int)ldt_mesh_dim_size(mesh, d);
     }
-    if (dst) {
+    /* built now where the search's edges need them (priceable, past MAX_ENUM_RANKS), else
+     * on first use (pricer_ready) */
+    if (dst && pr->N > MAX_ENUM_RANKS) {
         ldt_status st = pricer_cells(pr, src, dst);
         if (st != LDT_OK) {
             pricer_free(pr);
             return ldt__trace(st, __FILE__, __LINE__);
         }
+    } else if (dst) {
+        pr->csrc = src;
+        pr->cdst = dst;
     }
+    return LDT_OK;
+}
+
+/* The search's cells, built if pricer_init deferred them. */
+static ldt_status pricer_ready(pricer *pr) {
+    const ldt_spec *src = pr->csrc, *dst = pr->cdst;
+    if (!src) return LDT_OK;
+    pr->csrc = pr->cdst = NULL;
+    LDT_CHECK(pricer_cells(pr, src, dst));
     return LDT_OK;
 }
 
@@ -728,6 +745,7 @@ static ldt_status price_step_raw(pricer *pr, const ldt_spec *X, const ldt_spec *
                              ldt_redist_step *s) {
     int64_t maxs = 0, maxr = 0, maxw = 0;
     int ok = 0;
+    LDT_CHECK(pricer_ready(pr));
     /* checked once here: the pricing below lays them out at many coordinates unchecked */
     LDT_CHECK(ldt_spec_check(X));
     LDT_CHECK(ldt_spec_check(Y));
