@@ -644,8 +644,8 @@ static uint64_t pl_word(const ldt_placement *p) {
 }
 
 /* The key: the two placement lists (nplace words each) and the step's collective, dims, into
- * k (*nk words); a multiply-xorshift hash of those few words (this lookup is the search's
- * inner loop). */
+ * k (*nk words); a multiply-add hash of those few words (this lookup is the search's inner
+ * loop). */
 static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_step *s, uint64_t *k,
                          int *nk) {
     uint64_t h = 0x9E3779B97F4A7C15ull;
@@ -656,10 +656,12 @@ static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_
     k[n] = 0;
     for (int i = 0; i < s->ndims && i < 8; i++) k[n] |= (uint64_t)(s->dims[i] & 0xff) << (8 * i);
     n++;
-    for (int i = 0; i < n; i++) {
-        h = (h ^ k[i]) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 31;
-    }
+    /* each word times its own odd constant, summed (the products are independent, so they
+     * pipeline), then mixed */
+    for (int i = 0; i < n; i++) h += k[i] * (0xBF58476D1CE4E5B9ull + (uint64_t)i * 0x3C6EF372FE94F82Aull);
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    h ^= h >> 31;
     *nk = n;
     return h ? h : 1;
 }
@@ -803,6 +805,10 @@ ldt_status ldt__redist_price(const ldt_spec *X, const ldt_spec *Y, int ndims, co
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute price: invalid arguments");
     LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
     LDT_CHECK(pricer_init(&pr, X->mesh, &cm, X, Y));
+    if ((st = pricer_ready(&pr)) != LDT_OK) {
+        pricer_free(&pr);
+        return ldt__trace(st, __FILE__, __LINE__);
+    }
     if (enumerate) pr.classes = 0;
     memset(out, 0, sizeof *out);
     out->collective = c;
