@@ -820,24 +820,24 @@ ldt_status ldt__redist_price(const ldt_spec *X, const ldt_spec *Y, int ndims, co
     return st;
 }
 
-/* A step from spec X to spec Y over `dims`, priced. */
+/* A step from spec X to spec Y over `dims`, priced, built in place in *out (X and Y must not
+ * be within *out). */
 static ldt_status make_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y, int ndims,
                             const int *dims, ldt_collective c, ldt__rstep *out) {
-    ldt__rstep s;
-    memset(&s, 0, sizeof s);
-    s.pub.collective = c;
-    s.pub.ndims = s.pub.nfrom = s.pub.nto = ndims;
+    ldt_redist_step *s = &out->pub;
+    memset(s, 0, sizeof *s);
+    s->collective = c;
+    s->ndims = s->nfrom = s->nto = ndims;
     for (int i = 0; i < ndims; i++) {
-        s.pub.dims[i] = dims[i];
-        s.pub.from[i] = X->placements[dims[i]];
-        s.pub.to[i] = Y->placements[dims[i]];
+        s->dims[i] = dims[i];
+        s->from[i] = X->placements[dims[i]];
+        s->to[i] = Y->placements[dims[i]];
     }
-    s.pub.op = c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD ? Y->placements[dims[0]].op
-                                                                      : X->placements[dims[0]].op;
-    s.before = *X;
-    s.after = *Y;
-    LDT_CHECK(price_step(pr, X, Y, &s.pub));
-    *out = s;
+    s->op = c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD ? Y->placements[dims[0]].op
+                                                                   : X->placements[dims[0]].op;
+    out->before = *X;
+    out->after = *Y;
+    LDT_CHECK(price_step(pr, X, Y, s));
     return LDT_OK;
 }
 
@@ -918,7 +918,8 @@ static void route_free(route *r) {
     memset(r, 0, sizeof *r);
 }
 
-static ldt_status route_push(route *r, const ldt__rstep *s) {
+/* Room for one more step. */
+static ldt_status route_reserve(route *r) {
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 8;
         ldt__rstep *ns = realloc(r->s, (size_t)cap * sizeof *ns);
@@ -926,6 +927,11 @@ static ldt_status route_push(route *r, const ldt__rstep *s) {
         r->s = ns;
         r->cap = cap;
     }
+    return LDT_OK;
+}
+
+static ldt_status route_push(route *r, const ldt__rstep *s) {
+    LDT_CHECK(route_reserve(r));
     r->s[r->n++] = *s;
     return LDT_OK;
 }
@@ -950,10 +956,10 @@ static int64_t route_bytes(const route *r) {
 static ldt_status push_edge(pricer *pr, route *r, ldt_spec *X, int i, ldt_placement p,
                             ldt_collective c) {
     ldt_spec Y = *X;
-    ldt__rstep s;
     Y.placements[i] = p;
-    LDT_CHECK(make_step(pr, X, &Y, 1, &i, c, &s));
-    LDT_CHECK(route_push(r, &s));
+    LDT_CHECK(route_reserve(r));
+    LDT_CHECK(make_step(pr, X, &Y, 1, &i, c, &r->s[r->n])); /* built in place */
+    r->n++;
     *X = Y;
     return LDT_OK;
 }
