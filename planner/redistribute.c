@@ -66,6 +66,9 @@ typedef struct pricer {
     ldt_region *rx, *ry;           /* every position's region before / after */
     int *members;                  /* N scratch */
     ldt__step_memo *memo;          /* step prices of this (mesh, shape, dtype, model); NULL: none */
+    /* The search's cells are built on the first step the memo does not hold (most searches
+     * of a plan find every step there); from these specs, borrowed. */
+    const ldt_spec *csrc, *cdst;
 } pricer;
 
 static void pricer_free(pricer *pr) {
@@ -212,7 +215,7 @@ static ldt_status step_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
     unsigned ring = 0;
     int nlens[LDT_MAX_DIMS] = {0};
     *ok = 0;
-    if (!pr->slens && !(pr->slens = malloc((size_t)LDT_MAX_DIMS * MAX_LENGTHS * sizeof *pr->slens)))
+    if (!pr->slens && !(pr->slens = malloc((size_t)(pr->nd ? pr->nd : 1) * MAX_LENGTHS * sizeof *pr->slens)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     if (!ldt__chunk_lengths(pr->mesh, &X->shape, X->placements, pr->slens, nlens, MAX_LENGTHS) ||
         !ldt__chunk_lengths(pr->mesh, &Y->shape, Y->placements, pr->slens, nlens, MAX_LENGTHS))
@@ -285,13 +288,27 @@ static ldt_status pricer_init(pricer *pr, const ldt_mesh *mesh, const ldt_cost_m
         pr->mstride[d] = s;
         s *= (int)ldt_mesh_dim_size(mesh, d);
     }
-    if (dst) {
+    /* built now where the search's edges need them (priceable, past MAX_ENUM_RANKS), else
+     * on first use (pricer_ready) */
+    if (dst && pr->N > MAX_ENUM_RANKS) {
         ldt_status st = pricer_cells(pr, src, dst);
         if (st != LDT_OK) {
             pricer_free(pr);
             return ldt__trace(st, __FILE__, __LINE__);
         }
+    } else if (dst) {
+        pr->csrc = src;
+        pr->cdst = dst;
     }
+    return LDT_OK;
+}
+
+/* The search's cells, built if pricer_init deferred them. */
+static ldt_status pricer_ready(pricer *pr) {
+    const ldt_spec *src = pr->csrc, *dst = pr->cdst;
+    if (!src) return LDT_OK;
+    pr->csrc = pr->cdst = NULL;
+    LDT_CHECK(pricer_cells(pr, src, dst));
     return LDT_OK;
 }
 
@@ -591,7 +608,7 @@ static ldt_status exact_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y) 
 
 /* Whether X -> Y by collective c can be priced within the bounds above. */
 static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt_collective c) {
-    return (pr->classes && class_ok(X, Y, c)) || pr->N <= MAX_ENUM_RANKS;
+    return pr->N <= MAX_ENUM_RANKS || (pr->classes && class_ok(X, Y, c));
 }
 
 /* ---- step prices, memoized across plans ------------------------------------------------
@@ -599,15 +616,16 @@ static int priceable(const pricer *pr, const ldt_spec *X, const ldt_spec *Y, ldt
  * its two placement lists, collective and dims: the whole-graph planner asks thousands of
  * (from, to) pairs of one shape, whose searches price the same steps again and again. */
 #define MEMO_KEY (2 * LDT_MAX_DIMS + 2)
-typedef struct memo_entry {
-    uint64_t key[MEMO_KEY];
-    uint64_t hash; /* 0: empty */
-    int64_t sent, recv;
-    double seconds;
-} memo_entry;
-
+/* An entry is 3 + nk words: seconds (its bits), bytes sent, received, then the key's nk
+ * words; nk = 2 * nplace + 2 is fixed per memo (its specs are all on one mesh), so an
+ * entry is as wide as its key (9 words on a 2-dim mesh) and a hit reads one or two lines.
+ * The hashes are in an array of their own: a probe reads 8 slots a cache line and touches
+ * an entry only on a hash match. */
+#define MEMO_VALS 3
 struct ldt__step_memo {
-    memo_entry *e;
+    uint64_t *h; /* 0: empty */
+    uint64_t *w; /* cap entries of MEMO_VALS + nk words */
+    int nk;      /* 0 until the first entry */
     int64_t n, cap;
 };
 
@@ -615,7 +633,8 @@ ldt__step_memo *ldt__step_memo_create(void) { return calloc(1, sizeof(ldt__step_
 
 void ldt__step_memo_destroy(ldt__step_memo *m) {
     if (!m) return;
-    free(m->e);
+    free(m->h);
+    free(m->w);
     free(m);
 }
 
@@ -624,9 +643,11 @@ static uint64_t pl_word(const ldt_placement *p) {
            (uint64_t)p->blocks << 24;
 }
 
-/* The key: the two placement lists (nplace words each) and the step's collective, dims; a
- * multiply-xorshift hash of those few words (this lookup is the search's inner loop). */
-static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_step *s, uint64_t *k) {
+/* The key: the two placement lists (nplace words each) and the step's collective, dims, into
+ * k (*nk words); a multiply-add hash of those few words (this lookup is the search's inner
+ * loop). */
+static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_step *s, uint64_t *k,
+                         int *nk) {
     uint64_t h = 0x9E3779B97F4A7C15ull;
     int n = 0;
     for (int i = 0; i < X->nplace; i++) k[n++] = pl_word(&X->placements[i]);
@@ -635,47 +656,69 @@ static uint64_t memo_key(const ldt_spec *X, const ldt_spec *Y, const ldt_redist_
     k[n] = 0;
     for (int i = 0; i < s->ndims && i < 8; i++) k[n] |= (uint64_t)(s->dims[i] & 0xff) << (8 * i);
     n++;
-    for (int i = n; i < MEMO_KEY; i++) k[i] = 0;
-    for (int i = 0; i < n; i++) {
-        h = (h ^ k[i]) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 31;
-    }
+    /* each word times its own odd constant, summed (the products are independent, so they
+     * pipeline), then mixed */
+    for (int i = 0; i < n; i++) h += k[i] * (0xBF58476D1CE4E5B9ull + (uint64_t)i * 0x3C6EF372FE94F82Aull);
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    h ^= h >> 31;
+    *nk = n;
     return h ? h : 1;
 }
 
-static memo_entry *memo_find(ldt__step_memo *m, const uint64_t *k, uint64_t h) {
+/* The entry of key k (nk words, hash h); NULL when absent. */
+static uint64_t *memo_find(ldt__step_memo *m, const uint64_t *k, int nk, uint64_t h) {
     uint64_t mask, i;
-    if (!m->cap) return NULL;
+    size_t width = (size_t)(MEMO_VALS + nk);
+    if (!m->cap || nk != m->nk) return NULL;
     mask = (uint64_t)m->cap - 1;
-    for (i = h & mask; m->e[i].hash; i = (i + 1) & mask)
-        if (m->e[i].hash == h && memcmp(m->e[i].key, k, sizeof m->e[i].key) == 0) return &m->e[i];
+    for (i = h & mask; m->h[i]; i = (i + 1) & mask)
+        if (m->h[i] == h) {
+            uint64_t *e = m->w + i * width;
+            int j = 0;
+            while (j < nk && e[MEMO_VALS + j] == k[j]) j++;
+            if (j == nk) return e;
+        }
     return NULL;
 }
 
-/* Remembers a priced step; a full memo that cannot grow just forgets (it is only a cache). */
-static void memo_put(ldt__step_memo *m, const uint64_t *k, uint64_t h, const ldt_redist_step *s) {
-    uint64_t mask, i;
+/* Remembers a priced step; a full memo that cannot grow just forgets (it is only a cache), as
+ * does one whose keys have another width. */
+static void memo_put(ldt__step_memo *m, const uint64_t *k, int nk, uint64_t h, const ldt_redist_step *s) {
+    uint64_t mask, i, *e;
+    size_t width = (size_t)(MEMO_VALS + nk);
+    if (m->cap && nk != m->nk) return;
     if (2 * (m->n + 1) > m->cap) {
         int64_t nc = m->cap ? 2 * m->cap : 256;
-        memo_entry *ne = calloc((size_t)nc, sizeof *ne);
-        if (!ne) return;
+        uint64_t *nh = calloc((size_t)nc, sizeof *nh);
+        uint64_t *nw = malloc((size_t)nc * width * sizeof *nw);
+        if (!nh || !nw) {
+            free(nh);
+            free(nw);
+            return;
+        }
         for (int64_t j = 0; j < m->cap; j++)
-            if (m->e[j].hash) {
-                uint64_t x = m->e[j].hash & (uint64_t)(nc - 1);
-                while (ne[x].hash) x = (x + 1) & (uint64_t)(nc - 1);
-                ne[x] = m->e[j];
+            if (m->h[j]) {
+                uint64_t x = m->h[j] & (uint64_t)(nc - 1);
+                while (nh[x]) x = (x + 1) & (uint64_t)(nc - 1);
+                nh[x] = m->h[j];
+                memcpy(nw + x * width, m->w + (size_t)j * width, width * sizeof *nw);
             }
-        free(m->e);
-        m->e = ne;
+        free(m->h);
+        free(m->w);
+        m->h = nh;
+        m->w = nw;
         m->cap = nc;
+        m->nk = nk;
     }
     mask = (uint64_t)m->cap - 1;
-    for (i = h & mask; m->e[i].hash; i = (i + 1) & mask) {}
-    memcpy(m->e[i].key, k, sizeof m->e[i].key);
-    m->e[i].hash = h;
-    m->e[i].sent = s->bytes_sent;
-    m->e[i].recv = s->bytes_recv;
-    m->e[i].seconds = s->seconds;
+    for (i = h & mask; m->h[i]; i = (i + 1) & mask) {}
+    e = m->w + i * width;
+    m->h[i] = h;
+    memcpy(&e[0], &s->seconds, sizeof e[0]);
+    e[1] = (uint64_t)s->bytes_sent;
+    e[2] = (uint64_t)s->bytes_recv;
+    memcpy(e + MEMO_VALS, k, (size_t)nk * sizeof *k);
     m->n++;
 }
 
@@ -685,18 +728,18 @@ static ldt_status price_step_raw(pricer *pr, const ldt_spec *X, const ldt_spec *
 /* Fills s's byte counts and seconds for X -> Y (s's collective and dims set). */
 static ldt_status price_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
                              ldt_redist_step *s) {
-    uint64_t k[MEMO_KEY], h;
-    memo_entry *e;
+    uint64_t k[MEMO_KEY], h, *e;
+    int nk;
     if (!pr->memo) return price_step_raw(pr, X, Y, s);
-    h = memo_key(X, Y, s, k);
-    if ((e = memo_find(pr->memo, k, h))) {
-        s->bytes_sent = e->sent;
-        s->bytes_recv = e->recv;
-        s->seconds = e->seconds;
+    h = memo_key(X, Y, s, k, &nk);
+    if ((e = memo_find(pr->memo, k, nk, h))) {
+        memcpy(&s->seconds, &e[0], sizeof s->seconds);
+        s->bytes_sent = (int64_t)e[1];
+        s->bytes_recv = (int64_t)e[2];
         return LDT_OK;
     }
     LDT_CHECK(price_step_raw(pr, X, Y, s));
-    memo_put(pr->memo, k, h, s);
+    memo_put(pr->memo, k, nk, h, s);
     return LDT_OK;
 }
 
@@ -704,6 +747,7 @@ static ldt_status price_step_raw(pricer *pr, const ldt_spec *X, const ldt_spec *
                              ldt_redist_step *s) {
     int64_t maxs = 0, maxr = 0, maxw = 0;
     int ok = 0;
+    LDT_CHECK(pricer_ready(pr));
     /* checked once here: the pricing below lays them out at many coordinates unchecked */
     LDT_CHECK(ldt_spec_check(X));
     LDT_CHECK(ldt_spec_check(Y));
@@ -761,6 +805,10 @@ ldt_status ldt__redist_price(const ldt_spec *X, const ldt_spec *Y, int ndims, co
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute price: invalid arguments");
     LDT_CHECK(ldt_cost_model_preset("uniform", &cm));
     LDT_CHECK(pricer_init(&pr, X->mesh, &cm, X, Y));
+    if ((st = pricer_ready(&pr)) != LDT_OK) {
+        pricer_free(&pr);
+        return ldt__trace(st, __FILE__, __LINE__);
+    }
     if (enumerate) pr.classes = 0;
     memset(out, 0, sizeof *out);
     out->collective = c;
@@ -772,24 +820,24 @@ ldt_status ldt__redist_price(const ldt_spec *X, const ldt_spec *Y, int ndims, co
     return st;
 }
 
-/* A step from spec X to spec Y over `dims`, priced. */
+/* A step from spec X to spec Y over `dims`, priced, built in place in *out (X and Y must not
+ * be within *out). */
 static ldt_status make_step(pricer *pr, const ldt_spec *X, const ldt_spec *Y, int ndims,
                             const int *dims, ldt_collective c, ldt__rstep *out) {
-    ldt__rstep s;
-    memset(&s, 0, sizeof s);
-    s.pub.collective = c;
-    s.pub.ndims = s.pub.nfrom = s.pub.nto = ndims;
+    ldt_redist_step *s = &out->pub;
+    memset(s, 0, sizeof *s);
+    s->collective = c;
+    s->ndims = s->nfrom = s->nto = ndims;
     for (int i = 0; i < ndims; i++) {
-        s.pub.dims[i] = dims[i];
-        s.pub.from[i] = X->placements[dims[i]];
-        s.pub.to[i] = Y->placements[dims[i]];
+        s->dims[i] = dims[i];
+        s->from[i] = X->placements[dims[i]];
+        s->to[i] = Y->placements[dims[i]];
     }
-    s.pub.op = c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD ? Y->placements[dims[0]].op
-                                                                      : X->placements[dims[0]].op;
-    s.before = *X;
-    s.after = *Y;
-    LDT_CHECK(price_step(pr, X, Y, &s.pub));
-    *out = s;
+    s->op = c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD ? Y->placements[dims[0]].op
+                                                                   : X->placements[dims[0]].op;
+    out->before = *X;
+    out->after = *Y;
+    LDT_CHECK(price_step(pr, X, Y, s));
     return LDT_OK;
 }
 
@@ -870,7 +918,8 @@ static void route_free(route *r) {
     memset(r, 0, sizeof *r);
 }
 
-static ldt_status route_push(route *r, const ldt__rstep *s) {
+/* Room for one more step. */
+static ldt_status route_reserve(route *r) {
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 8;
         ldt__rstep *ns = realloc(r->s, (size_t)cap * sizeof *ns);
@@ -878,6 +927,11 @@ static ldt_status route_push(route *r, const ldt__rstep *s) {
         r->s = ns;
         r->cap = cap;
     }
+    return LDT_OK;
+}
+
+static ldt_status route_push(route *r, const ldt__rstep *s) {
+    LDT_CHECK(route_reserve(r));
     r->s[r->n++] = *s;
     return LDT_OK;
 }
@@ -902,10 +956,10 @@ static int64_t route_bytes(const route *r) {
 static ldt_status push_edge(pricer *pr, route *r, ldt_spec *X, int i, ldt_placement p,
                             ldt_collective c) {
     ldt_spec Y = *X;
-    ldt__rstep s;
     Y.placements[i] = p;
-    LDT_CHECK(make_step(pr, X, &Y, 1, &i, c, &s));
-    LDT_CHECK(route_push(r, &s));
+    LDT_CHECK(route_reserve(r));
+    LDT_CHECK(make_step(pr, X, &Y, 1, &i, c, &r->s[r->n])); /* built in place */
+    r->n++;
     *X = Y;
     return LDT_OK;
 }
@@ -963,7 +1017,7 @@ typedef struct search {
     int nnodes, capnodes;
     uint64_t *hkeys; /* code + 1, 0 = empty */
     int *hvals;
-    int64_t hcap;
+    int64_t hcap, hcap0; /* hcap0: the table's first size */
     hentry *heap;
     int nheap, capheap;
 } search;
@@ -985,7 +1039,7 @@ static int hless(const hentry *a, const hentry *b) {
 
 static int heap_push(search *s, hentry e) {
     if (s->nheap == s->capheap) {
-        int cap = s->capheap ? 2 * s->capheap : 256;
+        int cap = s->capheap ? 2 * s->capheap : (int)(s->hcap0 > 32 ? s->hcap0 / 2 : 16);
         hentry *h = realloc(s->heap, (size_t)cap * sizeof *h);
         if (!h) return -1;
         s->heap = h;
@@ -1025,7 +1079,7 @@ static uint64_t hash64(uint64_t x) {
 /* The node of a state code, created (unvisited, infinite cost) if new; -1 out of memory. */
 static int node_of(search *s, uint64_t code) {
     if ((int64_t)(s->nnodes + 1) * 2 > s->hcap) {
-        int64_t cap = s->hcap ? 2 * s->hcap : 1024;
+        int64_t cap = s->hcap ? 2 * s->hcap : s->hcap0 ? s->hcap0 : 1024;
         uint64_t *k = calloc((size_t)cap, sizeof *k);
         int *v = malloc((size_t)cap * sizeof *v);
         if (!k || !v) {
@@ -1052,7 +1106,7 @@ static int node_of(search *s, uint64_t code) {
         j = (j + 1) & (s->hcap - 1);
     }
     if (s->nnodes == s->capnodes) {
-        int cap = s->capnodes ? 2 * s->capnodes : 256;
+        int cap = s->capnodes ? 2 * s->capnodes : (int)(s->hcap0 > 32 ? s->hcap0 / 2 : 16);
         node *n = realloc(s->nodes, (size_t)cap * sizeof *n);
         if (!n) return -1;
         s->nodes = n;
@@ -1093,8 +1147,10 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
     ldt_status st = LDT_OK;
     search s;
     int start, goal = -1;
-    uint64_t target;
-    ldt_spec X;
+    uint64_t target, states = 1;
+    ldt_spec X, Y;
+    ldt_redist_step step;
+    int int_dtype = !ldt_dtype_is_float(src->dtype);
     memset(&s, 0, sizeof s);
     *found = 0;
     s.nd = src->nplace;
@@ -1105,13 +1161,24 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
         if (dst->placements[i].kind != LDT_PLACE_SHARD) add_cand(&s, i, dst->placements[i]);
     }
     for (int i = s.nd - 1; i >= 0; i--) s.radix[i] = i == s.nd - 1 ? 1 : s.radix[i + 1] * (uint64_t)s.ncand[i + 1];
+    /* the state table sized to the problem (a few dozen states on small meshes) */
+    for (int i = 0; i < s.nd && states <= MAX_NODES; i++) states *= (uint64_t)s.ncand[i];
+    s.hcap0 = 16;
+    while ((uint64_t)s.hcap0 < 2 * states + 2 && s.hcap0 < 1024) s.hcap0 *= 2;
     target = encode(&s, dst->placements);
     start = node_of(&s, encode(&s, src->placements));
     if (start < 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     s.nodes[start].cost = 0;
     if (heap_push(&s, (hentry){0, 0, 0, s.nodes[start].code, start}) != 0)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    /* One spec pair and one step reused across the edges (only the changed mesh dim and the
+     * step's collective, dims differ per edge; pricing reads nothing else of the step). A
+     * candidate's index along mesh dim i is its digit in the state code (candidates are
+     * distinct), so a neighbour's code is the current one with that digit replaced. */
     X = *src;
+    Y = *src;
+    memset(&step, 0, sizeof step);
+    step.ndims = 1;
     while (s.nheap > 0) {
         hentry e = heap_pop(&s);
         node cur = s.nodes[e.idx];
@@ -1123,26 +1190,28 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
         }
         if (s.nnodes > MAX_NODES) goto fail; /* too big: naive */
         decode(&s, cur.code, X.placements);
-        for (int i = 0; i < s.nd; i++)
+        memcpy(Y.placements, X.placements, (size_t)s.nd * sizeof *Y.placements);
+        for (int i = 0; i < s.nd; i++) {
+            int ci = (int)((cur.code / s.radix[i]) % (uint64_t)s.ncand[i]);
+            uint64_t base = cur.code - (uint64_t)ci * s.radix[i];
             for (int k = 0; k < s.ncand[i]; k++) {
-                ldt_spec Y = X;
-                ldt_redist_step step;
                 int ok, idx;
                 ldt_collective c;
-                if (ldt_placement_equal(&s.cand[i][k], &X.placements[i])) continue;
+                if (k == ci) continue;
                 c = classify(&X.placements[i], &s.cand[i][k], &dst->placements[i], &ok);
+                if (!ok) continue;
                 Y.placements[i] = s.cand[i][k];
-                if (!ok || !edge_ok(Y.placements, s.nd, i, &X.placements[i],
-                                    !ldt_dtype_is_float(src->dtype)) ||
-                    !priceable(pr, &X, &Y, c))
+                if (!edge_ok(Y.placements, s.nd, i, &X.placements[i], int_dtype) ||
+                    !priceable(pr, &X, &Y, c)) {
+                    Y.placements[i] = X.placements[i];
                     continue;
-                memset(&step, 0, sizeof step);
+                }
                 step.collective = c;
-                step.ndims = 1;
                 step.dims[0] = i;
                 LDT_CHECK_GOTO(price_step(pr, &X, &Y, &step));
+                Y.placements[i] = X.placements[i];
                 hentry ne = {cur.cost + step.seconds, cur.bytes + step_bytes(&step), cur.nsteps + 1,
-                             encode(&s, Y.placements), 0};
+                             base + (uint64_t)k * s.radix[i], 0};
                 idx = node_of(&s, ne.code);
                 if (idx < 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
                 node *nn = &s.nodes[idx];
@@ -1157,6 +1226,7 @@ static ldt_status dijkstra(pricer *pr, const ldt_spec *src, const ldt_spec *dst,
                 if (heap_push(&s, ne) != 0)
                     LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
             }
+        }
     }
     if (goal >= 0) {
         /* Walk back, then replay the edges forward as priced steps. */
@@ -1515,7 +1585,9 @@ ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_
                                         ldt_redist_plan **out) {
     ldt_status st = LDT_OK;
     ldt_redist_plan *p = NULL;
-    ldt_cost_model cm;
+    ldt_cost_model dcm;
+    const ldt_cost_model *cm = &dcm; /* the caller's, borrowed (not copied: planners call this
+                                      * thousands of times), or the default */
     route a = {0}, b = {0}, c = {0};
     int merge = opts ? opts->merge : 1;
     ldt_redist_search search = opts ? opts->search : LDT_REDIST_DIJKSTRA;
@@ -1526,9 +1598,9 @@ ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_
     LDT_CHECK(ldt_spec_check(src));
     if (opts && opts->cost) {
         LDT_CHECK(ldt_cost_model_check(opts->cost));
-        cm = *opts->cost;
+        cm = opts->cost;
     } else {
-        LDT_CHECK(ldt_cost_model_default(NULL, src->mesh, &cm, NULL));
+        LDT_CHECK(ldt_cost_model_default(NULL, src->mesh, &dcm, NULL));
     }
     if ((int)search < LDT_REDIST_DIJKSTRA || search > LDT_REDIST_NAIVE)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: invalid search %d, expected dijkstra "
@@ -1560,17 +1632,17 @@ ldt_status ldt__redist_plan_create_memo(const ldt_spec *src, const ldt_mesh *to_
                               "reduce it first, to R or S",
                               i, ldt_reduce_op_name(x->op), ldt_reduce_op_name(y->op));
         }
-        LDT_CHECK_GOTO(plan_one_mesh(src, &p->dst, &cm, merge, search, 0, memo, &a));
+        LDT_CHECK_GOTO(plan_one_mesh(src, &p->dst, cm, merge, search, 0, memo, &a));
     } else {
         /* Reduce on the source mesh, move by intersections, make Partials on the target. */
         ldt_spec xr = *src, yr = p->dst;
         ldt__rstep x;
         replace_partial(&xr);
         replace_partial(&yr);
-        LDT_CHECK_GOTO(plan_one_mesh(src, &xr, &cm, merge, search, 0, NULL, &a));
-        LDT_CHECK_GOTO(price_xmesh(&xr, &yr, &cm, &x));
+        LDT_CHECK_GOTO(plan_one_mesh(src, &xr, cm, merge, search, 0, NULL, &a));
+        LDT_CHECK_GOTO(price_xmesh(&xr, &yr, cm, &x));
         LDT_CHECK_GOTO(route_push(&a, &x));
-        LDT_CHECK_GOTO(plan_one_mesh(&yr, &p->dst, &cm, merge, search, 1, NULL, &b));
+        LDT_CHECK_GOTO(plan_one_mesh(&yr, &p->dst, cm, merge, search, 1, NULL, &b));
         for (int i = 0; i < b.n; i++) LDT_CHECK_GOTO(route_push(&a, &b.s[i]));
     }
     p->nsteps = a.n;
