@@ -282,6 +282,11 @@ static ldt_status enumerate(ldt_plan *p, const ldt_tensor *t, const ldt__opts1 *
 /* The 1-D options of node t. */
 static ldt_status options_of(ldt_plan *p, const ldt_tensor *t, ldt__opts1 *o) {
     memset(o, 0, sizeof *o);
+    if (t->kind != LDT__PERSISTENT && t->nin > LDT__SMAX_IN)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "plan: node %lld (%s) has %d inputs, expected at most %d (join them in steps: "
+                 "a cat of cats)",
+                 (long long)t->id, ldt__op_name(p->ctx, t->op), t->nin, LDT__SMAX_IN);
     o->t = t;
     o->nin = t->kind == LDT__PERSISTENT ? 0 : t->nin;
     o->iks = p->iks;

@@ -284,3 +284,38 @@ Test(plan, bad_input_is_reported) {
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
 }
+
+/* A node with more inputs than the planner's strategies take (17 joined by one cat) is
+ * refused with a message, not planned past the end of its input arrays. */
+Test(plan, a_node_with_too_many_inputs_is_refused) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_plan *plan = NULL;
+    ldt_tensor *xs[17], *y;
+    char name[8];
+    cr_assert_eq(ldt_mesh_parse("2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    for (int i = 0; i < 17; i++) {
+        snprintf(name, sizeof name, "x%d", i);
+        xs[i] = pc_input(ctx, name, (ldt_shape){1, {2}}, LDT_F32, 0);
+    }
+    y = ldt_cat(xs, 17, 0);
+    cr_assert(y != NULL, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "17 inputs") && strstr(ldt_last_error(), "at most 16"), "%s",
+              ldt_last_error());
+    /* 16 still plan */
+    ldt_ctx_destroy(ctx);
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    for (int i = 0; i < 16; i++) {
+        snprintf(name, sizeof name, "x%d", i);
+        xs[i] = pc_input(ctx, name, (ldt_shape){1, {2}}, LDT_F32, 0);
+    }
+    cr_assert(ldt_cat(xs, 16, 0) != NULL);
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+    ldt_plan_destroy(plan);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
