@@ -278,7 +278,10 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
                     if (p->ops[y->in + k] == x->out) need[i] = j;
             }
             order[ne++] = i;
-        } else if (zero && zero_member(p, x)) {
+        } else if (zero && zero_member(p, x) && lastw[p->ops[x->in]] >= 0 &&
+                   p->ins[lastw[p->ops[x->in]]].kind != LDT__I_LOAD) {
+            /* (not a value loaded from outside the arena, such as a parameter itself: the
+             * bucket's grouped side is laid out in the arena) */
             /* ready: its input's last write; needed: where its output is read or written, or
              * (after it) its input overwritten */
             int32_t src = p->ops[x->in];

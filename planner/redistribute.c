@@ -1414,13 +1414,14 @@ static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, co
         free(k);
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     }
+    /* a 0-D tensor has no dims to bound: every piece is [0, 1) (blo and bhi hold nothing) */
     for (int a = 0; a < N; a++) {
-        k[a].lo = blo[(size_t)a * ndim + ix->d];
+        k[a].lo = ndim ? blo[(size_t)a * ndim + ix->d] : 0;
         k[a].pos = a;
     }
     qsort(k, (size_t)N, sizeof *k, xkey_cmp);
     for (int i = 0; i < N; i++) {
-        int64_t hi = bhi[(size_t)k[i].pos * ndim + ix->d];
+        int64_t hi = ndim ? bhi[(size_t)k[i].pos * ndim + ix->d] : 1;
         ix->by_lo[i] = k[i].pos;
         ix->lo[i] = k[i].lo;
         ix->max_hi[i] = i && ix->max_hi[i - 1] > hi ? ix->max_hi[i - 1] : hi;
@@ -1505,7 +1506,8 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
             add += (rem % sz) * pa.mstride[i];
             rem /= sz;
         }
-        bound_of(&ry, ix.d, &tlo, &thi);
+        if (nt) bound_of(&ry, ix.d, &tlo, &thi);
+        else tlo = 0, thi = 1; /* a 0-D tensor: as xindex_build bounds it */
         /* the last source starting before the target ends, then back while any can reach it */
         {
             int l = 0, h = nreps;
