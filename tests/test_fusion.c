@@ -215,3 +215,43 @@ Test(fusion, sync_grads_refuses_a_dim_off_the_mesh) {
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
 }
+
+/* Two gathers side by side, of a parameter and of a value computed from it (what fusion may
+ * bucket into one all_gather): both outputs equal the parameter, on every replay. A bucket
+ * takes only values made in the arena, never the parameter's own memory. */
+Test(fusion, gathers_of_a_parameter_and_a_value_are_exact) {
+    static const char *const from[] = {"S0,R", "S0,S1", "R,S1"};
+    for (int c = 0; c < 3; c++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_ctx_options co = {0};
+        ldt_exec *ex;
+        ldt_shape sh = {2, {8, 5}};
+        ldt_placement a[2], r[2] = {ldt_replicate(), ldt_replicate()};
+        int na;
+        float src[40], got[40];
+        ldt_tensor *x, *ys[2];
+        for (int i = 0; i < 40; i++) src[i] = (float)((i * 7) % 23) - 11.0f;
+        cr_assert_eq(ldt_mesh_parse("2x2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+        co.mesh = mesh;
+        cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+        cr_assert_eq(ldt_placements_parse(from[c], 2, a, 2, &na), LDT_OK);
+        x = ldt_param(ctx, "x", &sh, LDT_F32);
+        cr_assert_eq(ldt_param_set(x, src, sizeof src), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_pin(x, a, na), LDT_OK);
+        ys[0] = ldt_redistribute_to(x, r, 2);
+        ys[1] = ldt_redistribute_to(ldt_mul_scalar(x, 1.0), r, 2);
+        cr_assert_eq(ldt_compile(ctx, ys, 2, NULL, &ex), LDT_OK, "%s", ldt_last_error());
+        for (int rep = 0; rep < 2; rep++) {
+            cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+            for (int o = 0; o < 2; o++) {
+                cr_assert_eq(ldt_exec_read(ex, o, got, sizeof got), LDT_OK, "%s", ldt_last_error());
+                for (int i = 0; i < 40; i++)
+                    cr_assert_eq(got[i], src[i], "%s -> R,R, replay %d, output %d [%d]: %g, expected %g", from[c],
+                                 rep, o, i, got[i], src[i]);
+            }
+        }
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+}
