@@ -160,6 +160,7 @@ struct ldt__cuda_exec {
     cublasHandle_t blas;
     const ldt__cublas_api *blas_api; /* loaded at the first bind (exec/cuda_libs.h) */
     void *workspace;
+    void *kscratch;  /* the kernels' scratch (ldt__cuda_env.scratch), step stream only */
     char *arena;
     void **val;      /* per value: its device buffer */
     uint8_t *own;    /* per value: val[v] is its own allocation (a persistent shard) */
@@ -321,6 +322,8 @@ static ldt_status enqueue_comm(ldt__cuda_exec *x, cstep *c) {
     ldt_status st = LDT_OK;
     ldt__cuda_env env = x->env;
     env.stream = x->cstream;
+    env.scratch = NULL; /* the step stream's: a kernel here could run beside one there */
+    env.scratch_bytes = 0;
     LDT_CHECK(comm_fork(x));
     if (c->kind == STEP_COLL && c->group) {
         LDT_CHECK(pack_bucket(x, c, 0));
@@ -792,6 +795,7 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
     CU_TRY(cudaMalloc(&x->workspace, LDT__CUDA_WORKSPACE));
     BLAS_TRY("cublasSetWorkspace",
              x->blas_api->set_workspace(x->blas, x->workspace, LDT__CUDA_WORKSPACE));
+    CU_TRY(cudaMalloc(&x->kscratch, LDT__CUDA_KSCRATCH));
     CU_TRY(cudaMalloc((void **)&x->derr, sizeof(int)));
     CU_TRY(cudaMallocHost((void **)&x->derr_host, sizeof(int)));
     CU_TRY(cudaMalloc((void **)&x->rng, 3 * sizeof(uint64_t)));
@@ -801,6 +805,8 @@ ldt_status ldt__cuda_exec_create_step(const ldt__program *p, const ldt__cuda_ste
     x->env.blas_api = x->blas_api;
     x->env.err = x->derr;
     x->env.rng_delta = x->rng;
+    x->env.scratch = x->kscratch;
+    x->env.scratch_bytes = LDT__CUDA_KSCRATCH;
     st = bind(x, outs, nouts);
     if (s->boot && s->nranks > 1) { /* every rank bound, or none goes on */
         int32_t ok = st == LDT_OK, all = 0;
@@ -979,6 +985,7 @@ void ldt__cuda_exec_destroy(ldt__cuda_exec *x) {
     cudaFree(x->rng);
     if (x->blas) x->blas_api->destroy(x->blas);
     cudaFree(x->workspace);
+    cudaFree(x->kscratch);
     if (x->stream) cudaStreamDestroy(x->stream);
     cudaGetLastError(); /* leave no sticky error from teardown behind */
     if (x->have_mem) ldt__mem_plan_free(&x->mem);

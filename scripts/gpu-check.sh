@@ -11,13 +11,17 @@
 # Without a GPU it says so and exits 0. Exit status: 0 when every check passed, 1 otherwise.
 # Usage: scripts/gpu-check.sh   (BUILD=dir to build elsewhere; STEPS=n for another length;
 # LDT_GPU_CHECK_CUDA=EMU with a stand-in nvidia-smi on PATH runs the script itself on the
-# CUDA emulator, which is how it is tested without a GPU)
+# CUDA emulator, which is how it is tested without a GPU; LDT_GPU_CHECK_PREBUILT=1 skips the
+# set-up and the build and checks the build already in BUILD, e.g. one made elsewhere by
+# scripts/gpu-bundle.sh for a GPU machine that cannot install packages; LDT_GPU_CHECK_LIMIT=S
+# bounds each step after the build to S seconds (default 900), so a hang fails that check only)
 set -u
 cd "$(dirname "$0")/.."
 root=$(pwd)
 BUILD=${BUILD:-build-gpu}
 OUT=${LDT_GPU_CHECK_OUT:-$BUILD/gpu-check}
 STEPS=${STEPS:-50}
+LIMIT=${LDT_GPU_CHECK_LIMIT:-900}
 CUDA_MODE=${LDT_GPU_CHECK_CUDA:-ON}
 export NVIDIA_TF32_OVERRIDE=0 OPENBLAS_NUM_THREADS=1
 
@@ -49,12 +53,20 @@ record() {
     printf '%-28s %-4s %5ss  %s\n' "$1" "$res" "$3" "$5"
 }
 
-echo "gpu-check: $ngpu GPU(s): $gpus; building Release with CUDA in $BUILD (log: $log)"
 t0=$(now)
 ok=1
-{ ./scripts/deps.sh && cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLDT_CUDA="$CUDA_MODE" &&
-  cmake --build "$BUILD" -j "$(nproc)"; } >>"$log" 2>&1 || ok=0
-record build "$ok" $(($(now) - t0)) "" "Release, LDT_CUDA=$CUDA_MODE"
+if [ "${LDT_GPU_CHECK_PREBUILT:-0}" = 1 ]; then
+    echo "gpu-check: $ngpu GPU(s): $gpus; checking the build already in $BUILD (log: $log)"
+    for f in ldt ldt-bench CTestTestfile.cmake; do
+        [ -e "$BUILD/$f" ] || { echo "gpu-check: $BUILD/$f is missing (LDT_GPU_CHECK_PREBUILT=1 wants a build there)" >>"$log"; ok=0; }
+    done
+    record build "$ok" $(($(now) - t0)) "\"prebuilt\":true" "prebuilt, $BUILD"
+else
+    echo "gpu-check: $ngpu GPU(s): $gpus; building Release with CUDA in $BUILD (log: $log)"
+    { ./scripts/deps.sh && cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLDT_CUDA="$CUDA_MODE" &&
+      cmake --build "$BUILD" -j "$(nproc)"; } >>"$log" 2>&1 || ok=0
+    record build "$ok" $(($(now) - t0)) "" "Release, LDT_CUDA=$CUDA_MODE"
+fi
 if [ "$ok" -eq 0 ]; then
     echo "gpu-check: the build failed; its tail:"
     tail -n 30 "$log"
@@ -63,7 +75,8 @@ fi
 if [ "$ok" -eq 1 ]; then
     # 2. the GPU suite
     t0=$(now)
-    (cd "$BUILD" && ctest -L gpu --output-on-failure) >"$OUT/ctest.txt" 2>&1 && ok=1 || ok=0
+    (cd "$BUILD" && ctest -L gpu --output-on-failure --stop-time "$(date -d "+$LIMIT sec" +%H:%M:%S)") \
+        >"$OUT/ctest.txt" 2>&1 && ok=1 || ok=0
     summary=$(grep -E 'tests passed|tests failed' "$OUT/ctest.txt" | tail -n 1)
     nfail=$(grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception' "$OUT/ctest.txt" || true)
     nskip=$(grep -c 'Skipped' "$OUT/ctest.txt" || true)
@@ -73,7 +86,7 @@ if [ "$ok" -eq 1 ]; then
 
     # 3. the replay benchmark
     t0=$(now)
-    "$BUILD/ldt-bench" gpu_replay --json >"$OUT/gpu_replay.json" 2>>"$log" && ok=1 || ok=0
+    timeout "$LIMIT" "$BUILD/ldt-bench" gpu_replay --json >"$OUT/gpu_replay.json" 2>>"$log" && ok=1 || ok=0
     rep=$(sed -n 's/.*"name":"replay_us_per_step","value":\([^,]*\),.*/\1/p' "$OUT/gpu_replay.json")
     eag=$(sed -n 's/.*"name":"eager_us_per_step","value":\([^,]*\),.*/\1/p' "$OUT/gpu_replay.json")
     [ -n "$rep" ] || ok=0
@@ -95,11 +108,11 @@ if [ "$ok" -eq 1 ]; then
         shift 4
         t0=$(now)
         args="train --mesh $mesh --steps $STEPS --dtype $dt --json"
-        "$BUILD/ldt" $args >"$OUT/$name.cpu.json" 2>>"$log"
+        timeout "$LIMIT" "$BUILD/ldt" $args >"$OUT/$name.cpu.json" 2>>"$log"
         if [ $# -gt 0 ]; then
-            "$@" "$root/$BUILD/ldt" $args --backend nccl --device cuda >"$OUT/$name.gpu.json" 2>>"$log"
+            timeout "$LIMIT" "$@" "$root/$BUILD/ldt" $args --backend nccl --device cuda >"$OUT/$name.gpu.json" 2>>"$log"
         else
-            "$BUILD/ldt" $args --device cuda >"$OUT/$name.gpu.json" 2>>"$log"
+            timeout "$LIMIT" "$BUILD/ldt" $args --device cuda >"$OUT/$name.gpu.json" 2>>"$log"
         fi
         set -- $(compare "$OUT/$name.cpu.json" "$OUT/$name.gpu.json" "$tol")
         first=$(losses "$OUT/$name.gpu.json" | head -n 1)

@@ -654,6 +654,8 @@ static void check_op(const ldt__kcall *c, double rtol, double atol, const char *
     env.blas = (struct cublasContext *)g_blas;
     env.blas_api = g_blas_api;
     env.err = derr;
+    cr_assert_eq(cudaMalloc(&env.scratch, LDT__CUDA_KSCRATCH), cudaSuccess); /* as the backend's */
+    env.scratch_bytes = LDT__CUDA_KSCRATCH;
     cr_assert_eq(cuda_fn(c->op)(&g, &env), LDT_OK, "%s: cuda: %s", what, ldt_last_error());
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess, "%s", what);
     cr_assert_eq(cudaMemcpy(gpu, dout, ob, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -678,6 +680,7 @@ static void check_op(const ldt__kcall *c, double rtol, double atol, const char *
     for (int k = 0; k < c->nin; k++) cudaFree(din[k].data);
     cudaFree(dout);
     cudaFree(derr);
+    cudaFree(env.scratch);
     free(cpu);
     free(gpu);
 }
@@ -1182,13 +1185,18 @@ static void run_case(int op, int nin, const ldt_shape *sh, const ldt_dtype *dt,
 }
 
 Test(cuda_ops, reductions_match_cpu) {
-    /* shape, mask; the last two are long reductions over few outputs (a block per output) */
+    /* shape, mask; the last four are long reductions over few outputs (a block per output,
+     * or several: the split reductions) */
     struct { ldt_shape s; uint64_t mask; int block; } cases[] = {
         {ldt_test_shape(2, 7, 5), 0x1, 0},        {ldt_test_shape(2, 7, 5), 0x2, 0},
         {ldt_test_shape(3, 3, 4, 5), 0x5, 0},     {ldt_test_shape(3, 3, 4, 5), 0x7, 0},
         {ldt_test_shape(2, 300, 257), 0x1, 0},    {ldt_test_shape(2, 0, 5), 0x1, 0},
         {ldt_test_shape(0), 0x0, 0},              {ldt_test_shape(3, 2, 1, 3000), 0x4, 1},
         {ldt_test_shape(2, 300, 257), 0x3, 1},
+        /* 40001 of each of 3 outputs: split over 2 blocks each, the parts joined after */
+        {ldt_test_shape(2, 3, 40001), 0x2, 1},
+        /* 70 outputs of 2100: each split into 2 chunks, a thread each, joined after */
+        {ldt_test_shape(2, 2100, 70), 0x1, 1},
     };
     char what[160];
     uint64_t rng = 21;
@@ -1320,10 +1328,12 @@ Test(cuda_ops, softmax_norms_and_cross_entropy_match_cpu) {
                                  ldt__builtin_op_name(op), k, hw, hb);
                         run_case(op, nin, sh, tt, &s3, t, &a, 0, 0, 0, what, &rng);
                     }
-        /* cross_entropy: targets of both dtypes, some rows ignored, and all rows ignored */
+        /* cross_entropy: targets of both dtypes, some rows ignored, and all rows ignored; 1100
+         * rows: more than the kernel's blocks, so a block takes several rows */
         for (int ig = 0; ig < 3; ig++) {
             ldt_dtype tdt = ig == 1 ? LDT_I32 : LDT_I64;
-            ldt_shape xs = ldt_test_shape(2, 300, 33), ts = ldt_test_shape(1, 300), sc = {0, {0}};
+            int rows = ig == 0 ? 1100 : 300;
+            ldt_shape xs = ldt_test_shape(2, rows, 33), ts = ldt_test_shape(1, rows), sc = {0, {0}};
             ldt__operand in[2];
             ldt__kcall c;
             memset(&c, 0, sizeof c);
@@ -1332,7 +1342,7 @@ Test(cuda_ops, softmax_norms_and_cross_entropy_match_cpu) {
             in[0] = (ldt__operand){malloc(nbytes_of(&xs, t)), xs, t};
             in[1] = (ldt__operand){malloc(nbytes_of(&ts, tdt)), ts, tdt};
             fill_values(in[0].data, t, numel_of(&xs), &rng, 0, 0);
-            for (int r = 0; r < 300; r++) {
+            for (int r = 0; r < rows; r++) {
                 int64_t k = ig == 2 ? 5 : (r % 7 == 3 ? -100 : ldt_test_range(&rng, 0, 32));
                 if (tdt == LDT_I32) ((int32_t *)in[1].data)[r] = (int32_t)k;
                 else ((int64_t *)in[1].data)[r] = k;
@@ -1635,6 +1645,8 @@ Test(cuda_ops, attention_matches_cpu) {
          ldt_test_shape(2, 5, 3)}, /* E = 0: uniform weights */
         {ldt_test_shape(2, 5, 4), ldt_test_shape(2, 0, 4), ldt_test_shape(2, 0, 3),
          ldt_test_shape(2, 5, 3)}, /* no keys: zeros */
+        {ldt_test_shape(2, 3, 4), ldt_test_shape(2, 2100, 4), ldt_test_shape(2, 2100, 2),
+         ldt_test_shape(2, 3, 2)}, /* more keys than the scores kept in shared memory */
     };
     char what[200];
     uint64_t rng = 51;

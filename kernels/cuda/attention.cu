@@ -1,9 +1,10 @@
 // CUDA kernel of scaled_dot_product_attention (kernels/cpu/attention.c): softmax(q k^T * scale,
 // causal mask) v, with dropout on the weights by the shared Philox stream.
 //
-// Correct first: one thread block per (batch, query row), no score buffer (launchers never
-// allocate): the row's scores are recomputed in each of three passes over its visible keys,
-// a chunk of AT_THREADS keys at a time. The CPU's math in its order where it has one: scores
+// One thread block per (batch, query row). Up to AT_SMAX keys the row's scores live in shared
+// memory (k_sdpa_cached); past it there is no score buffer (launchers never allocate) and the
+// scores are recomputed in each of three passes over the visible keys, a chunk of AT_THREADS
+// keys at a time (k_sdpa). The CPU's math in its order where it has one: scores
 // as a dot product in the compute type (f32 for f32 and the halves, f64 for f64) times
 // scale; the row max (NaN if any is NaN); exp in the compute type and the sum in double,
 // key by key in order (one thread adds a chunk's terms); each weight (double)e / sum rounded
@@ -114,6 +115,87 @@ __global__ void k_sdpa(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int64_t Ev,
     }
 }
 
+// The same attention with the row's scores kept in shared memory (Lk <= AT_SMAX keys, E <=
+// AT_EMAX): each score computed once, from q's row in shared memory; then the exponentials
+// in place, their sum in double by one thread in key order, the weights in place, and each
+// output column by one thread in key order. The same values as k_sdpa's passes, but each
+// score's s - M is one rounding (k_sdpa's recomputation may contract it into an FMA).
+#define AT_SMAX 2048
+#define AT_EMAX 256
+template <typename D>
+__global__ void k_sdpa_cached(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int64_t Ev, int causal,
+                              double scale, double p, double keep, uint64_t seed, uint64_t offset,
+                              const uint64_t *delta, ldt__at_batches bt, int sharded,
+                              const typename ldt__el<D>::S *q, const typename ldt__el<D>::S *k,
+                              const typename ldt__el<D>::S *v, typename ldt__el<D>::S *out) {
+    typedef ldt__el<D> El;
+    typedef typename El::C T;
+    __shared__ T qs[AT_EMAX];
+    __shared__ T sj[AT_SMAX];
+    __shared__ T w[AT_THREADS];
+    __shared__ T mx;
+    __shared__ double sum;
+    const int tid = threadIdx.x;
+    const T sc = (T)scale, kp = (T)keep;
+    if (delta) offset += *delta; // this step's place on the stream
+    for (int64_t row = blockIdx.x; row < B * Lq; row += gridDim.x) {
+        const int64_t b = row / Lq, i = row - b * Lq, n = ldt__at_keys(causal, Lk, i);
+        const typename El::S *qi = q + row * E, *kb = k + b * Lk * E, *vb = v + b * Lk * Ev;
+        typename El::S *o = out + row * Ev;
+        if (n == 0) {
+            for (int64_t e = tid; e < Ev; e += AT_THREADS) o[e] = El::store((T)0);
+            continue;
+        }
+        for (int64_t e = tid; e < E; e += AT_THREADS) qs[e] = El::load(qi[e]);
+        __syncthreads();
+        T m = -INFINITY;
+        for (int64_t j = tid; j < n; j += AT_THREADS) {
+            T acc = 0;
+            for (int64_t e = 0; e < E; e++) acc += qs[e] * El::load(kb[j * E + e]);
+            T s = acc * sc;
+            sj[j] = s;
+            if (s > m || isnan(s)) m = isnan(m) ? m : s;
+        }
+        w[tid] = m;
+        __syncthreads();
+        if (tid == 0) {
+            T M = -INFINITY;
+            for (int t = 0; t < AT_THREADS; t++)
+                if (w[t] > M || isnan(w[t])) {
+                    M = w[t];
+                    if (isnan(M)) break;
+                }
+            mx = M;
+        }
+        __syncthreads();
+        const T M = mx;
+        for (int64_t j = tid; j < n; j += AT_THREADS) sj[j] = at_exp(sj[j] - M);
+        __syncthreads();
+        if (tid == 0) {
+            double s = 0.0;
+            for (int64_t j = 0; j < n; j++) s += (double)sj[j];
+            sum = s;
+        }
+        __syncthreads();
+        const double S = sum;
+        for (int64_t j = tid; j < n; j += AT_THREADS) {
+            T wj = (T)((double)sj[j] / S);
+            if (p > 0.0) {
+                int64_t g = ((sharded ? ldt__at_global_batch(&bt, b) : b) * Lq + i) * Lk;
+                wj = ldt__rand_bernoulli(seed, offset, g + j, p) ? (T)0 : wj * kp;
+            }
+            sj[j] = wj;
+        }
+        __syncthreads();
+        for (int64_t c = tid; c < Ev; c += AT_THREADS) {
+            T acc = 0;
+            for (int64_t j = 0; j < n; j++) acc += sj[j] * El::load(vb[j * Ev + c]);
+            o[c] = El::store(acc);
+        }
+        __syncthreads(); // qs and sj are the next row's
+    }
+}
+
 // ---- launchers -------------------------------------------------------------------------
 struct launch_sdpa {
     template <typename D>
@@ -123,10 +205,16 @@ struct launch_sdpa {
             typedef typename ldt__el<D>::S S;
             int64_t rows = p.B * p.Lq;
             unsigned grid = (unsigned)(rows < 65536 ? rows : 65536);
-            LDT__CUDA_LAUNCH(k_sdpa<D>, grid, AT_THREADS, 0, LDT__CUDA_STREAM(env))(
-                p.B, p.Lq, p.Lk, p.E, p.Ev, p.causal, p.scale, p.p, p.keep, p.seed, p.offset,
-                env ? env->rng_delta : NULL, bt, sharded, (const S *)c->in[0].data,
-                (const S *)c->in[1].data, (const S *)c->in[2].data, (S *)c->out.data);
+            if (p.Lk <= AT_SMAX && p.E <= AT_EMAX)
+                LDT__CUDA_LAUNCH(k_sdpa_cached<D>, grid, AT_THREADS, 0, LDT__CUDA_STREAM(env))(
+                    p.B, p.Lq, p.Lk, p.E, p.Ev, p.causal, p.scale, p.p, p.keep, p.seed, p.offset,
+                    env ? env->rng_delta : NULL, bt, sharded, (const S *)c->in[0].data,
+                    (const S *)c->in[1].data, (const S *)c->in[2].data, (S *)c->out.data);
+            else
+                LDT__CUDA_LAUNCH(k_sdpa<D>, grid, AT_THREADS, 0, LDT__CUDA_STREAM(env))(
+                    p.B, p.Lq, p.Lk, p.E, p.Ev, p.causal, p.scale, p.p, p.keep, p.seed, p.offset,
+                    env ? env->rng_delta : NULL, bt, sharded, (const S *)c->in[0].data,
+                    (const S *)c->in[1].data, (const S *)c->in[2].data, (S *)c->out.data);
         }
     }
 };

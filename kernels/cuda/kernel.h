@@ -48,7 +48,14 @@ typedef struct ldt__cuda_env {
      * place on the random stream, which a captured step reads at each replay and the backend
      * advances in the graph, so replays draw anew without re-capture; NULL: 0 */
     const uint64_t *rng_delta;
+    /* device scratch for a kernel's partial results (cross_entropy's blocks), shared by the
+     * step's kernels, which run one after another on `stream`; NULL: none (one block) */
+    void *scratch;
+    size_t scratch_bytes;
 } ldt__cuda_env;
+
+/* The scratch a backend gives its kernels (ldt__cuda_env.scratch). */
+#define LDT__CUDA_KSCRATCH ((size_t)4 << 20)
 
 typedef ldt_status (*ldt__cuda_kernel_fn)(const ldt__kcall *c, const ldt__cuda_env *env);
 

@@ -17,7 +17,6 @@
 #include "kernels/common/philox.h"
 #include "kernels/cuda/common.cuh"
 
-#define NN_CE_BLOCK 256 // threads of the cross-entropy kernel (a power of two)
 
 __device__ __forceinline__ float nn_exp(float v) { return expf(v); }
 __device__ __forceinline__ double nn_exp(double v) { return exp(v); }
@@ -58,6 +57,56 @@ template <typename D> __device__ double nn_param(const void *p, int64_t j, doubl
     return p ? (double)ldt__el<D>::load(((const typename ldt__el<D>::S *)p)[j]) : absent;
 }
 
+// ---- block-wide row reductions ------------------------------------------------------------
+// A long row is read by a whole block (NN_ROW_BLOCK threads, thread t taking j = t, t + 256,
+// ... in order), and the threads' parts are joined in a fixed tree: the same bits at every
+// replay, and a few ulps from the CPU's left-to-right sum (docs/gpu.md).
+#define NN_ROW_BLOCK 256 // a power of two
+#define NN_CE_MAX_BLOCKS 1024 // cross_entropy's blocks when the env has a scratch (2 doubles each)
+
+struct nn_max_op { // NaN wins, as nn_row_max
+    template <typename C> __device__ C operator()(C a, C b) const {
+        return isnan(a) ? a : isnan(b) ? b : (b > a ? b : a);
+    }
+};
+struct nn_add_op {
+    __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+// Every thread's v joined by op in a fixed tree; every thread gets the result. sh holds
+// NN_ROW_BLOCK values; it may be reused at once (the last barrier is passed).
+template <typename T, typename Op> __device__ T nn_block_join(T v, T *sh, Op op) {
+    const int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int w = NN_ROW_BLOCK / 2; w > 0; w >>= 1) {
+        if (t < w) sh[t] = op(sh[t], sh[t + w]);
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// The max of a contiguous row, by the block: NaN if any is NaN, -inf when empty.
+template <typename D>
+__device__ typename ldt__el<D>::C nn_block_row_max(const typename ldt__el<D>::S *x, int64_t n,
+                                                   typename ldt__el<D>::C *sh) {
+    typedef typename ldt__el<D>::C C;
+    C m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += NN_ROW_BLOCK) m = nn_max_op()(m, ldt__el<D>::load(x[j]));
+    return nn_block_join(m, sh, nn_max_op());
+}
+
+// sum_j exp(x_j - m) of a contiguous row in double, by the block.
+template <typename D>
+__device__ double nn_block_sum_exp(const typename ldt__el<D>::S *x, int64_t n,
+                                   typename ldt__el<D>::C m, double *sh) {
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < n; j += NN_ROW_BLOCK) s += nn_exp(ldt__el<D>::load(x[j]) - m);
+    return nn_block_join(s, sh, nn_add_op());
+}
+
 // ---- kernels ---------------------------------------------------------------------------
 // softmax, log_softmax along dim: x is [outer, n, inner], row r = (o, i) starts at
 // o * n * inner + i with its elements inner apart.
@@ -80,6 +129,31 @@ __global__ void k_softmax(int64_t rows, int64_t n, int64_t inner, int log_form,
             for (int64_t j = 0; j < n; j++) s += nn_exp(E::load(xr[j * inner]) - m);
             for (int64_t j = 0; j < n; j++)
                 yr[j * inner] = E::store((C)((double)nn_exp(E::load(xr[j * inner]) - m) / s));
+        }
+    }
+}
+
+// softmax, log_softmax of contiguous rows (inner == 1) of n >= NN_ROW_BLOCK: a block per
+// row (a grid-stride loop over rows), the max and the sum of exponentials by the block.
+template <typename D>
+__global__ void k_softmax_rows(int64_t rows, int64_t n, int log_form,
+                               const typename ldt__el<D>::S *x, typename ldt__el<D>::S *y) {
+    typedef ldt__el<D> E;
+    typedef typename E::C C;
+    __shared__ C shm[NN_ROW_BLOCK];
+    __shared__ double shs[NN_ROW_BLOCK];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const typename E::S *xr = x + r * n;
+        typename E::S *yr = y + r * n;
+        C m = nn_block_row_max<D>(xr, n, shm);
+        double s = nn_block_sum_exp<D>(xr, n, m, shs);
+        if (log_form) {
+            double l = log(s);
+            for (int64_t j = threadIdx.x; j < n; j += NN_ROW_BLOCK)
+                yr[j] = E::store((C)(((double)E::load(xr[j]) - (double)m) - l));
+        } else {
+            for (int64_t j = threadIdx.x; j < n; j += NN_ROW_BLOCK)
+                yr[j] = E::store((C)((double)nn_exp(E::load(xr[j]) - m) / s));
         }
     }
 }
@@ -113,39 +187,51 @@ __global__ void k_norm(int64_t rows, int64_t m, int center, double eps,
 // whose target is not `ignore`, NaN when there is none. A target out of range is a data
 // error (the CPU refuses the call): recorded, its row skipped.
 template <typename D, typename T>
-__global__ void k_cross_entropy(int64_t rows, int64_t C, int64_t ignore,
-                                const typename ldt__el<D>::S *x, const T *tg,
+__global__ void k_cross_entropy(int64_t rows, int64_t C, int64_t ignore, int64_t run,
+                                const typename ldt__el<D>::S *x, const T *tg, double *part,
                                 typename ldt__el<D>::S *y, int *err) {
     typedef ldt__el<D> E;
-    __shared__ double tot[NN_CE_BLOCK];
-    __shared__ int64_t used[NN_CE_BLOCK];
-    const int t = threadIdx.x;
-    const int64_t run = (rows + NN_CE_BLOCK - 1) / NN_CE_BLOCK;
-    double s = 0.0;
-    int64_t u = 0;
-    for (int64_t r = t * run; r < rows && r < (t + 1) * run; r++) {
+    __shared__ typename E::C shm[NN_ROW_BLOCK];
+    __shared__ double shs[NN_ROW_BLOCK];
+    const int64_t r0 = (int64_t)blockIdx.x * run, r1 = r0 + run < rows ? r0 + run : rows;
+    double tot = 0.0; // thread 0's: this block's rows in order
+    int64_t used = 0;
+    for (int64_t r = r0; r < r1; r++) {
         int64_t k = (int64_t)tg[r];
         if (k == ignore) continue;
         if (k < 0 || k >= C) {
-            ldt__cuda_derr(err, LDT__CUDA_DERR_TARGET_RANGE);
+            if (threadIdx.x == 0) ldt__cuda_derr(err, LDT__CUDA_DERR_TARGET_RANGE);
             continue;
         }
         const typename E::S *xr = x + r * C;
-        typename E::C m = nn_row_max<D>(xr, C, 1);
-        s += nn_log_sum_exp<D>(xr, C, 1, m) - ((double)E::load(xr[k]) - (double)m);
-        u++;
-    }
-    tot[t] = s;
-    used[t] = u;
-    __syncthreads();
-    for (int w = 1; w < NN_CE_BLOCK; w *= 2) { // a fixed tree: the same sum every replay
-        if (t % (2 * w) == 0) {
-            tot[t] += tot[t + w];
-            used[t] += used[t + w];
+        typename E::C m = nn_block_row_max<D>(xr, C, shm);
+        double s = nn_block_sum_exp<D>(xr, C, m, shs);
+        if (threadIdx.x == 0) {
+            tot += log(s) - ((double)E::load(xr[k]) - (double)m);
+            used++;
         }
-        __syncthreads();
     }
-    if (t == 0) nn_store_once<D>(y, 0, used[0] ? tot[0] / (double)used[0] : (double)NAN);
+    if (threadIdx.x != 0) return;
+    if (part) {
+        part[2 * blockIdx.x] = tot;
+        part[2 * blockIdx.x + 1] = (double)used;
+    } else {
+        nn_store_once<D>(y, 0, used ? tot / (double)used : (double)NAN);
+    }
+}
+
+// The blocks' parts joined in a fixed tree (one block): the mean over the rows used.
+template <typename D>
+__global__ void k_cross_entropy_join(int nb, const double *part, typename ldt__el<D>::S *y) {
+    __shared__ double sh[NN_ROW_BLOCK];
+    double tot = 0.0, used = 0.0;
+    for (int b = threadIdx.x; b < nb; b += NN_ROW_BLOCK) {
+        tot += part[2 * b];
+        used += part[2 * b + 1];
+    }
+    tot = nn_block_join(tot, sh, nn_add_op());
+    used = nn_block_join(used, sh, nn_add_op());
+    if (threadIdx.x == 0) nn_store_once<D>(y, 0, used > 0.0 ? tot / used : (double)NAN);
 }
 
 // dropout: element with global index g is +0 where the stream's bernoulli(p) at g is 1, else
@@ -175,8 +261,12 @@ struct launch_softmax {
                     cudaStream_t s) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
-            LDT__CUDA_LAUNCH(k_softmax<D>, ldt__cuda_blocks(rows), LDT__CUDA_THREADS, 0, s)(
-                rows, n, inner, log_form, (const S *)x, (S *)y);
+            if (inner == 1 && n >= NN_ROW_BLOCK) // long contiguous rows: a block per row
+                LDT__CUDA_LAUNCH(k_softmax_rows<D>, (int)(rows < 65535 ? rows : 65535), NN_ROW_BLOCK, 0, s)(
+                    rows, n, log_form, (const S *)x, (S *)y);
+            else
+                LDT__CUDA_LAUNCH(k_softmax<D>, ldt__cuda_blocks(rows), LDT__CUDA_THREADS, 0, s)(
+                    rows, n, inner, log_form, (const S *)x, (S *)y);
         }
     }
 };
@@ -196,17 +286,26 @@ struct launch_norm {
 struct launch_cross_entropy {
     template <typename D>
     static void run(int64_t rows, int64_t C, int64_t ignore, const void *x, const void *tg,
-                    int tg64, void *y, int *err, cudaStream_t s) {
+                    int tg64, void *y, int *err, void *scratch, size_t scratch_bytes, cudaStream_t s) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
+            // blocks of `run` consecutive rows; with a scratch for their parts, up to
+            // NN_CE_MAX_BLOCKS of them and a join, else one block for all
+            int64_t nb = rows < NN_CE_MAX_BLOCKS ? rows : NN_CE_MAX_BLOCKS;
+            if (nb < 1 || !scratch || scratch_bytes < (size_t)nb * 2 * sizeof(double)) nb = 1;
+            int64_t run = rows > 0 ? (rows + nb - 1) / nb : 0;
+            if (run > 0) nb = (rows + run - 1) / run;
+            double *part = nb > 1 ? (double *)scratch : NULL;
             auto *k64 = k_cross_entropy<D, int64_t>; // a name without a comma, for the macro
             auto *k32 = k_cross_entropy<D, int32_t>;
             if (tg64)
-                LDT__CUDA_LAUNCH(k64, 1, NN_CE_BLOCK, 0, s)(
-                    rows, C, ignore, (const S *)x, (const int64_t *)tg, (S *)y, err);
+                LDT__CUDA_LAUNCH(k64, (int)nb, NN_ROW_BLOCK, 0, s)(
+                    rows, C, ignore, run, (const S *)x, (const int64_t *)tg, part, (S *)y, err);
             else
-                LDT__CUDA_LAUNCH(k32, 1, NN_CE_BLOCK, 0, s)(
-                    rows, C, ignore, (const S *)x, (const int32_t *)tg, (S *)y, err);
+                LDT__CUDA_LAUNCH(k32, (int)nb, NN_ROW_BLOCK, 0, s)(
+                    rows, C, ignore, run, (const S *)x, (const int32_t *)tg, part, (S *)y, err);
+            if (part)
+                LDT__CUDA_LAUNCH(k_cross_entropy_join<D>, 1, NN_ROW_BLOCK, 0, s)((int)nb, part, (S *)y);
         }
     }
 };
@@ -274,7 +373,8 @@ extern "C" ldt_status ldt__cuda_k_nn(const ldt__kcall *c, const ldt__cuda_env *e
         LDT_CHECK(ldt_shape_numel(&c->in[1].shape, &rows));
         LDT__CUDA_DISPATCH(x->dtype, launch_cross_entropy, rows, xs->dims[xs->ndim - 1],
                            c->attrs->i[0], x->data, c->in[1].data, c->in[1].dtype == LDT_I64,
-                           c->out.data, env ? env->err : NULL, s);
+                           c->out.data, env ? env->err : NULL, env ? env->scratch : NULL,
+                           env ? env->scratch_bytes : 0, s);
         break;
     }
     default: return nn_dropout(c, env); // LDT_OP_DROPOUT

@@ -19,6 +19,10 @@
 #include "kernels/cuda/common.cuh"
 
 #define RD_BLOCK 256 // threads of the block-per-output kernel (a power of two)
+#define RD_SPLIT_MIN 16384 // elements a block of the split reduction takes at least
+#define RD_SPLIT_MAX 1024  // blocks per output of the split reduction at most
+#define RD_TSPLIT_MIN 1024 // elements a thread of the split thread-per-output reduction takes at least
+#define RD_TSPLIT_MAX 64   // chunks per output of that reduction at most
 
 // The input as kept groups (their sizes in output order) and reduced groups, each with its
 // input stride; output element o starts at input offset koff(o) and its r-th input (row-major
@@ -193,6 +197,87 @@ template <typename D> __global__ void k_reduce_block(rd_dev g, int op, const voi
     }
 }
 
+// Few, long outputs with a scratch (ldt__cuda_env.scratch): G blocks per output, block c
+// taking the c-th of G contiguous chunks of the reduced elements (each thread a contiguous
+// run of it, joined in the block's fixed tree) into part[o * G + c]; then k_reduce_join
+// joins an output's G parts in a fixed tree. The same bits at every replay.
+template <typename D>
+__global__ void k_reduce_split(rd_dev g, int op, const void *x, typename rd_out<D>::A *part, int64_t G) {
+    typedef typename rd_out<D>::A A;
+    __shared__ A sh[RD_BLOCK];
+    const int t = threadIdx.x;
+    const int64_t chunk = (g.count + G - 1) / G;
+    for (int64_t bi = blockIdx.x; bi < g.out_n * G; bi += gridDim.x) {
+        const int64_t o = bi / G, c = bi - o * G;
+        const int64_t c0 = c * chunk < g.count ? c * chunk : g.count;
+        const int64_t c1 = c0 + chunk < g.count ? c0 + chunk : g.count;
+        const int64_t run = (c1 - c0 + RD_BLOCK - 1) / RD_BLOCK;
+        A a;
+        a.init(op);
+        int64_t r0 = c0 + t * run, r1 = r0 + run < c1 ? r0 + run : c1;
+        rd_run<D>(g, op, x, rd_koff(g, o), r0, r1, a);
+        sh[t] = a;
+        __syncthreads();
+        for (int w = 1; w < RD_BLOCK; w *= 2) {
+            if (t % (2 * w) == 0) sh[t].join(op, sh[t + w]);
+            __syncthreads();
+        }
+        if (t == 0) part[bi] = sh[0];
+        __syncthreads();
+    }
+}
+
+template <typename D>
+__global__ void k_reduce_join(rd_dev g, int op, const typename rd_out<D>::A *part, int64_t G, void *y) {
+    typedef typename rd_out<D>::A A;
+    __shared__ A sh[RD_BLOCK];
+    const int t = threadIdx.x;
+    for (int64_t o = blockIdx.x; o < g.out_n; o += gridDim.x) {
+        A a;
+        a.init(op);
+        for (int64_t c = t; c < G; c += RD_BLOCK) a.join(op, part[o * G + c]);
+        sh[t] = a;
+        __syncthreads();
+        for (int w = 1; w < RD_BLOCK; w *= 2) {
+            if (t % (2 * w) == 0) sh[t].join(op, sh[t + w]);
+            __syncthreads();
+        }
+        if (t == 0) rd_out<D>::store(y, o, op, sh[0], g.count);
+        __syncthreads();
+    }
+}
+
+// Many outputs, each long, too few to fill the GPU a thread each: G chunks of the reduced
+// elements per output, thread (c, o) reducing chunk c of output o into part[c * out_n + o]
+// (adjacent threads, adjacent outputs); then a thread per output joins its G parts in order.
+template <typename D>
+__global__ void k_reduce_thread_split(rd_dev g, int op, const void *x, typename rd_out<D>::A *part,
+                                      int64_t G) {
+    typedef typename rd_out<D>::A A;
+    const int64_t chunk = (g.count + G - 1) / G;
+    LDT__CUDA_FOR(i, g.out_n * G) {
+        const int64_t c = i / g.out_n, o = i - c * g.out_n;
+        const int64_t r0 = c * chunk < g.count ? c * chunk : g.count;
+        const int64_t r1 = r0 + chunk < g.count ? r0 + chunk : g.count;
+        A a;
+        a.init(op);
+        rd_run<D>(g, op, x, rd_koff(g, o), r0, r1, a);
+        part[i] = a;
+    }
+}
+
+template <typename D>
+__global__ void k_reduce_thread_join(rd_dev g, int op, const typename rd_out<D>::A *part, int64_t G,
+                                     void *y) {
+    typedef typename rd_out<D>::A A;
+    LDT__CUDA_FOR(o, g.out_n) {
+        A a;
+        a.init(op);
+        for (int64_t c = 0; c < G; c++) a.join(op, part[c * g.out_n + o]);
+        rd_out<D>::store(y, o, op, a, g.count);
+    }
+}
+
 // The identity of an empty reduction: 0 for sums, NaN for mean (0/0, as torch).
 template <typename D> __global__ void k_reduce_empty(int64_t n, int op, void *y) {
     LDT__CUDA_FOR(i, n) {
@@ -205,9 +290,35 @@ template <typename D> __global__ void k_reduce_empty(int64_t n, int op, void *y)
 // ---- launchers -------------------------------------------------------------------------
 struct launch_reduce {
     template <typename D>
-    static void run(const rd_dev &g, int op, const void *x, void *y, cudaStream_t s) {
+    static void run(const rd_dev &g, int op, const void *x, void *y, void *scratch,
+                    size_t scratch_bytes, cudaStream_t s) {
+        typedef typename rd_out<D>::A A;
         if (g.count == 0) {
             LDT__CUDA_LAUNCH(k_reduce_empty<D>, ldt__cuda_blocks(g.out_n), LDT__CUDA_THREADS, 0, s)(g.out_n, op, y);
+            return;
+        }
+        // Few outputs, each very long: several blocks per output (RD_SPLIT_MIN elements or
+        // more each), as many as the scratch holds parts for, at most RD_SPLIT_MAX.
+        int64_t G = g.count / RD_SPLIT_MIN, cap = scratch ? (int64_t)(scratch_bytes / sizeof(A)) / g.out_n : 0;
+        if (G > cap) G = cap;
+        if (G > RD_SPLIT_MAX) G = RD_SPLIT_MAX;
+        if (g.out_n < 64 && G >= 2) {
+            A *part = (A *)scratch;
+            int64_t nb = g.out_n * G;
+            LDT__CUDA_LAUNCH(k_reduce_split<D>, (unsigned)(nb < 65536 ? nb : 65536), RD_BLOCK, 0, s)(g, op, x, part, G);
+            LDT__CUDA_LAUNCH(k_reduce_join<D>, (unsigned)g.out_n, RD_BLOCK, 0, s)(g, op, part, G, y);
+            return;
+        }
+        // Outputs too few to fill the GPU a thread each, each long: split into G chunks.
+        int64_t Gt = g.count / RD_TSPLIT_MIN, capt = scratch ? (int64_t)(scratch_bytes / sizeof(A)) / g.out_n : 0;
+        if (Gt > capt) Gt = capt;
+        if (Gt > RD_TSPLIT_MAX) Gt = RD_TSPLIT_MAX;
+        if (g.out_n >= 64 && g.out_n < 32768 && Gt >= 2) {
+            A *part = (A *)scratch;
+            LDT__CUDA_LAUNCH(k_reduce_thread_split<D>, ldt__cuda_blocks(g.out_n * Gt), LDT__CUDA_THREADS, 0, s)(
+                g, op, x, part, Gt);
+            LDT__CUDA_LAUNCH(k_reduce_thread_join<D>, ldt__cuda_blocks(g.out_n), LDT__CUDA_THREADS, 0, s)(
+                g, op, part, Gt, y);
             return;
         }
         // A block per output when the outputs alone cannot fill the GPU and each is long.
@@ -251,7 +362,7 @@ extern "C" ldt_status ldt__cuda_k_reduce(const ldt__kcall *c, const ldt__cuda_en
         }
     }
     LDT__CUDA_DISPATCH(c->in[0].dtype, launch_reduce, g, op, c->in[0].data, c->out.data,
-                       LDT__CUDA_STREAM(env));
+                       env ? env->scratch : NULL, env ? env->scratch_bytes : 0, LDT__CUDA_STREAM(env));
     LDT__CUDA_LAUNCHED(name);
     return LDT_OK;
 }
