@@ -342,6 +342,7 @@ static ldt_status class_totals(ldt_plan *plan, rank_totals *out) {
     plan->cls_rank = plan->cls_same = NULL;
     plan->cls_arena = NULL;
     plan->ncls = 0;
+    memset(&plan->step, 0, sizeof plan->step);
     LDT_CHECK(ldt_plan_rank_classes(plan, NULL, NULL, 0, &nc));
     plan->cls_rank = malloc((size_t)nc * sizeof *plan->cls_rank);
     plan->cls_same = malloc((size_t)nc * sizeof *plan->cls_same);
@@ -378,7 +379,7 @@ static ldt_status class_totals(ldt_plan *plan, rank_totals *out) {
         if (j == i) {
             /* its arena too, while it is lowered: ldt_plan_arena_bytes need not lower again */
             program_totals(plan, p, &tt[i]);
-            if ((st = program_arena(p, &plan->cls_arena[i])) != LDT_OK) {
+            if ((st = ldt__plan_step_fold(plan, p)) != LDT_OK || (st = program_arena(p, &plan->cls_arena[i])) != LDT_OK) {
                 drop_program(own);
                 goto fail;
             }
