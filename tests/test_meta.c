@@ -628,3 +628,41 @@ Test(meta, cli_plan_memory_budget) {
     cr_assert(strstr(out, "expected f32 or bf16"), "%s", out);
     free(out);
 }
+
+/* ldt_plan_step_get: what the forward keeps for the rest is the boundary's value and nothing
+ * the rest does not read; a boundary outside the plan's trace is refused. */
+Test(meta, plan_step_saved_bytes_and_refusals) {
+    ldt_mesh *mesh, *m2;
+    ldt_ctx *ctx = meta_ctx("2", &mesh), *other = meta_ctx("2", &m2);
+    ldt_shape s = {2, {8, 4}};
+    ldt_tensor *a = ldt_input(ctx, "a", &s, LDT_F32), *b = ldt_input(ctx, "b", &s, LDT_F32), *y, *z;
+    ldt_tensor *foreign = ldt_input(other, "f", &s, LDT_F32);
+    ldt_plan *plan;
+    ldt_plan_options po = {0};
+    ldt_plan_step *ps = malloc(sizeof *ps);
+    ldt_placement pl[1];
+    int64_t local = 8 * 4 * 4;
+    cr_assert(a && b && foreign && ps);
+    y = ldt_add(a, b);
+    z = ldt_mul(y, y);
+    cr_assert(z != NULL);
+    cr_assert_eq(ldt_plan_create(ctx, &po, &plan), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_placements(plan, y, pl, 1), LDT_OK);
+    if (pl[0].kind == LDT_PLACE_SHARD) local /= 2;
+    cr_assert_eq(ldt_plan_step_get(plan, y, ps), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ps->saved_bytes, local, "y's shard (%lld bytes), not the inputs: %lld", (long long)local,
+                 (long long)ps->saved_bytes);
+    cr_assert_gt(ps->modeled_step_seconds, 0);
+    cr_assert_eq(ldt_plan_step_get(plan, NULL, ps), LDT_OK);
+    cr_assert_eq(ps->saved_bytes, 0, "no boundary, nothing measured");
+    cr_assert_eq(ldt_plan_step_get(plan, foreign, ps), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "not a node of the planned trace"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_step_get(NULL, y, ps), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_plan_step_get(plan, y, NULL), LDT_ERR_INVALID_ARGUMENT);
+    free(ps);
+    ldt_plan_destroy(plan);
+    ldt_ctx_destroy(ctx);
+    ldt_ctx_destroy(other);
+    ldt_mesh_destroy(mesh);
+    ldt_mesh_destroy(m2);
+}
