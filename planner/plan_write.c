@@ -742,8 +742,8 @@ ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out) {
     ldt__program *own = NULL;
     ldt_status st = LDT_OK;
     if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan arena: NULL argument");
-    if (rank >= 0 && rank < p->nprograms && p->programs[rank]) return program_arena(p->programs[rank], out);
-    /* a class representative's, found once per distinct program (see class_totals) */
+    /* a class representative's, found once per distinct program (see class_totals), even
+     * where the rank's program is lowered too: a huge program's memory plan takes seconds */
     for (int i = 0; p->have_totals && i < p->ncls; i++) {
         int j;
         if (p->cls_rank[i] != rank) continue;
@@ -757,6 +757,7 @@ ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out) {
         *out = p->cls_arena[j];
         return LDT_OK;
     }
+    if (rank >= 0 && rank < p->nprograms && p->programs[rank]) return program_arena(p->programs[rank], out);
     if (!(prog = ldt__plan_program(p, rank, &st))) return st;
     return program_arena(prog, out);
 }
