@@ -1,7 +1,7 @@
 /* Sharding schemes for the model builders, set as pins on parameters and inputs (public API
  * only). "megatron": tensor parallel on the mesh dim named "tp" (else the last, unless a dim
  * is named "dp": then none), the batch on the dim named "dp" (else, on a 2-D+ mesh, the first
- * that is not tp); the planner derives the rest. */
+ * that is not tp), every other parameter Replicate; the planner derives the rest. */
 #include <string.h>
 
 #include "models/model.h"
@@ -60,7 +60,11 @@ ldt_status ldt_model_pin(ldt_model *m, const char *scheme) {
             else pinned = 0;
         }
 #undef ENDS
-        if (pinned && pin_one(m->params[i], nd, tp, p, -1) != LDT_OK) return ldt__model_fail(m);
+        /* the rest (biases of row-parallel linears, norms, positions) is replicated, as in
+         * Megatron: a plan may not shard a parameter's update over dp behind its back (a
+         * forward all_gather on dp), and the memory per rank has a closed form */
+        if (!pinned) p = R;
+        if (pin_one(m->params[i], nd, tp, p, -1) != LDT_OK) return ldt__model_fail(m);
     }
     return LDT_OK;
 }

@@ -107,6 +107,34 @@ static void sort_spans(span *a, int32_t n) {
     }
 }
 
+/* The same for many spans, by offset in ALIGN units, least significant RADIX_BITS digit
+ * first (stable passes; passes whose digit is the same everywhere are skipped); tmp holds n
+ * spans. The long-lived values of a huge program overlap thousands of others each. */
+#define RADIX_BITS 11
+static void sort_spans_radix(span *a, span *tmp, int32_t n) {
+    int64_t hi = 0;
+    uint32_t count[1u << RADIX_BITS];
+    span *src = a, *dst = tmp;
+    for (int32_t i = 0; i < n; i++)
+        if (a[i].off > hi) hi = a[i].off;
+    hi /= ALIGN;
+    for (int shift = 0; shift < 63 && (hi >> shift) != 0; shift += RADIX_BITS) {
+        uint32_t sum = 0, mask = (1u << RADIX_BITS) - 1;
+        span *t;
+        memset(count, 0, sizeof count);
+        for (int32_t i = 0; i < n; i++) count[(uint32_t)((src[i].off / ALIGN) >> shift) & mask]++;
+        if (count[(uint32_t)((src[0].off / ALIGN) >> shift) & mask] == (uint32_t)n) continue;
+        for (uint32_t d = 0; d <= mask; d++) {
+            uint32_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (int32_t i = 0; i < n; i++) dst[count[(uint32_t)((src[i].off / ALIGN) >> shift) & mask]++] = src[i];
+        t = src, src = dst, dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
 /* Placed items of a span of time, in offset order. */
 typedef struct tbucket {
     int32_t *v;
@@ -138,7 +166,7 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
                             ldt__mem_plan *out) {
     int64_t *first = NULL, *last = NULL, *delta = NULL, live = 0;
     item *it = NULL;
-    span *sp = NULL;
+    span *sp = NULL, *sp2 = NULL;
     int32_t n = 0, *seen = NULL, *gitem = NULL;
     int64_t nb = 0, bsize = 1, lsize[MAX_LEVELS], lnb[MAX_LEVELS], lbase[MAX_LEVELS];
     int nlev = 1;
@@ -151,8 +179,9 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
     last = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *last);
     it = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *it);
     sp = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *sp);
+    sp2 = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *sp2);
     delta = calloc((size_t)p->nins + 2, sizeof *delta);
-    if (!out->offset || !first || !last || !it || !sp || !delta)
+    if (!out->offset || !first || !last || !it || !sp || !sp2 || !delta)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory for %d values", p->nvals);
     LDT_CHECK_GOTO(ldt__liveness(p, keep, first, last));
     /* a fusion bucket is one item: its values back to back, lifetime the union of theirs */
@@ -248,7 +277,8 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
                             sp[ns++].end = it[o].off + it[o].size;
                         }
                     }
-            sort_spans(sp, ns);
+            if (ns > 512) sort_spans_radix(sp, sp2, ns);
+            else sort_spans(sp, ns);
         }
         for (int32_t s = 0; s < ns; s++) {
             int64_t gap = sp[s].off - prev_end;
@@ -295,6 +325,7 @@ fail:
     free(last);
     free(it);
     free(sp);
+    free(sp2);
     for (int64_t b = 0; bucket && b < nball; b++) free(bucket[b].v);
     free(bucket);
     free(seen);

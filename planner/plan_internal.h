@@ -94,7 +94,14 @@ struct ldt_plan {
     int ncls;
     int *cls_rank, *cls_same;
     int64_t *cls_arena;
+    /* with the totals: the step's figures (plan_step.c), the maximum over ranks, and the
+     * forward's last node they measured saved bytes at, plus one (0: none) */
+    ldt_plan_step step;
+    int64_t step_boundary;
 };
+
+/* Folds program prog's step figures (ldt_plan_step) into p->step, each the maximum. */
+ldt_status ldt__plan_step_fold(ldt_plan *p, const ldt__program *prog);
 
 /* Placement list id -> its nd placements. */
 static inline const ldt_placement *ldt__plist(const ldt_plan *p, int id) {

@@ -342,6 +342,7 @@ static ldt_status class_totals(ldt_plan *plan, rank_totals *out) {
     plan->cls_rank = plan->cls_same = NULL;
     plan->cls_arena = NULL;
     plan->ncls = 0;
+    memset(&plan->step, 0, sizeof plan->step);
     LDT_CHECK(ldt_plan_rank_classes(plan, NULL, NULL, 0, &nc));
     plan->cls_rank = malloc((size_t)nc * sizeof *plan->cls_rank);
     plan->cls_same = malloc((size_t)nc * sizeof *plan->cls_same);
@@ -378,7 +379,7 @@ static ldt_status class_totals(ldt_plan *plan, rank_totals *out) {
         if (j == i) {
             /* its arena too, while it is lowered: ldt_plan_arena_bytes need not lower again */
             program_totals(plan, p, &tt[i]);
-            if ((st = program_arena(p, &plan->cls_arena[i])) != LDT_OK) {
+            if ((st = ldt__plan_step_fold(plan, p)) != LDT_OK || (st = program_arena(p, &plan->cls_arena[i])) != LDT_OK) {
                 drop_program(own);
                 goto fail;
             }
@@ -741,8 +742,8 @@ ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out) {
     ldt__program *own = NULL;
     ldt_status st = LDT_OK;
     if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan arena: NULL argument");
-    if (rank >= 0 && rank < p->nprograms && p->programs[rank]) return program_arena(p->programs[rank], out);
-    /* a class representative's, found once per distinct program (see class_totals) */
+    /* a class representative's, found once per distinct program (see class_totals), even
+     * where the rank's program is lowered too: a huge program's memory plan takes seconds */
     for (int i = 0; p->have_totals && i < p->ncls; i++) {
         int j;
         if (p->cls_rank[i] != rank) continue;
@@ -756,6 +757,7 @@ ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out) {
         *out = p->cls_arena[j];
         return LDT_OK;
     }
+    if (rank >= 0 && rank < p->nprograms && p->programs[rank]) return program_arena(p->programs[rank], out);
     if (!(prog = ldt__plan_program(p, rank, &st))) return st;
     return program_arena(prog, out);
 }

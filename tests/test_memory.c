@@ -106,3 +106,48 @@ Test(memory, chain_reuses_two_buffers) {
     ldt__mem_plan_free(&m);
     ldt__program_free(&p);
 }
+
+/* Long-lived values that each overlap more than 512 placed ones (the spans are sorted by
+ * radix there): a chain whose every value is kept to the end packs without a gap, so the
+ * arena is the sum of the aligned sizes (small values: two radix passes; huge ones: three);
+ * with half of them short-lived, no two live values share a byte. */
+Test(memory, many_long_lived_values) {
+    for (int mix = 0; mix < 3; mix++) {
+        uint64_t st = 977u + (uint64_t)mix;
+        int nv = 1500;
+        ldt__program p;
+        ldt__lower L = {&p, NULL};
+        ldt__mem_plan m;
+        uint8_t *keep = calloc((size_t)nv, 1);
+        int64_t *first = malloc((size_t)nv * sizeof *first), *last = malloc((size_t)nv * sizeof *last), sum = 0;
+        cr_assert(keep && first && last);
+        memset(&p, 0, sizeof p);
+        for (int v = 0; v < nv; v++) {
+            int32_t in = v - 1;
+            ldt_shape s = {1, {ldt_test_range(&st, 1, 300) * (mix == 2 ? 1000003 : 1)}};
+            cr_assert_eq(ldt__lower_value(&L, &s, LDT_F32, -1), v);
+            cr_assert_eq(ldt__lower_kernel(&L, v, LDT_OP_ADD, NULL, v ? 1 : 0, &in, v, NULL, NULL), LDT_OK);
+            keep[v] = mix != 1 || ldt_test_range(&st, 0, 1) == 0;
+            if (keep[v]) sum += (4 * s.dims[0] + 63) / 64 * 64;
+        }
+        cr_assert_eq(ldt__memory_plan(&p, NULL, keep, &m), LDT_OK, "%s", ldt_last_error());
+        for (int v = 0; v < nv; v++) {
+            first[v] = v;
+            last[v] = keep[v] ? p.nins : v + 1 < nv ? v + 1 : v;
+        }
+        if (mix != 1) cr_assert_eq(m.arena_bytes, sum, "all live at the end: %lld, not the sum %lld",
+                                   (long long)m.arena_bytes, (long long)sum);
+        for (int a = 0; a < nv; a++)
+            for (int b = a + 1; b < nv; b++) {
+                int64_t sa = 4 * p.vals[a].shape.dims[0], sb = 4 * p.vals[b].shape.dims[0];
+                if (first[a] > last[b] || first[b] > last[a]) continue;
+                cr_assert(m.offset[a] + sa <= m.offset[b] || m.offset[b] + sb <= m.offset[a],
+                          "mix %d: v%d and v%d are live together and overlap", mix, a, b);
+            }
+        ldt__mem_plan_free(&m);
+        ldt__program_free(&p);
+        free(keep);
+        free(first);
+        free(last);
+    }
+}

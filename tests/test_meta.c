@@ -349,6 +349,7 @@ Test(meta, materialize_bad_input) {
 /* ---------------------------------------------------------------------------------------
  * ldt meta-init.
  */
+#include <stdlib.h>
 #include <cjson/cJSON.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -514,4 +515,154 @@ Test(meta, cli_meta_init_save_loads_as_one_device) {
     cr_assert(strstr(out, "listed in manifest.json") && !strstr(out, "not part of"), "%s", out);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     cr_assert_eq(system(args), 0);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * ldt plan --train --meta: memory per rank against its closed form, traffic by mesh dim, the
+ * memory budget.
+ */
+
+/* The GPT parameter elements one rank holds under Megatron pins at tensor-parallel degree t
+ * (sizes divisible by t): wte vocab parallel, the q/k/v and c_fc weights and biases column
+ * parallel, the two c_proj weights row parallel, the rest (wpe, norms, c_proj biases) whole.
+ * Per layer 12 H^2 + 13 H elements, of which 12 H^2 + 7 H split t ways. */
+static int64_t gpt_rank_elems(int64_t L, int64_t H, int64_t V, int64_t S, int64_t t) {
+    return V * H / t + S * H + L * ((12 * H * H + 7 * H) / t + 6 * H) + 2 * H;
+}
+
+static cJSON *plan_json(const char *args, char *out, size_t cap) {
+    cJSON *j;
+    cr_assert_eq(run(args, out, cap, 0), 0, "ldt %s failed", args);
+    j = cJSON_Parse(out);
+    cr_assert(j != NULL, "ldt %s: %.300s", args, out);
+    return j;
+}
+
+Test(meta, cli_plan_train_memory_is_the_closed_form) {
+    static const struct {
+        const char *args;
+        int64_t L, H, V, S, t, es;
+    } cases[] = {
+        {"--layers 2 --hidden 64 --heads 4 --vocab 128 --seq 16 --batch 4 --mesh tp=4", 2, 64, 128, 16, 4, 4},
+        {"--layers 1 --hidden 32 --heads 2 --vocab 96 --seq 8 --batch 2 --mesh dp=2,tp=2 --dtype bf16", 1, 32, 96, 8, 2, 2},
+        {"--layers 3 --hidden 48 --heads 4 --vocab 64 --seq 8 --batch 2 --mesh dp=2,tp=2", 3, 48, 64, 8, 2, 4},
+        {"--layers 2 --hidden 32 --heads 4 --vocab 64 --seq 8 --batch 4 --mesh dp=4 --dtype bf16", 2, 32, 64, 8, 1, 2},
+    };
+    size_t cap = (size_t)16 << 20;
+    char *out = malloc(cap), args[512];
+    cr_assert(out);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *j, *mpr, *tot, *by, *d, *c;
+        int64_t e = gpt_rank_elems(cases[i].L, cases[i].H, cases[i].V, cases[i].S, cases[i].t), sum = 0;
+        snprintf(args, sizeof args, "plan --model gpt --train --meta --json %s", cases[i].args);
+        j = plan_json(args, out, cap);
+        mpr = cJSON_GetObjectItem(j, "memory_per_rank");
+        tot = cJSON_GetObjectItem(j, "totals");
+        cr_assert(cJSON_IsObject(mpr) && cJSON_IsObject(tot), "%s", args);
+        cr_assert_eq((int64_t)jnum(mpr, "params"), e * cases[i].es, "%s: params %lld, closed form %lld elements",
+                     args, (long long)jnum(mpr, "params"), (long long)e);
+        cr_assert_eq((int64_t)jnum(mpr, "grads"), e * cases[i].es, "%s", args);
+        /* AdamW's m and v in f32; bf16 parameters keep an f32 master too */
+        cr_assert_eq((int64_t)jnum(mpr, "optimizer"), e * (cases[i].es == 2 ? 12 : 8), "%s", args);
+        /* the ranks are alike: the busiest rank's sum is the sum of the busiest figures */
+        cr_assert_eq(jnum(mpr, "peak"),
+                     jnum(mpr, "params") + jnum(mpr, "grads") + jnum(mpr, "optimizer") + jnum(mpr, "activations_peak"));
+        /* what the forward keeps for the backward is in the arena at once */
+        cr_assert_gt(jnum(mpr, "activations_saved"), 0, "%s", args);
+        cr_assert_leq(jnum(mpr, "activations_saved"), jnum(mpr, "activations_peak"), "%s", args);
+        /* traffic by mesh dims adds up to the plan's total (counted by another path) */
+        by = cJSON_GetObjectItem(j, "comm_bytes_per_rank_by_dim");
+        cr_assert(cJSON_IsObject(by), "%s", args);
+        cr_assert(cJSON_IsObject(cJSON_GetObjectItem(by, cases[i].t > 1 ? "tp" : "dp")), "%s", args);
+        cJSON_ArrayForEach(d, by) cJSON_ArrayForEach(c, d) sum += (int64_t)c->valuedouble;
+        cr_assert_eq(sum, (int64_t)jnum(tot, "comm_bytes_per_rank"), "%s: %lld by dim, %lld in total", args,
+                     (long long)sum, (long long)jnum(tot, "comm_bytes_per_rank"));
+        if (cases[i].t > 1) cr_assert_gt(jnum(cJSON_GetObjectItem(by, "tp"), "all_reduce"), 0, "%s", args);
+        /* the step is its communication and its compute */
+        cr_assert_gt(jnum(j, "modeled_step_seconds"), jnum(tot, "modeled_comm_seconds"), "%s", args);
+        cr_assert_eq(jnum(j, "plan_seconds"), jnum(tot, "plan_seconds"));
+        cJSON_Delete(j);
+    }
+    free(out);
+}
+
+Test(meta, cli_plan_memory_budget) {
+    size_t cap = (size_t)16 << 20;
+    char *out = malloc(cap), args[512];
+    const char *base = "plan --model gpt --train --meta --json --layers 1 --hidden 32 --heads 2 --vocab 64 "
+                       "--seq 8 --batch 2 --mesh tp=2";
+    cJSON *j, *mpr;
+    int64_t peak, part[4];
+    const char *names[4] = {"params", "grads", "optimizer", "activations_peak"};
+    int most = 0;
+    cr_assert(out);
+    j = plan_json(base, out, cap);
+    mpr = cJSON_GetObjectItem(j, "memory_per_rank");
+    peak = (int64_t)jnum(mpr, "peak");
+    for (int k = 0; k < 4; k++) {
+        part[k] = (int64_t)jnum(mpr, names[k]);
+        if (part[k] > part[most]) most = k;
+    }
+    cJSON_Delete(j);
+    /* a budget of exactly the peak holds it, and the JSON names the largest part */
+    snprintf(args, sizeof args, "%s --memory-budget %lld", base, (long long)peak);
+    j = plan_json(args, out, cap);
+    cr_assert_eq((int64_t)jnum(j, "memory_budget"), peak);
+    cr_assert_str_eq(cJSON_GetObjectItem(j, "memory_binding")->valuestring, names[most]);
+    cJSON_Delete(j);
+    /* a byte less is refused, naming the peak, the budget and the parts */
+    snprintf(args, sizeof args, "%s --memory-budget %lld", base, (long long)peak - 1);
+    cr_assert_eq(run_cli(args, out, cap), 1, "%s", out);
+    snprintf(args, sizeof args, "peak memory per rank, %lld bytes", (long long)peak);
+    cr_assert(strstr(out, args), "%s", out);
+    snprintf(args, sizeof args, "exceeds --memory-budget %lld bytes", (long long)peak - 1);
+    cr_assert(strstr(out, args), "%s", out);
+    snprintf(args, sizeof args, "largest first: %s %lld", names[most], (long long)part[most]);
+    cr_assert(strstr(out, args), "%s", out);
+    cr_assert(strchr(out, '{') == NULL, "nothing printed for a refused plan: %s", out);
+    /* bad values */
+    cr_assert_eq(run_cli("plan --model gpt --meta --memory-budget 0", out, cap), 2);
+    cr_assert(strstr(out, "--memory-budget"), "%s", out);
+    cr_assert_eq(run_cli("plan --model gpt --meta --memory-budget 1.5e9", out, cap), 2);
+    cr_assert_eq(run_cli("plan --model gpt --meta --dtype f16", out, cap), 2);
+    cr_assert(strstr(out, "expected f32 or bf16"), "%s", out);
+    free(out);
+}
+
+/* ldt_plan_step_get: what the forward keeps for the rest is the boundary's value and nothing
+ * the rest does not read; a boundary outside the plan's trace is refused. */
+Test(meta, plan_step_saved_bytes_and_refusals) {
+    ldt_mesh *mesh, *m2;
+    ldt_ctx *ctx = meta_ctx("2", &mesh), *other = meta_ctx("2", &m2);
+    ldt_shape s = {2, {8, 4}};
+    ldt_tensor *a = ldt_input(ctx, "a", &s, LDT_F32), *b = ldt_input(ctx, "b", &s, LDT_F32), *y, *z;
+    ldt_tensor *foreign = ldt_input(other, "f", &s, LDT_F32);
+    ldt_plan *plan;
+    ldt_plan_options po = {0};
+    ldt_plan_step *ps = malloc(sizeof *ps);
+    ldt_placement pl[1];
+    int64_t local = 8 * 4 * 4;
+    cr_assert(a && b && foreign && ps);
+    y = ldt_add(a, b);
+    z = ldt_mul(y, y);
+    cr_assert(z != NULL);
+    cr_assert_eq(ldt_plan_create(ctx, &po, &plan), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_placements(plan, y, pl, 1), LDT_OK);
+    if (pl[0].kind == LDT_PLACE_SHARD) local /= 2;
+    cr_assert_eq(ldt_plan_step_get(plan, y, ps), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ps->saved_bytes, local, "y's shard (%lld bytes), not the inputs: %lld", (long long)local,
+                 (long long)ps->saved_bytes);
+    cr_assert_gt(ps->modeled_step_seconds, 0);
+    cr_assert_eq(ldt_plan_step_get(plan, NULL, ps), LDT_OK);
+    cr_assert_eq(ps->saved_bytes, 0, "no boundary, nothing measured");
+    cr_assert_eq(ldt_plan_step_get(plan, foreign, ps), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "not a node of the planned trace"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_step_get(NULL, y, ps), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_plan_step_get(plan, y, NULL), LDT_ERR_INVALID_ARGUMENT);
+    free(ps);
+    ldt_plan_destroy(plan);
+    ldt_ctx_destroy(ctx);
+    ldt_ctx_destroy(other);
+    ldt_mesh_destroy(mesh);
+    ldt_mesh_destroy(m2);
 }

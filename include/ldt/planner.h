@@ -414,6 +414,24 @@ LDT_API ldt_status ldt_plan_arena_bytes(ldt_plan *p, int rank, int64_t *out);
  * number of classes (call with cap 0 to learn it). Per-rank maxima need only these ranks, and
  * sums over ranks weigh each by its count: a mesh of millions of ranks has a few dozen. */
 LDT_API ldt_status ldt_plan_rank_classes(ldt_plan *p, int *ranks, int64_t *counts, int cap, int *n);
+/* What one step of the plan costs its busiest rank, from the lowered programs (one per class
+ * of ranks, as the totals; each figure the maximum over ranks). */
+#define LDT_PLAN_DIM_SETS (1 << LDT_MAX_DIMS)
+typedef struct ldt_plan_step {
+    /* the modeled time of a rank's program: each kernel by the profile's roofline, each
+     * collective and redistribution by the cost model, all in series (no overlap) */
+    double modeled_step_seconds;
+    /* the bytes of arena values (not parameters or optimizer states) that the forward (the
+     * trace up to the boundary node) writes and a later instruction reads: what the step
+     * keeps for its backward; 0 without a boundary */
+    int64_t saved_bytes;
+    /* per-rank traffic (bytes_per_rank summed) by the set of mesh dims a collective spans
+     * (bit d: mesh dim d) and collective (LDT_COLL_ALL_REDUCE ... LDT_COLL_SEND_RECV) */
+    int64_t comm_bytes[LDT_PLAN_DIM_SETS][LDT_COLL_COUNT];
+} ldt_plan_step;
+/* The figures above for plan p; boundary (may be NULL) is the last node of the forward (the
+ * loss of a training step) that saved_bytes is measured at. */
+LDT_API ldt_status ldt_plan_step_get(ldt_plan *p, const ldt_tensor *boundary, ldt_plan_step *out);
 
 /* The JSON of `ldt plan --json`: {"nodes":[...],"totals":{...}}. */
 LDT_API ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f);

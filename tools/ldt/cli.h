@@ -88,10 +88,13 @@ int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_mode
 
 /* memory_per_rank (docs/cli.md), bytes, each figure its busiest rank's: params (the model's
  * parameter shards under the plan), grads (one per parameter element, in its dtype), optimizer
- * (AdamW: two f32 states per parameter element), activations_peak (ldt_plan_arena_bytes: the
- * planned program's transient values), peak (the four summed on one rank, the largest). */
+ * (AdamW: two states per parameter element, f32 for bf16/f16 parameters with an f32 master
+ * beside them: 12 bytes an element; else in the parameter's dtype), activations_peak
+ * (ldt_plan_arena_bytes: the planned program's transient values), peak (the four summed on one
+ * rank, the largest); activations_saved (-1: not measured) is set by the caller
+ * (ldt_plan_step.saved_bytes). */
 typedef struct cli_memory {
-    int64_t params, grads, optimizer, activations_peak, peak;
+    int64_t params, grads, optimizer, activations_peak, peak, activations_saved;
     double params_all_ranks; /* every rank's parameter shards together (not in the JSON) */
 } cli_memory;
 /* Returns LDT_OK or the library's error (its message set). */

@@ -159,18 +159,25 @@ int cli_model_sizes(const char *cmd, const cli_flag *flags, int nflags, ldt_mode
     return 0;
 }
 
+/* The optimizer's bytes per element of a parameter of dtype dt: AdamW's two states, f32 for a
+ * half parameter (with its f32 master as a third), else in the parameter's dtype. */
+static int64_t optimizer_bytes_per_elem(ldt_dtype dt) {
+    return dt == LDT_F16 || dt == LDT_BF16 ? 12 : 2 * (int64_t)ldt_dtype_size(dt);
+}
+
 ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mesh, cli_memory *out) {
     /* one rank per class of ranks alike: a huge meta mesh costs what a few ranks do */
     int nr = 0, np = ldt_model_nparams(m), *ranks = NULL;
-    int64_t *bytes = NULL, *elems = NULL, *counts = NULL;
+    int64_t *bytes = NULL, *opt = NULL, *counts = NULL;
     ldt_status st = ldt_plan_rank_classes(plan, NULL, NULL, 0, &nr);
     memset(out, 0, sizeof *out);
+    out->activations_saved = -1;
     if (st != LDT_OK) return st;
     bytes = calloc((size_t)nr, sizeof *bytes);
-    elems = calloc((size_t)nr, sizeof *elems);
+    opt = calloc((size_t)nr, sizeof *opt);
     counts = calloc((size_t)nr, sizeof *counts);
     ranks = calloc((size_t)nr, sizeof *ranks);
-    if (!bytes || !elems || !counts || !ranks) {
+    if (!bytes || !opt || !counts || !ranks) {
         st = ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "memory per rank: out of memory");
         goto done;
     }
@@ -189,22 +196,22 @@ ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mes
             ldt_region reg;
             if ((st = ldt_layout(&spec, ranks[r], &reg)) != LDT_OK) break;
             bytes[r] += reg.numel * (int64_t)ldt_dtype_size(dt);
-            elems[r] += reg.numel;
+            opt[r] += reg.numel * optimizer_bytes_per_elem(dt);
         }
     }
     for (int r = 0; r < nr && st == LDT_OK; r++) {
         int64_t arena, peak;
         if ((st = ldt_plan_arena_bytes(plan, ranks[r], &arena)) != LDT_OK) break;
-        peak = 2 * bytes[r] + 8 * elems[r] + arena;
+        peak = 2 * bytes[r] + opt[r] + arena;
         out->params_all_ranks += (double)bytes[r] * (double)counts[r];
         if (bytes[r] > out->params) out->params = out->grads = bytes[r];
-        if (8 * elems[r] > out->optimizer) out->optimizer = 8 * elems[r];
+        if (opt[r] > out->optimizer) out->optimizer = opt[r];
         if (arena > out->activations_peak) out->activations_peak = arena;
         if (peak > out->peak) out->peak = peak;
     }
 done:
     free(bytes);
-    free(elems);
+    free(opt);
     free(counts);
     free(ranks);
     return st;
@@ -212,9 +219,11 @@ done:
 
 void cli_memory_json(FILE *f, const cli_memory *m) {
     fprintf(f, "\"memory_per_rank\":{\"params\":%lld,\"grads\":%lld,\"optimizer\":%lld,"
-               "\"activations_peak\":%lld,\"peak\":%lld}",
+               "\"activations_peak\":%lld,\"peak\":%lld",
             (long long)m->params, (long long)m->grads, (long long)m->optimizer, (long long)m->activations_peak,
             (long long)m->peak);
+    if (m->activations_saved >= 0) fprintf(f, ",\"activations_saved\":%lld", (long long)m->activations_saved);
+    fputc('}', f);
 }
 
 void cli_config_json(FILE *f, const char *kind, const ldt_model_config *c, const char *pins,

@@ -8,7 +8,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 19
+#define NFLAGS 21
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -25,6 +25,9 @@ static cli_flag *flag_table(void) {
         {"train", 0, "plan the whole training step: forward, backward and an AdamW update", NULL},
         {"rank", 1, "with --program: only this rank", NULL},
         {"meta", 0, "plan on a meta mesh (no data; what huge models use)", NULL},
+        {"dtype", 1, "f32 or bf16: bf16 parameters, activations and gradients with f32 master weights "
+                     "and Adam states (default f32)", NULL},
+        {"memory-budget", 1, "bytes per rank: refuse a plan whose peak memory exceeds it", NULL},
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -192,6 +195,47 @@ done:
     return rc;
 }
 
+/* "comm_bytes_per_rank_by_dim":{"<dim>":{"<collective>":bytes}}: every mesh dim (its name,
+ * or its index unnamed) with its traffic by collective, then each set of several dims a
+ * collective spans ("dp+tp"), where there is traffic. */
+static void comm_by_dim_json(const ldt_plan_step *ps, const ldt_mesh *mesh) {
+    int nd = ldt_mesh_ndim(mesh), first = 1;
+    printf("\"comm_bytes_per_rank_by_dim\":{");
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned set = 1; set < (1u << nd); set++) {
+            int multi = (set & (set - 1)) != 0, any = 0, sep = 0;
+            if (multi != pass) continue;
+            for (int c = 0; c < LDT_COLL_COUNT; c++) any |= ps->comm_bytes[set][c] != 0;
+            if (multi && !any) continue;
+            printf("%s\"", first ? "" : ",");
+            first = 0;
+            for (int d = 0; d < nd; d++) {
+                const char *nm = ldt_mesh_dim_name(mesh, d);
+                if (!(set & (1u << d))) continue;
+                if (sep++) putchar('+');
+                if (nm) printf("%s", nm);
+                else printf("%d", d);
+            }
+            printf("\":{");
+            for (int c = 0, k = 0; c < LDT_COLL_COUNT; c++)
+                if (ps->comm_bytes[set][c])
+                    printf("%s\"%s\":%lld", k++ ? "," : "", ldt_collective_name((ldt_collective)c),
+                           (long long)ps->comm_bytes[set][c]);
+            putchar('}');
+        }
+    putchar('}');
+}
+
+/* The part of the memory per rank that takes the most: what binds first under a budget. */
+static const char *memory_binding(const cli_memory *m) {
+    const char *name = "params";
+    int64_t most = m->params;
+    if (m->grads > most) name = "grads", most = m->grads;
+    if (m->optimizer > most) name = "optimizer", most = m->optimizer;
+    if (m->activations_peak > most) name = "activations_peak";
+    return name;
+}
+
 /* The rest of a training step after the forward: gradients of every parameter and an AdamW
  * update (assigned in place), as ldt train records it. */
 static ldt_status train_step(ldt_model *m, ldt_tensor *loss) {
@@ -229,6 +273,9 @@ int cmd_plan(int argc, char **argv) {
     ldt_ctx_options co = {0};
     ldt_model_config cfg;
     cli_memory mpr;
+    ldt_plan_step *ps = NULL;
+    ldt_tensor *loss = NULL;
+    int64_t budget = 0;
     char *json = NULL;
     const char *kind, *pins;
     int rc = 1;
@@ -236,7 +283,8 @@ int cmd_plan(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt plan --model mlp|gpt [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
-               "                [--profile P] [--json] [--dot FILE] [--program [--rank R]] [--train]\n\n"
+               "                [--profile P] [--json] [--dot FILE] [--program [--rank R]] [--train]\n"
+               "                [--meta] [--dtype f32|bf16] [--memory-budget BYTES]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
                "whole graph under the cost model (pins honoured), and prints every op with its\n"
                "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
@@ -251,6 +299,14 @@ int cmd_plan(int argc, char **argv) {
     }
     cfg = ldt_model_config_default(kind);
     if (cli_model_sizes("plan", f, NFLAGS, &cfg)) return 2;
+    if (cli_has(f, NFLAGS, "dtype") &&
+        (ldt_dtype_parse(cli_get(f, NFLAGS, "dtype"), &cfg.dtype) != LDT_OK ||
+         (cfg.dtype != LDT_F32 && cfg.dtype != LDT_BF16))) {
+        ldt_clear_error();
+        fprintf(stderr, "ldt plan: --dtype %s, expected f32 or bf16\n", cli_get(f, NFLAGS, "dtype"));
+        return 2;
+    }
+    if (cli_int("plan", f, NFLAGS, "memory-budget", 0, 1, &budget)) return 2;
     pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
     po.strict = cli_has(f, NFLAGS, "strict");
     po.search = cli_has(f, NFLAGS, "greedy") ? LDT_PLAN_GREEDY : LDT_PLAN_GLOBAL;
@@ -263,15 +319,43 @@ int cmd_plan(int argc, char **argv) {
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_pin(model, pins) != LDT_OK)
         goto fail;
-    {
-        ldt_tensor *loss = ldt_model_forward(model);
-        if (!loss) {
-            ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
+    if (!(loss = ldt_model_forward(model))) {
+        ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
+        goto fail;
+    }
+    if (cli_has(f, NFLAGS, "train") && train_step(model, loss) != LDT_OK) goto fail;
+    if (ldt_plan_create(ctx, &po, &plan) != LDT_OK) goto fail;
+    if (cli_has(f, NFLAGS, "json") || budget > 0) {
+        /* memory per rank (the saved activations of a training step), the step's figures, and
+         * the budget's verdict before anything is printed */
+        if (!(ps = malloc(sizeof *ps))) {
+            ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
             goto fail;
         }
-        if (cli_has(f, NFLAGS, "train") && train_step(model, loss) != LDT_OK) goto fail;
+        if (ldt_plan_step_get(plan, cli_has(f, NFLAGS, "train") ? loss : NULL, ps) != LDT_OK ||
+            cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK)
+            goto fail;
+        if (cli_has(f, NFLAGS, "train")) mpr.activations_saved = ps->saved_bytes;
+        if (budget > 0 && mpr.peak > budget) {
+            const char *nm[4] = {"optimizer", "params", "grads", "activations_peak"};
+            int64_t v[4] = {mpr.optimizer, mpr.params, mpr.grads, mpr.activations_peak};
+            for (int i = 1; i < 4; i++) /* largest first */
+                for (int k = i; k > 0 && v[k] > v[k - 1]; k--) {
+                    int64_t t = v[k];
+                    const char *tn = nm[k];
+                    v[k] = v[k - 1], nm[k] = nm[k - 1];
+                    v[k - 1] = t, nm[k - 1] = tn;
+                }
+            fprintf(stderr, "ldt plan: the plan's peak memory per rank, %lld bytes (%.2f GiB), exceeds "
+                            "--memory-budget %lld bytes (%.2f GiB); its parts, largest first: %s %lld, %s %lld, "
+                            "%s %lld, %s %lld (dtype %s)\n",
+                    (long long)mpr.peak, mpr.peak / 1073741824.0, (long long)budget, budget / 1073741824.0,
+                    nm[0], (long long)v[0], nm[1], (long long)v[1], nm[2], (long long)v[2], nm[3], (long long)v[3],
+                    ldt_dtype_name(cfg.dtype));
+            rc = 1;
+            goto done;
+        }
     }
-    if (ldt_plan_create(ctx, &po, &plan) != LDT_OK) goto fail;
     if (cli_has(f, NFLAGS, "dot")) {
         FILE *d = fopen(cli_get(f, NFLAGS, "dot"), "w");
         ldt_status st;
@@ -298,17 +382,23 @@ int cmd_plan(int argc, char **argv) {
         /* the plan's object, with the memory per rank added before its closing brace */
         size_t n = strlen(json);
         while (n > 0 && json[n - 1] != '}') n--;
-        if (n == 0 || cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK) goto fail;
+        if (n == 0) goto fail;
         printf("%.*s,", (int)(n - 1), json);
         cli_config_json(stdout, kind, &cfg, pins, mesh);
         putchar(',');
         cli_profile_json(stdout, &cm);
         putchar(',');
         cli_memory_json(stdout, &mpr);
-        printf("}\n");
+        if (budget > 0) printf(",\"memory_budget\":%lld,\"memory_binding\":\"%s\"", (long long)budget, memory_binding(&mpr));
+        printf(",\"modeled_step_seconds\":%.9g,", ps->modeled_step_seconds);
+        comm_by_dim_json(ps, mesh);
+        printf(",\"plan_seconds\":%.9g}\n", ldt_plan_seconds(plan));
     } else if (print_table(json, mesh, kind) != 0) {
         rc = 1;
         goto done;
+    } else if (budget > 0) {
+        printf("memory per rank: peak %lld bytes within --memory-budget %lld (largest part: %s)\n",
+               (long long)mpr.peak, (long long)budget, memory_binding(&mpr));
     }
     if (cli_has(f, NFLAGS, "program")) {
         int64_t only = -1;
@@ -336,6 +426,7 @@ int cmd_plan(int argc, char **argv) {
 fail:
     rc = cli_fail("plan");
 done:
+    free(ps);
     free(json);
     ldt_plan_destroy(plan);
     ldt_model_destroy(model);
