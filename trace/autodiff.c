@@ -62,6 +62,14 @@ ldt_tensor *ldt__cached_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype
     return t;
 }
 
+ldt_tensor *ldt__stop_gradient(ldt_tensor *x) {
+    ldt_tensor *t;
+    if (!x) return NULL;
+    t = ldt__record_a(x->ctx, LDT_OP_ALIAS, &x, 1, x->shape, (ldt_dtype)x->dtype);
+    if (t) t->attrs->i[0] = 1;
+    return t;
+}
+
 ldt_tensor *ldt__zeros_like(ldt_tensor *x) {
     ldt_tensor *z = ldt__scalar_const(x->ctx, (ldt_dtype)x->dtype, 0);
     return z ? ldt_expand(z, x->shape) : NULL;
@@ -97,22 +105,25 @@ static ldt_tensor *unreduce(ldt_tensor *g, const ldt_shape *in, uint64_t mask) {
  */
 static void r_binary(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *a = IN(t, 0), *b = IN(t, 1);
+    /* only what is needed: a gradient into a constant (a stopped max, a count) would be
+     * recorded and run for nothing */
+    int na = ldt__vjp_needs(t, 0), nb = ldt__vjp_needs(t, 1);
     switch (t->op) {
     case LDT_OP_ADD:
-        gi[0] = ldt__unbroadcast(g, a->shape);
-        gi[1] = ldt__unbroadcast(g, b->shape);
+        if (na) gi[0] = ldt__unbroadcast(g, a->shape);
+        if (nb) gi[1] = ldt__unbroadcast(g, b->shape);
         break;
     case LDT_OP_SUB:
-        gi[0] = ldt__unbroadcast(g, a->shape);
-        gi[1] = ldt__unbroadcast(ldt_neg(g), b->shape);
+        if (na) gi[0] = ldt__unbroadcast(g, a->shape);
+        if (nb) gi[1] = ldt__unbroadcast(ldt_neg(g), b->shape);
         break;
     case LDT_OP_MUL:
-        gi[0] = ldt__unbroadcast(ldt_mul(g, b), a->shape);
-        gi[1] = ldt__unbroadcast(ldt_mul(g, a), b->shape);
+        if (na) gi[0] = ldt__unbroadcast(ldt_mul(g, b), a->shape);
+        if (nb) gi[1] = ldt__unbroadcast(ldt_mul(g, a), b->shape);
         break;
     case LDT_OP_DIV: /* d(a/b)/db = -(a/b)/b */
-        gi[0] = ldt__unbroadcast(ldt_div(g, b), a->shape);
-        gi[1] = ldt__unbroadcast(ldt_neg(ldt_div(ldt_mul(g, t), b)), b->shape);
+        if (na) gi[0] = ldt__unbroadcast(ldt_div(g, b), a->shape);
+        if (nb) gi[1] = ldt__unbroadcast(ldt_neg(ldt_div(ldt_mul(g, t), b)), b->shape);
         break;
     default: /* comparisons: no gradient */
         break;
@@ -121,8 +132,8 @@ static void r_binary(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
 
 static void r_where(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *c = IN(t, 0), *z = ldt__scalar_const(t->ctx, (ldt_dtype)g->dtype, 0);
-    gi[1] = ldt__unbroadcast(ldt_where(c, g, z), IN(t, 1)->shape);
-    gi[2] = ldt__unbroadcast(ldt_where(c, z, g), IN(t, 2)->shape);
+    if (ldt__vjp_needs(t, 1)) gi[1] = ldt__unbroadcast(ldt_where(c, g, z), IN(t, 1)->shape);
+    if (ldt__vjp_needs(t, 2)) gi[2] = ldt__unbroadcast(ldt_where(c, z, g), IN(t, 2)->shape);
 }
 
 static void r_scalar(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
@@ -393,7 +404,8 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
             from_wrt[wrt[i]->id] = 1;
     for (int64_t v = 0; v < nn; v++) {
         ldt_tensor *t = ctx->nodes[v];
-        for (int k = 0; !from_wrt[v] && t->kind == LDT__NODE && k < t->nin; k++)
+        /* a stopped gradient: the node is a constant to the backward pass */
+        for (int k = 0; !from_wrt[v] && t->kind == LDT__NODE && !ldt__is_stop_gradient(t) && k < t->nin; k++)
             from_wrt[v] = from_wrt[IN(t, k)->id];
     }
     to_loss[loss->id] = 1;
@@ -416,6 +428,9 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
             LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "grad: op %s with %d inputs; rules take up to %d",
                           ldt__op_name(ctx, t->op), t->nin, LDT__MAX_VJP_IN);
         memset(gi, 0, sizeof gi);
+        ctx->vjp_need = 0;
+        for (int k = 0; k < t->nin && k < 32; k++)
+            if (from_wrt[IN(t, k)->id] && to_loss[IN(t, k)->id]) ctx->vjp_need |= 1u << k;
         rule(t, adj[v], gi);
         if (ctx->status != LDT_OK) {
             char msg[1024];
