@@ -223,6 +223,45 @@ static void r_matmul(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     if (gi[1] && b2 != b) gi[1] = ldt_reshape(gi[1], b->shape);
 }
 
+/* A linear whose weight and output are pinned (tensor parallel, as Megatron lays it out)
+ * pins its gradients' matmuls to the conjugate layout: on a mesh dim where the weight is
+ * split on its outputs (Shard(0), InterleavedShard(0)) the input's gradient is the Partial
+ * sum of the split contraction and the weight's gradient split as the weight; split on its
+ * inputs (Shard(1)), the input's gradient is split on its features; where the weight is
+ * whole, both follow the output (a batch shard: the weight's gradient Partial). Pinned, the
+ * search cannot gather the gradient and the weight instead, which a small model's prices
+ * favour. Anything else pins nothing. */
+static int is_shard(const ldt_placement *p) {
+    return p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD;
+}
+
+static void pin_linear_grads(const ldt_tensor *t, ldt_tensor *dx, ldt_tensor *dw) {
+    const ldt_tensor *w = IN(t, 1);
+    int nd = ldt_mesh_ndim(t->ctx->mesh), last = t->shape->ndim - 1, pin_w = 1;
+    ldt_placement px[LDT_MAX_DIMS], pw[LDT_MAX_DIMS];
+    if (!t->pin || !w->pin || !dx || !dw) return;
+    for (int d = 0; d < nd; d++) {
+        const ldt_placement *o = &t->pin[d], *wp = &w->pin[d];
+        if (wp->kind == LDT_PLACE_REPLICATE && o->kind == LDT_PLACE_REPLICATE) {
+            px[d] = pw[d] = *o;
+        } else if (wp->kind == LDT_PLACE_REPLICATE && o->kind == LDT_PLACE_SHARD && o->dim < last) {
+            px[d] = *o;
+            pw[d] = ldt_partial(LDT_REDUCE_SUM);
+        } else if (is_shard(wp) && wp->dim == 0 && is_shard(o) && o->dim == last) {
+            px[d] = ldt_partial(LDT_REDUCE_SUM);
+            pw[d] = *wp;
+            /* a matmul gives no interleaved output: that weight's gradient is left free */
+            pin_w &= wp->kind == LDT_PLACE_SHARD;
+        } else if (wp->kind == LDT_PLACE_SHARD && wp->dim == 1 && o->kind == LDT_PLACE_PARTIAL) {
+            px[d] = ldt_shard(last);
+            pw[d] = *wp;
+        } else {
+            return;
+        }
+    }
+    if (ldt_pin(dx, px, nd) == LDT_OK && pin_w) ldt_pin(dw, pw, nd);
+}
+
 static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *x = IN(t, 0), *w = IN(t, 1);
     int64_t out = w->shape->dims[0], in = w->shape->dims[1], rows = 1;
@@ -230,6 +269,7 @@ static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     gi[0] = ldt_matmul(g, w); /* [..., out] @ [out, in] */
     gi[1] = ldt_matmul(tr(ldt_reshape(g, &(ldt_shape){2, {rows, out}})),
                        ldt_reshape(x, &(ldt_shape){2, {rows, in}}));
+    pin_linear_grads(t, gi[0], gi[1]);
     if (t->nin == 3) gi[2] = ldt__unbroadcast(g, IN(t, 2)->shape);
 }
 
