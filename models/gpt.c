@@ -108,6 +108,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         k = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, H, 2 * H, 1), &heads), 1, 2);
         v = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, 2 * H, 3 * H, 1), &heads), 1, 2);
         y = ldt_scaled_dot_product_attention(q, k, v, 1, p, 0); /* scale 1/sqrt(D) */
+        pin_act(m, y, ldt_shard(1)); /* attention split by heads */
         y = ldt_reshape(ldt_transpose(y, 1, 2), &flat);         /* [B, S, H] */
         h = ldt_linear(y, w[PROJ_W], w[PROJ_B]);
         pin_act(m, h, ldt_partial(LDT_REDUCE_SUM)); /* row parallel */
