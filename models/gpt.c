@@ -65,8 +65,8 @@ ldt_status ldt__gpt_create(ldt_model *m) {
  * in the forward. Under the cost model's prices a small model would rather gather the table,
  * the logits or the batch once (one collective instead of a few small ones, and no gradient
  * reduction), which the scheme exists to rule out. Nothing is pinned when `tp` is not
- * Replicate and no dim is tensor parallel. */
-static void pin_act(ldt_model *m, ldt_tensor *t, ldt_placement tp) {
+ * Replicate and no dim is tensor parallel; `batch` 0: t has no batch dim (whole there too). */
+static void pin_layout(ldt_model *m, ldt_tensor *t, ldt_placement tp, int batch) {
     const ldt_mesh *mesh = ldt_ctx_mesh(m->ctx);
     int nd = ldt_mesh_ndim(mesh), pw = 0, pt = 0, ntp = 0;
     ldt_placement wp[LDT_MAX_DIMS], bp[LDT_MAX_DIMS], pl[LDT_MAX_DIMS];
@@ -78,24 +78,29 @@ static void pin_act(ldt_model *m, ldt_tensor *t, ldt_placement tp) {
         if (wp[d].kind == LDT_PLACE_SHARD && wp[d].dim == 0) {
             pl[d] = tp;
             ntp++;
-        } else if (bp[d].kind == LDT_PLACE_SHARD && bp[d].dim == 0) {
+        } else if (batch && bp[d].kind == LDT_PLACE_SHARD && bp[d].dim == 0) {
             pl[d] = ldt_shard(0);
         }
     }
     if (ntp || tp.kind == LDT_PLACE_REPLICATE) ldt_pin(t, pl, nd);
 }
 
+/* An activation [B, ...]: the batch on the data-parallel dims. */
+static void pin_act(ldt_model *m, ldt_tensor *t, ldt_placement tp) { pin_layout(m, t, tp, 1); }
+
 ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     int64_t H = m->cfg.hidden, A = m->cfg.heads, D = H / A, S = m->cfg.seq, B = m->cfg.batch;
     int train = m->cfg.train;
     double p = train ? m->cfg.dropout : 0;
-    ldt_tensor *wte = m->params[0], *wpe = m->params[1], *x, *logits;
+    ldt_tensor *wte = m->params[0], *wpe = m->params[1], *x, *pos, *logits;
     ldt_shape heads = {4, {B, S, A, D}}, flat = {3, {B, S, H}};
     ldt_placement R = ldt_replicate();
     /* [B, S, H] + [S, H] */
     x = ldt_embedding(wte, m->inputs[0]);
     pin_act(m, x, ldt_partial(LDT_REDUCE_SUM)); /* vocab-parallel lookup */
-    x = ldt_add(x, ldt_embedding(wpe, m->positions));
+    pos = ldt_embedding(wpe, m->positions); /* [S, H]: no batch dim, whole everywhere */
+    pin_layout(m, pos, ldt_replicate(), 0);
+    x = ldt_add(x, pos);
     pin_act(m, x, R);
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         ldt_tensor **w = &m->params[2 + PER_LAYER * l], *h, *qkv, *q, *k, *v, *y;

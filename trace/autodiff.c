@@ -410,13 +410,13 @@ int ldt__has_vjp(int op) {
 /* ---------------------------------------------------------------------------------------
  * The backward pass.
  */
-/* The gradient g of a pinned forward value t takes the conjugate pin when nothing pinned it
- * already: a shard stays that shard, a whole value's gradient is whole (summed over its
+/* The gradient g of a pinned forward value t (and each contribution to it) takes the
+ * conjugate pin when nothing pinned it already (g made at or after node first_backward): a shard stays that shard, a whole value's gradient is whole (summed over its
  * consumers: Megatron's all_reduce behind a column-parallel input), a Partial(sum) value's
  * gradient whole (the same on every rank). Other pins (max, interleaved) pin nothing. So a
  * layout pinned on the forward holds for the backward too, where the search would otherwise
  * trade it for gathers under a small model's prices. */
-static void pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward) {
+void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward) {
     int nd = ldt_mesh_ndim(t->ctx->mesh);
     ldt_placement pl[LDT_MAX_DIMS];
     if (!t->pin || !g || g->pin || g->kind != LDT__NODE || g->id < first_backward) return;
@@ -489,7 +489,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         if (t->nin > LDT__MAX_VJP_IN)
             LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "grad: op %s with %d inputs; rules take up to %d",
                           ldt__op_name(ctx, t->op), t->nin, LDT__MAX_VJP_IN);
-        pin_conjugate(t, adj[v], nn);
+        ldt__pin_conjugate(t, adj[v], nn);
         memset(gi, 0, sizeof gi);
         ctx->vjp_need = 0;
         for (int k = 0; k < t->nin && k < 32; k++)
@@ -506,6 +506,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         for (int k = 0; k < t->nin; k++) {
             int64_t u = IN(t, k)->id;
             if (!gi[k] || !from_wrt[u] || !to_loss[u]) continue;
+            ldt__pin_conjugate(IN(t, k), gi[k], nn); /* each contribution, not only their sum */
             adj[u] = adj[u] ? ldt_add(adj[u], gi[k]) : gi[k];
         }
     }

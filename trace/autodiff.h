@@ -32,6 +32,10 @@ static inline int ldt__is_stop_gradient(const ldt_tensor *t) {
     return t->kind == LDT__NODE && t->op == LDT_OP_ALIAS && t->attrs->i[0] == 1;
 }
 
+/* Pins g, a gradient of pinned t made at or after node first_backward, to t's conjugate
+ * layout (Shard and Replicate kept, Partial(sum) whole) unless g is pinned already. */
+void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward);
+
 /* 1 when the rule running for t must give input k a gradient (others may be left NULL). */
 static inline int ldt__vjp_needs(const ldt_tensor *t, int k) {
     return k >= 32 || ((t->ctx->vjp_need >> k) & 1u);
