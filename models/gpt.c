@@ -64,25 +64,23 @@ ldt_status ldt__gpt_create(ldt_model *m) {
  * Partial, the residual stream and the norms whole on tp, and nothing moves on the batch dims
  * in the forward. Under the cost model's prices a small model would rather gather the table,
  * the logits or the batch once (one collective instead of a few small ones, and no gradient
- * reduction), which the scheme exists to rule out. Nothing is pinned when `tp` is not
- * Replicate and no dim is tensor parallel; `batch` 0: t has no batch dim (whole there too). */
+ * reduction), which the scheme exists to rule out. `batch` 0: t has no batch dim (whole on
+ * the data-parallel dims too). */
 static void pin_layout(ldt_model *m, ldt_tensor *t, ldt_placement tp, int batch) {
     const ldt_mesh *mesh = ldt_ctx_mesh(m->ctx);
-    int nd = ldt_mesh_ndim(mesh), pw = 0, pt = 0, ntp = 0;
+    int nd = ldt_mesh_ndim(mesh), pw = 0, pt = 0;
     ldt_placement wp[LDT_MAX_DIMS], bp[LDT_MAX_DIMS], pl[LDT_MAX_DIMS];
     if (!t || ldt_tensor_pin(m->params[0], wp, LDT_MAX_DIMS, &pw) != LDT_OK || !pw ||
         ldt_tensor_pin(m->inputs[0], bp, LDT_MAX_DIMS, &pt) != LDT_OK || !pt)
         return;
     for (int d = 0; d < nd; d++) {
         pl[d] = ldt_replicate();
-        if (wp[d].kind == LDT_PLACE_SHARD && wp[d].dim == 0) {
+        if (wp[d].kind == LDT_PLACE_SHARD && wp[d].dim == 0)
             pl[d] = tp;
-            ntp++;
-        } else if (batch && bp[d].kind == LDT_PLACE_SHARD && bp[d].dim == 0) {
+        else if (batch && bp[d].kind == LDT_PLACE_SHARD && bp[d].dim == 0)
             pl[d] = ldt_shard(0);
-        }
     }
-    if (ntp || tp.kind == LDT_PLACE_REPLICATE) ldt_pin(t, pl, nd);
+    ldt_pin(t, pl, nd); /* with no tensor-parallel dim `tp` is never used */
 }
 
 /* An activation [B, ...]: the batch on the data-parallel dims. */

@@ -224,42 +224,32 @@ static void r_matmul(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
 }
 
 /* A linear whose weight and output are pinned (tensor parallel, as Megatron lays it out)
- * pins its gradients' matmuls to the conjugate layout: on a mesh dim where the weight is
- * split on its outputs (Shard(0), InterleavedShard(0)) the input's gradient is the Partial
- * sum of the split contraction and the weight's gradient split as the weight; split on its
- * inputs (Shard(1)), the input's gradient is split on its features; where the weight is
- * whole, both follow the output (a batch shard: the weight's gradient Partial). Pinned, the
- * search cannot gather the gradient and the weight instead, which a small model's prices
- * favour. Anything else pins nothing. */
-static int is_shard(const ldt_placement *p) {
-    return p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD;
-}
-
-static void pin_linear_grads(const ldt_tensor *t, ldt_tensor *dx, ldt_tensor *dw) {
+ * pins its input's gradient (the matmul g w) to the conjugate layout: on a mesh dim where the
+ * weight is split on its outputs (Shard(0), InterleavedShard(0)) the Partial sum of the split
+ * contraction; split on its inputs (Shard(1)), split on its features; where the weight is
+ * whole, as the output (a batch shard). Pinned, the search cannot gather the gradient and the
+ * weight instead, which a small model's prices favour. The weight's gradient is the
+ * optimizer's to place. Anything else pins nothing. */
+static void pin_linear_dx(const ldt_tensor *t, ldt_tensor *dx) {
     const ldt_tensor *w = IN(t, 1);
-    int nd = ldt_mesh_ndim(t->ctx->mesh), last = t->shape->ndim - 1, pin_w = 1;
-    ldt_placement px[LDT_MAX_DIMS], pw[LDT_MAX_DIMS];
-    if (!t->pin || !w->pin || !dx || !dw) return;
+    int nd = ldt_mesh_ndim(t->ctx->mesh), last = t->shape->ndim - 1;
+    ldt_placement px[LDT_MAX_DIMS];
+    if (!t->pin || !w->pin || !dx) return;
     for (int d = 0; d < nd; d++) {
         const ldt_placement *o = &t->pin[d], *wp = &w->pin[d];
-        if (wp->kind == LDT_PLACE_REPLICATE && o->kind == LDT_PLACE_REPLICATE) {
-            px[d] = pw[d] = *o;
-        } else if (wp->kind == LDT_PLACE_REPLICATE && o->kind == LDT_PLACE_SHARD && o->dim < last) {
+        int wsplit = wp->kind == LDT_PLACE_SHARD || wp->kind == LDT_PLACE_INTERLEAVED_SHARD;
+        int osplit = o->kind == LDT_PLACE_SHARD || o->kind == LDT_PLACE_INTERLEAVED_SHARD;
+        if (wp->kind == LDT_PLACE_REPLICATE && (o->kind == LDT_PLACE_REPLICATE ||
+                                                (o->kind == LDT_PLACE_SHARD && o->dim < last)))
             px[d] = *o;
-            pw[d] = ldt_partial(LDT_REDUCE_SUM);
-        } else if (is_shard(wp) && wp->dim == 0 && is_shard(o) && o->dim == last) {
+        else if (wsplit && wp->dim == 0 && osplit && o->dim == last)
             px[d] = ldt_partial(LDT_REDUCE_SUM);
-            pw[d] = *wp;
-            /* a matmul gives no interleaved output: that weight's gradient is left free */
-            pin_w &= wp->kind == LDT_PLACE_SHARD;
-        } else if (wp->kind == LDT_PLACE_SHARD && wp->dim == 1 && o->kind == LDT_PLACE_PARTIAL) {
+        else if (wp->kind == LDT_PLACE_SHARD && wp->dim == 1 && o->kind == LDT_PLACE_PARTIAL)
             px[d] = ldt_shard(last);
-            pw[d] = *wp;
-        } else {
+        else
             return;
-        }
     }
-    if (ldt_pin(dx, px, nd) == LDT_OK && pin_w) ldt_pin(dw, pw, nd);
+    ldt_pin(dx, px, nd);
 }
 
 static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
@@ -269,7 +259,7 @@ static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     gi[0] = ldt_matmul(g, w); /* [..., out] @ [out, in] */
     gi[1] = ldt_matmul(tr(ldt_reshape(g, &(ldt_shape){2, {rows, out}})),
                        ldt_reshape(x, &(ldt_shape){2, {rows, in}}));
-    pin_linear_grads(t, gi[0], gi[1]);
+    pin_linear_dx(t, gi[0]);
     if (t->nin == 3) gi[2] = ldt__unbroadcast(g, IN(t, 2)->shape);
 }
 
@@ -411,24 +401,33 @@ int ldt__has_vjp(int op) {
  * The backward pass.
  */
 /* The gradient g of a pinned forward value t (and each contribution to it) takes the
- * conjugate pin when nothing pinned it already (g made at or after node first_backward): a shard stays that shard, a whole value's gradient is whole (summed over its
- * consumers: Megatron's all_reduce behind a column-parallel input), a Partial(sum) value's
- * gradient whole (the same on every rank). Other pins (max, interleaved) pin nothing. So a
- * layout pinned on the forward holds for the backward too, where the search would otherwise
- * trade it for gathers under a small model's prices. */
-void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward) {
-    int nd = ldt_mesh_ndim(t->ctx->mesh);
+ * conjugate pin when nothing pinned it already (g made at or after node first_backward): a
+ * shard stays that shard, a whole value's gradient is whole (summed over its consumers:
+ * Megatron's all_reduce behind a column-parallel input), a Partial(sum) value's gradient
+ * whole (the same on every rank). Other pins (max, interleaved) pin nothing. So a layout
+ * pinned on the forward holds for the backward too, where the search would otherwise trade
+ * it for gathers under a small model's prices. Parameters' gradients are the optimizer's to
+ * place (its data-parallel reduction, bucketed): a leaf t pins nothing, unless `leaf` says
+ * how (LDT__PIN_AS_LEAF: g is laid out as t itself; LDT__PIN_LEAF_GRAD: where t is whole g is
+ * Partial(sum), and only when t is split somewhere). */
+void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, int leaf) {
+    int nd = ldt_mesh_ndim(t->ctx->mesh), split = 0;
     ldt_placement pl[LDT_MAX_DIMS];
     if (!t->pin || !g || g->pin || g->kind != LDT__NODE || g->id < first_backward) return;
+    if (t->kind != LDT__NODE && !leaf) return;
     for (int d = 0; d < nd; d++) {
         const ldt_placement *p = &t->pin[d];
-        if (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_REPLICATE)
+        split |= p->kind == LDT_PLACE_SHARD;
+        if (p->kind == LDT_PLACE_REPLICATE && t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD)
+            pl[d] = ldt_partial(LDT_REDUCE_SUM);
+        else if (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_REPLICATE)
             pl[d] = *p;
         else if (p->kind == LDT_PLACE_PARTIAL && p->op == LDT_REDUCE_SUM)
             pl[d] = ldt_replicate();
         else
             return;
     }
+    if (t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD && !split) return;
     ldt_pin(g, pl, nd);
 }
 
@@ -489,7 +488,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         if (t->nin > LDT__MAX_VJP_IN)
             LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "grad: op %s with %d inputs; rules take up to %d",
                           ldt__op_name(ctx, t->op), t->nin, LDT__MAX_VJP_IN);
-        ldt__pin_conjugate(t, adj[v], nn);
+        ldt__pin_conjugate(t, adj[v], nn, 0);
         memset(gi, 0, sizeof gi);
         ctx->vjp_need = 0;
         for (int k = 0; k < t->nin && k < 32; k++)
@@ -506,7 +505,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         for (int k = 0; k < t->nin; k++) {
             int64_t u = IN(t, k)->id;
             if (!gi[k] || !from_wrt[u] || !to_loss[u]) continue;
-            ldt__pin_conjugate(IN(t, k), gi[k], nn); /* each contribution, not only their sum */
+            ldt__pin_conjugate(IN(t, k), gi[k], nn, 0); /* each contribution, not only their sum */
             adj[u] = adj[u] ? ldt_add(adj[u], gi[k]) : gi[k];
         }
     }

@@ -33,8 +33,10 @@ static inline int ldt__is_stop_gradient(const ldt_tensor *t) {
 }
 
 /* Pins g, a gradient of pinned t made at or after node first_backward, to t's conjugate
- * layout (Shard and Replicate kept, Partial(sum) whole) unless g is pinned already. */
-void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward);
+ * layout (Shard and Replicate kept, Partial(sum) whole) unless g is pinned already; a leaf t
+ * (a parameter) pins nothing unless `leaf` says how (autodiff.c). */
+enum { LDT__PIN_NO_LEAF, LDT__PIN_AS_LEAF, LDT__PIN_LEAF_GRAD };
+void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, int leaf);
 
 /* 1 when the rule running for t must give input k a gradient (others may be left NULL). */
 static inline int ldt__vjp_needs(const ldt_tensor *t, int k) {

@@ -89,7 +89,7 @@ void ldt__r_dropout(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
  * sharded alike without moving zeros. */
 static ldt_tensor *zeros_as(ldt_tensor *x) {
     ldt_tensor *z = ldt__zeros_like(x);
-    if (z) ldt__pin_conjugate(x, z, z->id);
+    if (z) ldt__pin_conjugate(x, z, z->id, LDT__PIN_AS_LEAF);
     return z;
 }
 
@@ -102,6 +102,8 @@ void ldt__r_index(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
         for (int d = 0; d < idx->shape->ndim; d++) N *= idx->shape->dims[d];
         gi[0] = ldt_index_add(zeros_as(w), 0, ldt_reshape(idx, &(ldt_shape){1, {N}}),
                               ldt_reshape(g, &(ldt_shape){2, {N, H}}));
+        /* a vocab-sharded table's rows gathered nowhere: its gradient sharded alike */
+        if (gi[0]) ldt__pin_conjugate(w, gi[0], gi[0]->id, LDT__PIN_LEAF_GRAD);
         break;
     }
     case LDT_OP_INDEX_SELECT: gi[0] = ldt_index_add(zeros_as(IN(t, 0)), dim, IN(t, 1), g); break;
