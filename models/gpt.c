@@ -83,6 +83,19 @@ static void pin_layout(ldt_model *m, ldt_tensor *t, ldt_placement tp, int batch)
     ldt_pin(t, pl, nd); /* with no tensor-parallel dim `tp` is never used */
 }
 
+/* Ranks over the tensor-parallel mesh dims (where the tied table is split on the vocabulary
+ * by a pin); 1 when there are none. */
+static int64_t tp_ranks(ldt_model *m) {
+    const ldt_mesh *mesh = ldt_ctx_mesh(m->ctx);
+    ldt_placement wp[LDT_MAX_DIMS];
+    int pw = 0;
+    int64_t n = 1;
+    if (ldt_tensor_pin(m->params[0], wp, LDT_MAX_DIMS, &pw) != LDT_OK || !pw) return 1;
+    for (int d = 0; d < ldt_mesh_ndim(mesh); d++)
+        if (wp[d].kind == LDT_PLACE_SHARD && wp[d].dim == 0) n *= ldt_mesh_dim_size(mesh, d);
+    return n;
+}
+
 /* An activation [B, ...]: the batch on the data-parallel dims. */
 static void pin_act(ldt_model *m, ldt_tensor *t, ldt_placement tp) { pin_layout(m, t, tp, 1); }
 
@@ -111,7 +124,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         k = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, H, 2 * H, 1), &heads), 1, 2);
         v = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, 2 * H, 3 * H, 1), &heads), 1, 2);
         y = ldt_scaled_dot_product_attention(q, k, v, 1, p, 0); /* scale 1/sqrt(D) */
-        pin_act(m, y, ldt_shard(1)); /* attention split by heads */
+        if (A % tp_ranks(m) == 0) pin_act(m, y, ldt_shard(1)); /* split by whole heads */
         y = ldt_reshape(ldt_transpose(y, 1, 2), &flat);         /* [B, S, H] */
         h = ldt_linear(y, w[PROJ_W], w[PROJ_B]);
         pin_act(m, h, ldt_partial(LDT_REDUCE_SUM)); /* row parallel */
