@@ -1,7 +1,8 @@
 /* A user graph pass: sequence-parallel LayerNorm (Megatron-SP) on a Megatron GPT, forced by a
- * pre-plan pass that pins every LayerNorm to its sequence dim on the tp mesh dim. The planner
- * then turns the row-parallel all_reduces into reduce_scatters and gathers before the
- * column-parallel matmuls. Prints the plan's collectives without and with the pass, and checks
+ * pre-plan pass that pins every LayerNorm and the residual stream (the model's [batch, seq,
+ * hidden] adds, which the megatron scheme pins whole on tp) to their sequence dim on the tp
+ * mesh dim. The planner then turns the row-parallel all_reduces into reduce_scatters and
+ * gathers before the column-parallel matmuls. Prints the plan's collectives without and with the pass, and checks
  * the loss against one device.
  *
  *   build/examples/example_pass_seq_parallel    prints both plans' collectives and "ok" */
@@ -17,8 +18,8 @@ typedef struct seq_parallel {
     int pinned;
 } seq_parallel;
 
-/* The pass: LayerNorm outputs [batch, seq, hidden] become S1 on tp (and the batch S0 on dp);
- * the op's strategy then needs its input sequence-sharded too. */
+/* The pass: LayerNorm outputs and residual sums [batch, seq, hidden] become S1 on tp (and the
+ * batch S0 on dp); the norms' strategy then needs its input sequence-sharded too. */
 static ldt_status seq_parallel_ln(ldt_ctx *ctx, ldt_plan *plan, void *user) {
     seq_parallel *sp = user;
     (void)plan; /* a pre-plan pass: there is no plan yet */
@@ -27,13 +28,14 @@ static ldt_status seq_parallel_ln(ldt_ctx *ctx, ldt_plan *plan, void *user) {
         ldt_tensor *t = ldt_trace_node(ctx, i);
         ldt_placement pl[LDT_MAX_DIMS];
         ldt_shape s;
-        if (strcmp(ldt_tensor_op(t), "layer_norm") != 0) continue;
+        int ln = strcmp(ldt_tensor_op(t), "layer_norm") == 0;
+        if (!ln && strcmp(ldt_tensor_op(t), "add") != 0) continue;
         if (ldt_tensor_shape(t, &s) != LDT_OK || s.ndim != 3) continue;
         for (int d = 0; d < sp->nd; d++) pl[d] = ldt_replicate();
         pl[sp->tp] = ldt_shard(1);
         if (sp->dp >= 0) pl[sp->dp] = ldt_shard(0);
         if (ldt_pin(t, pl, sp->nd) != LDT_OK) return ldt_ctx_status(ctx);
-        sp->pinned++;
+        sp->pinned += ln;
     }
     return LDT_OK;
 }

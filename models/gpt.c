@@ -56,31 +56,93 @@ ldt_status ldt__gpt_create(ldt_model *m) {
     return LDT_OK;
 }
 
+/* Megatron's activation layout, when the token embedding is pinned (the megatron scheme): on
+ * the mesh dims where the tied table is split on the vocabulary (tensor parallel) t is pinned
+ * to `tp`, on those where the tokens are split on the batch Shard(0), elsewhere Replicate. So
+ * the lookup's output is Partial (each rank reads only its rows), the head's logits are split
+ * on the vocabulary, column-parallel outputs split on their features and row-parallel ones
+ * Partial, the residual stream and the norms whole on tp, and nothing moves on the batch dims
+ * in the forward. Under the cost model's prices a small model would rather gather the table,
+ * the logits or the batch once (one collective instead of a few small ones, and no gradient
+ * reduction), which the scheme exists to rule out. `batch` 0: t has no batch dim (whole on
+ * the data-parallel dims too). */
+static void pin_layout(ldt_model *m, ldt_tensor *t, ldt_placement tp, int batch) {
+    const ldt_mesh *mesh = ldt_ctx_mesh(m->ctx);
+    int nd = ldt_mesh_ndim(mesh), pw = 0, pt = 0;
+    ldt_placement wp[LDT_MAX_DIMS], bp[LDT_MAX_DIMS], pl[LDT_MAX_DIMS];
+    if (!t || ldt_tensor_pin(m->params[0], wp, LDT_MAX_DIMS, &pw) != LDT_OK || !pw ||
+        ldt_tensor_pin(m->inputs[0], bp, LDT_MAX_DIMS, &pt) != LDT_OK || !pt)
+        return;
+    for (int d = 0; d < nd; d++) {
+        pl[d] = ldt_replicate();
+        if (wp[d].kind == LDT_PLACE_SHARD && wp[d].dim == 0)
+            pl[d] = tp;
+        else if (batch && bp[d].kind == LDT_PLACE_SHARD && bp[d].dim == 0)
+            pl[d] = ldt_shard(0);
+    }
+    ldt_pin(t, pl, nd); /* with no tensor-parallel dim `tp` is never used */
+}
+
+/* Ranks over the tensor-parallel mesh dims (where the tied table is split on the vocabulary
+ * by a pin); 1 when there are none. */
+static int64_t tp_ranks(ldt_model *m) {
+    const ldt_mesh *mesh = ldt_ctx_mesh(m->ctx);
+    ldt_placement wp[LDT_MAX_DIMS];
+    int pw = 0;
+    int64_t n = 1;
+    if (ldt_tensor_pin(m->params[0], wp, LDT_MAX_DIMS, &pw) != LDT_OK || !pw) return 1;
+    for (int d = 0; d < ldt_mesh_ndim(mesh); d++)
+        if (wp[d].kind == LDT_PLACE_SHARD && wp[d].dim == 0) n *= ldt_mesh_dim_size(mesh, d);
+    return n;
+}
+
+/* An activation [B, ...]: the batch on the data-parallel dims. */
+static void pin_act(ldt_model *m, ldt_tensor *t, ldt_placement tp) { pin_layout(m, t, tp, 1); }
+
 ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     int64_t H = m->cfg.hidden, A = m->cfg.heads, D = H / A, S = m->cfg.seq, B = m->cfg.batch;
     int train = m->cfg.train;
     double p = train ? m->cfg.dropout : 0;
-    ldt_tensor *wte = m->params[0], *wpe = m->params[1], *x, *logits;
+    ldt_tensor *wte = m->params[0], *wpe = m->params[1], *x, *pos, *logits;
     ldt_shape heads = {4, {B, S, A, D}}, flat = {3, {B, S, H}};
+    ldt_placement R = ldt_replicate();
     /* [B, S, H] + [S, H] */
-    x = ldt_add(ldt_embedding(wte, m->inputs[0]), ldt_embedding(wpe, m->positions));
+    x = ldt_embedding(wte, m->inputs[0]);
+    pin_act(m, x, ldt_partial(LDT_REDUCE_SUM)); /* vocab-parallel lookup */
+    pos = ldt_embedding(wpe, m->positions); /* [S, H]: no batch dim, whole everywhere */
+    pin_layout(m, pos, ldt_replicate(), 0);
+    x = ldt_add(x, pos);
+    pin_act(m, x, R);
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         ldt_tensor **w = &m->params[2 + PER_LAYER * l], *h, *qkv, *q, *k, *v, *y;
         h = ldt_layer_norm(x, 1, w[LN1_W], w[LN1_B], 1e-5);
+        pin_act(m, h, R);
         qkv = ldt_linear(h, w[ATTN_W], w[ATTN_B]); /* [B, S, 3H] */
+        pin_act(m, qkv, ldt_interleaved_shard(2, 3)); /* each of q, k, v split on heads */
         /* [B, S, H] -> [B, S, A, D] -> [B, A, S, D] */
         q = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, 0, H, 1), &heads), 1, 2);
         k = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, H, 2 * H, 1), &heads), 1, 2);
         v = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, 2 * H, 3 * H, 1), &heads), 1, 2);
         y = ldt_scaled_dot_product_attention(q, k, v, 1, p, 0); /* scale 1/sqrt(D) */
+        if (A % tp_ranks(m) == 0) pin_act(m, y, ldt_shard(1)); /* split by whole heads */
         y = ldt_reshape(ldt_transpose(y, 1, 2), &flat);         /* [B, S, H] */
-        x = ldt_add(x, ldt_dropout(ldt_linear(y, w[PROJ_W], w[PROJ_B]), p, train));
-        h = ldt_layer_norm(x, 1, w[LN2_W], w[LN2_B], 1e-5);
-        h = ldt_linear(ldt_gelu(ldt_linear(h, w[FC_W], w[FC_B]), 1), w[FC2_W], w[FC2_B]);
+        h = ldt_linear(y, w[PROJ_W], w[PROJ_B]);
+        pin_act(m, h, ldt_partial(LDT_REDUCE_SUM)); /* row parallel */
         x = ldt_add(x, ldt_dropout(h, p, train));
+        pin_act(m, x, R);
+        h = ldt_layer_norm(x, 1, w[LN2_W], w[LN2_B], 1e-5);
+        pin_act(m, h, R);
+        h = ldt_linear(h, w[FC_W], w[FC_B]);
+        pin_act(m, h, ldt_shard(2)); /* column parallel */
+        h = ldt_linear(ldt_gelu(h, 1), w[FC2_W], w[FC2_B]);
+        pin_act(m, h, ldt_partial(LDT_REDUCE_SUM));
+        x = ldt_add(x, ldt_dropout(h, p, train));
+        pin_act(m, x, R);
     }
     x = ldt_layer_norm(x, 1, m->params[m->nparams - 2], m->params[m->nparams - 1], 1e-5);
+    pin_act(m, x, R);
     logits = ldt_linear(x, wte, NULL); /* [B, S, V]: the head is tied to the token embedding */
+    pin_act(m, logits, ldt_shard(2));
     m->output = logits;
     return ldt_cross_entropy(logits, m->inputs[1], -1);
 }

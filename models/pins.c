@@ -60,11 +60,10 @@ ldt_status ldt_model_pin(ldt_model *m, const char *scheme) {
             else pinned = 0;
         }
 #undef ENDS
-        /* the rest (biases of row-parallel linears, norms, positions) is replicated, as in
-         * Megatron: a plan may not shard a parameter's update over dp behind its back (a
-         * forward all_gather on dp), and the memory per rank has a closed form */
-        if (!pinned) p = R;
-        if (pin_one(m->params[i], nd, tp, p, -1) != LDT_OK) return ldt__model_fail(m);
+        /* the rest (norms, row-parallel biases, positions) whole on every rank, as Megatron
+         * keeps them: left free, the search would shard a bias over the batch dim to save its
+         * update and gather it back in every forward */
+        if (pin_one(m->params[i], nd, tp, pinned ? p : R, -1) != LDT_OK) return ldt__model_fail(m);
     }
     return LDT_OK;
 }

@@ -167,10 +167,9 @@ static void check_mesh(const char *mesh) {
         cr_assert_eq(r->es.dim_collectives_unfused[dp], unf.es.dim_collectives_unfused[dp]);
         if (c == 0) { /* the default cap holds every gradient: one bucket */
             cr_assert_eq(want, 1, "%s: %lld buckets at 25 MiB", mesh, (long long)want);
-            /* what else crosses dp: the loss's reduction (or, where the model prices gathering
-             * these tiny logits below the vocab-parallel loss's three reductions, as the
-             * uniform preset does, their gather) and the cross-entropy backward's count of
-             * targets, never activations for the weight gradients */
+            /* what else crosses dp: the loss's [sum, count] pair (its backward reuses the
+             * count) and the clip norm's reduction, never activations for the weight
+             * gradients on this step (uniform prices) */
             other = r->es.dim_collectives[dp] - want;
             cr_assert_leq(other, 3, "%s: %lld calls on dp besides the bucket", mesh, (long long)other);
             cr_assert_geq(unf.es.dim_collectives_unfused[dp] - r->es.dim_collectives[dp], unf.np - 1,

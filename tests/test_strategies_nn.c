@@ -317,7 +317,6 @@ static int has_opt(const ldt_tensor *t, const char *out, const char *ins) {
 
 Test(strategies_nn, options_promised) {
     ldt_ctx *ctx;
-    tc f = {LDT_F32, 0};
     cr_assert_eq(ldt_ctx_create(NULL, &ctx), LDT_OK);
     ldt_tensor *w = pc_param(ctx, "w", S2(7, 6), LDT_F32);
     ldt_tensor *ix = pc_input(ctx, "ix", S2(5, 3), LDT_I64, 7);
@@ -325,9 +324,18 @@ Test(strategies_nn, options_promised) {
     cr_assert(has_opt(e, "P", "S0;R"), "embedding: vocab-parallel");
     cr_assert(has_opt(e, "S2", "S1;R"), "embedding: hidden");
     cr_assert(has_opt(e, "S1", "R;S1"), "embedding: batch follows the indices");
-    ldt_tensor *ce = b_cross_entropy(ctx, &f);
-    cr_assert(has_opt(ce, "R", "S1;R"), "cross_entropy: vocab-parallel");
-    cr_assert(has_opt(ce, "R", "S0;S0"), "cross_entropy: batch");
+    /* cross_entropy is recorded as reductions and a gather: vocab-parallel logits give a
+     * Partial target logit, and the gradient (scatter_add) and an embedding's (index_add)
+     * stay sharded along the indexed dim */
+    ldt_tensor *lg = pc_input(ctx, "lg", S2(5, 7), LDT_F32, 0);
+    ldt_tensor *ti = pc_input(ctx, "ti", S2(5, 1), LDT_I64, 7);
+    cr_assert(has_opt(ldt_gather(lg, 1, ti), "P", "S1;R"), "gather: vocab-parallel");
+    cr_assert(has_opt(ldt_gather(lg, 1, ti), "S0", "S0;S0"), "gather: batch");
+    cr_assert(has_opt(ldt_scatter_add(lg, 1, ti, pc_input(ctx, "src", S2(5, 1), LDT_F32, 0)), "S1",
+                      "S1;R;R"), "scatter_add: vocab-parallel");
+    cr_assert(has_opt(ldt_index_add(w, 0, pc_input(ctx, "i1", S1(4), LDT_I64, 7),
+                                    pc_input(ctx, "rows", S2(4, 6), LDT_F32, 0)),
+                      "S0", "S0;R;R"), "index_add: vocab-parallel");
     ldt_tensor *x = pc_input(ctx, "x", S2(5, 6), LDT_F32, 0);
     static const int d0[] = {0};
     cr_assert(has_opt(ldt_amax(x, d0, 1, 0), "Pmax", "S0"));

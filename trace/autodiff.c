@@ -62,6 +62,14 @@ ldt_tensor *ldt__cached_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype
     return t;
 }
 
+ldt_tensor *ldt__stop_gradient(ldt_tensor *x) {
+    ldt_tensor *t;
+    if (!x) return NULL;
+    t = ldt__record_a(x->ctx, LDT_OP_ALIAS, &x, 1, x->shape, (ldt_dtype)x->dtype);
+    if (t) t->attrs->i[0] = 1;
+    return t;
+}
+
 ldt_tensor *ldt__zeros_like(ldt_tensor *x) {
     ldt_tensor *z = ldt__scalar_const(x->ctx, (ldt_dtype)x->dtype, 0);
     return z ? ldt_expand(z, x->shape) : NULL;
@@ -97,22 +105,25 @@ static ldt_tensor *unreduce(ldt_tensor *g, const ldt_shape *in, uint64_t mask) {
  */
 static void r_binary(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *a = IN(t, 0), *b = IN(t, 1);
+    /* only what is needed: a gradient into a constant (a stopped max, a count) would be
+     * recorded and run for nothing */
+    int na = ldt__vjp_needs(t, 0), nb = ldt__vjp_needs(t, 1);
     switch (t->op) {
     case LDT_OP_ADD:
-        gi[0] = ldt__unbroadcast(g, a->shape);
-        gi[1] = ldt__unbroadcast(g, b->shape);
+        if (na) gi[0] = ldt__unbroadcast(g, a->shape);
+        if (nb) gi[1] = ldt__unbroadcast(g, b->shape);
         break;
     case LDT_OP_SUB:
-        gi[0] = ldt__unbroadcast(g, a->shape);
-        gi[1] = ldt__unbroadcast(ldt_neg(g), b->shape);
+        if (na) gi[0] = ldt__unbroadcast(g, a->shape);
+        if (nb) gi[1] = ldt__unbroadcast(ldt_neg(g), b->shape);
         break;
     case LDT_OP_MUL:
-        gi[0] = ldt__unbroadcast(ldt_mul(g, b), a->shape);
-        gi[1] = ldt__unbroadcast(ldt_mul(g, a), b->shape);
+        if (na) gi[0] = ldt__unbroadcast(ldt_mul(g, b), a->shape);
+        if (nb) gi[1] = ldt__unbroadcast(ldt_mul(g, a), b->shape);
         break;
     case LDT_OP_DIV: /* d(a/b)/db = -(a/b)/b */
-        gi[0] = ldt__unbroadcast(ldt_div(g, b), a->shape);
-        gi[1] = ldt__unbroadcast(ldt_neg(ldt_div(ldt_mul(g, t), b)), b->shape);
+        if (na) gi[0] = ldt__unbroadcast(ldt_div(g, b), a->shape);
+        if (nb) gi[1] = ldt__unbroadcast(ldt_neg(ldt_div(ldt_mul(g, t), b)), b->shape);
         break;
     default: /* comparisons: no gradient */
         break;
@@ -121,8 +132,8 @@ static void r_binary(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
 
 static void r_where(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *c = IN(t, 0), *z = ldt__scalar_const(t->ctx, (ldt_dtype)g->dtype, 0);
-    gi[1] = ldt__unbroadcast(ldt_where(c, g, z), IN(t, 1)->shape);
-    gi[2] = ldt__unbroadcast(ldt_where(c, z, g), IN(t, 2)->shape);
+    if (ldt__vjp_needs(t, 1)) gi[1] = ldt__unbroadcast(ldt_where(c, g, z), IN(t, 1)->shape);
+    if (ldt__vjp_needs(t, 2)) gi[2] = ldt__unbroadcast(ldt_where(c, z, g), IN(t, 2)->shape);
 }
 
 static void r_scalar(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
@@ -212,6 +223,35 @@ static void r_matmul(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     if (gi[1] && b2 != b) gi[1] = ldt_reshape(gi[1], b->shape);
 }
 
+/* A linear whose weight and output are pinned (tensor parallel, as Megatron lays it out)
+ * pins its input's gradient (the matmul g w) to the conjugate layout: on a mesh dim where the
+ * weight is split on its outputs (Shard(0), InterleavedShard(0)) the Partial sum of the split
+ * contraction; split on its inputs (Shard(1)), split on its features; where the weight is
+ * whole, as the output (a batch shard). Pinned, the search cannot gather the gradient and the
+ * weight instead, which a small model's prices favour. The weight's gradient is the
+ * optimizer's to place. Anything else pins nothing. */
+static void pin_linear_dx(const ldt_tensor *t, ldt_tensor *dx) {
+    const ldt_tensor *w = IN(t, 1);
+    int nd = ldt_mesh_ndim(t->ctx->mesh), last = t->shape->ndim - 1;
+    ldt_placement px[LDT_MAX_DIMS];
+    if (!t->pin || !w->pin || !dx) return;
+    for (int d = 0; d < nd; d++) {
+        const ldt_placement *o = &t->pin[d], *wp = &w->pin[d];
+        int wsplit = wp->kind == LDT_PLACE_SHARD || wp->kind == LDT_PLACE_INTERLEAVED_SHARD;
+        int osplit = o->kind == LDT_PLACE_SHARD || o->kind == LDT_PLACE_INTERLEAVED_SHARD;
+        if (wp->kind == LDT_PLACE_REPLICATE && (o->kind == LDT_PLACE_REPLICATE ||
+                                                (o->kind == LDT_PLACE_SHARD && o->dim < last)))
+            px[d] = *o;
+        else if (wsplit && wp->dim == 0 && osplit && o->dim == last)
+            px[d] = ldt_partial(LDT_REDUCE_SUM);
+        else if (wp->kind == LDT_PLACE_SHARD && wp->dim == 1 && o->kind == LDT_PLACE_PARTIAL)
+            px[d] = ldt_shard(last);
+        else
+            return;
+    }
+    ldt_pin(dx, px, nd);
+}
+
 static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *x = IN(t, 0), *w = IN(t, 1);
     int64_t out = w->shape->dims[0], in = w->shape->dims[1], rows = 1;
@@ -219,6 +259,7 @@ static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     gi[0] = ldt_matmul(g, w); /* [..., out] @ [out, in] */
     gi[1] = ldt_matmul(tr(ldt_reshape(g, &(ldt_shape){2, {rows, out}})),
                        ldt_reshape(x, &(ldt_shape){2, {rows, in}}));
+    pin_linear_dx(t, gi[0]);
     if (t->nin == 3) gi[2] = ldt__unbroadcast(g, IN(t, 2)->shape);
 }
 
@@ -359,6 +400,37 @@ int ldt__has_vjp(int op) {
 /* ---------------------------------------------------------------------------------------
  * The backward pass.
  */
+/* The gradient g of a pinned forward value t (and each contribution to it) takes the
+ * conjugate pin when nothing pinned it already (g made at or after node first_backward): a
+ * shard stays that shard, a whole value's gradient is whole (summed over its consumers:
+ * Megatron's all_reduce behind a column-parallel input), a Partial(sum) value's gradient
+ * whole (the same on every rank). Other pins (max, interleaved) pin nothing. So a layout
+ * pinned on the forward holds for the backward too, where the search would otherwise trade
+ * it for gathers under a small model's prices. Parameters' gradients are the optimizer's to
+ * place (its data-parallel reduction, bucketed): a leaf t pins nothing, unless `leaf` says
+ * how (LDT__PIN_AS_LEAF: g is laid out as t itself; LDT__PIN_LEAF_GRAD: where t is whole g is
+ * Partial(sum), and only when t is split somewhere). */
+void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, int leaf) {
+    int nd = ldt_mesh_ndim(t->ctx->mesh), split = 0;
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!t->pin || !g || g->pin || g->kind != LDT__NODE || g->id < first_backward) return;
+    if (t->kind != LDT__NODE && !leaf) return;
+    for (int d = 0; d < nd; d++) {
+        const ldt_placement *p = &t->pin[d];
+        split |= p->kind == LDT_PLACE_SHARD;
+        if (p->kind == LDT_PLACE_REPLICATE && t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD)
+            pl[d] = ldt_partial(LDT_REDUCE_SUM);
+        else if (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_REPLICATE)
+            pl[d] = *p;
+        else if (p->kind == LDT_PLACE_PARTIAL && p->op == LDT_REDUCE_SUM)
+            pl[d] = ldt_replicate();
+        else
+            return;
+    }
+    if (t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD && !split) return;
+    ldt_pin(g, pl, nd);
+}
+
 ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads) {
     ldt_ctx *ctx;
     int64_t nn;
@@ -393,7 +465,8 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
             from_wrt[wrt[i]->id] = 1;
     for (int64_t v = 0; v < nn; v++) {
         ldt_tensor *t = ctx->nodes[v];
-        for (int k = 0; !from_wrt[v] && t->kind == LDT__NODE && k < t->nin; k++)
+        /* a stopped gradient: the node is a constant to the backward pass */
+        for (int k = 0; !from_wrt[v] && t->kind == LDT__NODE && !ldt__is_stop_gradient(t) && k < t->nin; k++)
             from_wrt[v] = from_wrt[IN(t, k)->id];
     }
     to_loss[loss->id] = 1;
@@ -415,7 +488,11 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         if (t->nin > LDT__MAX_VJP_IN)
             LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "grad: op %s with %d inputs; rules take up to %d",
                           ldt__op_name(ctx, t->op), t->nin, LDT__MAX_VJP_IN);
+        ldt__pin_conjugate(t, adj[v], nn, 0);
         memset(gi, 0, sizeof gi);
+        ctx->vjp_need = 0;
+        for (int k = 0; k < t->nin && k < 32; k++)
+            if (from_wrt[IN(t, k)->id] && to_loss[IN(t, k)->id]) ctx->vjp_need |= 1u << k;
         rule(t, adj[v], gi);
         if (ctx->status != LDT_OK) {
             char msg[1024];
@@ -428,6 +505,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         for (int k = 0; k < t->nin; k++) {
             int64_t u = IN(t, k)->id;
             if (!gi[k] || !from_wrt[u] || !to_loss[u]) continue;
+            ldt__pin_conjugate(IN(t, k), gi[k], nn, 0); /* each contribution, not only their sum */
             adj[u] = adj[u] ? ldt_add(adj[u], gi[k]) : gi[k];
         }
     }

@@ -23,6 +23,26 @@ ldt_tensor *ldt__unbroadcast(ldt_tensor *g, const ldt_shape *shape);
  * same content (a few are kept): rules run every step and must not pile up constants. */
 ldt_tensor *ldt__cached_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype dt, const void *data);
 
+/* x with its gradient stopped: an alias node (attrs.i[0] = 1) that autodiff treats as a
+ * constant, for values whose gradient contributions cancel (the max cross_entropy shifts its
+ * rows by). */
+ldt_tensor *ldt__stop_gradient(ldt_tensor *x);
+/* 1 for a node made by ldt__stop_gradient. */
+static inline int ldt__is_stop_gradient(const ldt_tensor *t) {
+    return t->kind == LDT__NODE && t->op == LDT_OP_ALIAS && t->attrs->i[0] == 1;
+}
+
+/* Pins g, a gradient of pinned t made at or after node first_backward, to t's conjugate
+ * layout (Shard and Replicate kept, Partial(sum) whole) unless g is pinned already; a leaf t
+ * (a parameter) pins nothing unless `leaf` says how (autodiff.c). */
+enum { LDT__PIN_NO_LEAF, LDT__PIN_AS_LEAF, LDT__PIN_LEAF_GRAD };
+void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, int leaf);
+
+/* 1 when the rule running for t must give input k a gradient (others may be left NULL). */
+static inline int ldt__vjp_needs(const ldt_tensor *t, int k) {
+    return k >= 32 || ((t->ctx->vjp_need >> k) & 1u);
+}
+
 /* Rules of the nn and indexing families (trace/autodiff_nn.c). */
 void ldt__r_softmax(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);
 void ldt__r_norm(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi);

@@ -84,6 +84,15 @@ void ldt__r_dropout(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     gi[0] = d;
 }
 
+/* Zeros shaped and (when x is pinned) laid out like x: the buffer a gradient is added into
+ * where the indices point, sharded as x so a vocab-sharded table or logits get a gradient
+ * sharded alike without moving zeros. */
+static ldt_tensor *zeros_as(ldt_tensor *x) {
+    ldt_tensor *z = ldt__zeros_like(x);
+    if (z) ldt__pin_conjugate(x, z, z->id, LDT__PIN_AS_LEAF);
+    return z;
+}
+
 void ldt__r_index(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     int dim = (int)t->attrs->i[0];
     switch (t->op) {
@@ -91,12 +100,14 @@ void ldt__r_index(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
         ldt_tensor *w = IN(t, 0), *idx = IN(t, 1);
         int64_t N = 1, H = w->shape->dims[1];
         for (int d = 0; d < idx->shape->ndim; d++) N *= idx->shape->dims[d];
-        gi[0] = ldt_index_add(ldt__zeros_like(w), 0, ldt_reshape(idx, &(ldt_shape){1, {N}}),
+        gi[0] = ldt_index_add(zeros_as(w), 0, ldt_reshape(idx, &(ldt_shape){1, {N}}),
                               ldt_reshape(g, &(ldt_shape){2, {N, H}}));
+        /* a vocab-sharded table's rows gathered nowhere: its gradient sharded alike */
+        if (gi[0]) ldt__pin_conjugate(w, gi[0], gi[0]->id, LDT__PIN_LEAF_GRAD);
         break;
     }
-    case LDT_OP_INDEX_SELECT: gi[0] = ldt_index_add(ldt__zeros_like(IN(t, 0)), dim, IN(t, 1), g); break;
-    case LDT_OP_GATHER: gi[0] = ldt_scatter_add(ldt__zeros_like(IN(t, 0)), dim, IN(t, 1), g); break;
+    case LDT_OP_INDEX_SELECT: gi[0] = ldt_index_add(zeros_as(IN(t, 0)), dim, IN(t, 1), g); break;
+    case LDT_OP_GATHER: gi[0] = ldt_scatter_add(zeros_as(IN(t, 0)), dim, IN(t, 1), g); break;
     case LDT_OP_SCATTER: /* overwritten positions take nothing from x */
         gi[0] = ldt_scatter(g, dim, IN(t, 1), ldt__zeros_like(IN(t, 2)));
         gi[2] = ldt_gather(g, dim, IN(t, 1));

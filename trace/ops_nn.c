@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/common/philox.h"
-#include "trace/trace.h"
+#include "trace/autodiff.h"
 
 static ldt_tensor *need_float(ldt_ctx *ctx, const char *op, const char *what, ldt_tensor *x) {
     if (ldt__dtype_is_float((ldt_dtype)x->dtype)) return x;
@@ -90,10 +90,100 @@ ldt_tensor *ldt_rms_norm(ldt_tensor *x, int ndims, ldt_tensor *w, double eps) {
 
 static int is_index_dtype(ldt_dtype t) { return t == LDT_I32 || t == LDT_I64; }
 
+/* cross_entropy recorded as ordinary nodes, so the planner shards each (the class dim too:
+ * vocab parallel) and the backward pass reads what the forward made:
+ *   m = amax(z) per row (its gradient stopped: any per-row shift gives the same loss),
+ *   e = exp(z - m), s = sum(e) per row, lse = log(s) + m,
+ *   picked = z[target] (gather; a vocab-sharded z gives a Partial, the owner's value),
+ *   loss = sum(where(valid, lse - picked, 0)) / count, count = the targets != ignore_index.
+ * On a class-sharded z every reduction is of one value per row (m, s) or a scalar; the
+ * backward (e / s - one_hot at the owner, by gather's rule, times valid / count) is local, and
+ * the count it divides by is the forward's. */
+/* Logits pinned with the class dim sharded (vocab parallel, and perhaps a batch dim on
+ * another mesh dim): the row max, the exp sum and the target logit are pinned to reduce
+ * from the shards (Partial max, sum, sum on the class-sharding mesh dims, the batch dims as
+ * the logits), and the exponentials to the logits' pin, so the planner never gathers the
+ * logits for the loss, though one all_gather can cost less than the few small all_reduces
+ * on a small model. Other pins (Partial, interleaved) pin nothing. */
+/* reduce 0: t takes the logits' pin; 1: Partial(op) where the classes are sharded. */
+static void pin_rows(ldt_ctx *ctx, const ldt_tensor *z, ldt_tensor *t, int reduce, ldt_reduce_op op) {
+    int nd = ldt_mesh_ndim(ctx->mesh), last = z->shape->ndim - 1, vocab = 0;
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!z->pin || !t) return;
+    for (int d = 0; d < nd; d++) {
+        const ldt_placement *p = &z->pin[d];
+        if (p->kind == LDT_PLACE_REPLICATE) {
+            pl[d] = *p;
+        } else if (p->kind == LDT_PLACE_SHARD && p->dim == last) {
+            pl[d] = reduce ? ldt_partial(op) : *p;
+            vocab = 1;
+        } else if (p->kind == LDT_PLACE_SHARD) {
+            pl[d] = *p;
+        } else {
+            return;
+        }
+    }
+    if (vocab) ldt_pin(t, pl, nd);
+}
+
+/* The [loss sum, count] pair of logits pinned sharded (classes or batch): Partial(sum) on
+ * every mesh dim that shards them, then one explicit move to Replicate, so both are reduced
+ * together, once (a few bytes: the only traffic on a data-parallel dim in the forward). */
+static ldt_tensor *reduce_stats(ldt_ctx *ctx, const ldt_tensor *z, ldt_tensor *stats) {
+    int nd = ldt_mesh_ndim(ctx->mesh), any = 0;
+    ldt_placement pl[LDT_MAX_DIMS], rep[LDT_MAX_DIMS];
+    if (!z->pin || !stats) return stats;
+    for (int d = 0; d < nd; d++) {
+        rep[d] = ldt_replicate();
+        if (z->pin[d].kind == LDT_PLACE_SHARD) {
+            pl[d] = ldt_partial(LDT_REDUCE_SUM);
+            any = 1;
+        } else if (z->pin[d].kind == LDT_PLACE_REPLICATE) {
+            pl[d] = z->pin[d];
+        } else {
+            return stats;
+        }
+    }
+    if (!any || ldt_pin(stats, pl, nd) != LDT_OK) return stats;
+    return ldt_redistribute_to(stats, rep, nd);
+}
+
+static ldt_tensor *cross_entropy_parts(ldt_ctx *ctx, ldt_tensor *z, ldt_tensor *tg, int64_t ign) {
+    ldt_dtype ft = (ldt_dtype)z->dtype, it = (ldt_dtype)tg->dtype;
+    int last = z->shape->ndim - 1;
+    ldt_shape rows1 = *z->shape;
+    ldt_tensor *izero = ldt__scalar_const(ctx, it, 0), *fzero = ldt__scalar_const(ctx, ft, 0);
+    ldt_tensor *m, *e, *lse, *valid, *valid1, *idx1, *picked, *tot, *count, *pair[2], *stats;
+    ldt_shape one = {1, {1}};
+    ldt_tensor *s;
+    rows1.dims[last] = 1;
+    m = ldt_amax(z, &last, 1, 1);
+    pin_rows(ctx, z, m, 1, LDT_REDUCE_MAX);
+    m = ldt__stop_gradient(m);
+    e = ldt_exp(ldt_sub(z, m));
+    pin_rows(ctx, z, e, 0, LDT_REDUCE_SUM);
+    s = ldt_sum(e, &last, 1, 1);
+    pin_rows(ctx, z, s, 1, LDT_REDUCE_SUM);
+    lse = ldt_add(ldt_log(s), m); /* [..., 1] */
+    /* target - ignore_index != 0: no new constant per call */
+    valid = ldt_ne(ldt_sub_scalar(tg, (double)ign), izero);
+    valid1 = ldt_reshape(valid, &rows1);
+    idx1 = ldt_reshape(ldt_where(valid, tg, izero), &rows1); /* ignored rows read class 0 */
+    picked = ldt_gather(z, last, idx1);
+    pin_rows(ctx, z, picked, 1, LDT_REDUCE_SUM);
+    tot = ldt_sum(ldt_where(valid1, ldt_sub(lse, picked), fzero), NULL, 0, 0);
+    count = ldt_sum(ldt_cast(valid, ft), NULL, 0, 0);
+    /* [sum, count] as one value: on sharded logits one reduction of two numbers gives both */
+    pair[0] = ldt_reshape(tot, &one);
+    pair[1] = ldt_reshape(count, &one);
+    stats = reduce_stats(ctx, z, ldt_cat(pair, 2, 0));
+    /* NaN when every target is ignored, as 0 / 0; the backward divides by this count too */
+    return ldt_div(ldt_select(stats, 0, 0), ldt_select(stats, 0, 1));
+}
+
 ldt_tensor *ldt_cross_entropy(ldt_tensor *logits, ldt_tensor *targets, int64_t ignore_index) {
-    ldt_tensor *in[2] = {logits, targets}, *t;
+    ldt_tensor *in[2] = {logits, targets};
     ldt_ctx *ctx = ldt__check_inputs("cross_entropy", in, 2);
-    ldt_shape s = {0, {0}};
     int ok;
     if (!ctx || !need_float(ctx, "cross_entropy", "logits", logits)) return NULL;
     if (!is_index_dtype((ldt_dtype)targets->dtype))
@@ -112,9 +202,7 @@ ldt_tensor *ldt_cross_entropy(ldt_tensor *logits, ldt_tensor *targets, int64_t i
                              "[..., C] and targets [...]",
                              dl, dt);
     }
-    t = ldt__record_a(ctx, LDT_OP_CROSS_ENTROPY, in, 2, &s, (ldt_dtype)logits->dtype);
-    if (t) t->attrs->i[0] = ignore_index;
-    return t;
+    return cross_entropy_parts(ctx, logits, targets, ignore_index);
 }
 
 /* Takes the stream at the context's offset for `numel` elements and advances it. */

@@ -109,6 +109,9 @@ struct ldt_ctx {
     ldt_tensor *const_cache[16];
     uint64_t const_cache_key[16];
     int const_cache_next;
+    /* while ldt_grad runs a rule: bit k set when input k needs a gradient (rules may skip
+     * recording the others) */
+    uint32_t vjp_need;
     /* compiled executables (exec/cache.c), opaque here: trace never calls down */
     void *exec_cache;
     void (*exec_cache_free)(void *cache);

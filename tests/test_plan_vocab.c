@@ -1,0 +1,205 @@
+/* Vocab-parallel embedding and cross_entropy in whole training steps (forward, backward,
+ * AdamW) under Megatron pins, on tp=4 and dp=2,tp=2, at a small GPT (3 layers, hidden 64,
+ * vocab 96) and at GPT-2-small sizes on a meta mesh: no move carries the vocabulary dim (the
+ * tied table [V, H], the logits or their gradient [B, S, V]) but the data-parallel reduction
+ * of the table's gradient; in the forward nothing moves
+ * on dp but the loss's [sum, count] pair, and the activation is reduced on tp exactly twice
+ * per layer (after the two row-parallel projections) and once for the embedding. The small
+ * model's f64 losses on both meshes equal one device's. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ldt/ldt.h"
+#include "ldt/models.h"
+#include "tests/cli_run.h"
+#include "tests/test_util.h"
+
+typedef struct sizes {
+    int64_t layers, hidden, heads, vocab, seq, batch;
+} sizes;
+
+static const sizes k_small = {3, 64, 4, 96, 16, 2};
+static const sizes k_gpt2 = {12, 768, 12, 50304, 1024, 8};
+
+/* What the plan of one training step moves, from its JSON (ldt plan --json's nodes). */
+typedef struct moves {
+    int vocab_moves;      /* redistributions of a tensor with a dim of the vocabulary's size */
+    int fwd_dp;           /* forward redistributions (and own collectives) touching dp */
+    int64_t fwd_dp_bytes; /* the largest of them, global tensor bytes */
+    int fwd_act_reduce;   /* forward reductions (P -> R or P -> S) of [B, S, H] on tp */
+    char what[512];       /* the first vocabulary move, for the message */
+} moves;
+
+static int has_dim(const cJSON *dims, int d) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, dims) if (x->valueint == d) return 1;
+    return 0;
+}
+
+/* 1 when a move's "from" (one placement per mesh dim it spans, as "S0,P") holds a Partial on
+ * mesh dim d: a reduction there. */
+static int reduces_on(const cJSON *r, int d) {
+    const cJSON *x;
+    const char *pl = cJSON_GetObjectItem(r, "from")->valuestring;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "mesh_dims")) {
+        if (x->valueint == d) return pl[0] == 'P';
+        pl = strchr(pl, ',');
+        if (!pl++) return 0;
+    }
+    return 0;
+}
+
+static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp,
+                       moves *mv) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_model *m;
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    ldt_optim_config oc = {0};
+    ldt_optim *o = NULL;
+    ldt_tensor *loss, *ps[256], *gs[256];
+    ldt_plan *plan;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+    cJSON *j, *node;
+    int64_t loss_id = -1;
+    int np;
+    memset(mv, 0, sizeof *mv);
+    cfg.layers = z->layers, cfg.hidden = z->hidden, cfg.heads = z->heads, cfg.vocab = z->vocab;
+    cfg.seq = z->seq, cfg.batch = z->batch;
+    cfg.train = 1;
+    cfg.dropout = 0.1;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, dev, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(ctx, "gpt", &cfg, &m), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pin(m, "megatron"), LDT_OK, "%s", ldt_last_error());
+    loss = ldt_model_forward(m);
+    cr_assert(loss != NULL, "%s", ldt_ctx_errmsg(ctx));
+    np = ldt_model_nparams(m);
+    cr_assert_leq(np, 256);
+    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(m, i, NULL);
+    oc.kind = LDT_OPTIM_ADAMW;
+    oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8, oc.weight_decay = 0.01;
+    oc.clip_norm = 1.0, oc.total_steps = 1;
+    cr_assert_eq(ldt_grad(loss, ps, np, gs), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_optim_create(ctx, &oc, ps, np, &o), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_optim_step(o, gs), LDT_OK, "%s", ldt_last_error());
+    for (int64_t i = 0; i < ldt_trace_nodes(ctx); i++)
+        if (ldt_trace_node(ctx, i) == loss) loss_id = i;
+    cr_assert_geq(loss_id, 0);
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s on %s: %s", "plan", mesh_text,
+                 ldt_last_error());
+    f = open_memstream(&buf, &len);
+    cr_assert_eq(ldt_plan_write_json(plan, f), LDT_OK, "%s", ldt_last_error());
+    fclose(f);
+    j = cJSON_Parse(buf);
+    cr_assert(j != NULL);
+    cJSON_ArrayForEach(node, cJSON_GetObjectItem(j, "nodes")) {
+        int64_t id = (int64_t)cJSON_GetObjectItem(node, "id")->valuedouble;
+        ldt_tensor *t = ldt_trace_node(ctx, id);
+        const cJSON *r, *c;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItem(node, "redistributions")) {
+            const char *coll = cJSON_GetObjectItem(r, "collective")->valuestring;
+            const cJSON *dims = cJSON_GetObjectItem(r, "mesh_dims");
+            int64_t bytes = (int64_t)cJSON_GetObjectItem(r, "tensor_bytes")->valuedouble;
+            ldt_tensor *in = ldt_tensor_input(t, cJSON_GetObjectItem(r, "input")->valueint);
+            ldt_shape s;
+            int vocab = 0, act;
+            if (strncmp(coll, "local", 5) == 0) continue; /* nothing leaves the rank */
+            ldt_tensor_shape(in, &s);
+            for (int d = 0; d < s.ndim; d++) vocab |= s.dims[d] == z->vocab;
+            /* the data-parallel reduction of the tied table's gradient is no move of it */
+            if (vocab && dp >= 0 && !has_dim(dims, tp) && reduces_on(r, dp)) vocab = 0;
+            if (vocab && !mv->vocab_moves++)
+                snprintf(mv->what, sizeof mv->what, "node %lld (%s) input %d: %s %s -> %s, %lld bytes",
+                         (long long)id, ldt_tensor_op(t),
+                         cJSON_GetObjectItem(r, "input")->valueint, coll,
+                         cJSON_GetObjectItem(r, "from")->valuestring,
+                         cJSON_GetObjectItem(r, "to")->valuestring, (long long)bytes);
+            if (id > loss_id) continue;
+            if (dp >= 0 && has_dim(dims, dp)) {
+                mv->fwd_dp++;
+                if (bytes > mv->fwd_dp_bytes) mv->fwd_dp_bytes = bytes;
+            }
+            act = s.ndim == 3 && s.dims[0] == z->batch && s.dims[1] == z->seq && s.dims[2] == z->hidden;
+            if (act && reduces_on(r, tp) &&
+                (strcmp(coll, "all_reduce") == 0 || strcmp(coll, "reduce_scatter") == 0))
+                mv->fwd_act_reduce++;
+        }
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(node, "collectives")) /* an op's own */
+            if (id <= loss_id && dp >= 0 && has_dim(cJSON_GetObjectItem(c, "mesh_dims"), dp)) {
+                mv->fwd_dp++;
+                mv->fwd_dp_bytes = INT64_MAX;
+            }
+    }
+    cJSON_Delete(j);
+    free(buf);
+    ldt_plan_destroy(plan);
+    ldt_optim_destroy(o);
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+static void expect_megatron(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp) {
+    moves mv;
+    check_step(mesh_text, dev, z, dp, tp, &mv);
+    cr_expect_eq(mv.vocab_moves, 0, "%s, vocab %lld: %d moves of a tensor with the vocabulary dim, "
+                 "first %s", mesh_text, (long long)z->vocab, mv.vocab_moves, mv.what);
+    if (dp >= 0) /* the [loss sum, count] pair: two numbers of at most 8 bytes */
+        cr_expect(mv.fwd_dp == 1 && mv.fwd_dp_bytes <= 16,
+                  "%s: %d forward moves on dp, the largest %lld bytes; expected the loss's alone",
+                  mesh_text, mv.fwd_dp, (long long)mv.fwd_dp_bytes);
+    cr_expect_eq(mv.fwd_act_reduce, 2 * z->layers + 1,
+                 "%s, %lld layers: %d reductions of the activation on tp in the forward", mesh_text,
+                 (long long)z->layers, mv.fwd_act_reduce);
+}
+
+Test(plan_vocab, small_gpt_training_step) {
+    expect_megatron("tp=4", LDT_DEVICE_CPU, &k_small, -1, 0);
+    expect_megatron("dp=2,tp=2", LDT_DEVICE_CPU, &k_small, 0, 1);
+}
+
+/* GPT-2 small on a meta mesh (nothing runs); the sanitizer builds plan 2 of its 12 layers. */
+Test(plan_vocab, gpt2_small_training_step_on_meta) {
+    sizes z = k_gpt2;
+    if (ldt_test_scale() < 1) z.layers = 2;
+    expect_megatron("tp=4", LDT_DEVICE_META, &z, -1, 0);
+    expect_megatron("dp=2,tp=2", LDT_DEVICE_META, &z, 0, 1);
+}
+
+/* The losses of `ldt train` (f64, dropout on) at the small sizes. */
+static void train_losses(const char *mesh, double *l, int n) {
+    static char out[1 << 16];
+    char args[512];
+    cJSON *j, *a;
+    snprintf(args, sizeof args,
+             "train --json --layers 3 --hidden 64 --heads 4 --vocab 96 --seq 16 --batch 2 "
+             "--dropout 0.1 --dtype f64 --steps %d --mesh %s", n, mesh);
+    cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s: %s", args, out);
+    j = cJSON_Parse(out);
+    cr_assert(j != NULL, "%s", out);
+    a = cJSON_GetObjectItem(j, "losses");
+    cr_assert(cJSON_IsArray(a) && cJSON_GetArraySize(a) == n);
+    for (int i = 0; i < n; i++) l[i] = cJSON_GetArrayItem(a, i)->valuedouble;
+    cJSON_Delete(j);
+}
+
+Test(plan_vocab, training_losses_equal_one_device) {
+    const char *meshes[] = {"tp=4", "dp=2,tp=2"};
+    double ref[4], got[4];
+    train_losses("1", ref, 4);
+    for (int m = 0; m < 2; m++) {
+        train_losses(meshes[m], got, 4);
+        for (int i = 0; i < 4; i++)
+            cr_expect(fabs(got[i] - ref[i]) <= 1e-9 * fabs(ref[i]), "%s step %d: %.15g, one device %.15g",
+                      meshes[m], i, got[i], ref[i]);
+    }
+}
