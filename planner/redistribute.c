@@ -65,6 +65,8 @@ typedef struct pricer {
     int64_t *coords;               /* N x LDT_MAX_DIMS */
     ldt_region *rx, *ry;           /* every position's region before / after */
     int *members;                  /* N scratch */
+    int64_t *ftab;                 /* price_a2a's per-dim tables, ftab_cap entries */
+    size_t ftab_cap;
     ldt__step_memo *memo;          /* step prices of this (mesh, shape, dtype, model); NULL: none */
     /* The search's cells are built on the first step the memo does not hold (most searches
      * of a plan find every step there); from these specs, borrowed. */
@@ -83,6 +85,7 @@ static void pricer_free(pricer *pr) {
         free(pr->scell_n[d]);
     }
     free(pr->slens);
+    free(pr->ftab);
     memset(pr, 0, sizeof *pr);
 }
 
@@ -515,11 +518,209 @@ static int group_union(const ldt_spec *S, const int64_t *c, int ndims, const int
     return 1;
 }
 
+/* The runs of tensor dim d that S gives the rank at coordinate c, as ldt__layout_coord_checked
+ * lays that dim out, with the mesh dims in `skip` left unsplit (as if S replicated there). Only
+ * the coordinates of the mesh dims sharding d are read. */
+static void run_at(const ldt_spec *S, int d, const int64_t *c, unsigned skip, ldt_dim_runs *r) {
+    int64_t n = S->shape.dims[d], st, len;
+    r->start = 0;
+    r->len = n;
+    r->blocks = 1;
+    r->block_stride = n;
+    for (int i = 0; i < S->nplace; i++) {
+        const ldt_placement *p = &S->placements[i];
+        if (!shards(p, d) || ((skip >> i) & 1u)) continue;
+        if (p->kind == LDT_PLACE_SHARD) {
+            ldt_chunk(r->len, S->mesh->dims[i], c[i], &st, &len);
+            r->start += st;
+            r->len = len;
+        } else {
+            int64_t bs = n / p->blocks;
+            ldt_chunk(bs, S->mesh->dims[i], c[i], &st, &len);
+            r->start = st;
+            r->len = len;
+            r->blocks = p->blocks;
+            r->block_stride = bs;
+        }
+    }
+}
+
+static int64_t runs_isect(const ldt_dim_runs *a, const ldt_dim_runs *b) {
+    int64_t t;
+    ldt__dim_isect(a, b, NULL, &t);
+    return t;
+}
+
+/* The mesh dims where S shards tensor dim d. */
+static unsigned shard_mask(const ldt_spec *S, int d) {
+    unsigned m = 0;
+    for (int i = 0; i < S->nplace; i++)
+        if (shards(&S->placements[i], d)) m |= 1u << i;
+    return m;
+}
+
+/* Whether the pieces of tensor dim d that S gives the group (mesh dims `group`) through one
+ * rank are disjoint and together are S's run with the group dims unsplit (group_union for one
+ * dim): no mesh dim after a group dim sharding d, off the group, splits d again. */
+static int dim_union_ok(const ldt_spec *S, int d, unsigned group) {
+    unsigned m = shard_mask(S, d);
+    for (int g = 0; g < S->nplace; g++)
+        if ((m & group & (1u << g)))
+            for (int j = g + 1; j < S->nplace; j++)
+                if ((m & (1u << j)) && !(group & (1u << j))) return 0;
+    return 1;
+}
+
+/* Sum over the group coordinates in `vary` (cells of the step, weighed by their sizes) of
+ * |a ∩ S's run of d at c with those coordinates|, a fixed (swap: |S's run ∩ a|). */
+static int64_t dim_group_sum(const pricer *pr, const ldt_spec *S, int d, const int64_t *c,
+                             unsigned vary, const ldt_dim_runs *a, int swap) {
+    int idx[LDT_MAX_DIMS] = {0}, dims[LDT_MAX_DIMS], n = 0;
+    int64_t q[LDT_MAX_DIMS], sum = 0;
+    memcpy(q, c, sizeof q);
+    for (int i = 0; i < pr->nd; i++)
+        if ((vary >> i) & 1u) dims[n++] = i;
+    for (;;) {
+        ldt_dim_runs r;
+        int64_t cnt = 1;
+        int i;
+        for (i = 0; i < n; i++) {
+            q[dims[i]] = pr->scell_at[dims[i]][idx[i]];
+            cnt *= pr->scell_n[dims[i]][idx[i]];
+        }
+        run_at(S, d, q, 0, &r);
+        sum += (swap ? runs_isect(&r, a) : runs_isect(a, &r)) * cnt;
+        i = n - 1;
+        while (i >= 0 && ++idx[i] == pr->sncell[dims[i]]) idx[i--] = 0;
+        if (i < 0) break;
+    }
+    return sum;
+}
+
+static int64_t mul_sat(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* An all_to_all's figures over the step's cells, as price_classes would count them position by
+ * position, but by tensor dim: a region is the product of its dims' runs, and a dim's run
+ * depends only on the coordinates of the mesh dims that shard that dim. So what rank c shares
+ * with itself, sends (its region met with every group member's region after) and receives
+ * factor into per-dim figures: each group mesh dim shards at most one tensor dim per spec, so
+ * the sum over the group is the product over tensor dims of sums over the group dims sharding
+ * that dim (one intersection with their union where it is one run, dim_union_ok), times the
+ * group dims the other spec does not shard. Each dim's figures are tabulated once per
+ * combination of the cells of its own mesh dims; the positions then only multiply table
+ * entries, and mesh dims that shard nothing in either spec are not visited at all. */
+static ldt_status price_a2a(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                            const ldt_redist_step *s, int64_t *ms, int64_t *mr) {
+    int ndim = X->shape.ndim, nd = pr->nd, idx[LDT_MAX_DIMS] = {0}, used[LDT_MAX_DIMS], nused = 0;
+    unsigned group = 0, dep[LDT_MAX_DIMS], any = 0;
+    int64_t rep_x = 1, rep_y = 1, size[LDT_MAX_DIMS], at[LDT_MAX_DIMS] = {0}, total = 0;
+    int64_t stride[LDT_MAX_DIMS][LDT_MAX_DIMS], *tab[LDT_MAX_DIMS], maxs = 0, maxr = 0;
+    for (int d = 0; d < ndim; d++)
+        if (X->shape.dims[d] == 0) { /* nothing anywhere */
+            *ms = *mr = 0;
+            return LDT_OK;
+        }
+    for (int i = 0; i < s->ndims; i++) {
+        int g = s->dims[i];
+        group |= 1u << g;
+        if (!shards(&X->placements[g], X->placements[g].dim)) rep_x *= ldt_mesh_dim_size(pr->mesh, g);
+        if (!shards(&Y->placements[g], Y->placements[g].dim)) rep_y *= ldt_mesh_dim_size(pr->mesh, g);
+    }
+    for (int d = 0; d < ndim; d++) {
+        dep[d] = shard_mask(X, d) | shard_mask(Y, d);
+        any |= dep[d];
+        size[d] = 1;
+        for (int i = nd - 1; i >= 0; i--) {
+            stride[d][i] = (dep[d] >> i) & 1u ? size[d] : 0;
+            if ((dep[d] >> i) & 1u) size[d] *= pr->sncell[i];
+        }
+        total += 3 * size[d];
+    }
+    for (int i = 0; i < nd; i++)
+        if ((any >> i) & 1u) used[nused++] = i;
+    if ((size_t)total > pr->ftab_cap) {
+        int64_t *t = realloc(pr->ftab, (size_t)total * sizeof *t);
+        if (!t) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+        pr->ftab = t;
+        pr->ftab_cap = (size_t)total;
+    }
+    /* per tensor dim, per combination of its mesh dims' cells: self, sent, received */
+    total = 0;
+    for (int d = 0; d < ndim; d++) {
+        int ux = dim_union_ok(X, d, group), uy = dim_union_ok(Y, d, group), k = 0, j[LDT_MAX_DIMS] = {0};
+        unsigned vx = shard_mask(X, d) & group, vy = shard_mask(Y, d) & group;
+        int64_t c[LDT_MAX_DIMS] = {0}, *t = tab[d] = pr->ftab + total;
+        total += 3 * size[d];
+        for (;;) {
+            ldt_dim_runs xr, yr, u;
+            int i;
+            for (i = 0; i < nd; i++)
+                if ((dep[d] >> i) & 1u) c[i] = pr->scell_at[i][j[i]];
+            run_at(X, d, c, 0, &xr);
+            run_at(Y, d, c, 0, &yr);
+            t[3 * k] = runs_isect(&xr, &yr);
+            if (uy) {
+                run_at(Y, d, c, group, &u);
+                t[3 * k + 1] = runs_isect(&xr, &u);
+            } else {
+                t[3 * k + 1] = dim_group_sum(pr, Y, d, c, vy, &xr, 0);
+            }
+            if (ux) {
+                run_at(X, d, c, group, &u);
+                t[3 * k + 2] = runs_isect(&u, &yr);
+            } else {
+                t[3 * k + 2] = dim_group_sum(pr, X, d, c, vx, &yr, 1);
+            }
+            k++;
+            for (i = nd - 1; i >= 0; i--) {
+                if (!((dep[d] >> i) & 1u)) continue;
+                if (++j[i] < pr->sncell[i]) break;
+                j[i] = 0;
+            }
+            if (i < 0) break;
+        }
+    }
+    /* every combination of the cells of the mesh dims that shard something */
+    for (;;) {
+        int64_t self = 1, sent = rep_y, recv = rep_x;
+        int u;
+        for (int d = 0; d < ndim; d++) {
+            const int64_t *e = tab[d] + 3 * at[d];
+            self *= e[0];
+            sent = mul_sat(sent, e[1]);
+            recv = mul_sat(recv, e[2]);
+        }
+        if (sent - self > maxs) maxs = sent - self;
+        if (recv - self > maxr) maxr = recv - self;
+        for (u = nused - 1; u >= 0; u--) {
+            int i = used[u];
+            for (int d = 0; d < ndim; d++) at[d] += stride[d][i];
+            if (++idx[i] < pr->sncell[i]) break;
+            for (int d = 0; d < ndim; d++) at[d] -= stride[d][i] * pr->sncell[i];
+            idx[i] = 0;
+        }
+        if (u < 0) break;
+    }
+    *ms = maxs;
+    *mr = maxr;
+    return LDT_OK;
+}
+
 /* price_regions' figures from one rank per combination of cells (see Pricing). */
 static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
                                 ldt_redist_step *s, int64_t *ms, int64_t *mr, int64_t *mw) {
     int idx[LDT_MAX_DIMS] = {0}, n = 1;
     int64_t c[LDT_MAX_DIMS] = {0}, nb[LDT_MAX_DIMS];
+    if (s->collective == LDT_COLL_ALL_TO_ALL) {
+        int64_t a, b;
+        LDT_CHECK(price_a2a(pr, X, Y, s, &a, &b));
+        if (a > *ms) *ms = a;
+        if (b > *mr) *mr = b;
+        return LDT_OK;
+    }
     for (int i = 0; i < s->ndims; i++) n *= (int)ldt_mesh_dim_size(pr->mesh, s->dims[i]);
     for (;;) {
         ldt_region rx, ry, rn;
