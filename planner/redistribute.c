@@ -545,8 +545,14 @@ static void run_at(const ldt_spec *S, int d, const int64_t *c, unsigned skip, ld
     }
 }
 
+/* What runs a and b share (ldt__dim_isect's total; one run each met inline). */
 static int64_t runs_isect(const ldt_dim_runs *a, const ldt_dim_runs *b) {
     int64_t t;
+    if (a->blocks == 1 && b->blocks == 1) {
+        int64_t lo = a->start > b->start ? a->start : b->start;
+        int64_t ae = a->start + a->len, be = b->start + b->len, hi = ae < be ? ae : be;
+        return a->len > 0 && b->len > 0 && hi > lo ? hi - lo : 0;
+    }
     ldt__dim_isect(a, b, NULL, &t);
     return t;
 }
@@ -571,27 +577,28 @@ static int dim_union_ok(const ldt_spec *S, int d, unsigned group) {
     return 1;
 }
 
-/* Sum over the group coordinates in `vary` (cells of the step, weighed by their sizes) of
- * |a ∩ S's run of d at c with those coordinates|, a fixed (swap: |S's run ∩ a|). */
+/* Sum over every coordinate of the group dims in `vary` of |a ∩ S's run of d at c with those
+ * coordinates|, a fixed (swap: |S's run ∩ a|). Coordinate by coordinate: along a mesh dim that
+ * shards d on both sides a rank meets its own coordinate's piece, not its cell's. */
 static int64_t dim_group_sum(const pricer *pr, const ldt_spec *S, int d, const int64_t *c,
                              unsigned vary, const ldt_dim_runs *a, int swap) {
-    int idx[LDT_MAX_DIMS] = {0}, dims[LDT_MAX_DIMS], n = 0;
+    int dims[LDT_MAX_DIMS], n = 0;
     int64_t q[LDT_MAX_DIMS], sum = 0;
     memcpy(q, c, sizeof q);
     for (int i = 0; i < pr->nd; i++)
-        if ((vary >> i) & 1u) dims[n++] = i;
+        if ((vary >> i) & 1u) {
+            dims[n++] = i;
+            q[i] = 0;
+        }
     for (;;) {
         ldt_dim_runs r;
-        int64_t cnt = 1;
         int i;
-        for (i = 0; i < n; i++) {
-            q[dims[i]] = pr->scell_at[dims[i]][idx[i]];
-            cnt *= pr->scell_n[dims[i]][idx[i]];
-        }
         run_at(S, d, q, 0, &r);
-        sum += (swap ? runs_isect(&r, a) : runs_isect(a, &r)) * cnt;
-        i = n - 1;
-        while (i >= 0 && ++idx[i] == pr->sncell[dims[i]]) idx[i--] = 0;
+        sum += swap ? runs_isect(&r, a) : runs_isect(a, &r);
+        for (i = n - 1; i >= 0; i--) {
+            if (++q[dims[i]] < ldt_mesh_dim_size(pr->mesh, dims[i])) break;
+            q[dims[i]] = 0;
+        }
         if (i < 0) break;
     }
     return sum;
@@ -1722,11 +1729,16 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
         for (int i = top; i >= 0 && ix.max_hi[i] > tlo; i--) {
             int apos = reps[ix.by_lo[i]] + (int)add, wa = ldt_mesh_rank_at(X->mesh, apos);
             int64_t n, sc[LDT_MAX_DIMS];
-            ldt_region rx;
             if (wa == wb) continue;
             for (int d = 0; d < pa.nd; d++) sc[d] = (apos / pa.mstride[d]) % ldt_mesh_dim_size(X->mesh, d);
-            ldt__layout_coord_checked(X, sc, &rx);
-            n = ldt__region_isect_numel(&rx, &ry);
+            /* the source's runs met with the target's dim by dim (one run each, not a whole
+             * region laid out per visit) */
+            n = 1;
+            for (int d = 0; d < nt && n; d++) {
+                ldt_dim_runs r;
+                run_at(X, d, sc, 0, &r);
+                n *= runs_isect(&r, &ry.runs[d]);
+            }
             if (n == 0) continue;
             sent[wa] += n;
             recv[wb] += n;
