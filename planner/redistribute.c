@@ -780,38 +780,174 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
     return LDT_OK;
 }
 
+/* Floor and ceiling of a / b, b > 0. */
+static int64_t fdiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+static int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }
+
+/* Marks (mark[lo + t] = 1: a cell starts there) the offsets t in (0, n) where the overlap of a
+ * run set A with a run set B that starts delta0 + D t after it may change, B's runs at offsets
+ * o = ia * strideA - ib * strideB from A's: each pair of runs overlaps by a trapezoid in delta,
+ * 0 up to e0 = o - lB, rising to m = min(lA, lB) at e1, flat to e2 = o + lA - m, falling to 0
+ * at e3 = o + lA. Offsets where delta crosses a corner start a cell, and offsets where delta is
+ * on a slope are cells of their own; between, the overlap is constant. Returns 0 when that
+ * would cut more than `budget` offsets (the caller cuts every coordinate). */
+static int mark_overlap(const ldt_dim_runs *a, const ldt_dim_runs *b, int64_t delta0, int64_t D,
+                        int64_t n, uint8_t *mark, int64_t *budget) {
+    int64_t m;
+    if (D == 0 || a->len <= 0 || b->len <= 0) return 1; /* constant along this cell */
+    m = a->len < b->len ? a->len : b->len;
+    if (a->blocks * b->blocks > 64) return 0;
+    for (int64_t ia = 0; ia < a->blocks; ia++)
+        for (int64_t ib = 0; ib < b->blocks; ib++) {
+            int64_t o = ia * a->block_stride - ib * b->block_stride;
+            int64_t e[4] = {o - b->len, o - b->len + m, o + a->len - m, o + a->len};
+            for (int j = 0; j < 4; j++) {
+                /* the first offsets where delta is >= e[j] and > e[j] (D > 0), or < and <= */
+                int64_t t1 = D > 0 ? cdiv(e[j] - delta0, D) : fdiv(delta0 - e[j], -D) + 1;
+                int64_t t2 = D > 0 ? fdiv(e[j] - delta0, D) + 1 : cdiv(delta0 - e[j], -D);
+                if (t1 > 0 && t1 < n) mark[t1] = 1;
+                if (t2 > 0 && t2 < n) mark[t2] = 1;
+            }
+            for (int j = 0; j < 4; j += 2) { /* the slopes: (e0, e1) and (e2, e3) */
+                int64_t lo = e[j], hi = e[j + 1], t0, t1;
+                if (hi - lo < 2) continue; /* no integer strictly inside */
+                t0 = D > 0 ? fdiv(lo - delta0, D) + 1 : fdiv(delta0 - hi, -D) + 1;
+                t1 = D > 0 ? cdiv(hi - delta0, D) - 1 : cdiv(delta0 - lo, -D) - 1;
+                if (t0 < 0) t0 = 0;
+                if (t1 > n - 1) t1 = n - 1;
+                if (t1 - t0 + 1 > *budget) return 0;
+                for (int64_t t = t0; t <= t1; t++) {
+                    mark[t] = 1;
+                    if (t + 1 < n) mark[t + 1] = 1;
+                }
+                if (t1 >= t0) *budget -= t1 - t0 + 1;
+            }
+        }
+    return 1;
+}
+
+/* The cells of exact mesh dim i (see exact_cells) by symmetry: within a cell of lengths the
+ * runs' starts move by a fixed amount per coordinate, so the overlaps that price the step (a
+ * rank's runs before and after, and each met with the union of the group's other side) change
+ * only near the coordinates where their difference crosses a corner of the overlap; the
+ * coordinates between are alike. Computed for every coordinate of the other mesh dims of each
+ * tensor dim concerned (those are exact too). Into mark[0..k) (1: a cell starts there);
+ * returns 0 when it cannot (a union that is not one run, many interleaved blocks, too many
+ * cuts, or more work than cutting every coordinate). */
+static int exact_cuts(pricer *pr, const ldt_spec *X, const ldt_spec *Y, unsigned group, int i,
+                      const int64_t *lat, const int64_t *ln, int lnc, uint8_t *mark) {
+    int64_t k = ldt_mesh_dim_size(pr->mesh, i), budget = k / 4, work = 0;
+    for (int d = 0; d < X->shape.ndim; d++) {
+        unsigned dep = shard_mask(X, d) | shard_mask(Y, d), others;
+        int od[LDT_MAX_DIMS], no = 0;
+        if (dim_ok(X, Y, d) || !((dep >> i) & 1u)) continue;
+        if (!dim_union_ok(X, d, group) || !dim_union_ok(Y, d, group)) return 0;
+        others = dep & ~(1u << i);
+        work += lnc;
+        for (int j = 0; j < pr->nd; j++)
+            if ((others >> j) & 1u) {
+                od[no++] = j;
+                work *= ldt_mesh_dim_size(pr->mesh, j);
+            }
+        if (work >= k) return 0; /* no cheaper than a cell per coordinate */
+        for (int cl = 0; cl < lnc; cl++) {
+            int64_t c[LDT_MAX_DIMS] = {0}, lo = lat[cl], n = ln[cl];
+            for (;;) {
+                int j;
+                /* the three overlaps: own runs, sent (X with Y's union), received */
+                for (int pair = 0; pair < 3; pair++) {
+                    const ldt_spec *A = X, *B = Y;
+                    unsigned sa = pair == 2 ? group : 0, sb = pair == 1 ? group : 0;
+                    ldt_dim_runs a0, b0, a1, b1;
+                    int64_t delta0, D = 0;
+                    c[i] = lo;
+                    run_at(A, d, c, sa, &a0);
+                    run_at(B, d, c, sb, &b0);
+                    delta0 = b0.start - a0.start;
+                    if (n >= 2) {
+                        c[i] = lo + 1;
+                        run_at(A, d, c, sa, &a1);
+                        run_at(B, d, c, sb, &b1);
+                        if (a1.len != a0.len || b1.len != b0.len || a1.blocks != a0.blocks ||
+                            b1.blocks != b0.blocks || a1.block_stride != a0.block_stride ||
+                            b1.block_stride != b0.block_stride)
+                            return 0;
+                        D = (b1.start - a1.start) - delta0;
+                    }
+                    if (!mark_overlap(&a0, &b0, delta0, D, n, mark + lo, &budget)) return 0;
+                }
+                for (j = no - 1; j >= 0; j--) {
+                    if (++c[od[j]] < ldt_mesh_dim_size(pr->mesh, od[j])) break;
+                    c[od[j]] = 0;
+                }
+                if (j < 0) break;
+            }
+        }
+    }
+    for (int cl = 0; cl < lnc; cl++) mark[lat[cl]] = 1;
+    return 1;
+}
+
 /* An all_to_all that class_ok refuses: its overlaps depend on where chunks start, but only
  * along the tensor dims that fail dim_ok, and those starts only on the coordinates of the mesh
- * dims sharding them. Those mesh dims get a cell per coordinate (exact), the others keep the
- * step's cells: one position per combination, as many as the ranks at most, and often far
- * fewer (a Replicate mesh dim of 512 ranks is one cell, not 512 positions). */
-static ldt_status exact_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y) {
-    unsigned exact = 0;
+ * dims sharding them. Those mesh dims get cells of alike coordinates (exact_cuts: a 512-rank
+ * dim a few dozen) or else a cell per coordinate, the others keep the step's cells: one
+ * position per combination, as many as the ranks at most, and often far fewer (a Replicate
+ * mesh dim of 512 ranks is one cell, not 512 positions). */
+static ldt_status exact_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                              const ldt_redist_step *s) {
+    unsigned exact = 0, group = 0;
+    int64_t *lat[LDT_MAX_DIMS] = {0}, *ln[LDT_MAX_DIMS] = {0};
+    int lnc[LDT_MAX_DIMS] = {0};
+    ldt_status st = LDT_OK;
     for (int d = 0; d < X->shape.ndim; d++)
         if (!dim_ok(X, Y, d))
             for (int i = 0; i < pr->nd; i++)
                 if (shards(&X->placements[i], d) || shards(&Y->placements[i], d)) exact |= 1u << i;
+    for (int j = 0; j < s->ndims; j++) group |= 1u << s->dims[j];
+    /* every exact dim's cells of lengths, kept while the others are cut (they iterate
+     * coordinates, not these cells) */
     for (int i = 0; i < pr->nd; i++) {
-        int64_t k = ldt_mesh_dim_size(pr->mesh, i), *at, *n;
+        if (!(exact & (1u << i))) continue;
+        lat[i] = pr->scell_at[i];
+        ln[i] = pr->scell_n[i];
+        lnc[i] = pr->sncell[i];
+        pr->scell_at[i] = pr->scell_n[i] = NULL;
+        pr->sncell[i] = 0;
+    }
+    for (int i = 0; i < pr->nd; i++) {
+        int64_t k = ldt_mesh_dim_size(pr->mesh, i), *at, *n, nc = 0;
+        uint8_t *mark;
         if (!(exact & (1u << i))) continue;
         at = malloc((size_t)k * sizeof *at);
         n = malloc((size_t)k * sizeof *n);
-        if (!at || !n) {
+        mark = calloc((size_t)k, 1);
+        if (!at || !n || !mark) {
             free(at);
             free(n);
-            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+            free(mark);
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
         }
+        if (!exact_cuts(pr, X, Y, group, i, lat[i], ln[i], lnc[i], mark))
+            memset(mark, 1, (size_t)k);
         for (int64_t c = 0; c < k; c++) {
-            at[c] = c;
-            n[c] = 1;
+            if (mark[c] || c == 0) {
+                at[nc] = c;
+                n[nc++] = 0;
+            }
+            n[nc - 1]++;
         }
-        free(pr->scell_at[i]);
-        free(pr->scell_n[i]);
+        free(mark);
         pr->scell_at[i] = at;
         pr->scell_n[i] = n;
-        pr->sncell[i] = (int)k;
+        pr->sncell[i] = (int)nc;
     }
-    return LDT_OK;
+fail:
+    for (int i = 0; i < pr->nd; i++) {
+        free(lat[i]);
+        free(ln[i]);
+    }
+    return st;
 }
 
 /* Whether X -> Y by collective c can be priced within the bounds above. */
@@ -962,7 +1098,7 @@ static ldt_status price_step_raw(pricer *pr, const ldt_spec *X, const ldt_spec *
     if (pr->classes && !class_ok(X, Y, s->collective)) {
         /* the step's cells, exact along the dims whose starts matter (exact_cells) */
         LDT_CHECK(step_cells(pr, X, Y, s, &ok));
-        if (ok) LDT_CHECK(exact_cells(pr, X, Y));
+        if (ok) LDT_CHECK(exact_cells(pr, X, Y, s));
     }
     if (ok) {
         LDT_CHECK(price_classes(pr, X, Y, s, &maxs, &maxr, &maxw));
