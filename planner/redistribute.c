@@ -1709,11 +1709,21 @@ int ldt__xmesh_is_source(const ldt_spec *src, int64_t target_pos, const int64_t 
     return 1;
 }
 
-/* A region's bounding interval on tensor dim d: [lo, hi). */
-static void bound_of(const ldt_region *r, int d, int64_t *lo, int64_t *hi) {
-    const ldt_dim_runs *u = &r->runs[d];
+/* The bounding interval of runs u: [lo, hi). */
+static void runs_bound(const ldt_dim_runs *u, int64_t *lo, int64_t *hi) {
     *lo = u->start;
     *hi = u->blocks > 0 && u->len > 0 ? u->start + (u->blocks - 1) * u->block_stride + u->len : u->start;
+}
+
+/* A source piece's run on one tensor dim: where it starts and its length. Its blocks and their
+ * stride are the spec's, alike for every rank (xmesh_runs). */
+typedef struct xrun {
+    int64_t start, len;
+} xrun;
+
+static ldt_dim_runs xmesh_runs(const xrun *x, const ldt_dim_runs *tpl) {
+    ldt_dim_runs r = {x->start, x->len, tpl->blocks, tpl->block_stride};
+    return r;
 }
 
 /* Sources by the start of their bounding interval on one tensor dim, with the running
@@ -1736,8 +1746,8 @@ static int xkey_cmp(const void *a, const void *b) {
 }
 
 /* The dim whose bounding intervals cover the least of it on average (the most selective),
- * indexed. blo and bhi: each source's bounding interval per tensor dim, N x ndim. */
-static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, const ldt_shape *shape,
+ * indexed. xr: each source's runs per tensor dim, N x ndim, with the blocks of tpl. */
+static ldt_status xindex_build(const xrun *xr, const ldt_dim_runs *tpl, int N, const ldt_shape *shape,
                                xindex *ix) {
     int ndim = shape->ndim;
     double best = -1;
@@ -1745,9 +1755,12 @@ static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, co
     memset(ix, 0, sizeof *ix);
     for (int d = 0; d < ndim; d++) {
         double w = 0;
-        for (int a = 0; a < N; a++)
-            w += (double)(bhi[(size_t)a * ndim + d] - blo[(size_t)a * ndim + d]) /
-                 (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
+        for (int a = 0; a < N; a++) {
+            int64_t lo, hi;
+            ldt_dim_runs r = xmesh_runs(&xr[(size_t)a * ndim + d], &tpl[d]);
+            runs_bound(&r, &lo, &hi);
+            w += (double)(hi - lo) / (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
+        }
         if (best < 0 || w < best) best = w, ix->d = d;
     }
     k = malloc((size_t)(N ? N : 1) * sizeof *k);
@@ -1758,14 +1771,23 @@ static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, co
         free(k);
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     }
-    /* a 0-D tensor has no dims to bound: every piece is [0, 1) (blo and bhi hold nothing) */
+    /* a 0-D tensor has no dims to bound: every piece is [0, 1) (xr holds nothing) */
     for (int a = 0; a < N; a++) {
-        k[a].lo = ndim ? blo[(size_t)a * ndim + ix->d] : 0;
+        int64_t hi;
+        k[a].lo = 0;
+        if (ndim) {
+            ldt_dim_runs r = xmesh_runs(&xr[(size_t)a * ndim + ix->d], &tpl[ix->d]);
+            runs_bound(&r, &k[a].lo, &hi);
+        }
         k[a].pos = a;
     }
     qsort(k, (size_t)N, sizeof *k, xkey_cmp);
     for (int i = 0; i < N; i++) {
-        int64_t hi = ndim ? bhi[(size_t)k[i].pos * ndim + ix->d] : 1;
+        int64_t lo, hi = 1;
+        if (ndim) {
+            ldt_dim_runs r = xmesh_runs(&xr[(size_t)k[i].pos * ndim + ix->d], &tpl[ix->d]);
+            runs_bound(&r, &lo, &hi);
+        }
         ix->by_lo[i] = k[i].pos;
         ix->lo[i] = k[i].lo;
         ix->max_hi[i] = i && ix->max_hi[i - 1] > hi ? ix->max_hi[i - 1] : hi;
@@ -1790,11 +1812,13 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     int maxw = 0;
     int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0, nrep = 1;
     int *peers = NULL, maxp = 0, *reps = NULL, nreps = 0, nt = X->shape.ndim;
-    int64_t *blo = NULL, *bhi = NULL;
+    xrun *xr = NULL;             /* each source piece's runs, nreps x nt */
+    ldt_dim_runs tpl[LDT_MAX_DIMS]; /* their blocks, per tensor dim */
     ldt__rstep s;
     xindex ix;
     memset(&s, 0, sizeof s);
     memset(&ix, 0, sizeof ix);
+    memset(tpl, 0, sizeof tpl);
     LDT_CHECK(pricer_init(&pa, X->mesh, cm, X, NULL));
     st = pricer_init(&pb, Y->mesh, cm, Y, NULL);
     if (st != LDT_OK) {
@@ -1819,9 +1843,8 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
         if (X->placements[i].kind == LDT_PLACE_REPLICATE) nrep *= ldt_mesh_dim_size(X->mesh, i);
     nreps = pa.N / (int)nrep;
     reps = malloc((size_t)(nreps ? nreps : 1) * sizeof *reps);
-    blo = malloc((size_t)(nreps ? nreps : 1) * (size_t)nt * sizeof *blo);
-    bhi = malloc((size_t)(nreps ? nreps : 1) * (size_t)nt * sizeof *bhi);
-    if (!reps || !blo || !bhi) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    xr = malloc((size_t)(nreps ? nreps : 1) * (size_t)(nt ? nt : 1) * sizeof *xr);
+    if (!reps || !xr) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     for (int a = 0, k = 0; a < pa.N; a++) {
         int64_t c[LDT_MAX_DIMS];
         int first = 1;
@@ -1832,10 +1855,14 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
         }
         if (!first) continue;
         ldt__layout_coord_checked(X, c, &rx);
-        for (int d = 0; d < nt; d++) bound_of(&rx, d, &blo[(size_t)k * nt + d], &bhi[(size_t)k * nt + d]);
+        for (int d = 0; d < nt; d++) {
+            xr[(size_t)k * nt + d].start = rx.runs[d].start;
+            xr[(size_t)k * nt + d].len = rx.runs[d].len;
+            tpl[d] = rx.runs[d];
+        }
         reps[k++] = a;
     }
-    LDT_CHECK_GOTO(xindex_build(blo, bhi, nreps, &X->shape, &ix));
+    LDT_CHECK_GOTO(xindex_build(xr, tpl, nreps, &X->shape, &ix));
     for (int b = 0; b < pb.N; b++) {
         int64_t tlo, thi, add = 0, rem = b % nrep, c[LDT_MAX_DIMS];
         int top, wb = ldt_mesh_rank_at(Y->mesh, b);
@@ -1850,7 +1877,7 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
             add += (rem % sz) * pa.mstride[i];
             rem /= sz;
         }
-        if (nt) bound_of(&ry, ix.d, &tlo, &thi);
+        if (nt) runs_bound(&ry.runs[ix.d], &tlo, &thi);
         else tlo = 0, thi = 1; /* a 0-D tensor: as xindex_build bounds it */
         /* the last source starting before the target ends, then back while any can reach it */
         {
@@ -1864,15 +1891,12 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
         }
         for (int i = top; i >= 0 && ix.max_hi[i] > tlo; i--) {
             int apos = reps[ix.by_lo[i]] + (int)add, wa = ldt_mesh_rank_at(X->mesh, apos);
-            int64_t n, sc[LDT_MAX_DIMS];
+            const xrun *x = &xr[(size_t)ix.by_lo[i] * nt];
+            int64_t n = 1;
             if (wa == wb) continue;
-            for (int d = 0; d < pa.nd; d++) sc[d] = (apos / pa.mstride[d]) % ldt_mesh_dim_size(X->mesh, d);
-            /* the source's runs met with the target's dim by dim (one run each, not a whole
-             * region laid out per visit) */
-            n = 1;
+            /* the piece's runs (every replica holds them) met with the target's dim by dim */
             for (int d = 0; d < nt && n; d++) {
-                ldt_dim_runs r;
-                run_at(X, d, sc, 0, &r);
+                ldt_dim_runs r = xmesh_runs(&x[d], &tpl[d]);
                 n *= runs_isect(&r, &ry.runs[d]);
             }
             if (n == 0) continue;
@@ -1906,8 +1930,7 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
 fail:
     xindex_free(&ix);
     free(reps);
-    free(blo);
-    free(bhi);
+    free(xr);
     free(sent);
     free(recv);
     free(peers);
