@@ -40,7 +40,9 @@ static int same_placements(const ldt_placement *a, const ldt_placement *b, int n
  * (cut at every such a and a + 1, each interval's ends cells of their own so a ring
  * neighbour of an interior coordinate stays in its interval). A step whose figures depend on
  * lengths only (all but some all_to_all: see class_ok) is priced from one rank per
- * combination of cells, its group sums counted cell by cell; the others enumerate the ranks.
+ * combination of cells, its group sums counted cell by cell; an all_to_all by tensor dim
+ * (price_a2a), on cells of alike coordinates where its overlaps depend on where chunks start
+ * (exact_cells); with no cells (too many lengths) the ranks are enumerated.
  */
 #define MAX_LENGTHS 4096
 /* The lengths one tensor dim can take at one mesh dim of one spec (3 per sharding mesh dim
@@ -499,25 +501,6 @@ static ldt_status group_sum(const pricer *pr, const int64_t *c, int ndims, const
     return LDT_OK;
 }
 
-/* The union over the group (mesh dims dims[0..ndims), the other coordinates c's) of S's
- * regions, as one region: where S shards on every group dim and no mesh dim inside a group
- * dim (later, off the group) splits the same tensor dim, the group's pieces are disjoint and
- * together are S's layout with the group dims replicated. Returns 0 where that does not hold. */
-static int group_union(const ldt_spec *S, const int64_t *c, int ndims, const int *dims, ldt_region *out) {
-    ldt_spec U = *S;
-    unsigned in_group = 0;
-    for (int i = 0; i < ndims; i++) in_group |= 1u << dims[i];
-    for (int i = 0; i < ndims; i++) {
-        const ldt_placement *p = &S->placements[dims[i]];
-        if (!shards(p, p->dim)) return 0;
-        for (int j = dims[i] + 1; j < S->nplace; j++)
-            if (!(in_group & (1u << j)) && shards(&S->placements[j], p->dim)) return 0;
-    }
-    for (int i = 0; i < ndims; i++) U.placements[dims[i]] = ldt_replicate();
-    ldt__layout_coord_checked(&U, c, out);
-    return 1;
-}
-
 /* The runs of tensor dim d that S gives the rank at coordinate c, as ldt__layout_coord_checked
  * lays that dim out, with the mesh dims in `skip` left unsplit (as if S replicated there). Only
  * the coordinates of the mesh dims sharding d are read. */
@@ -566,8 +549,8 @@ static unsigned shard_mask(const ldt_spec *S, int d) {
 }
 
 /* Whether the pieces of tensor dim d that S gives the group (mesh dims `group`) through one
- * rank are disjoint and together are S's run with the group dims unsplit (group_union for one
- * dim): no mesh dim after a group dim sharding d, off the group, splits d again. */
+ * rank are disjoint and together are S's run with the group dims unsplit: no mesh dim after a
+ * group dim sharding d, off the group, splits d again. */
 static int dim_union_ok(const ldt_spec *S, int d, unsigned group) {
     unsigned m = shard_mask(S, d);
     for (int g = 0; g < S->nplace; g++)
@@ -754,19 +737,6 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
             B = rx.numel;
             sent = recv = sat_mul(B, 2) - min_pair(B, n);
             break;
-        case LDT_COLL_ALL_TO_ALL: {
-            int64_t self = ldt__region_isect_numel(&rx, &ry);
-            ldt_region u;
-            /* what the group holds after (before), met in one intersection where it can be:
-             * a sum over the group per position grows as the square of the group */
-            if (group_union(Y, c, s->ndims, s->dims, &u)) sent = ldt__region_isect_numel(&rx, &u);
-            else LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, Y, &rx, 0, &sent));
-            if (group_union(X, c, s->ndims, s->dims, &u)) recv = ldt__region_isect_numel(&u, &ry);
-            else LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, X, &ry, 1, &recv));
-            sent -= self;
-            recv -= self;
-            break;
-        }
         default:
             if (ry.numel > *mw) *mw = ry.numel;
             break;
