@@ -40,7 +40,9 @@ static int same_placements(const ldt_placement *a, const ldt_placement *b, int n
  * (cut at every such a and a + 1, each interval's ends cells of their own so a ring
  * neighbour of an interior coordinate stays in its interval). A step whose figures depend on
  * lengths only (all but some all_to_all: see class_ok) is priced from one rank per
- * combination of cells, its group sums counted cell by cell; the others enumerate the ranks.
+ * combination of cells, its group sums counted cell by cell; an all_to_all by tensor dim
+ * (price_a2a), on cells of alike coordinates where its overlaps depend on where chunks start
+ * (exact_cells); with no cells (too many lengths) the ranks are enumerated.
  */
 #define MAX_LENGTHS 4096
 /* The lengths one tensor dim can take at one mesh dim of one spec (3 per sharding mesh dim
@@ -65,6 +67,8 @@ typedef struct pricer {
     int64_t *coords;               /* N x LDT_MAX_DIMS */
     ldt_region *rx, *ry;           /* every position's region before / after */
     int *members;                  /* N scratch */
+    int64_t *ftab;                 /* price_a2a's per-dim tables, ftab_cap entries */
+    size_t ftab_cap;
     ldt__step_memo *memo;          /* step prices of this (mesh, shape, dtype, model); NULL: none */
     /* The search's cells are built on the first step the memo does not hold (most searches
      * of a plan find every step there); from these specs, borrowed. */
@@ -83,6 +87,7 @@ static void pricer_free(pricer *pr) {
         free(pr->scell_n[d]);
     }
     free(pr->slens);
+    free(pr->ftab);
     memset(pr, 0, sizeof *pr);
 }
 
@@ -496,23 +501,202 @@ static ldt_status group_sum(const pricer *pr, const int64_t *c, int ndims, const
     return LDT_OK;
 }
 
-/* The union over the group (mesh dims dims[0..ndims), the other coordinates c's) of S's
- * regions, as one region: where S shards on every group dim and no mesh dim inside a group
- * dim (later, off the group) splits the same tensor dim, the group's pieces are disjoint and
- * together are S's layout with the group dims replicated. Returns 0 where that does not hold. */
-static int group_union(const ldt_spec *S, const int64_t *c, int ndims, const int *dims, ldt_region *out) {
-    ldt_spec U = *S;
-    unsigned in_group = 0;
-    for (int i = 0; i < ndims; i++) in_group |= 1u << dims[i];
-    for (int i = 0; i < ndims; i++) {
-        const ldt_placement *p = &S->placements[dims[i]];
-        if (!shards(p, p->dim)) return 0;
-        for (int j = dims[i] + 1; j < S->nplace; j++)
-            if (!(in_group & (1u << j)) && shards(&S->placements[j], p->dim)) return 0;
+/* The runs of tensor dim d that S gives the rank at coordinate c, as ldt__layout_coord_checked
+ * lays that dim out, with the mesh dims in `skip` left unsplit (as if S replicated there). Only
+ * the coordinates of the mesh dims sharding d are read. */
+static void run_at(const ldt_spec *S, int d, const int64_t *c, unsigned skip, ldt_dim_runs *r) {
+    int64_t n = S->shape.dims[d], st, len;
+    r->start = 0;
+    r->len = n;
+    r->blocks = 1;
+    r->block_stride = n;
+    for (int i = 0; i < S->nplace; i++) {
+        const ldt_placement *p = &S->placements[i];
+        if (!shards(p, d) || ((skip >> i) & 1u)) continue;
+        if (p->kind == LDT_PLACE_SHARD) {
+            ldt_chunk(r->len, S->mesh->dims[i], c[i], &st, &len);
+            r->start += st;
+            r->len = len;
+        } else {
+            int64_t bs = n / p->blocks;
+            ldt_chunk(bs, S->mesh->dims[i], c[i], &st, &len);
+            r->start = st;
+            r->len = len;
+            r->blocks = p->blocks;
+            r->block_stride = bs;
+        }
     }
-    for (int i = 0; i < ndims; i++) U.placements[dims[i]] = ldt_replicate();
-    ldt__layout_coord_checked(&U, c, out);
+}
+
+/* What runs a and b share (ldt__dim_isect's total; one run each met inline). */
+static int64_t runs_isect(const ldt_dim_runs *a, const ldt_dim_runs *b) {
+    int64_t t;
+    if (a->blocks == 1 && b->blocks == 1) {
+        int64_t lo = a->start > b->start ? a->start : b->start;
+        int64_t ae = a->start + a->len, be = b->start + b->len, hi = ae < be ? ae : be;
+        return a->len > 0 && b->len > 0 && hi > lo ? hi - lo : 0;
+    }
+    ldt__dim_isect(a, b, NULL, &t);
+    return t;
+}
+
+/* The mesh dims where S shards tensor dim d. */
+static unsigned shard_mask(const ldt_spec *S, int d) {
+    unsigned m = 0;
+    for (int i = 0; i < S->nplace; i++)
+        if (shards(&S->placements[i], d)) m |= 1u << i;
+    return m;
+}
+
+/* Whether the pieces of tensor dim d that S gives the group (mesh dims `group`) through one
+ * rank are disjoint and together are S's run with the group dims unsplit: no mesh dim after a
+ * group dim sharding d, off the group, splits d again. */
+static int dim_union_ok(const ldt_spec *S, int d, unsigned group) {
+    unsigned m = shard_mask(S, d);
+    for (int g = 0; g < S->nplace; g++)
+        if ((m & group & (1u << g)))
+            for (int j = g + 1; j < S->nplace; j++)
+                if ((m & (1u << j)) && !(group & (1u << j))) return 0;
     return 1;
+}
+
+/* Sum over every coordinate of the group dims in `vary` of |a ∩ S's run of d at c with those
+ * coordinates|, a fixed (swap: |S's run ∩ a|). Coordinate by coordinate: along a mesh dim that
+ * shards d on both sides a rank meets its own coordinate's piece, not its cell's. */
+static int64_t dim_group_sum(const pricer *pr, const ldt_spec *S, int d, const int64_t *c,
+                             unsigned vary, const ldt_dim_runs *a, int swap) {
+    int dims[LDT_MAX_DIMS], n = 0;
+    int64_t q[LDT_MAX_DIMS], sum = 0;
+    memcpy(q, c, sizeof q);
+    for (int i = 0; i < pr->nd; i++)
+        if ((vary >> i) & 1u) {
+            dims[n++] = i;
+            q[i] = 0;
+        }
+    for (;;) {
+        ldt_dim_runs r;
+        int i;
+        run_at(S, d, q, 0, &r);
+        sum += swap ? runs_isect(&r, a) : runs_isect(a, &r);
+        for (i = n - 1; i >= 0; i--) {
+            if (++q[dims[i]] < ldt_mesh_dim_size(pr->mesh, dims[i])) break;
+            q[dims[i]] = 0;
+        }
+        if (i < 0) break;
+    }
+    return sum;
+}
+
+static int64_t mul_sat(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* An all_to_all's figures over the step's cells, as price_classes would count them position by
+ * position, but by tensor dim: a region is the product of its dims' runs, and a dim's run
+ * depends only on the coordinates of the mesh dims that shard that dim. So what rank c shares
+ * with itself, sends (its region met with every group member's region after) and receives
+ * factor into per-dim figures: each group mesh dim shards at most one tensor dim per spec, so
+ * the sum over the group is the product over tensor dims of sums over the group dims sharding
+ * that dim (one intersection with their union where it is one run, dim_union_ok), times the
+ * group dims the other spec does not shard. Each dim's figures are tabulated once per
+ * combination of the cells of its own mesh dims; the positions then only multiply table
+ * entries, and mesh dims that shard nothing in either spec are not visited at all. */
+static ldt_status price_a2a(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                            const ldt_redist_step *s, int64_t *ms, int64_t *mr) {
+    int ndim = X->shape.ndim, nd = pr->nd, idx[LDT_MAX_DIMS] = {0}, used[LDT_MAX_DIMS], nused = 0;
+    unsigned group = 0, dep[LDT_MAX_DIMS], any = 0;
+    int64_t rep_x = 1, rep_y = 1, size[LDT_MAX_DIMS], at[LDT_MAX_DIMS] = {0}, total = 0;
+    int64_t stride[LDT_MAX_DIMS][LDT_MAX_DIMS], *tab[LDT_MAX_DIMS], maxs = 0, maxr = 0;
+    for (int d = 0; d < ndim; d++)
+        if (X->shape.dims[d] == 0) { /* nothing anywhere */
+            *ms = *mr = 0;
+            return LDT_OK;
+        }
+    for (int i = 0; i < s->ndims; i++) {
+        int g = s->dims[i];
+        group |= 1u << g;
+        if (!shards(&X->placements[g], X->placements[g].dim)) rep_x *= ldt_mesh_dim_size(pr->mesh, g);
+        if (!shards(&Y->placements[g], Y->placements[g].dim)) rep_y *= ldt_mesh_dim_size(pr->mesh, g);
+    }
+    for (int d = 0; d < ndim; d++) {
+        dep[d] = shard_mask(X, d) | shard_mask(Y, d);
+        any |= dep[d];
+        size[d] = 1;
+        for (int i = nd - 1; i >= 0; i--) {
+            stride[d][i] = (dep[d] >> i) & 1u ? size[d] : 0;
+            if ((dep[d] >> i) & 1u) size[d] *= pr->sncell[i];
+        }
+        total += 3 * size[d];
+    }
+    for (int i = 0; i < nd; i++)
+        if ((any >> i) & 1u) used[nused++] = i;
+    if ((size_t)total > pr->ftab_cap) {
+        int64_t *t = realloc(pr->ftab, (size_t)total * sizeof *t);
+        if (!t) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+        pr->ftab = t;
+        pr->ftab_cap = (size_t)total;
+    }
+    /* per tensor dim, per combination of its mesh dims' cells: self, sent, received */
+    total = 0;
+    for (int d = 0; d < ndim; d++) {
+        int ux = dim_union_ok(X, d, group), uy = dim_union_ok(Y, d, group), k = 0, j[LDT_MAX_DIMS] = {0};
+        unsigned vx = shard_mask(X, d) & group, vy = shard_mask(Y, d) & group;
+        int64_t c[LDT_MAX_DIMS] = {0}, *t = tab[d] = pr->ftab + total;
+        total += 3 * size[d];
+        for (;;) {
+            ldt_dim_runs xr, yr, u;
+            int i;
+            for (i = 0; i < nd; i++)
+                if ((dep[d] >> i) & 1u) c[i] = pr->scell_at[i][j[i]];
+            run_at(X, d, c, 0, &xr);
+            run_at(Y, d, c, 0, &yr);
+            t[3 * k] = runs_isect(&xr, &yr);
+            if (uy) {
+                run_at(Y, d, c, group, &u);
+                t[3 * k + 1] = runs_isect(&xr, &u);
+            } else {
+                t[3 * k + 1] = dim_group_sum(pr, Y, d, c, vy, &xr, 0);
+            }
+            if (ux) {
+                run_at(X, d, c, group, &u);
+                t[3 * k + 2] = runs_isect(&u, &yr);
+            } else {
+                t[3 * k + 2] = dim_group_sum(pr, X, d, c, vx, &yr, 1);
+            }
+            k++;
+            for (i = nd - 1; i >= 0; i--) {
+                if (!((dep[d] >> i) & 1u)) continue;
+                if (++j[i] < pr->sncell[i]) break;
+                j[i] = 0;
+            }
+            if (i < 0) break;
+        }
+    }
+    /* every combination of the cells of the mesh dims that shard something */
+    for (;;) {
+        int64_t self = 1, sent = rep_y, recv = rep_x;
+        int u;
+        for (int d = 0; d < ndim; d++) {
+            const int64_t *e = tab[d] + 3 * at[d];
+            self *= e[0];
+            sent = mul_sat(sent, e[1]);
+            recv = mul_sat(recv, e[2]);
+        }
+        if (sent - self > maxs) maxs = sent - self;
+        if (recv - self > maxr) maxr = recv - self;
+        for (u = nused - 1; u >= 0; u--) {
+            int i = used[u];
+            for (int d = 0; d < ndim; d++) at[d] += stride[d][i];
+            if (++idx[i] < pr->sncell[i]) break;
+            for (int d = 0; d < ndim; d++) at[d] -= stride[d][i] * pr->sncell[i];
+            idx[i] = 0;
+        }
+        if (u < 0) break;
+    }
+    *ms = maxs;
+    *mr = maxr;
+    return LDT_OK;
 }
 
 /* price_regions' figures from one rank per combination of cells (see Pricing). */
@@ -520,6 +704,13 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
                                 ldt_redist_step *s, int64_t *ms, int64_t *mr, int64_t *mw) {
     int idx[LDT_MAX_DIMS] = {0}, n = 1;
     int64_t c[LDT_MAX_DIMS] = {0}, nb[LDT_MAX_DIMS];
+    if (s->collective == LDT_COLL_ALL_TO_ALL) {
+        int64_t a, b;
+        LDT_CHECK(price_a2a(pr, X, Y, s, &a, &b));
+        if (a > *ms) *ms = a;
+        if (b > *mr) *mr = b;
+        return LDT_OK;
+    }
     for (int i = 0; i < s->ndims; i++) n *= (int)ldt_mesh_dim_size(pr->mesh, s->dims[i]);
     for (;;) {
         ldt_region rx, ry, rn;
@@ -546,19 +737,6 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
             B = rx.numel;
             sent = recv = sat_mul(B, 2) - min_pair(B, n);
             break;
-        case LDT_COLL_ALL_TO_ALL: {
-            int64_t self = ldt__region_isect_numel(&rx, &ry);
-            ldt_region u;
-            /* what the group holds after (before), met in one intersection where it can be:
-             * a sum over the group per position grows as the square of the group */
-            if (group_union(Y, c, s->ndims, s->dims, &u)) sent = ldt__region_isect_numel(&rx, &u);
-            else LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, Y, &rx, 0, &sent));
-            if (group_union(X, c, s->ndims, s->dims, &u)) recv = ldt__region_isect_numel(&u, &ry);
-            else LDT_CHECK(group_sum(pr, c, s->ndims, s->dims, X, &ry, 1, &recv));
-            sent -= self;
-            recv -= self;
-            break;
-        }
         default:
             if (ry.numel > *mw) *mw = ry.numel;
             break;
@@ -572,38 +750,174 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
     return LDT_OK;
 }
 
+/* Floor and ceiling of a / b, b > 0. */
+static int64_t fdiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+static int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }
+
+/* Marks (mark[lo + t] = 1: a cell starts there) the offsets t in (0, n) where the overlap of a
+ * run set A with a run set B that starts delta0 + D t after it may change, B's runs at offsets
+ * o = ia * strideA - ib * strideB from A's: each pair of runs overlaps by a trapezoid in delta,
+ * 0 up to e0 = o - lB, rising to m = min(lA, lB) at e1, flat to e2 = o + lA - m, falling to 0
+ * at e3 = o + lA. Offsets where delta crosses a corner start a cell, and offsets where delta is
+ * on a slope are cells of their own; between, the overlap is constant. Returns 0 when that
+ * would cut more than `budget` offsets (the caller cuts every coordinate). */
+static int mark_overlap(const ldt_dim_runs *a, const ldt_dim_runs *b, int64_t delta0, int64_t D,
+                        int64_t n, uint8_t *mark, int64_t *budget) {
+    int64_t m;
+    if (D == 0 || a->len <= 0 || b->len <= 0) return 1; /* constant along this cell */
+    m = a->len < b->len ? a->len : b->len;
+    if (a->blocks * b->blocks > 64) return 0;
+    for (int64_t ia = 0; ia < a->blocks; ia++)
+        for (int64_t ib = 0; ib < b->blocks; ib++) {
+            int64_t o = ia * a->block_stride - ib * b->block_stride;
+            int64_t e[4] = {o - b->len, o - b->len + m, o + a->len - m, o + a->len};
+            for (int j = 0; j < 4; j++) {
+                /* the first offsets where delta is >= e[j] and > e[j] (D > 0), or < and <= */
+                int64_t t1 = D > 0 ? cdiv(e[j] - delta0, D) : fdiv(delta0 - e[j], -D) + 1;
+                int64_t t2 = D > 0 ? fdiv(e[j] - delta0, D) + 1 : cdiv(delta0 - e[j], -D);
+                if (t1 > 0 && t1 < n) mark[t1] = 1;
+                if (t2 > 0 && t2 < n) mark[t2] = 1;
+            }
+            for (int j = 0; j < 4; j += 2) { /* the slopes: (e0, e1) and (e2, e3) */
+                int64_t lo = e[j], hi = e[j + 1], t0, t1;
+                if (hi - lo < 2) continue; /* no integer strictly inside */
+                t0 = D > 0 ? fdiv(lo - delta0, D) + 1 : fdiv(delta0 - hi, -D) + 1;
+                t1 = D > 0 ? cdiv(hi - delta0, D) - 1 : cdiv(delta0 - lo, -D) - 1;
+                if (t0 < 0) t0 = 0;
+                if (t1 > n - 1) t1 = n - 1;
+                if (t1 - t0 + 1 > *budget) return 0;
+                for (int64_t t = t0; t <= t1; t++) {
+                    mark[t] = 1;
+                    if (t + 1 < n) mark[t + 1] = 1;
+                }
+                if (t1 >= t0) *budget -= t1 - t0 + 1;
+            }
+        }
+    return 1;
+}
+
+/* The cells of exact mesh dim i (see exact_cells) by symmetry: within a cell of lengths the
+ * runs' starts move by a fixed amount per coordinate, so the overlaps that price the step (a
+ * rank's runs before and after, and each met with the union of the group's other side) change
+ * only near the coordinates where their difference crosses a corner of the overlap; the
+ * coordinates between are alike. Computed for every coordinate of the other mesh dims of each
+ * tensor dim concerned (those are exact too). Into mark[0..k) (1: a cell starts there);
+ * returns 0 when it cannot (a union that is not one run, many interleaved blocks, too many
+ * cuts, or more work than cutting every coordinate). */
+static int exact_cuts(pricer *pr, const ldt_spec *X, const ldt_spec *Y, unsigned group, int i,
+                      const int64_t *lat, const int64_t *ln, int lnc, uint8_t *mark) {
+    int64_t k = ldt_mesh_dim_size(pr->mesh, i), budget = k / 4, work = 0;
+    for (int d = 0; d < X->shape.ndim; d++) {
+        unsigned dep = shard_mask(X, d) | shard_mask(Y, d), others;
+        int od[LDT_MAX_DIMS], no = 0;
+        if (dim_ok(X, Y, d) || !((dep >> i) & 1u)) continue;
+        if (!dim_union_ok(X, d, group) || !dim_union_ok(Y, d, group)) return 0;
+        others = dep & ~(1u << i);
+        work += lnc;
+        for (int j = 0; j < pr->nd; j++)
+            if ((others >> j) & 1u) {
+                od[no++] = j;
+                work *= ldt_mesh_dim_size(pr->mesh, j);
+            }
+        if (work >= k) return 0; /* no cheaper than a cell per coordinate */
+        for (int cl = 0; cl < lnc; cl++) {
+            int64_t c[LDT_MAX_DIMS] = {0}, lo = lat[cl], n = ln[cl];
+            for (;;) {
+                int j;
+                /* the three overlaps: own runs, sent (X with Y's union), received */
+                for (int pair = 0; pair < 3; pair++) {
+                    const ldt_spec *A = X, *B = Y;
+                    unsigned sa = pair == 2 ? group : 0, sb = pair == 1 ? group : 0;
+                    ldt_dim_runs a0, b0, a1, b1;
+                    int64_t delta0, D = 0;
+                    c[i] = lo;
+                    run_at(A, d, c, sa, &a0);
+                    run_at(B, d, c, sb, &b0);
+                    delta0 = b0.start - a0.start;
+                    if (n >= 2) {
+                        c[i] = lo + 1;
+                        run_at(A, d, c, sa, &a1);
+                        run_at(B, d, c, sb, &b1);
+                        if (a1.len != a0.len || b1.len != b0.len || a1.blocks != a0.blocks ||
+                            b1.blocks != b0.blocks || a1.block_stride != a0.block_stride ||
+                            b1.block_stride != b0.block_stride)
+                            return 0;
+                        D = (b1.start - a1.start) - delta0;
+                    }
+                    if (!mark_overlap(&a0, &b0, delta0, D, n, mark + lo, &budget)) return 0;
+                }
+                for (j = no - 1; j >= 0; j--) {
+                    if (++c[od[j]] < ldt_mesh_dim_size(pr->mesh, od[j])) break;
+                    c[od[j]] = 0;
+                }
+                if (j < 0) break;
+            }
+        }
+    }
+    for (int cl = 0; cl < lnc; cl++) mark[lat[cl]] = 1;
+    return 1;
+}
+
 /* An all_to_all that class_ok refuses: its overlaps depend on where chunks start, but only
  * along the tensor dims that fail dim_ok, and those starts only on the coordinates of the mesh
- * dims sharding them. Those mesh dims get a cell per coordinate (exact), the others keep the
- * step's cells: one position per combination, as many as the ranks at most, and often far
- * fewer (a Replicate mesh dim of 512 ranks is one cell, not 512 positions). */
-static ldt_status exact_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y) {
-    unsigned exact = 0;
+ * dims sharding them. Those mesh dims get cells of alike coordinates (exact_cuts: a 512-rank
+ * dim a few dozen) or else a cell per coordinate, the others keep the step's cells: one
+ * position per combination, as many as the ranks at most, and often far fewer (a Replicate
+ * mesh dim of 512 ranks is one cell, not 512 positions). */
+static ldt_status exact_cells(pricer *pr, const ldt_spec *X, const ldt_spec *Y,
+                              const ldt_redist_step *s) {
+    unsigned exact = 0, group = 0;
+    int64_t *lat[LDT_MAX_DIMS] = {0}, *ln[LDT_MAX_DIMS] = {0};
+    int lnc[LDT_MAX_DIMS] = {0};
+    ldt_status st = LDT_OK;
     for (int d = 0; d < X->shape.ndim; d++)
         if (!dim_ok(X, Y, d))
             for (int i = 0; i < pr->nd; i++)
                 if (shards(&X->placements[i], d) || shards(&Y->placements[i], d)) exact |= 1u << i;
+    for (int j = 0; j < s->ndims; j++) group |= 1u << s->dims[j];
+    /* every exact dim's cells of lengths, kept while the others are cut (they iterate
+     * coordinates, not these cells) */
     for (int i = 0; i < pr->nd; i++) {
-        int64_t k = ldt_mesh_dim_size(pr->mesh, i), *at, *n;
+        if (!(exact & (1u << i))) continue;
+        lat[i] = pr->scell_at[i];
+        ln[i] = pr->scell_n[i];
+        lnc[i] = pr->sncell[i];
+        pr->scell_at[i] = pr->scell_n[i] = NULL;
+        pr->sncell[i] = 0;
+    }
+    for (int i = 0; i < pr->nd; i++) {
+        int64_t k = ldt_mesh_dim_size(pr->mesh, i), *at, *n, nc = 0;
+        uint8_t *mark;
         if (!(exact & (1u << i))) continue;
         at = malloc((size_t)k * sizeof *at);
         n = malloc((size_t)k * sizeof *n);
-        if (!at || !n) {
+        mark = calloc((size_t)k, 1);
+        if (!at || !n || !mark) {
             free(at);
             free(n);
-            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+            free(mark);
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
         }
+        if (!exact_cuts(pr, X, Y, group, i, lat[i], ln[i], lnc[i], mark))
+            memset(mark, 1, (size_t)k);
         for (int64_t c = 0; c < k; c++) {
-            at[c] = c;
-            n[c] = 1;
+            if (mark[c] || c == 0) {
+                at[nc] = c;
+                n[nc++] = 0;
+            }
+            n[nc - 1]++;
         }
-        free(pr->scell_at[i]);
-        free(pr->scell_n[i]);
+        free(mark);
         pr->scell_at[i] = at;
         pr->scell_n[i] = n;
-        pr->sncell[i] = (int)k;
+        pr->sncell[i] = (int)nc;
     }
-    return LDT_OK;
+fail:
+    for (int i = 0; i < pr->nd; i++) {
+        free(lat[i]);
+        free(ln[i]);
+    }
+    return st;
 }
 
 /* Whether X -> Y by collective c can be priced within the bounds above. */
@@ -754,7 +1068,7 @@ static ldt_status price_step_raw(pricer *pr, const ldt_spec *X, const ldt_spec *
     if (pr->classes && !class_ok(X, Y, s->collective)) {
         /* the step's cells, exact along the dims whose starts matter (exact_cells) */
         LDT_CHECK(step_cells(pr, X, Y, s, &ok));
-        if (ok) LDT_CHECK(exact_cells(pr, X, Y));
+        if (ok) LDT_CHECK(exact_cells(pr, X, Y, s));
     }
     if (ok) {
         LDT_CHECK(price_classes(pr, X, Y, s, &maxs, &maxr, &maxw));
@@ -1365,11 +1679,21 @@ int ldt__xmesh_is_source(const ldt_spec *src, int64_t target_pos, const int64_t 
     return 1;
 }
 
-/* A region's bounding interval on tensor dim d: [lo, hi). */
-static void bound_of(const ldt_region *r, int d, int64_t *lo, int64_t *hi) {
-    const ldt_dim_runs *u = &r->runs[d];
+/* The bounding interval of runs u: [lo, hi). */
+static void runs_bound(const ldt_dim_runs *u, int64_t *lo, int64_t *hi) {
     *lo = u->start;
     *hi = u->blocks > 0 && u->len > 0 ? u->start + (u->blocks - 1) * u->block_stride + u->len : u->start;
+}
+
+/* A source piece's run on one tensor dim: where it starts and its length. Its blocks and their
+ * stride are the spec's, alike for every rank (xmesh_runs). */
+typedef struct xrun {
+    int64_t start, len;
+} xrun;
+
+static ldt_dim_runs xmesh_runs(const xrun *x, const ldt_dim_runs *tpl) {
+    ldt_dim_runs r = {x->start, x->len, tpl->blocks, tpl->block_stride};
+    return r;
 }
 
 /* Sources by the start of their bounding interval on one tensor dim, with the running
@@ -1392,8 +1716,8 @@ static int xkey_cmp(const void *a, const void *b) {
 }
 
 /* The dim whose bounding intervals cover the least of it on average (the most selective),
- * indexed. blo and bhi: each source's bounding interval per tensor dim, N x ndim. */
-static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, const ldt_shape *shape,
+ * indexed. xr: each source's runs per tensor dim, N x ndim, with the blocks of tpl. */
+static ldt_status xindex_build(const xrun *xr, const ldt_dim_runs *tpl, int N, const ldt_shape *shape,
                                xindex *ix) {
     int ndim = shape->ndim;
     double best = -1;
@@ -1401,9 +1725,12 @@ static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, co
     memset(ix, 0, sizeof *ix);
     for (int d = 0; d < ndim; d++) {
         double w = 0;
-        for (int a = 0; a < N; a++)
-            w += (double)(bhi[(size_t)a * ndim + d] - blo[(size_t)a * ndim + d]) /
-                 (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
+        for (int a = 0; a < N; a++) {
+            int64_t lo, hi;
+            ldt_dim_runs r = xmesh_runs(&xr[(size_t)a * ndim + d], &tpl[d]);
+            runs_bound(&r, &lo, &hi);
+            w += (double)(hi - lo) / (double)(shape->dims[d] > 0 ? shape->dims[d] : 1);
+        }
         if (best < 0 || w < best) best = w, ix->d = d;
     }
     k = malloc((size_t)(N ? N : 1) * sizeof *k);
@@ -1414,14 +1741,23 @@ static ldt_status xindex_build(const int64_t *blo, const int64_t *bhi, int N, co
         free(k);
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     }
-    /* a 0-D tensor has no dims to bound: every piece is [0, 1) (blo and bhi hold nothing) */
+    /* a 0-D tensor has no dims to bound: every piece is [0, 1) (xr holds nothing) */
     for (int a = 0; a < N; a++) {
-        k[a].lo = ndim ? blo[(size_t)a * ndim + ix->d] : 0;
+        int64_t hi;
+        k[a].lo = 0;
+        if (ndim) {
+            ldt_dim_runs r = xmesh_runs(&xr[(size_t)a * ndim + ix->d], &tpl[ix->d]);
+            runs_bound(&r, &k[a].lo, &hi);
+        }
         k[a].pos = a;
     }
     qsort(k, (size_t)N, sizeof *k, xkey_cmp);
     for (int i = 0; i < N; i++) {
-        int64_t hi = ndim ? bhi[(size_t)k[i].pos * ndim + ix->d] : 1;
+        int64_t lo, hi = 1;
+        if (ndim) {
+            ldt_dim_runs r = xmesh_runs(&xr[(size_t)k[i].pos * ndim + ix->d], &tpl[ix->d]);
+            runs_bound(&r, &lo, &hi);
+        }
         ix->by_lo[i] = k[i].pos;
         ix->lo[i] = k[i].lo;
         ix->max_hi[i] = i && ix->max_hi[i - 1] > hi ? ix->max_hi[i - 1] : hi;
@@ -1446,11 +1782,13 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
     int maxw = 0;
     int64_t *sent = NULL, *recv = NULL, ms = 0, mr = 0, nrep = 1;
     int *peers = NULL, maxp = 0, *reps = NULL, nreps = 0, nt = X->shape.ndim;
-    int64_t *blo = NULL, *bhi = NULL;
+    xrun *xr = NULL;             /* each source piece's runs, nreps x nt */
+    ldt_dim_runs tpl[LDT_MAX_DIMS]; /* their blocks, per tensor dim */
     ldt__rstep s;
     xindex ix;
     memset(&s, 0, sizeof s);
     memset(&ix, 0, sizeof ix);
+    memset(tpl, 0, sizeof tpl);
     LDT_CHECK(pricer_init(&pa, X->mesh, cm, X, NULL));
     st = pricer_init(&pb, Y->mesh, cm, Y, NULL);
     if (st != LDT_OK) {
@@ -1475,9 +1813,8 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
         if (X->placements[i].kind == LDT_PLACE_REPLICATE) nrep *= ldt_mesh_dim_size(X->mesh, i);
     nreps = pa.N / (int)nrep;
     reps = malloc((size_t)(nreps ? nreps : 1) * sizeof *reps);
-    blo = malloc((size_t)(nreps ? nreps : 1) * (size_t)nt * sizeof *blo);
-    bhi = malloc((size_t)(nreps ? nreps : 1) * (size_t)nt * sizeof *bhi);
-    if (!reps || !blo || !bhi) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    xr = malloc((size_t)(nreps ? nreps : 1) * (size_t)(nt ? nt : 1) * sizeof *xr);
+    if (!reps || !xr) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     for (int a = 0, k = 0; a < pa.N; a++) {
         int64_t c[LDT_MAX_DIMS];
         int first = 1;
@@ -1488,10 +1825,14 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
         }
         if (!first) continue;
         ldt__layout_coord_checked(X, c, &rx);
-        for (int d = 0; d < nt; d++) bound_of(&rx, d, &blo[(size_t)k * nt + d], &bhi[(size_t)k * nt + d]);
+        for (int d = 0; d < nt; d++) {
+            xr[(size_t)k * nt + d].start = rx.runs[d].start;
+            xr[(size_t)k * nt + d].len = rx.runs[d].len;
+            tpl[d] = rx.runs[d];
+        }
         reps[k++] = a;
     }
-    LDT_CHECK_GOTO(xindex_build(blo, bhi, nreps, &X->shape, &ix));
+    LDT_CHECK_GOTO(xindex_build(xr, tpl, nreps, &X->shape, &ix));
     for (int b = 0; b < pb.N; b++) {
         int64_t tlo, thi, add = 0, rem = b % nrep, c[LDT_MAX_DIMS];
         int top, wb = ldt_mesh_rank_at(Y->mesh, b);
@@ -1506,7 +1847,7 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
             add += (rem % sz) * pa.mstride[i];
             rem /= sz;
         }
-        if (nt) bound_of(&ry, ix.d, &tlo, &thi);
+        if (nt) runs_bound(&ry.runs[ix.d], &tlo, &thi);
         else tlo = 0, thi = 1; /* a 0-D tensor: as xindex_build bounds it */
         /* the last source starting before the target ends, then back while any can reach it */
         {
@@ -1520,12 +1861,14 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
         }
         for (int i = top; i >= 0 && ix.max_hi[i] > tlo; i--) {
             int apos = reps[ix.by_lo[i]] + (int)add, wa = ldt_mesh_rank_at(X->mesh, apos);
-            int64_t n, sc[LDT_MAX_DIMS];
-            ldt_region rx;
+            const xrun *x = &xr[(size_t)ix.by_lo[i] * nt];
+            int64_t n = 1;
             if (wa == wb) continue;
-            for (int d = 0; d < pa.nd; d++) sc[d] = (apos / pa.mstride[d]) % ldt_mesh_dim_size(X->mesh, d);
-            ldt__layout_coord_checked(X, sc, &rx);
-            n = ldt__region_isect_numel(&rx, &ry);
+            /* the piece's runs (every replica holds them) met with the target's dim by dim */
+            for (int d = 0; d < nt && n; d++) {
+                ldt_dim_runs r = xmesh_runs(&x[d], &tpl[d]);
+                n *= runs_isect(&r, &ry.runs[d]);
+            }
             if (n == 0) continue;
             sent[wa] += n;
             recv[wb] += n;
@@ -1557,8 +1900,7 @@ static ldt_status price_xmesh(const ldt_spec *X, const ldt_spec *Y, const ldt_co
 fail:
     xindex_free(&ix);
     free(reps);
-    free(blo);
-    free(bhi);
+    free(xr);
     free(sent);
     free(recv);
     free(peers);

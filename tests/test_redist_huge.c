@@ -249,6 +249,108 @@ Test(redist_huge, cells_match_ranks_plans) {
     cr_expect_gt(nmerged, 5, "only %d merged steps compared", nmerged);
 }
 
+/* all_to_all steps on mid-size 2-D meshes (up to 64 x 8 ranks, shapes up to 300, so chunks
+ * are uneven and many are empty), over one or both mesh dims: priced by tensor dim over the
+ * cells (exact cells on the mesh dims where overlaps depend on where chunks start) and rank
+ * by rank alike. */
+Test(redist_huge, all_to_all_by_dims_matches_ranks) {
+    uint64_t rng = 0xa2a;
+    int nexact = 0, ncells = 0;
+    for (int t = 0; t < ldt_test_cases(200); t++) {
+        int64_t md[2] = {ldt_test_range(&rng, 9, 64), ldt_test_range(&rng, 2, 8)};
+        ldt_mesh *mesh = NULL;
+        ldt_shape sh;
+        ldt_placement px[2], py[2];
+        ldt_spec X, Y;
+        int dims[2], nd = 0, which = (int)ldt_test_range(&rng, 1, 3), nested = 0;
+        cr_assert_eq(ldt_mesh_create(2, md, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK);
+        sh.ndim = 2;
+        sh.dims[0] = ldt_test_range(&rng, 1, 300);
+        sh.dims[1] = 12 * ldt_test_range(&rng, 1, 25); /* divisible by IS blocks of 2 to 4 */
+        for (int i = 0; i < 2; i++) {
+            int sharded = (which >> i) & 1;
+            px[i] = sharded ? (ldt_test_range(&rng, 0, 2) ? ldt_shard((int)ldt_test_range(&rng, 0, 1))
+                                                           : ldt_interleaved_shard(1, (int)ldt_test_range(&rng, 2, 4)))
+                            : random_placement(&rng, 2);
+            py[i] = px[i];
+            if (sharded) {
+                /* IS1:b -> IS1:b' (b' != b) moves pieces that slide past each other slowly:
+                 * overlaps change over runs of coordinates, not at one */
+                int64_t b = px[i].kind == LDT_PLACE_INTERLEAVED_SHARD ? px[i].blocks : 0;
+                int64_t b2 = ldt_test_range(&rng, 2, 4);
+                py[i] = b && ldt_test_range(&rng, 0, 1) ? ldt_interleaved_shard(1, (int)(b2 == b ? b2 % 4 + 1 : b2))
+                        : ldt_test_range(&rng, 0, 2)   ? ldt_shard((int)ldt_test_range(&rng, 0, 1))
+                                                       : ldt_interleaved_shard(1, (int)b2);
+                if (py[i].kind == LDT_PLACE_INTERLEAVED_SHARD && py[i].blocks == 1) py[i] = ldt_shard(1);
+                dims[nd++] = i;
+            }
+        }
+        /* the planner's nesting rule: a changed dim is its shards' innermost */
+        for (int k = 0; k < nd; k++)
+            for (int j = dims[k] + 1; j < 2; j++)
+                nested |= (is_shard(&px[j]) && px[j].dim == px[dims[k]].dim) ||
+                          (is_shard(&py[j]) && py[j].dim == py[dims[k]].dim);
+        if (nested || ldt_placement_equal(&px[dims[0]], &py[dims[0]]) ||
+            ldt_spec_init(&X, mesh, &sh, px, 2, LDT_F32) != LDT_OK ||
+            ldt_spec_init(&Y, mesh, &sh, py, 2, LDT_F32) != LDT_OK) {
+            ldt_clear_error();
+            ldt_mesh_destroy(mesh);
+            continue;
+        }
+        if (compare(&X, &Y, nd, dims, LDT_COLL_ALL_TO_ALL)) ncells++;
+        else nexact++;
+        ldt_mesh_destroy(mesh);
+    }
+    cr_expect_gt(nexact, 3, "only %d steps priced on exact cells", nexact);
+    cr_expect_gt(ncells, 3, "only %d steps priced on cells of lengths", ncells);
+}
+
+/* Steps the planner never takes (a group dim's tensor dim split again by a later mesh dim off
+ * the group, so the group's pieces are not one run) are still priced exactly, summed over the
+ * group's coordinates. */
+Test(redist_huge, all_to_all_nested_pieces_match_ranks) {
+    static const char *cases[][4] = {
+        {"12x5", "37,11", "S0,S0", "S1,S0"}, {"12x5", "37,11", "S1,S0", "S0,S0"},
+        {"7x6", "30,20", "IS1:2,S0", "S0,S1"}, {"9x4", "41,13", "S0,S0", "S1,S1"},
+    };
+    int g = 0, n = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ldt_mesh *m = mesh_of(cases[i][0]);
+        ldt_shape sh;
+        ldt_placement px[2], py[2];
+        ldt_spec X, Y;
+        cr_assert_eq(ldt_shape_parse(cases[i][1], &sh), LDT_OK);
+        cr_assert_eq(ldt_placements_parse(cases[i][2], 2, px, 2, &n), LDT_OK);
+        cr_assert_eq(ldt_placements_parse(cases[i][3], 2, py, 2, &n), LDT_OK);
+        cr_assert_eq(ldt_spec_init(&X, m, &sh, px, 2, LDT_F32), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_spec_init(&Y, m, &sh, py, 2, LDT_F32), LDT_OK, "%s", ldt_last_error());
+        compare(&X, &Y, 1, &g, LDT_COLL_ALL_TO_ALL);
+        ldt_mesh_destroy(m);
+    }
+}
+
+/* GPT-2-small's (IS1:3,S0) -> (S1,S1) of a [8192,768] f32 value over all of dp=512,tp=8, by
+ * hand. Before: tp t holds rows [1024t, 1024t + 1024) and dp c < 256 columns c, c + 256 and
+ * c + 512 (3072 elements). After: dp c < 384 holds columns [2c, 2c + 2), split by tp 0 and 1
+ * (a column of 8192 rows each). The group is every rank, so a rank sends what it holds but
+ * keeps and receives what it needs but held: at most 3072 and 8192 elements (ranks that keep
+ * nothing, e.g. dp 1, tp 0: columns 1, 257, 513 against column 2). */
+Test(redist_huge, gpt_all_to_all_on_4096_ranks_by_hand) {
+    ldt_mesh *m = mesh_of("dp=512,tp=8");
+    ldt_shape sh = {2, {8192, 768}};
+    ldt_placement px[2] = {ldt_interleaved_shard(1, 3), ldt_shard(0)}, py[2] = {ldt_shard(1), ldt_shard(1)};
+    ldt_spec X, Y;
+    ldt_redist_step s;
+    int dims[2] = {0, 1}, cells;
+    cr_assert_eq(ldt_spec_init(&X, m, &sh, px, 2, LDT_F32), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_spec_init(&Y, m, &sh, py, 2, LDT_F32), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt__redist_price(&X, &Y, 2, dims, LDT_COLL_ALL_TO_ALL, 0, &s, &cells), LDT_OK, "%s",
+                 ldt_last_error());
+    cr_expect_eq(s.bytes_sent, 3072 * 4);
+    cr_expect_eq(s.bytes_recv, 8192 * 4);
+    ldt_mesh_destroy(m);
+}
+
 /* ldt_plan_rank_classes: one rank per class of alike ranks, with its class's size. Weighted by
  * the sizes, the representatives' parameter bytes give every rank's sum, and their maxima the
  * maximum over all ranks: checked against the rank-by-rank layout on uneven and even shards
