@@ -29,6 +29,12 @@ static uint64_t rnd(uint64_t *s) {
     return *s;
 }
 
+/* LDT_COSTMODEL_VERBOSE=1: every case and every step's per-op breakdown on stderr. */
+static int verbose(void) {
+    const char *v = getenv("LDT_COSTMODEL_VERBOSE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 static double ratio_of(double measured, double modeled) {
     if (!(measured > 0) || !(modeled > 0)) return INFINITY;
     return measured > modeled ? measured / modeled : modeled / measured;
@@ -151,16 +157,30 @@ static int redistributions(const ldt_mesh *mesh, const ldt_cost_model *cm, uint6
             return 1;
         }
         measured[*got] = t - base > 1e-7 ? t - base : 1e-7;
+        if (verbose()) { /* the calibration's statistic: the fastest of worlds of one run */
+            double best = INFINITY, u;
+            for (int r = 0; r < reps; r++)
+                if (ldt_redistribute_measure(NULL, p, 1, &u, NULL) == LDT_OK && u < best) best = u;
+            bench_note("costmodel: case %d fastest of %d one-run worlds %.1f us, median %.1f us, modeled %.1f us",
+                       *got, reps, (best - base) * 1e6, measured[*got] * 1e6, ldt_redist_plan_seconds(p) * 1e6);
+        }
         modeled[*got] = ldt_redist_plan_seconds(p);
-        if (ratio_of(measured[*got], modeled[*got]) > 4) { /* what the model misses, named */
-            char a[64], b[64], st[160];
+        if (ratio_of(measured[*got], modeled[*got]) > 4 || verbose()) { /* what the model misses, named */
+            char a[64], b[64], st[480];
             ldt_redist_step s0;
             int64_t numel = 0;
             ldt_shape_numel(&shape, &numel);
             ldt_placements_format(from, md, a, sizeof a);
             ldt_placements_format(to, md, b, sizeof b);
             st[0] = '\0';
-            if (ldt_redist_plan_step(p, 0, &s0) == LDT_OK) ldt_redist_step_format(&s0, st, sizeof st);
+            for (int k = 0; k < ldt_redist_plan_nsteps(p) && k < 3; k++)
+                if (ldt_redist_plan_step(p, k, &s0) == LDT_OK) {
+                    size_t l = strlen(st);
+                    snprintf(st + l, sizeof st - l, "%s[%.0f us, %lld B] ", k ? "; " : "", s0.seconds * 1e6,
+                             (long long)(s0.bytes_sent > s0.bytes_recv ? s0.bytes_sent : s0.bytes_recv));
+                    l = strlen(st);
+                    ldt_redist_step_format(&s0, st + l, sizeof st - l);
+                }
             bench_note("costmodel: %s -> %s on %s, %lld elements, %d steps (%s...): measured %.1f us, "
                        "modeled %.1f us", a, b, ldt_mesh_ndim(mesh) == 1 ? "4" : "2x2",
                        (long long)numel, ldt_redist_plan_nsteps(p), st,
@@ -227,6 +247,7 @@ static int step(const char *ms, const char *kind, const ldt_cost_model *cm, int 
     if (!(loss = ldt_model_forward(m))) goto done;
     if (train && (ldt_grad(loss, ps, np, g) != LDT_OK || ldt_optim_step(o, g) != LDT_OK)) goto done;
     copt.plan.cost = cm;
+    copt.profile = verbose();
     if (ldt_compile(ctx, &loss, 1, &copt, &ex) != LDT_OK || ldt_replay(ex) != LDT_OK) goto done;
     for (int r = 0; r < reps; r++) {
         bench_clock c0 = bench_clock_now();
@@ -236,6 +257,23 @@ static int step(const char *ms, const char *kind, const ldt_cost_model *cm, int 
     if (ldt_exec_stats_get(ex, &st) != LDT_OK) goto done;
     *measured = bench_median(t, reps);
     *modeled = st.modeled_step_seconds;
+    if (verbose()) {
+        ldt_exec_op_time ops[64];
+        int nops = 0;
+        double sum = 0, msum = 0;
+        if (ldt_exec_breakdown(ex, ops, 64, &nops) == LDT_OK)
+            for (int i = 0; i < nops; i++) {
+                sum += ops[i].seconds;
+                msum += ops[i].modeled_seconds;
+                bench_note("costmodel:   %-9s %-3s %-22s %4lld calls %9.1f us modeled %9.1f us (%.2fx) "
+                           "%.3g flop %.3g B", kind, ms, ops[i].name, (long long)ops[i].calls,
+                           ops[i].seconds * 1e6, ops[i].modeled_seconds * 1e6,
+                           ops[i].seconds / (ops[i].modeled_seconds > 0 ? ops[i].modeled_seconds : 1e-12),
+                           ops[i].flops, ops[i].bytes);
+            }
+        bench_note("costmodel:   %-9s %-3s instructions %.1f us, modeled %.1f us; replay %.1f us",
+                   kind, ms, sum * 1e6, msum * 1e6, *measured * 1e6);
+    }
     rc = 0;
 done:
     if (rc) bench_note("costmodel: step %s on %s failed: %s", kind, ms, ldt_last_error());

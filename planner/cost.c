@@ -121,6 +121,21 @@ ldt_status ldt_cost_model_check(const ldt_cost_model *m) {
                          "in (0, 1]", m->name, k_class_names[c], i, e->eff[i]);
         }
     }
+    for (int k = 0; k <= LDT_KIND_COUNT; k++) {
+        const char *kn = k < LDT_KIND_COUNT ? k_kind_names[k] : "local";
+        if (k < LDT_KIND_COUNT && (!isfinite(m->bytes_extra[k]) || m->bytes_extra[k] <= -1))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "cost model '%.32s': %s bytes factor %g, expected a finite value > 0",
+                     m->name, kn, 1 + m->bytes_extra[k]);
+        if (!isfinite(m->beyond_cache[k]) || m->beyond_cache[k] < 0)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "cost model '%.32s': %s beyond-cache factor %g, expected a finite value >= 0",
+                     m->name, kn, m->beyond_cache[k]);
+    }
+    if (!isfinite(m->cache_bytes) || m->cache_bytes < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "cost model '%.32s': cache_bytes %g, expected a finite value >= 0 (0: no knee)",
+                 m->name, m->cache_bytes);
     if (m->cores < 0)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "cost model '%.32s': %d cores, expected >= 0 (0: a device per rank)", m->name,
@@ -301,12 +316,20 @@ double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n) {
     return n <= 1 ? 0 : hops(m->algo[k], k, n);
 }
 
+double ldt__eff_bytes(const ldt_cost_model *m, int k, double b) {
+    double over = m->cache_bytes > 0 && b > m->cache_bytes ? b - m->cache_bytes : 0;
+    double e = b + m->beyond_cache[k] * over;
+    return k < LDT_KIND_COUNT ? (1 + m->bytes_extra[k]) * e : e;
+}
+
 double ldt_cost_kind_seconds(const ldt_cost_model *m, ldt_link l, int64_t n, ldt_coll_kind k,
                              int64_t bytes) {
+    double b;
     if (n <= 1 || (int)k < 0 || k >= LDT_KIND_COUNT) return 0;
+    b = ldt__eff_bytes(m, k, (double)bytes);
     if (k == LDT_KIND_SEND_RECV) /* one message to each peer, whatever the algorithm */
-        return m->overhead_s + (double)(n - 1) * l.latency_s + (double)bytes / l.bandwidth_Bps;
-    return m->overhead_s + hops(m->algo[k], k, n) * l.latency_s + (double)bytes / l.bandwidth_Bps;
+        return m->overhead_s + (double)(n - 1) * l.latency_s + b / l.bandwidth_Bps;
+    return m->overhead_s + hops(m->algo[k], k, n) * l.latency_s + b / l.bandwidth_Bps;
 }
 
 double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,
@@ -316,7 +339,7 @@ double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims
     ldt_link slow = {0, INFINITY};
     ldt_coll_kind k;
     if (c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD)
-        return m->local_overhead_s + (double)bytes / m->local_bandwidth_Bps;
+        return m->local_overhead_s + ldt__eff_bytes(m, LDT_KIND_COUNT, (double)bytes) / m->local_bandwidth_Bps;
     if (c == LDT_COLL_SEND_RECV) {
         /* Across meshes the traffic may cross any link: price it on the slowest. */
         for (int d = 0; d < (mnd > 0 ? mnd : 1); d++) {
@@ -325,7 +348,8 @@ double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims
             if (l.bandwidth_Bps < slow.bandwidth_Bps) slow.bandwidth_Bps = l.bandwidth_Bps;
         }
         if (peers == 0 && bytes == 0) return 0;
-        return m->overhead_s + peers * slow.latency_s + (double)bytes / slow.bandwidth_Bps;
+        return m->overhead_s + peers * slow.latency_s +
+               ldt__eff_bytes(m, LDT_KIND_SEND_RECV, (double)bytes) / slow.bandwidth_Bps;
     }
     /* A flattened group is one group over all its ranks on its slowest link. */
     for (int i = 0; i < ndims; i++) {
@@ -412,6 +436,50 @@ static ldt_status parse_algos(const cJSON *root, ldt_cost_model *m) {
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: algorithm of \"%s\" must be \"ring\", \"tree\" "
                      "or \"direct\"", v->string);
         m->algo[k] = (ldt_coll_algo)a;
+    }
+    return LDT_OK;
+}
+
+/* Index of kind name `s` (LDT_KIND_COUNT for "local" when allow_local), -1 if unknown. */
+static int kind_index(const char *s, int allow_local) {
+    for (int k = 0; k < LDT_KIND_COUNT; k++)
+        if (strcmp(s, k_kind_names[k]) == 0) return k;
+    return allow_local && strcmp(s, "local") == 0 ? LDT_KIND_COUNT : -1;
+}
+
+/* "bytes_factor": {kind: factor > 0}, "cache": {"bytes": C, "beyond": {kind|"local": y}}. */
+static ldt_status parse_bytes_terms(const cJSON *root, ldt_cost_model *m) {
+    const cJSON *bf = cJSON_GetObjectItemCaseSensitive(root, "bytes_factor"), *v;
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(root, "cache"), *bc;
+    if (bf && !cJSON_IsObject(bf))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"bytes_factor\" must be an object of kind: factor");
+    cJSON_ArrayForEach(v, bf) {
+        int k = kind_index(v->string, 0);
+        if (k < 0)
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown collective kind \"%s\" in "
+                     "\"bytes_factor\", expected all_reduce, reduce_scatter, all_gather, "
+                     "all_to_all, send_recv or broadcast", v->string);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: bytes_factor.%s must be a number > 0", v->string);
+        m->bytes_extra[k] = v->valuedouble - 1;
+    }
+    if (!ca) return LDT_OK;
+    if (!cJSON_IsObject(ca))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"cache\" must be an object {\"bytes\":.., \"beyond\":{..}}");
+    LDT_CHECK(num_field(ca, "bytes", "cache", &m->cache_bytes));
+    if (!(m->cache_bytes >= 0))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.bytes is %g, expected >= 0", m->cache_bytes);
+    bc = cJSON_GetObjectItemCaseSensitive(ca, "beyond");
+    if (bc && !cJSON_IsObject(bc))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.beyond must be an object of kind: factor");
+    cJSON_ArrayForEach(v, bc) {
+        int k = kind_index(v->string, 1);
+        if (k < 0)
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown kind \"%s\" in cache.beyond, expected "
+                     "a collective kind or \"local\"", v->string);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || !isfinite(v->valuedouble))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.beyond.%s must be a number >= 0", v->string);
+        m->beyond_cache[k] = v->valuedouble;
     }
     return LDT_OK;
 }
@@ -525,6 +593,7 @@ ldt_status ldt_cost_model_parse(const char *json, ldt_cost_model *out) {
         if (m.ranks_per_node > 0) LDT_CHECK_GOTO(link_field(root, "network_link", &m.network_link));
     }
     LDT_CHECK_GOTO(parse_algos(root, &m));
+    LDT_CHECK_GOTO(parse_bytes_terms(root, &m));
     LDT_CHECK_GOTO(parse_compute(root, &m));
     LDT_CHECK_GOTO(ldt_cost_model_check(&m));
     *out = m;
@@ -608,6 +677,26 @@ static char *profile_json(const ldt_cost_model *m) {
     al = cJSON_AddObjectToObject(root, "algorithms");
     for (int k = 0; al && k < LDT_KIND_COUNT; k++)
         ok &= cJSON_AddStringToObject(al, k_kind_names[k], k_algo_names[m->algo[k]]) != NULL;
+    { /* written only where a profile has them, so profiles without stay as they were */
+        int any = 0, anyc = 0;
+        for (int k = 0; k < LDT_KIND_COUNT; k++) any |= m->bytes_extra[k] != 0;
+        for (int k = 0; k <= LDT_KIND_COUNT; k++) anyc |= m->beyond_cache[k] != 0;
+        if (any) {
+            cJSON *bf = cJSON_AddObjectToObject(root, "bytes_factor");
+            for (int k = 0; bf && k < LDT_KIND_COUNT; k++)
+                ok &= cJSON_AddNumberToObject(bf, k_kind_names[k], 1 + m->bytes_extra[k]) != NULL;
+            ok &= bf != NULL;
+        }
+        if (m->cache_bytes > 0 || anyc) {
+            cJSON *ca = cJSON_AddObjectToObject(root, "cache"), *bc;
+            ok &= ca && cJSON_AddNumberToObject(ca, "bytes", m->cache_bytes) != NULL;
+            bc = ca ? cJSON_AddObjectToObject(ca, "beyond") : NULL;
+            for (int k = 0; bc && k <= LDT_KIND_COUNT; k++)
+                ok &= cJSON_AddNumberToObject(bc, k < LDT_KIND_COUNT ? k_kind_names[k] : "local",
+                                              m->beyond_cache[k]) != NULL;
+            ok &= bc != NULL;
+        }
+    }
     c = cJSON_AddObjectToObject(root, "compute");
     peak = c ? cJSON_AddObjectToObject(c, "peak_tflops") : NULL;
     for (int p = 0; peak && p < LDT_PREC_COUNT; p++)

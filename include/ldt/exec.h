@@ -387,6 +387,7 @@ typedef struct ldt_exec_op_time {
     int collective;
     int64_t calls;
     double seconds, flops, bytes;
+    double modeled_seconds; /* the same instructions as the modeled step prices them */
 } ldt_exec_op_time;
 /* Fills out[0..*n) with the breakdown described above. */
 LDT_API ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap, int *n);

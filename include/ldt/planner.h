@@ -44,10 +44,13 @@ extern "C" {
  * of the kind's algorithm (ring and direct: n-1, all_reduce 2(n-1); tree: ceil(log2 n),
  * all_reduce 2 ceil(log2 n)):
  *   collective (all_reduce, reduce_scatter, all_gather, all_to_all, broadcast):
- *       overhead + h alpha + b / beta
+ *       overhead + h alpha + (1 + x_k) (b + y_k max(0, b - C)) / beta
+ *   with x_k = bytes_extra[k], y_k = beyond_cache[k], C = cache_bytes (0: no knee; then
+ *   the y term is off), all 0 unless a profile gives them
  *   (b = (n-1)/n B for a tensor of B bytes, 2 (n-1)/n B for all_reduce: the ring volumes)
  *   send_recv (cross-mesh): overhead + p alpha + b / beta, p = most peers of one rank
- *   local ops (chunk, partial, pad): local overhead + bytes written / local bandwidth
+ *   local ops (chunk, partial, pad): local overhead + (b + y_local max(0, b - C)) / local
+ *   bandwidth, b the bytes written
  * A group over several mesh dims (a merged step) is priced as one group over all its ranks
  * on its slowest link (largest alpha, smallest beta). A group of one rank costs nothing.
  *
@@ -120,6 +123,15 @@ typedef struct ldt_cost_model {
     double overhead_s;          /* fixed cost of one collective call */
     double local_bandwidth_Bps; /* local copies (chunk, pad) */
     double local_overhead_s;    /* fixed cost of one local op or kernel (a launch) */
+    /* Per collective kind, what its implementation adds to the link's time per byte: the
+     * byte term is (1 + bytes_extra[k]) b / beta (0: the link's bandwidth; an all_to_all
+     * that packs and unpacks strided pieces moves each byte through memory more often). */
+    double bytes_extra[LDT_KIND_COUNT];
+    /* The cache knee: the bytes a rank moves past cache_bytes (0: no knee) go at memory's
+     * pace, beyond_cache[k] more per byte: (b + beyond_cache[k] max(0, b - cache_bytes))
+     * in place of b above; beyond_cache[LDT_KIND_COUNT] is the local ops'. */
+    double cache_bytes;
+    double beyond_cache[LDT_KIND_COUNT + 1];
     /* compute */
     double peak_flops[LDT_PREC_COUNT]; /* FLOP/s of one rank, per precision */
     double memory_bandwidth_Bps;       /* one rank's kernels reading and writing memory */
