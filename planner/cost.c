@@ -31,7 +31,7 @@ static const char *const k_kind_names[LDT_KIND_COUNT] = {
 static const char *const k_algo_names[LDT_ALGO_COUNT] = {"ring", "tree", "direct"};
 static const char *const k_prec_names[LDT_PREC_COUNT] = {"f32", "bf16", "f64"};
 static const char *const k_class_names[LDT_OPCLASS_COUNT] = {"matmul", "elementwise", "norm",
-                                                             "softmax", "reduce"};
+                                                             "softmax", "reduce", "transcendental"};
 
 const char *ldt_coll_kind_name(ldt_coll_kind k) {
     return (int)k >= 0 && k < LDT_KIND_COUNT ? k_kind_names[k] : "invalid";
@@ -136,6 +136,10 @@ ldt_status ldt_cost_model_check(const ldt_cost_model *m) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "cost model '%.32s': cache_bytes %g, expected a finite value >= 0 (0: no knee)",
                  m->name, m->cache_bytes);
+    if (!isfinite(m->launch_s) || m->launch_s < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "cost model '%.32s': launch %g s, expected a finite value >= 0 (0: the local "
+                 "overhead)", m->name, m->launch_s);
     if (m->cores < 0)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "cost model '%.32s': %d cores, expected >= 0 (0: a device per rank)", m->name,
@@ -376,6 +380,7 @@ double ldt_cost_efficiency(const ldt_cost_model *m, ldt_op_class c, double size)
     double t;
     if (!m || (int)c < 0 || c >= LDT_OPCLASS_COUNT) return 1;
     e = &m->eff[c];
+    if (c == LDT_OPCLASS_TRANSCENDENTAL && e->npoints <= 0) e = &m->eff[LDT_OPCLASS_ELEMENTWISE];
     if (e->npoints <= 0) return 1;
     if (!(size > e->size[0])) return e->eff[0];
     for (int i = 1; i < e->npoints; i++)
@@ -393,7 +398,7 @@ double ldt_cost_op_seconds(const ldt_cost_model *m, ldt_op_class c, int dt, doub
     double eff = ldt_cost_efficiency(m, c, c == LDT_OPCLASS_MATMUL ? flops : bytes);
     double tf = flops / (m->peak_flops[p] * eff), tb = bytes / (m->memory_bandwidth_Bps * eff);
     double slow = m->cores > 0 && nranks > m->cores ? (double)nranks / m->cores : 1;
-    return slow * (tf > tb ? tf : tb) + m->local_overhead_s;
+    return slow * (tf > tb ? tf : tb) + (m->launch_s > 0 ? m->launch_s : m->local_overhead_s);
 }
 
 /* ---- JSON profiles ------------------------------------------------------------------------ */
@@ -508,6 +513,12 @@ static ldt_status parse_compute(const cJSON *root, ldt_cost_model *m) {
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.cores is %g, expected a whole number >= 0", x);
         m->cores = (int)x;
     }
+    if (cJSON_GetObjectItemCaseSensitive(c, "launch_s")) {
+        LDT_CHECK(num_field(c, "launch_s", "compute", &m->launch_s));
+        if (!(m->launch_s >= 0))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.launch_s is %g, expected >= 0 "
+                     "(0: the local overhead)", m->launch_s);
+    }
     eff = cJSON_GetObjectItemCaseSensitive(c, "efficiency");
     if (!eff) return LDT_OK;
     if (!cJSON_IsObject(eff))
@@ -520,7 +531,7 @@ static ldt_status parse_compute(const cJSON *root, ldt_cost_model *m) {
         while (k < LDT_OPCLASS_COUNT && strcmp(v->string, k_class_names[k]) != 0) k++;
         if (k == LDT_OPCLASS_COUNT)
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown op class \"%s\" in compute.efficiency, "
-                     "expected matmul, elementwise, norm, softmax or reduce", v->string);
+                     "expected matmul, elementwise, norm, softmax, reduce or transcendental", v->string);
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > LDT_EFF_MAX_POINTS)
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.efficiency.%s must be an array of 0 to "
                      "%d [size, efficiency] pairs", v->string, LDT_EFF_MAX_POINTS);
@@ -704,10 +715,13 @@ static char *profile_json(const ldt_cost_model *m) {
     if (c) {
         cJSON_AddNumberToObject(c, "memory_bandwidth_gbps", m->memory_bandwidth_Bps / GB);
         cJSON_AddNumberToObject(c, "cores", m->cores);
+        if (m->launch_s > 0) cJSON_AddNumberToObject(c, "launch_s", m->launch_s);
     }
     eff = c ? cJSON_AddObjectToObject(c, "efficiency") : NULL;
     for (int k = 0; eff && k < LDT_OPCLASS_COUNT; k++) {
-        cJSON *arr = cJSON_AddArrayToObject(eff, k_class_names[k]);
+        cJSON *arr;
+        if (k == LDT_OPCLASS_TRANSCENDENTAL && m->eff[k].npoints == 0) continue; /* elementwise's */
+        arr = cJSON_AddArrayToObject(eff, k_class_names[k]);
         for (int i = 0; arr && i < m->eff[k].npoints; i++) {
             double pair[2] = {m->eff[k].size[i], m->eff[k].eff[i]};
             cJSON *pt = cJSON_CreateDoubleArray(pair, 2);

@@ -59,7 +59,7 @@ extern "C" {
  * where eff is the op class's efficiency curve at the op's size (FLOPs for the matmul class,
  * bytes for the others), interpolated linearly in log size between its points and flat
  * beyond them, and slowdown = max(1, ranks / cores) when `cores` > 0 (CPU threads sharing
- * cores); launch is local_overhead_s.
+ * cores); launch is launch_s (local_overhead_s when launch_s is 0).
  */
 typedef struct ldt_link {
     double latency_s;     /* alpha: seconds per hop */
@@ -96,6 +96,9 @@ typedef enum ldt_op_class {
     LDT_OPCLASS_NORM,        /* "norm": layer_norm, rms_norm */
     LDT_OPCLASS_SOFTMAX,     /* "softmax": softmax, log_softmax, cross_entropy */
     LDT_OPCLASS_REDUCE,      /* "reduce": sum, mean, amax, ... */
+    LDT_OPCLASS_TRANSCENDENTAL, /* "transcendental": gelu, tanh (a libm function per
+                                   element); a profile without its curve prices them by
+                                   the elementwise curve */
     LDT_OPCLASS_COUNT
 } ldt_op_class;
 
@@ -137,6 +140,8 @@ typedef struct ldt_cost_model {
     double memory_bandwidth_Bps;       /* one rank's kernels reading and writing memory */
     ldt_eff_curve eff[LDT_OPCLASS_COUNT];
     int cores; /* CPU cores the ranks share (0: each rank has its own device) */
+    double launch_s; /* a kernel's launch (an instruction's dispatch in a replay); 0: the
+                        local_overhead_s, as profiles without "launch_s" price it */
 } ldt_cost_model;
 
 /* The shipped profiles, embedded in the library (the same JSON as the repository's
@@ -154,7 +159,9 @@ LDT_API const char *ldt_cost_model_preset_name(int i);
  *  "ranks_per_node":..,"node_link":{..},"network_link":{..}      (link classes),
  *  "algorithms":{"all_reduce":"ring"|"tree"|"direct",...},
  *  "compute":{"peak_tflops":{"f32":..,"bf16":..,"f64":..},"memory_bandwidth_gbps":..,
- *             "cores":..,"efficiency":{"matmul":[[size,eff],...],...}}}
+ *             "cores":..,"launch_s":..,"efficiency":{"matmul":[[size,eff],...],...}},
+ *  "bytes_factor":{kind:factor,...}, "cache":{"bytes":..,"beyond":{kind|"local":..}}}
+ * (launch_s, bytes_factor and cache optional)
  * Version 1 files (no classes, algorithms or compute, as `ldt calibrate` wrote them) load:
  * ring algorithms, and the compute of before profiles: 50 GFLOP/s at every precision,
  * memory at the local bandwidth, efficiency 1. */
@@ -191,7 +198,7 @@ LDT_API ldt_status ldt_cost_model_for_mesh(const ldt_cost_model *m, const ldt_me
  * two classes are equal or ranks_per_node is 0). */
 LDT_API int ldt_cost_model_is_uniform(const ldt_cost_model *m, int mesh_ndim);
 /* "all_reduce", ..., "broadcast"; "ring", "tree", "direct"; "f32", "bf16", "f64"; "matmul",
- * "elementwise", "norm", "softmax", "reduce"; "invalid" when out of range. */
+ * "elementwise", "norm", "softmax", "reduce", "transcendental"; "invalid" when out of range. */
 LDT_API const char *ldt_coll_kind_name(ldt_coll_kind k);
 LDT_API const char *ldt_coll_algo_name(ldt_coll_algo a);
 LDT_API const char *ldt_precision_name(ldt_precision p);
