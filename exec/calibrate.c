@@ -36,7 +36,7 @@ static ldt_shape square_shape(int64_t bytes) {
 /* Least seconds of the plan from -> to on `mesh` for shape `shape`; *step gets its one
  * step (*nsteps its step count: the caller keeps only one-step plans of the kind it asked). */
 static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *from,
-                            const ldt_placement *to, int reps, const ldt_cost_model *cm,
+                            const ldt_placement *to, int reps, int median, const ldt_cost_model *cm,
                             double *out, ldt_redist_step *step, int *nsteps) {
     ldt_spec src;
     ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
@@ -50,7 +50,8 @@ static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const 
      * shared with other work the least disturbed run is the reproducible figure (a median
      * moves with the load) */
     *out = INFINITY;
-    for (int r = 0; r < reps && st == LDT_OK; r++) {
+    if (median) st = ldt_redistribute_measure(NULL, plan, reps, out, NULL);
+    for (int r = 0; r < reps && st == LDT_OK && !median; r++) {
         double t;
         st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
         if (st == LDT_OK && t < *out) *out = t;
@@ -111,7 +112,8 @@ enum { OP_GEMM, OP_ADD, OP_GELU, OP_NORM, OP_SOFTMAX, OP_SUM, OP_CHAIN };
  * tensor; OP_CHAIN k adds of one element in a row (dispatch, not work). *flops and *bytes get
  * the op's FLOPs and bytes read and written as the roofline counts them. */
 static ldt_status time_op(const ldt_mesh *mesh, int op, int64_t m, int64_t k, int64_t n,
-                          int reps, double base, double *out, double *flops, double *bytes) {
+                          int reps, int median, double base, double *out, double *flops,
+                          double *bytes) {
     ldt_ctx *ctx = NULL;
     ldt_exec *ex = NULL;
     ldt_ctx_options co = {0};
@@ -175,7 +177,7 @@ static ldt_status time_op(const ldt_mesh *mesh, int op, int64_t m, int64_t k, in
         t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_d); /* the least disturbed run, as time_plan */
-    *out = t[0] - base > 1e-9 ? t[0] - base : 1e-9;
+    *out = t[median ? reps / 2 : 0] - base > 1e-9 ? t[median ? reps / 2 : 0] - base : 1e-9;
     if (flops || bytes) {
         ldt_shape so;
         double outn = 1, fl;
@@ -218,7 +220,8 @@ static double fill_curve(ldt_eff_curve *e, const double *size, const double *rat
  * the norm, softmax, reduce and transcendental classes' curves: each size's roofline time at
  * efficiency 1 under the peak and bandwidth just measured over its measured time (less the
  * tiny step's, so the launch is not in it). */
-static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, ldt_cost_model *m) {
+static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, int median,
+                                    ldt_cost_model *m) {
     static const int64_t gemm_n[] = {32, 64, 128, 256, 512, 1024};
     static const int64_t add_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
     static const int64_t cls_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20};
@@ -227,11 +230,11 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, l
         {OP_SUM, LDT_OPCLASS_REDUCE}, {OP_GELU, LDT_OPCLASS_TRANSCENDENTAL}};
     int ng = quick ? 3 : 6, na = quick ? 3 : 6, nc = quick ? 2 : 4;
     double size[8], rate[8], base, f32 = m->peak_flops[LDT_PREC_F32], peak, t1, t32;
-    LDT_CHECK(time_op(mesh, OP_ADD, 1, 1, 1, 3 * reps, 0, &base, NULL, NULL)); /* one tiny add */
+    LDT_CHECK(time_op(mesh, OP_ADD, 1, 1, 1, 3 * reps, median, 0, &base, NULL, NULL)); /* one tiny add */
     for (int i = 0; i < ng; i++) {
         int64_t n = gemm_n[i];
         double t;
-        LDT_CHECK(time_op(mesh, OP_GEMM, n, n, n, n >= 512 ? 3 : reps, base, &t, NULL, NULL));
+        LDT_CHECK(time_op(mesh, OP_GEMM, n, n, n, n >= 512 ? 3 : reps, median, base, &t, NULL, NULL));
         size[i] = 2.0 * (double)n * (double)n * (double)n;
         rate[i] = size[i] / t;
     }
@@ -242,15 +245,15 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, l
     for (int i = 0; i < na; i++) {
         int64_t b = quick ? add_bytes[2 * i] : add_bytes[i];
         double t;
-        LDT_CHECK(time_op(mesh, OP_ADD, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, base, &t, NULL, NULL));
+        LDT_CHECK(time_op(mesh, OP_ADD, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, median, base, &t, NULL, NULL));
         size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
         rate[i] = size[i] / t;
     }
     m->memory_bandwidth_Bps = fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
     m->cores = 0;
     /* the launch: what each further instruction of a step adds */
-    LDT_CHECK(time_op(mesh, OP_CHAIN, 1, 1, 1, 3 * reps, 0, &t1, NULL, NULL));
-    LDT_CHECK(time_op(mesh, OP_CHAIN, 1, 256, 1, 3 * reps, 0, &t32, NULL, NULL));
+    LDT_CHECK(time_op(mesh, OP_CHAIN, 1, 1, 1, 3 * reps, median, 0, &t1, NULL, NULL));
+    LDT_CHECK(time_op(mesh, OP_CHAIN, 1, 256, 1, 3 * reps, median, 0, &t32, NULL, NULL));
     m->launch_s = t32 > t1 ? (t32 - t1) / 255 : 1e-9;
     if (m->launch_s < 1e-9) m->launch_s = 1e-9;
     for (size_t c = 0; c < sizeof cls / sizeof cls[0]; c++) {
@@ -259,7 +262,7 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, l
         for (int i = 0; i < nc; i++) {
             int64_t b = quick ? cls_bytes[2 * i] : cls_bytes[i];
             double t, fl, by, ideal, f;
-            LDT_CHECK(time_op(mesh, cls[c].op, b / 8, 1, 1, reps, base, &t, &fl, &by));
+            LDT_CHECK(time_op(mesh, cls[c].op, b / 8, 1, 1, reps, median, base, &t, &fl, &by));
             ideal = fl / m->peak_flops[LDT_PREC_F32] > by / m->memory_bandwidth_Bps
                         ? fl / m->peak_flops[LDT_PREC_F32] : by / m->memory_bandwidth_Bps;
             f = ideal / t; /* t is past the tiny step's launch already */
@@ -275,7 +278,7 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, l
 ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
                                  ldt_cost_model *out, ldt_cost_sample *samples, int cap, int *n,
                                  double *rms) {
-    int quick = opts ? opts->quick : 0;
+    int quick = opts ? opts->quick : 0, median = opts ? opts->median != 0 : 0;
     int reps = opts && opts->reps > 0 ? opts->reps : quick ? 3 : 9;
     const int64_t *sizes = quick ? k_quick_sizes : k_sizes;
     int nsizes = quick ? 3 : 8, nd, nst;
@@ -317,7 +320,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     }
     for (int i = 0; i < nd; i++) rr[i] = ldt_replicate();
     /* The harness (two barriers around an empty plan) is not part of any step. */
-    LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, &probe, &base, NULL, &nst));
+    LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, median, &probe, &base, NULL, &nst));
 
     for (int d = 0; d < nd; d++) {
         int64_t g = ldt_mesh_dim_size(mesh, d);
@@ -339,7 +342,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                 memcpy(to, rr, sizeof to);
                 from[d] = kinds[c].from;
                 to[d] = kinds[c].to;
-                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), &probe,
+                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
                                          &t, &step, &nst));
                 if (nst != 1 || step.collective != kinds[c].c || t - base <= 0) continue;
                 add_sample(&k, kinds[c].c, d, g, step_bytes(&step), t - base);
@@ -364,7 +367,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                     from[d] = ldt_shard(0);
                     to[d] = ldt_partial(LDT_REDUCE_SUM);
                 }
-                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), &probe,
+                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
                                          &t, &step, &nst));
                 if (nst != 1 || step.collective != want || t - base <= 0) continue;
                 add_sample(&k, want, d, 1, step_bytes(&step), t - base);
@@ -375,7 +378,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "
                       "pass cap >= %d", k.n, k.cap, k.n);
     LDT_CHECK_GOTO(ldt_cost_model_fit(k.s, k.n, &res, rms));
-    LDT_CHECK_GOTO(calibrate_compute(mesh, quick, reps, &res));
+    LDT_CHECK_GOTO(calibrate_compute(mesh, quick, reps, median, &res));
     LDT_CHECK_GOTO(ldt_cost_model_check(&res));
     *out = res;
     if (n) *n = k.n;

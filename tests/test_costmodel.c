@@ -225,7 +225,7 @@ Test(costfit, refusals) {
  * is the fitted model's price of it, and too little room or bad repeats are refused. */
 Test(calibrate, measures_every_kind_and_reports_the_fit) {
     ldt_mesh *mesh;
-    ldt_calibrate_options o = {1, 0};
+    ldt_calibrate_options o = {1, 0, 0};
     ldt_cost_model cm;
     ldt_cost_sample *s;
     int cap, n = 0, seen[LDT_COLL_COUNT] = {0};

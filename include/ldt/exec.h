@@ -252,6 +252,9 @@ typedef struct ldt_cost_sample ldt_cost_sample;
 typedef struct ldt_calibrate_options {
     int quick; /* three sizes (4 KiB, 64 KiB, 1 MiB) and 3 repeats: a second or so */
     int reps;  /* repeats per size below 1 MiB (the fastest is kept; fewer above); 0: 9 */
+    int median; /* 1: each timing the median of its repeats in one world (what a step or
+                   `ldt-bench costmodel` sees on a loaded machine) in place of the fastest
+                   of repeats each in a world of its own (the reproducible figure) */
 } ldt_calibrate_options;
 
 /* Measures the cost model's constants on `mesh`'s ranks as rank threads: every collective
