@@ -277,9 +277,13 @@ typedef struct ldt_cost_sample {
  * iterative reweighting (Huber, then Tukey's bisquare on the residuals' median absolute
  * deviation) and kept non-negative: collectives give overhead_s and, per link (mesh dim
  * 0..m->nlinks-1), latency_s and bandwidth_Bps under ldt_cost_seconds's formula (overhead +
- * hops * latency + bytes / bandwidth, hops 2(n-1) for all_reduce and n-1 otherwise); local
- * ops give local_overhead_s and local_bandwidth_Bps. Constants no sample constrains keep
- * m's values. Noiseless timings give the parameters back exactly (to rounding). Each
+ * hops * latency + the bytes term, hops 2(n-1) for all_reduce and n-1 otherwise), with per
+ * link and kind a seconds per byte and per byte past the cache knee, factored into each
+ * link's bandwidth (its fastest kind's), the kinds' bytes_extra and beyond_cache; local ops
+ * give local_overhead_s, local_bandwidth_Bps and the local beyond_cache. The knee
+ * (cache_bytes) is the candidate (none, 64 KiB, 128 KiB, ..., 4 MiB) whose fit has the least
+ * bounded loss, mean of min(e^2, 1) over the samples, a knee replacing a smaller one only
+ * when it cuts the loss by a quarter. Constants no sample constrains keep m's values. Noiseless timings give the parameters back exactly (to rounding). Each
  * sample's modeled and weight are set; *rms (may be NULL) gets the root mean square of the
  * relative residuals (measured - modeled) / measured over the samples the fit kept. */
 LDT_API ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms);
