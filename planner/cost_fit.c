@@ -253,6 +253,21 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
     return LDT_OK;
 }
 
+/* Distinct byte counts among the collective (local 0) or local (local 1) samples; a group
+ * without samples counts as enough (it has no knee to place). */
+static int distinct_sizes(const ldt_cost_sample *s, int n, int local) {
+    int d = 0, any = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        if (is_local(s[i].collective) != local) continue;
+        any = 1;
+        for (int j = 0; j < i && !seen; j++)
+            seen = is_local(s[j].collective) == local && s[j].bytes == s[i].bytes;
+        d += !seen;
+    }
+    return any ? d : 1 << 30;
+}
+
 ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms) {
     ldt_status st = LDT_OK;
     int L, ncoll = 0, nloc = 0;
@@ -297,7 +312,11 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         static const double knees[] = {0, 65536, 131072, 262144, 524288, 1048576, 2097152, 4194304};
         double best_loss = INFINITY;
         ldt_cost_model best = *m, trial;
-        for (size_t q = 0; q < sizeof knees / sizeof knees[0]; q++) {
+        /* a knee needs sizes on both sides of it: only with five or more distinct sizes in
+         * each group (collectives, local ops) is one tried (a --quick calibration has 3) */
+        size_t nq = distinct_sizes(s, n, 0) >= 5 && distinct_sizes(s, n, 1) >= 5
+                        ? sizeof knees / sizeof knees[0] : 1;
+        for (size_t q = 0; q < nq; q++) {
             double loss = 0;
             trial = *m;
             LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], A, t, rw, row_of, &trial));
