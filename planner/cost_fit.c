@@ -309,7 +309,10 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
      * below, scored by a bounded loss over every sample (mean of min(e^2, 1), e the relative
      * residual); a knee must cut the loss by a quarter to replace no knee or a smaller one. */
     {
-        static const double knees[] = {0, 65536, 131072, 262144, 524288, 1048576, 2097152, 4194304};
+        /* from 512 KiB: four or more of the calibration's sizes stay below the knee, so the
+         * cache-resident slope is not decided by two points (a knee at 128 KiB moved the local
+         * bandwidth 100x between two runs) */
+        static const double knees[] = {0, 524288, 1048576, 2097152, 4194304};
         double best_loss = INFINITY;
         ldt_cost_model best = *m, trial;
         /* a knee needs sizes on both sides of it: only with five or more distinct sizes in

@@ -281,9 +281,10 @@ typedef struct ldt_cost_sample {
  * link and kind a seconds per byte and per byte past the cache knee, factored into each
  * link's bandwidth (its fastest kind's), the kinds' bytes_extra and beyond_cache; local ops
  * give local_overhead_s, local_bandwidth_Bps and the local beyond_cache. The knee
- * (cache_bytes) is the candidate (none, 64 KiB, 128 KiB, ..., 4 MiB) whose fit has the least
+ * (cache_bytes) is the candidate (none, 512 KiB, 1, 2 or 4 MiB) whose fit has the least
  * bounded loss, mean of min(e^2, 1) over the samples, a knee replacing a smaller one only
- * when it cuts the loss by a quarter. Constants no sample constrains keep m's values. Noiseless timings give the parameters back exactly (to rounding). Each
+ * when it cuts the loss by a quarter, and only with five or more distinct sizes in each
+ * group (collectives, local ops). Constants no sample constrains keep m's values. Noiseless timings give the parameters back exactly (to rounding). Each
  * sample's modeled and weight are set; *rms (may be NULL) gets the root mean square of the
  * relative residuals (measured - modeled) / measured over the samples the fit kept. */
 LDT_API ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms);
