@@ -13,6 +13,8 @@
 #include "ldt/exec.h"
 #include "ldt/planner.h"
 #include "ldt/trace.h"
+#include "planner/profiles.h"
+#include "core/ops.h"
 
 /* Tensor sizes (bytes of the full f32 tensor): 4 KiB to 64 MiB by 4x; quick: three of them. */
 static const int64_t k_sizes[] = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
@@ -34,7 +36,7 @@ static ldt_shape square_shape(int64_t bytes) {
 /* Least seconds of the plan from -> to on `mesh` for shape `shape`; *step gets its one
  * step (*nsteps its step count: the caller keeps only one-step plans of the kind it asked). */
 static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *from,
-                            const ldt_placement *to, int reps, const ldt_cost_model *cm,
+                            const ldt_placement *to, int reps, int median, const ldt_cost_model *cm,
                             double *out, ldt_redist_step *step, int *nsteps) {
     ldt_spec src;
     ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
@@ -48,7 +50,8 @@ static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const 
      * shared with other work the least disturbed run is the reproducible figure (a median
      * moves with the load) */
     *out = INFINITY;
-    for (int r = 0; r < reps && st == LDT_OK; r++) {
+    if (median) st = ldt_redistribute_measure(NULL, plan, reps, out, NULL);
+    for (int r = 0; r < reps && st == LDT_OK && !median; r++) {
         double t;
         st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
         if (st == LDT_OK && t < *out) *out = t;
@@ -99,22 +102,37 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The one-op programs compute calibration times. */
+enum { OP_GEMM, OP_ADD, OP_GELU, OP_NORM, OP_SOFTMAX, OP_SUM, OP_CHAIN };
+
 /* Least seconds of one replay of a one-op program on `mesh` with everything Replicate (so
- * every rank thread runs the whole op at once, sharing the cores as a step's ranks do): a
- * [m,k] x [k,n] matmul (gemm) or an add of two [m] vectors; less `base` (a tiny step's). */
-static ldt_status time_op(const ldt_mesh *mesh, int gemm, int64_t m, int64_t k, int64_t n,
-                          int reps, double base, double *out) {
+ * every rank thread runs the whole op at once, sharing the cores as a step's ranks do), less
+ * `base` (a tiny step's): OP_GEMM a [m,k] x [k,n] matmul; OP_ADD an add of two [m] vectors;
+ * OP_GELU, OP_NORM (layer_norm), OP_SOFTMAX, OP_SUM (over the last dim) on an [m/256, 256]
+ * tensor; OP_CHAIN k adds of one element in a row (dispatch, not work). *flops and *bytes get
+ * the op's FLOPs and bytes read and written as the roofline counts them. */
+static ldt_status time_op(const ldt_mesh *mesh, int op, int64_t m, int64_t k, int64_t n,
+                          int reps, int median, double base, double *out, double *flops,
+                          double *bytes) {
     ldt_ctx *ctx = NULL;
     ldt_exec *ex = NULL;
     ldt_ctx_options co = {0};
-    ldt_shape sa = {2, {m, k}}, sb = {2, {k, n}}, sv = {1, {m}};
-    ldt_tensor *a, *b, *y;
+    int64_t cols = 256, rows = m / 256 > 0 ? m / 256 : 1;
+    ldt_shape sa = {2, {m, k}}, sb = {2, {k, n}}, sv = {1, {m}}, sr = {2, {rows, cols}},
+              s1 = {1, {1}};
+    const ldt_shape *sha, *shb;
+    ldt_tensor *a, *b = NULL, *y = NULL;
     float *da = NULL, *db = NULL;
     ldt_status st = LDT_OK;
     double t[64];
     ldt_placement rr[LDT_MAX_DIMS];
     ldt_compile_options copt = {0};
-    int64_t na = gemm ? m * k : m, nb = gemm ? k * n : m;
+    int64_t na, nb;
+    int last = 1;
+    sha = op == OP_GEMM ? &sa : op == OP_ADD ? &sv : op == OP_CHAIN ? &s1 : &sr;
+    shb = op == OP_GEMM ? &sb : op == OP_ADD ? &sv : &s1;
+    na = sha->ndim == 2 ? sha->dims[0] * sha->dims[1] : sha->dims[0];
+    nb = shb->ndim == 2 ? shb->dims[0] * shb->dims[1] : shb->dims[0];
     co.mesh = mesh;
     if (reps > 64) reps = 64;
     for (int i = 0; i < ldt_mesh_ndim(mesh); i++) rr[i] = ldt_replicate();
@@ -125,14 +143,28 @@ static ldt_status time_op(const ldt_mesh *mesh, int gemm, int64_t m, int64_t k, 
     for (int64_t i = 0; i < na; i++) da[i] = (float)(i % 7) * 0.25f;
     for (int64_t i = 0; i < nb; i++) db[i] = (float)(i % 5) * 0.5f;
     LDT_CHECK_GOTO(ldt_ctx_create(&co, &ctx));
-    a = ldt_input(ctx, "a", gemm ? &sa : &sv, LDT_F32);
-    b = ldt_input(ctx, "b", gemm ? &sb : &sv, LDT_F32);
-    if (!a || !b) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+    a = ldt_input(ctx, "a", sha, LDT_F32);
+    if (op == OP_GEMM || op == OP_ADD || op == OP_CHAIN) b = ldt_input(ctx, "b", shb, LDT_F32);
+    if (!a || ((op == OP_GEMM || op == OP_ADD || op == OP_CHAIN) && !b))
+        LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
     LDT_CHECK_GOTO(ldt_input_bind(a, da, na * 4));
-    LDT_CHECK_GOTO(ldt_input_bind(b, db, nb * 4));
     LDT_CHECK_GOTO(ldt_pin(a, rr, ldt_mesh_ndim(mesh)));
-    LDT_CHECK_GOTO(ldt_pin(b, rr, ldt_mesh_ndim(mesh)));
-    y = gemm ? ldt_matmul(a, b) : ldt_add(a, b);
+    if (b) {
+        LDT_CHECK_GOTO(ldt_input_bind(b, db, nb * 4));
+        LDT_CHECK_GOTO(ldt_pin(b, rr, ldt_mesh_ndim(mesh)));
+    }
+    switch (op) {
+    case OP_GEMM: y = ldt_matmul(a, b); break;
+    case OP_ADD: y = ldt_add(a, b); break;
+    case OP_GELU: y = ldt_gelu(a, 0); break;
+    case OP_NORM: y = ldt_layer_norm(a, 1, NULL, NULL, 1e-5); break;
+    case OP_SOFTMAX: y = ldt_softmax(a, 1); break;
+    case OP_SUM: y = ldt_sum(a, &last, 1, 0); break;
+    default:
+        y = a;
+        for (int64_t i = 0; i < k && y; i++) y = ldt_add(y, b);
+        break;
+    }
     if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
     LDT_CHECK_GOTO(ldt_pin(y, rr, ldt_mesh_ndim(mesh)));
     LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
@@ -145,7 +177,19 @@ static ldt_status time_op(const ldt_mesh *mesh, int gemm, int64_t m, int64_t k, 
         t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_d); /* the least disturbed run, as time_plan */
-    *out = t[0] - base > 1e-9 ? t[0] - base : 1e-9;
+    *out = t[median ? reps / 2 : 0] - base > 1e-9 ? t[median ? reps / 2 : 0] - base : 1e-9;
+    if (flops || bytes) {
+        ldt_shape so;
+        double outn = 1, fl;
+        int opc = op == OP_GEMM ? LDT_OP_MATMUL : op == OP_GELU ? LDT_OP_GELU : op == OP_NORM
+                  ? LDT_OP_LAYER_NORM : op == OP_SOFTMAX ? LDT_OP_SOFTMAX : op == OP_SUM ? LDT_OP_SUM
+                  : LDT_OP_ADD;
+        LDT_CHECK_GOTO(ldt_tensor_shape(y, &so));
+        for (int d = 0; d < so.ndim; d++) outn *= (double)so.dims[d];
+        fl = ldt__op_flops(opc, &so, sha, b ? shb : NULL);
+        if (flops) *flops = fl;
+        if (bytes) *bytes = 4.0 * ((double)na + (b ? (double)nb : 0) + outn);
+    }
 fail:
     free(da);
     free(db);
@@ -172,17 +216,25 @@ static double fill_curve(ldt_eff_curve *e, const double *size, const double *rat
  * every rank thread of the mesh at once: the f32 peak and memory bandwidth of one rank while
  * its peers share the cores (as in a step), with their efficiency curves (bf16 and f64 peaks
  * keep the base profile's ratios to f32). The sharing is measured, so `cores` is 0 (no
- * further slowdown). */
-static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, ldt_cost_model *m) {
+ * further slowdown). Then a kernel's launch (a chain of 256 one-element adds against one) and
+ * the norm, softmax, reduce and transcendental classes' curves: each size's roofline time at
+ * efficiency 1 under the peak and bandwidth just measured over its measured time (less the
+ * tiny step's, so the launch is not in it). */
+static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, int median,
+                                    ldt_cost_model *m) {
     static const int64_t gemm_n[] = {32, 64, 128, 256, 512, 1024};
     static const int64_t add_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
-    int ng = quick ? 3 : 6, na = quick ? 3 : 6;
-    double size[8], rate[8], base, f32 = m->peak_flops[LDT_PREC_F32], peak;
-    LDT_CHECK(time_op(mesh, 0, 1, 1, 1, 3 * reps, 0, &base)); /* a step of one tiny add */
+    static const int64_t cls_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20};
+    static const struct { int op; ldt_op_class c; } cls[] = {
+        {OP_NORM, LDT_OPCLASS_NORM}, {OP_SOFTMAX, LDT_OPCLASS_SOFTMAX},
+        {OP_SUM, LDT_OPCLASS_REDUCE}, {OP_GELU, LDT_OPCLASS_TRANSCENDENTAL}};
+    int ng = quick ? 3 : 6, na = quick ? 3 : 6, nc = quick ? 2 : 4;
+    double size[8], rate[8], base, f32 = m->peak_flops[LDT_PREC_F32], peak, t1, t32;
+    LDT_CHECK(time_op(mesh, OP_ADD, 1, 1, 1, 3 * reps, median, 0, &base, NULL, NULL)); /* one tiny add */
     for (int i = 0; i < ng; i++) {
         int64_t n = gemm_n[i];
         double t;
-        LDT_CHECK(time_op(mesh, 1, n, n, n, n >= 512 ? 3 : reps, base, &t));
+        LDT_CHECK(time_op(mesh, OP_GEMM, n, n, n, n >= 512 ? 3 : reps, median, base, &t, NULL, NULL));
         size[i] = 2.0 * (double)n * (double)n * (double)n;
         rate[i] = size[i] / t;
     }
@@ -193,19 +245,40 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, l
     for (int i = 0; i < na; i++) {
         int64_t b = quick ? add_bytes[2 * i] : add_bytes[i];
         double t;
-        LDT_CHECK(time_op(mesh, 0, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, base, &t));
+        LDT_CHECK(time_op(mesh, OP_ADD, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, median, base, &t, NULL, NULL));
         size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
         rate[i] = size[i] / t;
     }
     m->memory_bandwidth_Bps = fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
     m->cores = 0;
+    /* the launch: what each further instruction of a step adds */
+    LDT_CHECK(time_op(mesh, OP_CHAIN, 1, 1, 1, 3 * reps, median, 0, &t1, NULL, NULL));
+    LDT_CHECK(time_op(mesh, OP_CHAIN, 1, 256, 1, 3 * reps, median, 0, &t32, NULL, NULL));
+    m->launch_s = t32 > t1 ? (t32 - t1) / 255 : 1e-9;
+    if (m->launch_s < 1e-9) m->launch_s = 1e-9;
+    for (size_t c = 0; c < sizeof cls / sizeof cls[0]; c++) {
+        ldt_eff_curve *e = &m->eff[cls[c].c];
+        e->npoints = 0;
+        for (int i = 0; i < nc; i++) {
+            int64_t b = quick ? cls_bytes[2 * i] : cls_bytes[i];
+            double t, fl, by, ideal, f;
+            LDT_CHECK(time_op(mesh, cls[c].op, b / 8, 1, 1, reps, median, base, &t, &fl, &by));
+            ideal = fl / m->peak_flops[LDT_PREC_F32] > by / m->memory_bandwidth_Bps
+                        ? fl / m->peak_flops[LDT_PREC_F32] : by / m->memory_bandwidth_Bps;
+            f = ideal / t; /* t is past the tiny step's launch already */
+            e->size[e->npoints] = by;
+            e->eff[e->npoints++] = f > 1e-3 ? (f < 1 ? f : 1) : 1e-3;
+        }
+        for (int i = 1; i < e->npoints; i++) /* sizes must increase (rows round down) */
+            if (!(e->size[i] > e->size[i - 1])) e->size[i] = e->size[i - 1] * 1.0001;
+    }
     return LDT_OK;
 }
 
 ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
                                  ldt_cost_model *out, ldt_cost_sample *samples, int cap, int *n,
                                  double *rms) {
-    int quick = opts ? opts->quick : 0;
+    int quick = opts ? opts->quick : 0, median = opts ? opts->median != 0 : 0;
     int reps = opts && opts->reps > 0 ? opts->reps : quick ? 3 : 9;
     const int64_t *sizes = quick ? k_quick_sizes : k_sizes;
     int nsizes = quick ? 3 : 8, nd, nst;
@@ -247,7 +320,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     }
     for (int i = 0; i < nd; i++) rr[i] = ldt_replicate();
     /* The harness (two barriers around an empty plan) is not part of any step. */
-    LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, &probe, &base, NULL, &nst));
+    LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, median, &probe, &base, NULL, &nst));
 
     for (int d = 0; d < nd; d++) {
         int64_t g = ldt_mesh_dim_size(mesh, d);
@@ -269,7 +342,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                 memcpy(to, rr, sizeof to);
                 from[d] = kinds[c].from;
                 to[d] = kinds[c].to;
-                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), &probe,
+                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
                                          &t, &step, &nst));
                 if (nst != 1 || step.collective != kinds[c].c || t - base <= 0) continue;
                 add_sample(&k, kinds[c].c, d, g, step_bytes(&step), t - base);
@@ -294,7 +367,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                     from[d] = ldt_shard(0);
                     to[d] = ldt_partial(LDT_REDUCE_SUM);
                 }
-                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), &probe,
+                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
                                          &t, &step, &nst));
                 if (nst != 1 || step.collective != want || t - base <= 0) continue;
                 add_sample(&k, want, d, 1, step_bytes(&step), t - base);
@@ -305,7 +378,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "
                       "pass cap >= %d", k.n, k.cap, k.n);
     LDT_CHECK_GOTO(ldt_cost_model_fit(k.s, k.n, &res, rms));
-    LDT_CHECK_GOTO(calibrate_compute(mesh, quick, reps, &res));
+    LDT_CHECK_GOTO(calibrate_compute(mesh, quick, reps, median, &res));
     LDT_CHECK_GOTO(ldt_cost_model_check(&res));
     *out = res;
     if (n) *n = k.n;

@@ -211,6 +211,7 @@ static ldt_status schedule_all(ldt_exec *e, const ldt_compile_options *o) {
     ldt_cost_model cm;
     if (o && o->plan.cost) cm = *o->plan.cost;
     else LDT_CHECK(ldt_cost_model_default(NULL, e->mesh, &cm, NULL));
+    e->model_cost = cm;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int overlap = o && o->overlap ? o->overlap > 0 : cores >= 2L * ldt_mesh_nranks(e->mesh);
     if (overlap) e->collective_groups = 0; /* the schedule issues them one by one, overlapped */

@@ -175,6 +175,7 @@ struct ldt_exec {
     int fuse_agreed; /* the ranks' buckets were one decision and were applied (planner/fuse.c) */
     int64_t early_all_reduces; /* in-place all_reduce calls with matmul work after them */
     double model_serial, model_overlap;
+    ldt_cost_model model_cost; /* the profile the modeled figures priced with */
     /* the cache's */
     unsigned char *key;
     size_t keylen;

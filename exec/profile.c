@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "exec/comm.h"
 #include "exec/exec_internal.h"
+#include "planner/schedule.h"
 
 static const char *category(const ldt__instr *x) {
     switch ((ldt__ikind)x->kind) {
@@ -193,6 +194,8 @@ ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap,
         out[j].seconds += busiest->prof[i].end - busiest->prof[i].start;
         out[j].flops += instr_flops(busiest->prog, x);
         out[j].bytes += instr_bytes(e, busiest->prog, x);
+        if (e->model_cost.memory_bandwidth_Bps > 0) /* schedule_all resolved the profile */
+            out[j].modeled_seconds += ldt__instr_model_seconds(busiest->prog, x, &e->model_cost, e->mesh);
     }
     return LDT_OK;
 }

@@ -31,7 +31,7 @@ static const char *const k_kind_names[LDT_KIND_COUNT] = {
 static const char *const k_algo_names[LDT_ALGO_COUNT] = {"ring", "tree", "direct"};
 static const char *const k_prec_names[LDT_PREC_COUNT] = {"f32", "bf16", "f64"};
 static const char *const k_class_names[LDT_OPCLASS_COUNT] = {"matmul", "elementwise", "norm",
-                                                             "softmax", "reduce"};
+                                                             "softmax", "reduce", "transcendental"};
 
 const char *ldt_coll_kind_name(ldt_coll_kind k) {
     return (int)k >= 0 && k < LDT_KIND_COUNT ? k_kind_names[k] : "invalid";
@@ -121,6 +121,25 @@ ldt_status ldt_cost_model_check(const ldt_cost_model *m) {
                          "in (0, 1]", m->name, k_class_names[c], i, e->eff[i]);
         }
     }
+    for (int k = 0; k <= LDT_KIND_COUNT; k++) {
+        const char *kn = k < LDT_KIND_COUNT ? k_kind_names[k] : "local";
+        if (k < LDT_KIND_COUNT && (!isfinite(m->bytes_extra[k]) || m->bytes_extra[k] <= -1))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "cost model '%.32s': %s bytes factor %g, expected a finite value > 0",
+                     m->name, kn, 1 + m->bytes_extra[k]);
+        if (!isfinite(m->beyond_cache[k]) || m->beyond_cache[k] < 0)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "cost model '%.32s': %s beyond-cache factor %g, expected a finite value >= 0",
+                     m->name, kn, m->beyond_cache[k]);
+    }
+    if (!isfinite(m->cache_bytes) || m->cache_bytes < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "cost model '%.32s': cache_bytes %g, expected a finite value >= 0 (0: no knee)",
+                 m->name, m->cache_bytes);
+    if (!isfinite(m->launch_s) || m->launch_s < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "cost model '%.32s': launch %g s, expected a finite value >= 0 (0: the local "
+                 "overhead)", m->name, m->launch_s);
     if (m->cores < 0)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "cost model '%.32s': %d cores, expected >= 0 (0: a device per rank)", m->name,
@@ -301,12 +320,20 @@ double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n) {
     return n <= 1 ? 0 : hops(m->algo[k], k, n);
 }
 
+double ldt__eff_bytes(const ldt_cost_model *m, int k, double b) {
+    double over = m->cache_bytes > 0 && b > m->cache_bytes ? b - m->cache_bytes : 0;
+    double e = b + m->beyond_cache[k] * over;
+    return k < LDT_KIND_COUNT ? (1 + m->bytes_extra[k]) * e : e;
+}
+
 double ldt_cost_kind_seconds(const ldt_cost_model *m, ldt_link l, int64_t n, ldt_coll_kind k,
                              int64_t bytes) {
+    double b;
     if (n <= 1 || (int)k < 0 || k >= LDT_KIND_COUNT) return 0;
+    b = ldt__eff_bytes(m, k, (double)bytes);
     if (k == LDT_KIND_SEND_RECV) /* one message to each peer, whatever the algorithm */
-        return m->overhead_s + (double)(n - 1) * l.latency_s + (double)bytes / l.bandwidth_Bps;
-    return m->overhead_s + hops(m->algo[k], k, n) * l.latency_s + (double)bytes / l.bandwidth_Bps;
+        return m->overhead_s + (double)(n - 1) * l.latency_s + b / l.bandwidth_Bps;
+    return m->overhead_s + hops(m->algo[k], k, n) * l.latency_s + b / l.bandwidth_Bps;
 }
 
 double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,
@@ -316,7 +343,7 @@ double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims
     ldt_link slow = {0, INFINITY};
     ldt_coll_kind k;
     if (c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD)
-        return m->local_overhead_s + (double)bytes / m->local_bandwidth_Bps;
+        return m->local_overhead_s + ldt__eff_bytes(m, LDT_KIND_COUNT, (double)bytes) / m->local_bandwidth_Bps;
     if (c == LDT_COLL_SEND_RECV) {
         /* Across meshes the traffic may cross any link: price it on the slowest. */
         for (int d = 0; d < (mnd > 0 ? mnd : 1); d++) {
@@ -325,7 +352,8 @@ double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims
             if (l.bandwidth_Bps < slow.bandwidth_Bps) slow.bandwidth_Bps = l.bandwidth_Bps;
         }
         if (peers == 0 && bytes == 0) return 0;
-        return m->overhead_s + peers * slow.latency_s + (double)bytes / slow.bandwidth_Bps;
+        return m->overhead_s + peers * slow.latency_s +
+               ldt__eff_bytes(m, LDT_KIND_SEND_RECV, (double)bytes) / slow.bandwidth_Bps;
     }
     /* A flattened group is one group over all its ranks on its slowest link. */
     for (int i = 0; i < ndims; i++) {
@@ -352,6 +380,7 @@ double ldt_cost_efficiency(const ldt_cost_model *m, ldt_op_class c, double size)
     double t;
     if (!m || (int)c < 0 || c >= LDT_OPCLASS_COUNT) return 1;
     e = &m->eff[c];
+    if (c == LDT_OPCLASS_TRANSCENDENTAL && e->npoints <= 0) e = &m->eff[LDT_OPCLASS_ELEMENTWISE];
     if (e->npoints <= 0) return 1;
     if (!(size > e->size[0])) return e->eff[0];
     for (int i = 1; i < e->npoints; i++)
@@ -369,7 +398,7 @@ double ldt_cost_op_seconds(const ldt_cost_model *m, ldt_op_class c, int dt, doub
     double eff = ldt_cost_efficiency(m, c, c == LDT_OPCLASS_MATMUL ? flops : bytes);
     double tf = flops / (m->peak_flops[p] * eff), tb = bytes / (m->memory_bandwidth_Bps * eff);
     double slow = m->cores > 0 && nranks > m->cores ? (double)nranks / m->cores : 1;
-    return slow * (tf > tb ? tf : tb) + m->local_overhead_s;
+    return slow * (tf > tb ? tf : tb) + (m->launch_s > 0 ? m->launch_s : m->local_overhead_s);
 }
 
 /* ---- JSON profiles ------------------------------------------------------------------------ */
@@ -416,6 +445,50 @@ static ldt_status parse_algos(const cJSON *root, ldt_cost_model *m) {
     return LDT_OK;
 }
 
+/* Index of kind name `s` (LDT_KIND_COUNT for "local" when allow_local), -1 if unknown. */
+static int kind_index(const char *s, int allow_local) {
+    for (int k = 0; k < LDT_KIND_COUNT; k++)
+        if (strcmp(s, k_kind_names[k]) == 0) return k;
+    return allow_local && strcmp(s, "local") == 0 ? LDT_KIND_COUNT : -1;
+}
+
+/* "bytes_factor": {kind: factor > 0}, "cache": {"bytes": C, "beyond": {kind|"local": y}}. */
+static ldt_status parse_bytes_terms(const cJSON *root, ldt_cost_model *m) {
+    const cJSON *bf = cJSON_GetObjectItemCaseSensitive(root, "bytes_factor"), *v;
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(root, "cache"), *bc;
+    if (bf && !cJSON_IsObject(bf))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"bytes_factor\" must be an object of kind: factor");
+    cJSON_ArrayForEach(v, bf) {
+        int k = kind_index(v->string, 0);
+        if (k < 0)
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown collective kind \"%s\" in "
+                     "\"bytes_factor\", expected all_reduce, reduce_scatter, all_gather, "
+                     "all_to_all, send_recv or broadcast", v->string);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: bytes_factor.%s must be a number > 0", v->string);
+        m->bytes_extra[k] = v->valuedouble - 1;
+    }
+    if (!ca) return LDT_OK;
+    if (!cJSON_IsObject(ca))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"cache\" must be an object {\"bytes\":.., \"beyond\":{..}}");
+    LDT_CHECK(num_field(ca, "bytes", "cache", &m->cache_bytes));
+    if (!(m->cache_bytes >= 0))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.bytes is %g, expected >= 0", m->cache_bytes);
+    bc = cJSON_GetObjectItemCaseSensitive(ca, "beyond");
+    if (bc && !cJSON_IsObject(bc))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.beyond must be an object of kind: factor");
+    cJSON_ArrayForEach(v, bc) {
+        int k = kind_index(v->string, 1);
+        if (k < 0)
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown kind \"%s\" in cache.beyond, expected "
+                     "a collective kind or \"local\"", v->string);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || !isfinite(v->valuedouble))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.beyond.%s must be a number >= 0", v->string);
+        m->beyond_cache[k] = v->valuedouble;
+    }
+    return LDT_OK;
+}
+
 static ldt_status parse_compute(const cJSON *root, ldt_cost_model *m) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "compute"), *peak, *eff, *v;
     double x = 0;
@@ -440,6 +513,12 @@ static ldt_status parse_compute(const cJSON *root, ldt_cost_model *m) {
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.cores is %g, expected a whole number >= 0", x);
         m->cores = (int)x;
     }
+    if (cJSON_GetObjectItemCaseSensitive(c, "launch_s")) {
+        LDT_CHECK(num_field(c, "launch_s", "compute", &m->launch_s));
+        if (!(m->launch_s >= 0))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.launch_s is %g, expected >= 0 "
+                     "(0: the local overhead)", m->launch_s);
+    }
     eff = cJSON_GetObjectItemCaseSensitive(c, "efficiency");
     if (!eff) return LDT_OK;
     if (!cJSON_IsObject(eff))
@@ -452,7 +531,7 @@ static ldt_status parse_compute(const cJSON *root, ldt_cost_model *m) {
         while (k < LDT_OPCLASS_COUNT && strcmp(v->string, k_class_names[k]) != 0) k++;
         if (k == LDT_OPCLASS_COUNT)
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown op class \"%s\" in compute.efficiency, "
-                     "expected matmul, elementwise, norm, softmax or reduce", v->string);
+                     "expected matmul, elementwise, norm, softmax, reduce or transcendental", v->string);
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > LDT_EFF_MAX_POINTS)
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.efficiency.%s must be an array of 0 to "
                      "%d [size, efficiency] pairs", v->string, LDT_EFF_MAX_POINTS);
@@ -525,6 +604,7 @@ ldt_status ldt_cost_model_parse(const char *json, ldt_cost_model *out) {
         if (m.ranks_per_node > 0) LDT_CHECK_GOTO(link_field(root, "network_link", &m.network_link));
     }
     LDT_CHECK_GOTO(parse_algos(root, &m));
+    LDT_CHECK_GOTO(parse_bytes_terms(root, &m));
     LDT_CHECK_GOTO(parse_compute(root, &m));
     LDT_CHECK_GOTO(ldt_cost_model_check(&m));
     *out = m;
@@ -608,6 +688,26 @@ static char *profile_json(const ldt_cost_model *m) {
     al = cJSON_AddObjectToObject(root, "algorithms");
     for (int k = 0; al && k < LDT_KIND_COUNT; k++)
         ok &= cJSON_AddStringToObject(al, k_kind_names[k], k_algo_names[m->algo[k]]) != NULL;
+    { /* written only where a profile has them, so profiles without stay as they were */
+        int any = 0, anyc = 0;
+        for (int k = 0; k < LDT_KIND_COUNT; k++) any |= m->bytes_extra[k] != 0;
+        for (int k = 0; k <= LDT_KIND_COUNT; k++) anyc |= m->beyond_cache[k] != 0;
+        if (any) {
+            cJSON *bf = cJSON_AddObjectToObject(root, "bytes_factor");
+            for (int k = 0; bf && k < LDT_KIND_COUNT; k++)
+                ok &= cJSON_AddNumberToObject(bf, k_kind_names[k], 1 + m->bytes_extra[k]) != NULL;
+            ok &= bf != NULL;
+        }
+        if (m->cache_bytes > 0 || anyc) {
+            cJSON *ca = cJSON_AddObjectToObject(root, "cache"), *bc;
+            ok &= ca && cJSON_AddNumberToObject(ca, "bytes", m->cache_bytes) != NULL;
+            bc = ca ? cJSON_AddObjectToObject(ca, "beyond") : NULL;
+            for (int k = 0; bc && k <= LDT_KIND_COUNT; k++)
+                ok &= cJSON_AddNumberToObject(bc, k < LDT_KIND_COUNT ? k_kind_names[k] : "local",
+                                              m->beyond_cache[k]) != NULL;
+            ok &= bc != NULL;
+        }
+    }
     c = cJSON_AddObjectToObject(root, "compute");
     peak = c ? cJSON_AddObjectToObject(c, "peak_tflops") : NULL;
     for (int p = 0; peak && p < LDT_PREC_COUNT; p++)
@@ -615,10 +715,13 @@ static char *profile_json(const ldt_cost_model *m) {
     if (c) {
         cJSON_AddNumberToObject(c, "memory_bandwidth_gbps", m->memory_bandwidth_Bps / GB);
         cJSON_AddNumberToObject(c, "cores", m->cores);
+        if (m->launch_s > 0) cJSON_AddNumberToObject(c, "launch_s", m->launch_s);
     }
     eff = c ? cJSON_AddObjectToObject(c, "efficiency") : NULL;
     for (int k = 0; eff && k < LDT_OPCLASS_COUNT; k++) {
-        cJSON *arr = cJSON_AddArrayToObject(eff, k_class_names[k]);
+        cJSON *arr;
+        if (k == LDT_OPCLASS_TRANSCENDENTAL && m->eff[k].npoints == 0) continue; /* elementwise's */
+        arr = cJSON_AddArrayToObject(eff, k_class_names[k]);
         for (int i = 0; arr && i < m->eff[k].npoints; i++) {
             double pair[2] = {m->eff[k].size[i], m->eff[k].eff[i]};
             cJSON *pt = cJSON_CreateDoubleArray(pair, 2);

@@ -10,7 +10,8 @@
 #include "ldt/planner.h"
 #include "planner/cost_fit.h"
 
-#define MAXP (1 + 2 * LDT_MAX_DIMS)
+#define NK 4 /* the kinds the samples can be: all_reduce, reduce_scatter, all_gather, all_to_all */
+#define MAXP (1 + LDT_MAX_DIMS + 2 * NK * LDT_MAX_DIMS)
 
 static int is_local(ldt_collective c) {
     return c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD;
@@ -148,11 +149,130 @@ done:
     return ok;
 }
 
+/* The model's seconds for one sample, by the formula pricing uses. */
+static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) {
+    if (is_local(c->collective))
+        return m->local_overhead_s + ldt__eff_bytes(m, LDT_KIND_COUNT, (double)c->bytes) / m->local_bandwidth_Bps;
+    return m->overhead_s + ldt__coll_hops(m, c->collective, c->group) * m->links[c->dim].latency_s +
+           ldt__eff_bytes(m, (int)c->collective, (double)c->bytes) / m->links[c->dim].bandwidth_Bps;
+}
+
+/* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
+ * Collectives: columns overhead, latency per link, and per link and kind the seconds per byte
+ * (u) and per byte past the knee (v); then per link its bandwidth is the fastest kind's
+ * (1 / least u), and per kind bytes_extra = u beta - 1 and beyond_cache = v / u (geometric
+ * and arithmetic means over the links that measured the kind). Local ops: local overhead,
+ * seconds per byte, and per byte past the knee. */
+static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, double C, double *A,
+                                double *t, double *rw, int *row_of, ldt_cost_model *m) {
+    int L = m->nlinks, np, use[MAXP];
+    double x[MAXP];
+    m->cache_bytes = C;
+    if (ncoll > 0) {
+        int r = 0;
+        np = 1 + L + 2 * NK * L;
+        memset(A, 0, (size_t)n * MAXP * sizeof *A);
+        for (int i = 0; i < n; i++) {
+            int k = (int)s[i].collective, cu = 1 + L + 2 * (s[i].dim * NK + k);
+            double b = (double)s[i].bytes;
+            if (is_local(s[i].collective)) continue;
+            A[r * np + 0] = 1;
+            A[r * np + 1 + s[i].dim] = ldt__coll_hops(m, s[i].collective, s[i].group);
+            A[r * np + cu] = b;
+            A[r * np + cu + 1] = C > 0 && b > C ? b - C : 0;
+            t[r] = s[i].seconds;
+            row_of[r++] = i;
+        }
+        for (int j = 0; j < np; j++) use[j] = 1;
+        if (!robust_fit(r, np, A, t, use, x, rw))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the collective timings constrain "
+                     "nothing (every column is zero)");
+        {
+            int seen[MAXP] = {0};
+            double lx[NK] = {0}, yy[NK] = {0};
+            int nx[NK] = {0};
+            for (int i = 0; i < r; i++)
+                for (int j = 0; j < np; j++) seen[j] |= A[i * np + j] != 0;
+            if (seen[0]) m->overhead_s = x[0];
+            for (int d = 0; d < L; d++) {
+                double umin = INFINITY;
+                int any = 0;
+                if (seen[1 + d]) m->links[d].latency_s = x[1 + d];
+                for (int k = 0; k < NK; k++) {
+                    int cu = 1 + L + 2 * (d * NK + k);
+                    if (!seen[cu]) continue;
+                    any = 1;
+                    if (x[cu] > 0 && x[cu] < umin) umin = x[cu];
+                }
+                if (!any) continue;
+                m->links[d].bandwidth_Bps = isfinite(umin) ? 1 / umin : 1e15;
+                for (int k = 0; k < NK; k++) {
+                    int cu = 1 + L + 2 * (d * NK + k);
+                    if (!seen[cu]) continue;
+                    if (x[cu] > 0 && isfinite(umin)) {
+                        lx[k] += log(x[cu] / umin);
+                        yy[k] += x[cu + 1] / x[cu];
+                    } else {
+                        yy[k] += x[cu + 1] * m->links[d].bandwidth_Bps;
+                    }
+                    nx[k]++;
+                }
+            }
+            for (int k = 0; k < NK; k++) {
+                if (!nx[k]) continue;
+                m->bytes_extra[k] = exp(lx[k] / nx[k]) - 1;
+                m->beyond_cache[k] = C > 0 ? yy[k] / nx[k] : 0;
+            }
+        }
+        for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
+    }
+    if (nloc > 0) {
+        int r = 0, any_bytes = 0;
+        np = 3;
+        memset(A, 0, (size_t)n * MAXP * sizeof *A);
+        for (int i = 0; i < n; i++) {
+            double b = (double)s[i].bytes;
+            if (!is_local(s[i].collective)) continue;
+            A[r * np + 0] = 1;
+            A[r * np + 1] = b;
+            A[r * np + 2] = C > 0 && b > C ? b - C : 0;
+            any_bytes |= s[i].bytes > 0;
+            t[r] = s[i].seconds;
+            row_of[r++] = i;
+        }
+        use[0] = use[1] = use[2] = 1;
+        if (!robust_fit(r, np, A, t, use, x, rw))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
+        m->local_overhead_s = x[0];
+        if (any_bytes) {
+            m->local_bandwidth_Bps = x[1] > 0 ? 1 / x[1] : 1e15;
+            m->beyond_cache[LDT_KIND_COUNT] = C > 0 ? (x[1] > 0 ? x[2] / x[1] : x[2] * 1e15) : 0;
+        }
+        for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
+    }
+    return LDT_OK;
+}
+
+/* Distinct byte counts among the collective (local 0) or local (local 1) samples; a group
+ * without samples counts as enough (it has no knee to place). */
+static int distinct_sizes(const ldt_cost_sample *s, int n, int local) {
+    int d = 0, any = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        if (is_local(s[i].collective) != local) continue;
+        any = 1;
+        for (int j = 0; j < i && !seen; j++)
+            seen = is_local(s[j].collective) == local && s[j].bytes == s[i].bytes;
+        d += !seen;
+    }
+    return any ? d : 1 << 30;
+}
+
 ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms) {
     ldt_status st = LDT_OK;
-    int L, ncoll = 0, nloc = 0, np = 0;
-    double *A = NULL, *t = NULL, *rw = NULL, x[MAXP], sum = 0, wsum = 0;
-    int *row_of = NULL, use[MAXP];
+    int L, ncoll = 0, nloc = 0;
+    double *A = NULL, *t = NULL, *rw = NULL, sum = 0, wsum = 0;
+    int *row_of = NULL;
     if (!m || (n > 0 && !s) || n < 0)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: m must not be NULL, and s must hold n >= 0 "
                  "samples (got n = %d)", n);
@@ -185,64 +305,43 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
     row_of = malloc((size_t)(n ? n : 1) * sizeof *row_of);
     if (!A || !t || !rw || !row_of) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
 
-    /* collectives: columns overhead, latency per link, seconds per byte per link */
-    if (ncoll > 0) {
-        int r = 0;
-        np = 1 + 2 * L;
-        for (int i = 0; i < n; i++) {
-            if (is_local(s[i].collective)) continue;
-            A[r * np + 0] = 1;
-            A[r * np + 1 + s[i].dim] = ldt__coll_hops(m, s[i].collective, s[i].group);
-            A[r * np + 1 + L + s[i].dim] = (double)s[i].bytes;
-            t[r] = s[i].seconds;
-            row_of[r++] = i;
+    /* The cache knee is chosen from candidates by the fit itself: for each, the robust fits
+     * below, scored by a bounded loss over every sample (mean of min(e^2, 1), e the relative
+     * residual); a knee must cut the loss by a quarter to replace no knee or a smaller one. */
+    {
+        /* from 512 KiB: four or more of the calibration's sizes stay below the knee, so the
+         * cache-resident slope is not decided by two points (a knee at 128 KiB moved the local
+         * bandwidth 100x between two runs) */
+        static const double knees[] = {0, 524288, 1048576, 2097152, 4194304};
+        double best_loss = INFINITY;
+        ldt_cost_model best = *m, trial;
+        /* a knee needs sizes on both sides of it: only with five or more distinct sizes in
+         * each group (collectives, local ops) is one tried (a --quick calibration has 3) */
+        size_t nq = distinct_sizes(s, n, 0) >= 5 && distinct_sizes(s, n, 1) >= 5
+                        ? sizeof knees / sizeof knees[0] : 1;
+        for (size_t q = 0; q < nq; q++) {
+            double loss = 0;
+            trial = *m;
+            LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], A, t, rw, row_of, &trial));
+            for (int i = 0; i < n; i++) {
+                double e = (s[i].seconds - sample_seconds(&trial, &s[i])) / s[i].seconds;
+                loss += e * e < 1 ? e * e : 1;
+            }
+            loss /= n > 0 ? n : 1;
+            if (q == 0 || loss < 0.75 * best_loss) {
+                best_loss = loss;
+                best = trial;
+            }
         }
-        for (int j = 0; j < np; j++) use[j] = 1;
-        if (!robust_fit(r, np, A, t, use, x, rw))
-            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cost fit: the collective timings constrain "
-                          "nothing (every column is zero)");
-        /* a column nothing constrained came back 0: keep m's value for it */
-        for (int j = 0; j < np; j++) {
-            int seen = 0;
-            for (int i = 0; i < r && !seen; i++) seen = A[i * np + j] != 0;
-            if (!seen) continue;
-            if (j == 0) m->overhead_s = x[0];
-            else if (j <= L) m->links[j - 1].latency_s = x[j];
-            else m->links[j - 1 - L].bandwidth_Bps = x[j] > 0 ? 1 / x[j] : 1e15;
-        }
-        for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
-    }
-    /* local ops: columns local overhead, seconds per byte */
-    if (nloc > 0) {
-        int r = 0, any_bytes = 0;
-        np = 2;
-        memset(A, 0, (size_t)n * MAXP * sizeof *A);
-        for (int i = 0; i < n; i++) {
-            if (!is_local(s[i].collective)) continue;
-            A[r * np + 0] = 1;
-            A[r * np + 1] = (double)s[i].bytes;
-            any_bytes |= s[i].bytes > 0;
-            t[r] = s[i].seconds;
-            row_of[r++] = i;
-        }
-        use[0] = use[1] = 1;
-        if (!robust_fit(r, np, A, t, use, x, rw))
-            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
-        m->local_overhead_s = x[0];
-        if (any_bytes) m->local_bandwidth_Bps = x[1] > 0 ? 1 / x[1] : 1e15;
-        for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
+        *m = best;
+        /* the chosen fit's robust weights */
+        LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, m->cache_bytes, A, t, rw, row_of, &trial));
     }
     /* the fitted model's own prices, with the formula pricing uses */
     for (int i = 0; i < n; i++) {
         ldt_cost_sample *c = &s[i];
         double e;
-        if (is_local(c->collective)) {
-            c->modeled = m->local_overhead_s + (double)c->bytes / m->local_bandwidth_Bps;
-        } else {
-            const ldt_link *l = &m->links[c->dim];
-            c->modeled = m->overhead_s + ldt__coll_hops(m, c->collective, c->group) * l->latency_s +
-                         (double)c->bytes / l->bandwidth_Bps;
-        }
+        c->modeled = sample_seconds(m, c);
         e = (c->seconds - c->modeled) / c->seconds;
         if (c->weight > 0) {
             sum += e * e;

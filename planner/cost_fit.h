@@ -10,4 +10,9 @@
  * ceil(log2 n); all_reduce twice that). */
 double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n);
 
+/* The bytes term's effective byte count for kind index k (LDT_KIND_COUNT: local ops) under
+ * m: (1 + bytes_extra[k]) (b + beyond_cache[k] max(0, b - cache_bytes)) (no bytes_extra for
+ * local ops; no knee when cache_bytes is 0). */
+double ldt__eff_bytes(const ldt_cost_model *m, int k, double b);
+
 #endif

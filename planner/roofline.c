@@ -22,6 +22,8 @@ ldt_op_class ldt__op_class(int op) {
     case LDT_OP_ARGMIN:
     case LDT_OP_TOPK_VALUES:
     case LDT_OP_TOPK_INDICES: return LDT_OPCLASS_REDUCE;
+    case LDT_OP_GELU:
+    case LDT_OP_TANH: return LDT_OPCLASS_TRANSCENDENTAL;
     default: return LDT_OPCLASS_ELEMENTWISE;
     }
 }

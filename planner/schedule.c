@@ -174,6 +174,12 @@ static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt
     }
 }
 
+double ldt__instr_model_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
+                                const ldt_mesh *mesh) {
+    if (x->kind == LDT__I_WAIT) return 0;
+    return is_coll(x) ? coll_seconds(p, x, cm, mesh) : kernel_seconds(p, x, cm, mesh);
+}
+
 void ldt__model_step(const ldt__program *p, const ldt_cost_model *cm, const ldt_mesh *mesh,
                      double *serial, double *overlapped) {
     double compute = 0, comm_free = 0, total = 0;

@@ -18,4 +18,8 @@ ldt_status ldt__schedule_overlap(ldt__program *p, int64_t *moved);
 void ldt__model_step(const ldt__program *p, const ldt_cost_model *cm, const ldt_mesh *mesh,
                      double *serial, double *overlapped);
 
+/* The modeled seconds of one instruction of p, as ldt__model_step prices it (0 for a wait). */
+double ldt__instr_model_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
+                                const ldt_mesh *mesh);
+
 #endif

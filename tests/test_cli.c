@@ -505,7 +505,8 @@ Test(cli, calibrate_prints_without_out_and_json) {
 }
 
 /* --json's "fit": every timing with the fitted model's value, which is the profile's own
- * price of it (for a local op: local overhead + bytes / local bandwidth, by hand); --save
+ * price of it (for a local op: local overhead + (bytes + the bytes past the knee times its
+ * factor) / local bandwidth, by hand); --save
  * writes the profile to the user cache, where ldt_cost_model_load reads the same links. */
 Test(cli, calibrate_fit_and_save) {
     static char out[1 << 16];
@@ -531,8 +532,12 @@ Test(cli, calibrate_fit_and_save) {
         cr_expect_lt(fabs(res - (meas - mod) / meas), 1e-9, "%s: residual %g", c, res);
         if (strncmp(c, "local_", 6) == 0) {
             double b = cJSON_GetObjectItem(s, "bytes")->valuedouble;
+            cJSON *cache = cJSON_GetObjectItem(j, "cache"); /* the knee, if the fit found one */
+            double knee = cache ? cJSON_GetObjectItem(cache, "bytes")->valuedouble : 0;
+            double past = cache ? cJSON_GetObjectItem(cJSON_GetObjectItem(cache, "beyond"), "local")->valuedouble : 0;
             double want = cJSON_GetObjectItem(j, "local_overhead_s")->valuedouble +
-                          b / (cJSON_GetObjectItem(j, "local_bandwidth_gbps")->valuedouble * 1e9);
+                          (b + (knee > 0 && b > knee ? past * (b - knee) : 0)) /
+                              (cJSON_GetObjectItem(j, "local_bandwidth_gbps")->valuedouble * 1e9);
             cr_expect_lt(fabs(mod - want), 1e-9 * want + 1e-15, "%s: modeled %g, by hand %g", c, mod, want);
             nlocal++;
         }

@@ -45,8 +45,11 @@ static int synth(ldt_cost_sample *s, const ldt_cost_model *m) {
                 s[n].dim = d;
                 s[n].group = groups[d];
                 s[n].bytes = bytes;
+                double past = m->cache_bytes > 0 && (double)bytes > m->cache_bytes
+                                  ? (double)bytes - m->cache_bytes : 0;
                 s[n].seconds = m->overhead_s + hops * m->links[d].latency_s +
-                               (double)bytes / m->links[d].bandwidth_Bps;
+                               (1 + m->bytes_extra[k]) * ((double)bytes + m->beyond_cache[k] * past) /
+                                   m->links[d].bandwidth_Bps;
                 n++;
             }
     for (int k = 0; k < 2; k++)
@@ -56,7 +59,10 @@ static int synth(ldt_cost_sample *s, const ldt_cost_model *m) {
             s[n].collective = k ? LDT_COLL_LOCAL_PAD : LDT_COLL_LOCAL_CHUNK;
             s[n].group = 1;
             s[n].bytes = bytes;
-            s[n].seconds = m->local_overhead_s + (double)bytes / m->local_bandwidth_Bps;
+            double past = m->cache_bytes > 0 && (double)bytes > m->cache_bytes
+                              ? (double)bytes - m->cache_bytes : 0;
+            s[n].seconds = m->local_overhead_s +
+                           ((double)bytes + m->beyond_cache[LDT_KIND_COUNT] * past) / m->local_bandwidth_Bps;
             n++;
         }
     return n;
@@ -102,6 +108,43 @@ Test(costfit, recovers_known_parameters_exactly) {
         expect_close(s[i].modeled, s[i].seconds, 1e-6, "modeled vs measured");
         cr_expect_gt(s[i].weight, 0.99);
     }
+    ldt_mesh_destroy(mesh);
+}
+
+/* Kinds that move bytes slower than the link's fastest kind, and a cache knee past which
+ * every kind and the local ops slow down: the fit finds the knee among its candidates and
+ * gives back each factor. */
+Test(costfit, recovers_kind_factors_and_a_cache_knee) {
+    ldt_cost_sample s[96];
+    ldt_cost_model m = truth(), f = start();
+    int64_t dims[2] = {4, 2};
+    ldt_mesh *mesh;
+    double rms = -1;
+    int n;
+    m.bytes_extra[LDT_KIND_REDUCE_SCATTER] = 0.5;
+    m.bytes_extra[LDT_KIND_ALL_GATHER] = 1.25;
+    m.bytes_extra[LDT_KIND_ALL_TO_ALL] = 2.0;
+    m.cache_bytes = 1048576;
+    m.beyond_cache[LDT_KIND_ALL_REDUCE] = 1.5;
+    m.beyond_cache[LDT_KIND_REDUCE_SCATTER] = 3.0;
+    m.beyond_cache[LDT_KIND_ALL_GATHER] = 4.0;
+    m.beyond_cache[LDT_KIND_ALL_TO_ALL] = 2.5;
+    m.beyond_cache[LDT_KIND_COUNT] = 5.0;
+    n = synth(s, &m);
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, &rms), LDT_OK, "%s", ldt_last_error());
+    expect_recovers(&f, &m, 1e-6);
+    cr_expect_eq(f.cache_bytes, m.cache_bytes, "knee at %g, expected %g", f.cache_bytes, m.cache_bytes);
+    for (int k = 0; k < 4; k++) {
+        expect_close(1 + f.bytes_extra[k], 1 + m.bytes_extra[k], 1e-6, "bytes factor");
+        expect_close(f.beyond_cache[k], m.beyond_cache[k], 1e-6, "beyond-cache factor");
+    }
+    expect_close(f.beyond_cache[LDT_KIND_COUNT], m.beyond_cache[LDT_KIND_COUNT], 1e-6, "local beyond-cache");
+    cr_expect_lt(rms, 1e-9);
+    /* and the library prices with them */
+    cr_assert_eq(ldt_mesh_create(2, dims, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK, "%s", ldt_last_error());
+    for (int i = 0; i < n; i++)
+        expect_close(ldt_cost_seconds(&f, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0), s[i].seconds,
+                     1e-6, "ldt_cost_seconds vs the truth");
     ldt_mesh_destroy(mesh);
 }
 
@@ -182,7 +225,7 @@ Test(costfit, refusals) {
  * is the fitted model's price of it, and too little room or bad repeats are refused. */
 Test(calibrate, measures_every_kind_and_reports_the_fit) {
     ldt_mesh *mesh;
-    ldt_calibrate_options o = {1, 0};
+    ldt_calibrate_options o = {1, 0, 0};
     ldt_cost_model cm;
     ldt_cost_sample *s;
     int cap, n = 0, seen[LDT_COLL_COUNT] = {0};
@@ -195,9 +238,7 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
     cr_expect_str_eq(cm.name, "calibrated");
     cr_expect_geq(rms, 0);
     for (int i = 0; i < n; i++) {
-        double want = s[i].collective >= LDT_COLL_LOCAL_CHUNK
-                          ? cm.local_overhead_s + (double)s[i].bytes / cm.local_bandwidth_Bps
-                          : ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
+        double want = ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
         seen[s[i].collective]++;
         cr_expect_gt(s[i].seconds, 0);
         expect_close(s[i].modeled, want, 1e-12, "a sample's modeled value");

@@ -170,6 +170,42 @@ Test(profile, refusals_name_the_field) {
     m.algo[LDT_KIND_BROADCAST] = (ldt_coll_algo)7;
     expect_error(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT,
                  "broadcast algorithm 7, expected ring, tree or direct");
+    /* the bytes terms and the launch (docs/cost-model.md, "Collectives") */
+    expect_error(ldt_cost_model_parse(BASE NODE "\"bytes_factor\":3}", &m), LDT_ERR_CORRUPT,
+                 "\"bytes_factor\" must be an object of kind: factor");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"bytes_factor\":{\"gossip\":2}}", &m), LDT_ERR_CORRUPT,
+                 "unknown collective kind \"gossip\" in \"bytes_factor\"");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"bytes_factor\":{\"all_to_all\":0}}", &m), LDT_ERR_CORRUPT,
+                 "bytes_factor.all_to_all must be a number > 0");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"cache\":[]}", &m), LDT_ERR_CORRUPT,
+                 "\"cache\" must be an object");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"cache\":{\"beyond\":{}}}", &m), LDT_ERR_CORRUPT,
+                 "cache needs a number \"bytes\"");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"cache\":{\"bytes\":-1}}", &m), LDT_ERR_CORRUPT,
+                 "cache.bytes is -1, expected >= 0");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"cache\":{\"bytes\":1,\"beyond\":2}}", &m), LDT_ERR_CORRUPT,
+                 "cache.beyond must be an object of kind: factor");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"cache\":{\"bytes\":1,\"beyond\":{\"disk\":2}}}", &m),
+                 LDT_ERR_CORRUPT, "unknown kind \"disk\" in cache.beyond");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"cache\":{\"bytes\":1,\"beyond\":{\"local\":-2}}}", &m),
+                 LDT_ERR_CORRUPT, "cache.beyond.local must be a number >= 0");
+    expect_error(ldt_cost_model_parse(BASE NODE "\"compute\":{" PEAK ",\"memory_bandwidth_gbps\":1,"
+                                      "\"launch_s\":-1}}", &m),
+                 LDT_ERR_CORRUPT, "compute.launch_s is -1, expected >= 0");
+    cr_assert_eq(ldt_cost_model_preset("cpu-threads", &m), LDT_OK);
+    m.bytes_extra[LDT_KIND_ALL_GATHER] = -1;
+    expect_error(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT,
+                 "all_gather bytes factor 0, expected a finite value > 0");
+    m.bytes_extra[LDT_KIND_ALL_GATHER] = 0;
+    m.beyond_cache[LDT_KIND_COUNT] = -0.5;
+    expect_error(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT,
+                 "local beyond-cache factor -0.5, expected a finite value >= 0");
+    m.beyond_cache[LDT_KIND_COUNT] = 0;
+    m.cache_bytes = NAN;
+    expect_error(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT, "cache_bytes nan, expected a finite value >= 0");
+    m.cache_bytes = 0;
+    m.launch_s = -1e-6;
+    expect_error(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT, "launch -1e-06 s, expected a finite value >= 0");
     /* a valid minimal one: classes without a network, no compute (the old compute) */
     cr_expect_eq(ldt_cost_model_parse(BASE NODE "\"x\":0}", &m), LDT_OK, "%s", ldt_last_error());
     cr_expect_eq(m.nlinks, 0);
@@ -177,6 +213,41 @@ Test(profile, refusals_name_the_field) {
 
 /* DGX packing by hand: dp=2,tp=8 on 8-per-node puts each tp group (8 consecutive ranks) in
  * one node and each dp pair (ranks r and r+8) across two. */
+/* The bytes factor, the cache knee and the launch: read, written back the same, and priced
+ * by hand: an all_gather of 3 MB on 4 ranks (3 hops) with factor 2, knee 1 MB and 1.5 past it
+ * costs overhead + 3 alpha + 2 (3e6 + 1.5 * 2e6) / beta; a local chunk of 3 MB with 4 past
+ * the knee (3e6 + 4 * 2e6) / local bandwidth + local overhead; a kernel's launch 3 us, and
+ * gelu priced by the elementwise curve when the profile has no transcendental one. */
+Test(profile, bytes_terms_and_launch_by_hand) {
+    ldt_cost_model m, back;
+    ldt_link l = {1e-6, 100e9};
+    char text[8192];
+    int64_t dims[1] = {4};
+    ldt_mesh *mesh;
+    cr_assert_eq(ldt_cost_model_parse(BASE NODE "\"bytes_factor\":{\"all_gather\":2},"
+                                      "\"cache\":{\"bytes\":1e6,\"beyond\":{\"all_gather\":1.5,\"local\":4}},"
+                                      "\"compute\":{" PEAK ",\"memory_bandwidth_gbps\":1,\"launch_s\":3e-6,"
+                                      "\"efficiency\":{\"elementwise\":[[1e3,0.5]]}}}", &m), LDT_OK, "%s", ldt_last_error());
+    cr_expect(close_to(ldt_cost_kind_seconds(&m, l, 4, LDT_KIND_ALL_GATHER, 3000000),
+                       1e-5 + 3e-6 + 2 * (3e6 + 1.5 * 2e6) / 100e9));
+    cr_expect(close_to(ldt_cost_kind_seconds(&m, l, 4, LDT_KIND_ALL_REDUCE, 3000000),
+                       1e-5 + 6e-6 + 3e6 / 100e9), "kinds without factors keep the link's price");
+    cr_assert_eq(ldt_mesh_create(1, dims, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK);
+    cr_expect(close_to(ldt_cost_seconds(&m, mesh, 1, (int[]){0}, LDT_COLL_LOCAL_CHUNK, 3000000, 0),
+                       1e-6 + (3e6 + 4 * 2e6) / 10e9));
+    ldt_mesh_destroy(mesh);
+    cr_expect(close_to(ldt_cost_op_seconds(&m, LDT_OPCLASS_TRANSCENDENTAL, LDT_F32, 1e3, 4e3, 4),
+                       4e3 / (1e9 * 0.5) + 3e-6));
+    cr_assert_gt(ldt_cost_model_format(&m, text, sizeof text), 0);
+    cr_assert_eq(ldt_cost_model_parse(text, &back), LDT_OK, "%s", ldt_last_error());
+    expect_same_model(&back, &m);
+    cr_expect(close_to(back.bytes_extra[LDT_KIND_ALL_GATHER], 1));
+    cr_expect(close_to(back.cache_bytes, 1e6));
+    cr_expect(close_to(back.beyond_cache[LDT_KIND_ALL_GATHER], 1.5));
+    cr_expect(close_to(back.beyond_cache[LDT_KIND_COUNT], 4));
+    cr_expect(close_to(back.launch_s, 3e-6));
+}
+
 Test(profile, node_packing_picks_the_link) {
     ldt_cost_model h, e;
     ldt_mesh *m, *m44, *m33, *m24;

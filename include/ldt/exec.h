@@ -252,17 +252,23 @@ typedef struct ldt_cost_sample ldt_cost_sample;
 typedef struct ldt_calibrate_options {
     int quick; /* three sizes (4 KiB, 64 KiB, 1 MiB) and 3 repeats: a second or so */
     int reps;  /* repeats per size below 1 MiB (the fastest is kept; fewer above); 0: 9 */
+    int median; /* 1: each timing the median of its repeats in one world (what a step or
+                   `ldt-bench costmodel` sees on a loaded machine) in place of the fastest
+                   of repeats each in a world of its own (the reproducible figure) */
 } ldt_calibrate_options;
 
 /* Measures the cost model's constants on `mesh`'s ranks as rank threads: every collective
  * kind the redistribution planner issues (all_reduce, reduce_scatter, all_gather,
  * all_to_all) along each mesh dim of 2 or more ranks, at eight sizes from 4 KiB to 64 MiB,
- * and the local ops (chunk, pad), each the fastest of repeats, less the harness (an empty
- * plan's time); then fits them (ldt_cost_model_fit). Compute: GEMM FLOP/s at square shapes
- * (n = 32 to 1024) and an elementwise add's bandwidth (64 KiB to 64 MiB), fastest of
- * repeats with every rank thread of the mesh computing at once (sharing the cores as a
+ * and the local ops (chunk, pad), each the fastest of repeats (opts->median: the median),
+ * less the harness (an empty plan's time); then fits them (ldt_cost_model_fit). Compute:
+ * GEMM FLOP/s at square shapes (n = 32 to 1024) and an elementwise add's bandwidth (64 KiB
+ * to 64 MiB), with every rank thread of the mesh computing at once (sharing the cores as a
  * step's ranks do), give one rank's f32 peak and memory bandwidth with their efficiency
- * curves, and cores 0 (the sharing is in the figures). The result starts from the shipped "cpu-threads" (what is not measured
+ * curves, and cores 0 (the sharing is in the figures); a chain of 256 one-element adds
+ * against one gives launch_s; layer_norm, softmax, sum and gelu at 64 KiB to 4 MiB give the
+ * norm, softmax, reduce and transcendental curves (the roofline's time at efficiency 1 over
+ * the measured time). The result starts from the shipped "cpu-threads" (what is not measured
  * keeps its values): a profile named "calibrated" with one link per mesh dim. opts may be
  * NULL. */
 LDT_API ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
@@ -387,6 +393,7 @@ typedef struct ldt_exec_op_time {
     int collective;
     int64_t calls;
     double seconds, flops, bytes;
+    double modeled_seconds; /* the same instructions as the modeled step prices them */
 } ldt_exec_op_time;
 /* Fills out[0..*n) with the breakdown described above. */
 LDT_API ldt_status ldt_exec_breakdown(const ldt_exec *e, ldt_exec_op_time *out, int cap, int *n);

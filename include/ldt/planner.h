@@ -44,10 +44,13 @@ extern "C" {
  * of the kind's algorithm (ring and direct: n-1, all_reduce 2(n-1); tree: ceil(log2 n),
  * all_reduce 2 ceil(log2 n)):
  *   collective (all_reduce, reduce_scatter, all_gather, all_to_all, broadcast):
- *       overhead + h alpha + b / beta
+ *       overhead + h alpha + (1 + x_k) (b + y_k max(0, b - C)) / beta
+ *   with x_k = bytes_extra[k], y_k = beyond_cache[k], C = cache_bytes (0: no knee; then
+ *   the y term is off), all 0 unless a profile gives them
  *   (b = (n-1)/n B for a tensor of B bytes, 2 (n-1)/n B for all_reduce: the ring volumes)
  *   send_recv (cross-mesh): overhead + p alpha + b / beta, p = most peers of one rank
- *   local ops (chunk, partial, pad): local overhead + bytes written / local bandwidth
+ *   local ops (chunk, partial, pad): local overhead + (b + y_local max(0, b - C)) / local
+ *   bandwidth, b the bytes written
  * A group over several mesh dims (a merged step) is priced as one group over all its ranks
  * on its slowest link (largest alpha, smallest beta). A group of one rank costs nothing.
  *
@@ -56,7 +59,7 @@ extern "C" {
  * where eff is the op class's efficiency curve at the op's size (FLOPs for the matmul class,
  * bytes for the others), interpolated linearly in log size between its points and flat
  * beyond them, and slowdown = max(1, ranks / cores) when `cores` > 0 (CPU threads sharing
- * cores); launch is local_overhead_s.
+ * cores); launch is launch_s (local_overhead_s when launch_s is 0).
  */
 typedef struct ldt_link {
     double latency_s;     /* alpha: seconds per hop */
@@ -93,6 +96,9 @@ typedef enum ldt_op_class {
     LDT_OPCLASS_NORM,        /* "norm": layer_norm, rms_norm */
     LDT_OPCLASS_SOFTMAX,     /* "softmax": softmax, log_softmax, cross_entropy */
     LDT_OPCLASS_REDUCE,      /* "reduce": sum, mean, amax, ... */
+    LDT_OPCLASS_TRANSCENDENTAL, /* "transcendental": gelu, tanh (a libm function per
+                                   element); a profile without its curve prices them by
+                                   the elementwise curve */
     LDT_OPCLASS_COUNT
 } ldt_op_class;
 
@@ -120,11 +126,22 @@ typedef struct ldt_cost_model {
     double overhead_s;          /* fixed cost of one collective call */
     double local_bandwidth_Bps; /* local copies (chunk, pad) */
     double local_overhead_s;    /* fixed cost of one local op or kernel (a launch) */
+    /* Per collective kind, what its implementation adds to the link's time per byte: the
+     * byte term is (1 + bytes_extra[k]) b / beta (0: the link's bandwidth; an all_to_all
+     * that packs and unpacks strided pieces moves each byte through memory more often). */
+    double bytes_extra[LDT_KIND_COUNT];
+    /* The cache knee: the bytes a rank moves past cache_bytes (0: no knee) go at memory's
+     * pace, beyond_cache[k] more per byte: (b + beyond_cache[k] max(0, b - cache_bytes))
+     * in place of b above; beyond_cache[LDT_KIND_COUNT] is the local ops'. */
+    double cache_bytes;
+    double beyond_cache[LDT_KIND_COUNT + 1];
     /* compute */
     double peak_flops[LDT_PREC_COUNT]; /* FLOP/s of one rank, per precision */
     double memory_bandwidth_Bps;       /* one rank's kernels reading and writing memory */
     ldt_eff_curve eff[LDT_OPCLASS_COUNT];
     int cores; /* CPU cores the ranks share (0: each rank has its own device) */
+    double launch_s; /* a kernel's launch (an instruction's dispatch in a replay); 0: the
+                        local_overhead_s, as profiles without "launch_s" price it */
 } ldt_cost_model;
 
 /* The shipped profiles, embedded in the library (the same JSON as the repository's
@@ -142,7 +159,9 @@ LDT_API const char *ldt_cost_model_preset_name(int i);
  *  "ranks_per_node":..,"node_link":{..},"network_link":{..}      (link classes),
  *  "algorithms":{"all_reduce":"ring"|"tree"|"direct",...},
  *  "compute":{"peak_tflops":{"f32":..,"bf16":..,"f64":..},"memory_bandwidth_gbps":..,
- *             "cores":..,"efficiency":{"matmul":[[size,eff],...],...}}}
+ *             "cores":..,"launch_s":..,"efficiency":{"matmul":[[size,eff],...],...}},
+ *  "bytes_factor":{kind:factor,...}, "cache":{"bytes":..,"beyond":{kind|"local":..}}}
+ * (launch_s, bytes_factor and cache optional)
  * Version 1 files (no classes, algorithms or compute, as `ldt calibrate` wrote them) load:
  * ring algorithms, and the compute of before profiles: 50 GFLOP/s at every precision,
  * memory at the local bandwidth, efficiency 1. */
@@ -179,7 +198,7 @@ LDT_API ldt_status ldt_cost_model_for_mesh(const ldt_cost_model *m, const ldt_me
  * two classes are equal or ranks_per_node is 0). */
 LDT_API int ldt_cost_model_is_uniform(const ldt_cost_model *m, int mesh_ndim);
 /* "all_reduce", ..., "broadcast"; "ring", "tree", "direct"; "f32", "bf16", "f64"; "matmul",
- * "elementwise", "norm", "softmax", "reduce"; "invalid" when out of range. */
+ * "elementwise", "norm", "softmax", "reduce", "transcendental"; "invalid" when out of range. */
 LDT_API const char *ldt_coll_kind_name(ldt_coll_kind k);
 LDT_API const char *ldt_coll_algo_name(ldt_coll_algo a);
 LDT_API const char *ldt_precision_name(ldt_precision p);
@@ -258,9 +277,14 @@ typedef struct ldt_cost_sample {
  * iterative reweighting (Huber, then Tukey's bisquare on the residuals' median absolute
  * deviation) and kept non-negative: collectives give overhead_s and, per link (mesh dim
  * 0..m->nlinks-1), latency_s and bandwidth_Bps under ldt_cost_seconds's formula (overhead +
- * hops * latency + bytes / bandwidth, hops 2(n-1) for all_reduce and n-1 otherwise); local
- * ops give local_overhead_s and local_bandwidth_Bps. Constants no sample constrains keep
- * m's values. Noiseless timings give the parameters back exactly (to rounding). Each
+ * hops * latency + the bytes term, hops 2(n-1) for all_reduce and n-1 otherwise), with per
+ * link and kind a seconds per byte and per byte past the cache knee, factored into each
+ * link's bandwidth (its fastest kind's), the kinds' bytes_extra and beyond_cache; local ops
+ * give local_overhead_s, local_bandwidth_Bps and the local beyond_cache. The knee
+ * (cache_bytes) is the candidate (none, 512 KiB, 1, 2 or 4 MiB) whose fit has the least
+ * bounded loss, mean of min(e^2, 1) over the samples, a knee replacing a smaller one only
+ * when it cuts the loss by a quarter, and only with five or more distinct sizes in each
+ * group (collectives, local ops). Constants no sample constrains keep m's values. Noiseless timings give the parameters back exactly (to rounding). Each
  * sample's modeled and weight are set; *rms (may be NULL) gets the root mean square of the
  * relative residuals (measured - modeled) / measured over the samples the fit kept. */
 LDT_API ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms);

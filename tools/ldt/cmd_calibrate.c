@@ -11,7 +11,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 9
+#define NFLAGS 10
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -20,6 +20,7 @@ static cli_flag *flag_table(void) {
         {"out", 1, "also write the profile (JSON) to FILE (default: print only)", NULL},
         {"save", 0, "also save it as your profile (the user cache: plans use it by default)", NULL},
         {"quick", 0, "three sizes and 3 repeats (less precise, a second or so)", NULL},
+        {"median", 0, "each timing the median of its repeats in one world (what steps see on a loaded machine), not the fastest", NULL},
         {"reps", 1, "repeats per size below 1 MiB, the fastest kept (default 9)", NULL},
         {"json", 0, "print the profile itself, one JSON object (what --out writes)", NULL},
         CLI_COMM_TIMEOUT_FLAG,
@@ -86,17 +87,19 @@ int cmd_calibrate(int argc, char **argv) {
     if (cli_parse("calibrate", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("calibrate", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
-        printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--save] [--quick] [--reps N] [--json]\n\n"
+        printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--save] [--quick] [--median] [--reps N] [--json]\n\n"
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
                "all_gather, all_to_all) along each mesh dim at eight sizes from 4 KiB to 64 MiB,\n"
                "and the local ops (chunk, pad), as redistributions run them (the fastest of\n"
                "repeats), then fits the cost model by robust least squares on relative error:\n"
-               "per mesh dim a latency (seconds per ring hop) and a bandwidth, the overhead of\n"
-               "one collective, the local op overhead and bandwidth. Prints them with the fit's\n"
+               "per mesh dim a latency (seconds per ring hop) and a bandwidth, per kind a bytes\n"
+               "factor, a cache knee with per-kind factors past it, the overhead of one\n"
+               "collective, the local op overhead and bandwidth. Prints them with the fit's\n"
                "residuals (--json: the profile as JSON, its \"fit\" holding every timing, its\n"
                "modeled value and residual); --out FILE also writes it for --profile FILE of\n"
                "plan, redistribute, train; --save makes it your default profile. Also times\n"
-               "GEMMs (FLOP/s by size) and an elementwise add (memory bandwidth by size).\n\n"
+               "GEMMs (FLOP/s by size), an elementwise add (memory bandwidth by size), a kernel's\n"
+               "launch, and layer_norm, softmax, sum and gelu (their efficiency curves).\n\n"
                "flags:\n");
         cli_print_flags(stdout, f, NFLAGS);
         return 0;
@@ -116,6 +119,7 @@ int cmd_calibrate(int argc, char **argv) {
     }
     if (cli_int("calibrate", f, NFLAGS, "reps", 0, 1, &reps)) return 2;
     opt.quick = cli_has(f, NFLAGS, "quick");
+    opt.median = cli_has(f, NFLAGS, "median");
     opt.reps = (int)reps;
     if (ldt_mesh_parse(cli_get(f, NFLAGS, "mesh"), LDT_DEVICE_CPU, &mesh) != LDT_OK) {
         rc = cli_fail("calibrate");
