@@ -705,7 +705,7 @@ static ldt_status price_classes(pricer *pr, const ldt_spec *X, const ldt_spec *Y
     int idx[LDT_MAX_DIMS] = {0}, n = 1;
     int64_t c[LDT_MAX_DIMS] = {0}, nb[LDT_MAX_DIMS];
     if (s->collective == LDT_COLL_ALL_TO_ALL) {
-        int64_t a, b;
+        int64_t a = 0, b = 0;
         LDT_CHECK(price_a2a(pr, X, Y, s, &a, &b));
         if (a > *ms) *ms = a;
         if (b > *mr) *mr = b;
