@@ -63,6 +63,7 @@ template <typename D> __device__ double nn_param(const void *p, int64_t j, doubl
 // replay, and a few ulps from the CPU's left-to-right sum (docs/gpu.md).
 #define NN_ROW_BLOCK 256 // a power of two
 #define NN_CE_MAX_BLOCKS 1024 // cross_entropy's blocks when the env has a scratch (2 doubles each)
+#define NN_CE_MIN_ROWS 8      // rows a cross_entropy block takes at least
 
 struct nn_max_op { // NaN wins, as nn_row_max
     template <typename C> __device__ C operator()(C a, C b) const {
@@ -289,9 +290,10 @@ struct launch_cross_entropy {
                     int tg64, void *y, int *err, void *scratch, size_t scratch_bytes, cudaStream_t s) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
-            // blocks of `run` consecutive rows; with a scratch for their parts, up to
-            // NN_CE_MAX_BLOCKS of them and a join, else one block for all
-            int64_t nb = rows < NN_CE_MAX_BLOCKS ? rows : NN_CE_MAX_BLOCKS;
+            // blocks of `run` (>= NN_CE_MIN_ROWS) consecutive rows; with a scratch for their
+            // parts, up to NN_CE_MAX_BLOCKS of them and a join, else one block for all
+            int64_t nb = (rows + NN_CE_MIN_ROWS - 1) / NN_CE_MIN_ROWS;
+            if (nb > NN_CE_MAX_BLOCKS) nb = NN_CE_MAX_BLOCKS;
             if (nb < 1 || !scratch || scratch_bytes < (size_t)nb * 2 * sizeof(double)) nb = 1;
             int64_t run = rows > 0 ? (rows + nb - 1) / nb : 0;
             if (run > 0) nb = (rows + run - 1) / run;
