@@ -1,0 +1,517 @@
+/* The exact strategy choice (docs/planner.md, "The exact search"): min-sum variable
+ * elimination (bucket elimination) over the plan's cost function.
+ *
+ * Variables: one per node, its strategy (the node's domain: every strategy, or the one a
+ * bypass or a fixed plan gives it; a node with one strategy is a constant and joins no
+ * table). Factors: each non-leaf node's own seconds (unary), and per producer u one factor
+ * over u and its distinct consumers: the sum over the distinct placement lists its consumers'
+ * strategies ask of u, other than the one u's strategy gives, of the move's price (the plan's
+ * one price, ldt__plan_redist; a value asked twice the same way moves once, as lowering does).
+ * That is exactly price() in plan.c, so the minimum found is the plan's cost.
+ *
+ * Elimination picks the variable whose new table is smallest (the product of its neighbours'
+ * domain sizes; ties: the lower node id) from a heap with lazy keys, sums its bucket's tables
+ * with its unary, minimises it out, and leaves the new table to its neighbours; the choice is
+ * then decoded in reverse order. The work is the table entries made times the eliminated
+ * domain; past `limit` it stops and reports failure (the caller falls back to the heuristic),
+ * with a proven lower bound: the sum of each node's least own seconds and each producer
+ * factor's least entry. No step depends on addresses, hash order or time. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "planner/exact.h"
+#include "planner/plan_internal.h"
+
+#define STRICT_PENALTY 1e9
+
+typedef struct fac {
+    int nv;
+    int32_t *vars; /* ascending node ids, each with a domain of 2 or more */
+    int64_t size;
+    double *tab; /* row-major: the last var varies fastest */
+    int alive;
+} fac;
+
+typedef struct solver {
+    ldt_plan *p;
+    int64_t n;
+    int32_t *nd;    /* domain size per node */
+    int32_t **dom;  /* domain: strategy indexes */
+    double **unary; /* per node, per domain entry */
+    fac *f;
+    int64_t nf, capf;
+    int64_t **vf; /* per node, the ids of factors holding it */
+    int64_t *nvf, *capvf;
+    int64_t work, limit;
+    int failed_oom;
+    /* elimination record */
+    int32_t *order;
+    int64_t norder;
+    int64_t **bucket; /* per node, the factors summed when it was eliminated */
+    int64_t *nbucket;
+    double constant;
+    /* scratch */
+    uint32_t *mark;
+    uint32_t stamp;
+} solver;
+
+static int push_vf(solver *S, int32_t v, int64_t id) {
+    if (S->nvf[v] == S->capvf[v]) {
+        int64_t c = S->capvf[v] ? 2 * S->capvf[v] : 4;
+        int64_t *n = realloc(S->vf[v], (size_t)c * sizeof *n);
+        if (!n) return 0;
+        S->vf[v] = n;
+        S->capvf[v] = c;
+    }
+    S->vf[v][S->nvf[v]++] = id;
+    return 1;
+}
+
+/* A new factor over vars (ascending, nv of them) with its table; takes ownership. */
+static int add_fac(solver *S, int32_t *vars, int nv, int64_t size, double *tab) {
+    fac *x;
+    if (S->nf == S->capf) {
+        int64_t c = S->capf ? 2 * S->capf : 64;
+        fac *n = realloc(S->f, (size_t)c * sizeof *n);
+        if (!n) return 0;
+        S->f = n;
+        S->capf = c;
+    }
+    x = &S->f[S->nf];
+    x->nv = nv;
+    x->vars = vars;
+    x->size = size;
+    x->tab = tab;
+    x->alive = 1;
+    for (int i = 0; i < nv; i++)
+        if (!push_vf(S, vars[i], S->nf)) return 0;
+    S->nf++;
+    return 1;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The product of the domains of vars, capped at cap + 1. */
+static int64_t dom_product(const solver *S, const int32_t *vars, int nv, int64_t cap) {
+    int64_t s = 1;
+    for (int i = 0; i < nv; i++) {
+        if (s > cap / S->nd[vars[i]]) return cap + 1;
+        s *= S->nd[vars[i]];
+    }
+    return s;
+}
+
+static int is_leaf(const ldt_tensor *t) { return t->kind == LDT__PERSISTENT; }
+
+/* The producer factor of node u: over u and its distinct consumers with domains of 2 or
+ * more; a scope with none of them adds to the constant. 0 on out of memory, -1 over the limit. */
+static int producer_factor(solver *S, int32_t u, double *lb) {
+    ldt_plan *p = S->p;
+    int64_t a = p->use_off[u], b = p->use_off[u + 1], size, nslot = b - a;
+    int32_t *vars, nv = 0;
+    int32_t digit[64];
+    double *tab, mn = INFINITY;
+    if (a == b) return 1;
+    vars = malloc((size_t)(nslot + 1) * sizeof *vars);
+    if (!vars) return 0;
+    if (S->nd[u] > 1) vars[nv++] = u;
+    for (int64_t j = a; j < b; j++) {
+        int32_t w = p->use_node[j];
+        int seen = 0;
+        if (S->nd[w] < 2) continue;
+        for (int i = 0; i < nv; i++) seen |= vars[i] == w;
+        if (!seen) vars[nv++] = w;
+    }
+    qsort(vars, (size_t)nv, sizeof *vars, cmp_i32);
+    if (nv > 64) {
+        free(vars);
+        return -1;
+    }
+    size = dom_product(S, vars, nv, S->limit);
+    if (size > S->limit || S->work + size > S->limit) {
+        free(vars);
+        return -1;
+    }
+    S->work += size;
+    tab = malloc((size_t)size * sizeof *tab);
+    if (!tab) {
+        free(vars);
+        return 0;
+    }
+    /* position of u and each slot's consumer in vars (-1: a constant) */
+    for (int i = 0; i < nv; i++) digit[i] = 0;
+    {
+        int upos = -1;
+        int32_t *spos = malloc((size_t)(nslot ? nslot : 1) * sizeof *spos);
+        int *tg = malloc((size_t)(nslot ? nslot : 1) * sizeof *tg);
+        if (!spos || !tg) {
+            free(spos);
+            free(tg);
+            free(tab);
+            free(vars);
+            return 0;
+        }
+        for (int i = 0; i < nv; i++)
+            if (vars[i] == u) upos = i;
+        for (int64_t j = a; j < b; j++) {
+            spos[j - a] = -1;
+            for (int i = 0; i < nv; i++)
+                if (vars[i] == p->use_node[j]) spos[j - a] = i;
+        }
+        for (int64_t e = 0; e < size; e++) {
+            int su = S->dom[u][upos >= 0 ? digit[upos] : 0];
+            int from = LDT__SSET_PL(p->node_ss[u], su)[0];
+            double c = 0;
+            for (int64_t j = a; j < b; j++) {
+                int32_t w = p->use_node[j];
+                int sw = S->dom[w][spos[j - a] >= 0 ? digit[spos[j - a]] : 0];
+                int to = LDT__SSET_PL(p->node_ss[w], sw)[1 + p->use_slot[j]];
+                int dup = 0;
+                tg[j - a] = to;
+                for (int64_t i = a; i < j && !dup; i++) dup = tg[i - a] == to;
+                if (dup || to == from) continue;
+                {
+                    ldt__redist_memo *m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
+                    c += m ? m->seconds : INFINITY;
+                }
+                if (p->opts.strict) c += STRICT_PENALTY;
+            }
+            tab[e] = c;
+            if (c < mn) mn = c;
+            for (int i = nv - 1; i >= 0; i--) {
+                if (++digit[i] < S->nd[vars[i]]) break;
+                digit[i] = 0;
+            }
+        }
+        free(spos);
+        free(tg);
+    }
+    *lb += mn;
+    if (nv == 0) {
+        S->constant += tab[0];
+        free(tab);
+        free(vars);
+        return 1;
+    }
+    if (!add_fac(S, vars, nv, size, tab)) return 0;
+    return 1;
+}
+
+/* The neighbours of v among live factors (ascending, v left out) into out; their count. */
+static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
+    int n = 0;
+    S->stamp++;
+    S->mark[v] = S->stamp;
+    for (int64_t i = 0; i < S->nvf[v]; i++) {
+        const fac *x = &S->f[S->vf[v][i]];
+        if (!x->alive) continue;
+        for (int j = 0; j < x->nv; j++) {
+            int32_t w = x->vars[j];
+            if (S->mark[w] == S->stamp) continue;
+            S->mark[w] = S->stamp;
+            if (n >= cap) return -1;
+            out[n++] = w;
+        }
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_i32);
+    return n;
+}
+
+/* The heap of (key, node), smallest key first, ties to the lower node. */
+typedef struct hent {
+    int64_t key;
+    int32_t v;
+} hent;
+
+static int hless(const hent *a, const hent *b) {
+    return a->key < b->key || (a->key == b->key && a->v < b->v);
+}
+
+static int hpush(hent **h, int64_t *n, int64_t *cap, hent x) {
+    int64_t i;
+    if (*n == *cap) {
+        int64_t c = *cap ? 2 * *cap : 1024;
+        hent *nh = realloc(*h, (size_t)c * sizeof *nh);
+        if (!nh) return 0;
+        *h = nh;
+        *cap = c;
+    }
+    i = (*n)++;
+    while (i > 0 && hless(&x, &(*h)[(i - 1) / 2])) {
+        (*h)[i] = (*h)[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    (*h)[i] = x;
+    return 1;
+}
+
+static hent hpop(hent *h, int64_t *n) {
+    hent top = h[0], last = h[--(*n)];
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && hless(&h[c + 1], &h[c])) c++;
+        if (!hless(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = last;
+    return top;
+}
+
+#define NB_CAP 4096
+
+static int64_t elim_key(solver *S, int32_t v, int32_t *nb) {
+    int n = neighbours(S, v, nb, NB_CAP);
+    if (n < 0) return INT64_MAX;
+    return dom_product(S, nb, n, INT64_MAX / 2);
+}
+
+/* Eliminates v: 1 done, 0 out of memory, -1 over the limit. */
+static int eliminate(solver *S, int32_t v, int32_t *nb) {
+    int n = neighbours(S, v, nb, NB_CAP), nf = 0;
+    int64_t size, *ids;
+    int32_t *vars = NULL;
+    double *tab = NULL;
+    int64_t *st = NULL, *sv = NULL, *base = NULL;
+    int32_t *digit = NULL;
+    const double *un = S->unary[v];
+    if (n < 0) return -1;
+    size = dom_product(S, nb, n, S->limit);
+    if (size > S->limit / S->nd[v] || S->work + size * S->nd[v] > S->limit) return -1;
+    S->work += size * S->nd[v];
+    ids = malloc((size_t)(S->nvf[v] ? S->nvf[v] : 1) * sizeof *ids);
+    if (!ids) return 0;
+    for (int64_t i = 0; i < S->nvf[v]; i++)
+        if (S->f[S->vf[v][i]].alive) ids[nf++] = S->vf[v][i];
+    vars = malloc((size_t)(n ? n : 1) * sizeof *vars);
+    tab = malloc((size_t)size * sizeof *tab);
+    st = calloc((size_t)(nf ? nf : 1) * (size_t)(n ? n : 1), sizeof *st);
+    sv = calloc((size_t)(nf ? nf : 1), sizeof *sv);
+    base = calloc((size_t)(nf ? nf : 1), sizeof *base);
+    digit = calloc((size_t)(n ? n : 1), sizeof *digit);
+    if (!vars || !tab || !st || !sv || !base || !digit) goto oom;
+    memcpy(vars, nb, (size_t)n * sizeof *vars);
+    /* each factor's stride for every new var (0 where it lacks it) and for v */
+    for (int i = 0; i < nf; i++) {
+        const fac *x = &S->f[ids[i]];
+        int64_t s = 1;
+        for (int j = x->nv - 1; j >= 0; j--) {
+            int32_t w = x->vars[j];
+            if (w == v) {
+                sv[i] = s;
+            } else {
+                int k;
+                for (k = 0; k < n && vars[k] != w; k++) {}
+                st[(size_t)i * (size_t)n + (size_t)k] = s;
+            }
+            s *= S->nd[w];
+        }
+    }
+    for (int64_t e = 0; e < size; e++) {
+        double best = INFINITY;
+        for (int xi = 0; xi < S->nd[v]; xi++) {
+            double c = un[xi];
+            for (int i = 0; i < nf; i++) c += S->f[ids[i]].tab[base[i] + xi * sv[i]];
+            if (c < best) best = c;
+        }
+        tab[e] = best;
+        for (int j = n - 1; j >= 0; j--) {
+            if (++digit[j] < S->nd[vars[j]]) {
+                for (int i = 0; i < nf; i++) base[i] += st[(size_t)i * (size_t)n + (size_t)j];
+                break;
+            }
+            digit[j] = 0;
+            for (int i = 0; i < nf; i++)
+                base[i] -= (int64_t)(S->nd[vars[j]] - 1) * st[(size_t)i * (size_t)n + (size_t)j];
+        }
+    }
+    free(st);
+    free(sv);
+    free(base);
+    free(digit);
+    for (int i = 0; i < nf; i++) S->f[ids[i]].alive = 0;
+    S->bucket[v] = ids;
+    S->nbucket[v] = nf;
+    S->order[S->norder++] = v;
+    if (n == 0) {
+        S->constant += tab[0];
+        free(tab);
+        free(vars);
+        return 1;
+    }
+    if (!add_fac(S, vars, n, size, tab)) return 0;
+    return 1;
+oom:
+    free(ids);
+    free(vars);
+    free(tab);
+    free(st);
+    free(sv);
+    free(base);
+    free(digit);
+    return 0;
+}
+
+/* v's value in factor x under the assignment pick (domain positions), with v at xi. */
+static double fac_at(const solver *S, const fac *x, const int32_t *pick, int32_t v, int xi) {
+    int64_t idx = 0;
+    for (int j = 0; j < x->nv; j++) {
+        int32_t w = x->vars[j];
+        idx = idx * S->nd[w] + (w == v ? xi : pick[w]);
+    }
+    return x->tab[idx];
+}
+
+static void solver_free(solver *S) {
+    for (int64_t i = 0; i < S->nf; i++) {
+        free(S->f[i].vars);
+        free(S->f[i].tab);
+    }
+    free(S->f);
+    for (int64_t v = 0; v < S->n; v++) {
+        if (S->vf) free(S->vf[v]);
+        if (S->bucket) free(S->bucket[v]);
+        if (S->dom) free(S->dom[v]);
+        if (S->unary) free(S->unary[v]);
+    }
+    free(S->vf);
+    free(S->nvf);
+    free(S->capvf);
+    free(S->bucket);
+    free(S->nbucket);
+    free(S->dom);
+    free(S->unary);
+    free(S->nd);
+    free(S->order);
+    free(S->mark);
+}
+
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int32_t *choice,
+                             double *bound, int *solved) {
+    solver S;
+    int64_t n = p->nnodes;
+    int32_t *nb = NULL, *pick = NULL;
+    hent *h = NULL;
+    int64_t hn = 0, hcap = 0;
+    double lb = 0;
+    ldt_status st = LDT_OK;
+    int r = 1;
+    memset(&S, 0, sizeof S);
+    S.p = p;
+    S.n = n;
+    S.limit = limit;
+    *solved = 0;
+    *bound = 0;
+    S.nd = calloc((size_t)(n ? n : 1), sizeof *S.nd);
+    S.dom = calloc((size_t)(n ? n : 1), sizeof *S.dom);
+    S.unary = calloc((size_t)(n ? n : 1), sizeof *S.unary);
+    S.vf = calloc((size_t)(n ? n : 1), sizeof *S.vf);
+    S.nvf = calloc((size_t)(n ? n : 1), sizeof *S.nvf);
+    S.capvf = calloc((size_t)(n ? n : 1), sizeof *S.capvf);
+    S.bucket = calloc((size_t)(n ? n : 1), sizeof *S.bucket);
+    S.nbucket = calloc((size_t)(n ? n : 1), sizeof *S.nbucket);
+    S.order = calloc((size_t)(n ? n : 1), sizeof *S.order);
+    S.mark = calloc((size_t)(n ? n : 1), sizeof *S.mark);
+    nb = malloc(NB_CAP * sizeof *nb);
+    pick = calloc((size_t)(n ? n : 1), sizeof *pick);
+    if (!S.nd || !S.dom || !S.unary || !S.vf || !S.nvf || !S.capvf || !S.bucket || !S.nbucket ||
+        !S.order || !S.mark || !nb || !pick)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+    /* domains and unary costs */
+    for (int64_t v = 0; v < n; v++) {
+        const ldt__sset *ss = p->node_ss[v];
+        const ldt_tensor *t = p->ctx->nodes[v];
+        int m = fixed && fixed[v] >= 0 ? 1 : ss->n;
+        double mn = INFINITY;
+        /* a leaf nobody reads, or a node with one strategy, is a constant */
+        if (is_leaf(t) && p->use_off[v] == p->use_off[v + 1]) m = 1;
+        S.nd[v] = m;
+        S.dom[v] = malloc((size_t)m * sizeof *S.dom[v]);
+        S.unary[v] = malloc((size_t)m * sizeof *S.unary[v]);
+        if (!S.dom[v] || !S.unary[v]) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        for (int i = 0; i < m; i++) {
+            int s = fixed && fixed[v] >= 0 ? fixed[v] : i;
+            S.dom[v][i] = s;
+            S.unary[v][i] = !is_leaf(t) && ss->own ? ss->own[s] : 0;
+            if (S.unary[v][i] < mn) mn = S.unary[v][i];
+        }
+        lb += mn;
+        if (m == 1) S.constant += S.unary[v][0];
+    }
+    /* producer factors */
+    for (int64_t u = 0; u < n && r == 1; u++) {
+        r = producer_factor(&S, (int32_t)u, &lb);
+        if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+    }
+    *bound = lb;
+    if (r < 0) goto done; /* over the limit: the caller uses the heuristic */
+    /* eliminate every variable with a domain of 2 or more */
+    for (int64_t v = 0; v < n; v++)
+        if (S.nd[v] > 1 && !hpush(&h, &hn, &hcap, (hent){elim_key(&S, (int32_t)v, nb), (int32_t)v}))
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    while (hn > 0) {
+        hent x = hpop(h, &hn);
+        int64_t key;
+        if (S.bucket[x.v]) continue; /* eliminated already */
+        key = elim_key(&S, x.v, nb);
+        if (key != x.key) {
+            if (!hpush(&h, &hn, &hcap, (hent){key, x.v})) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+            continue;
+        }
+        {
+            int nn = neighbours(&S, x.v, nb, NB_CAP);
+            int32_t *copy = NULL;
+            if (nn > 0) {
+                if (!(copy = malloc((size_t)nn * sizeof *copy))) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+                memcpy(copy, nb, (size_t)nn * sizeof *copy);
+            }
+            r = eliminate(&S, x.v, nb);
+            if (r == 0) {
+                free(copy);
+                LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+            }
+            if (r < 0) {
+                free(copy);
+                goto done;
+            }
+            for (int i = 0; i < nn; i++)
+                if (!hpush(&h, &hn, &hcap, (hent){elim_key(&S, copy[i], nb), copy[i]})) {
+                    free(copy);
+                    LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+                }
+            free(copy);
+        }
+    }
+    /* decode in reverse elimination order */
+    for (int64_t i = S.norder - 1; i >= 0; i--) {
+        int32_t v = S.order[i];
+        int best = 0;
+        double bc = INFINITY;
+        for (int xi = 0; xi < S.nd[v]; xi++) {
+            double c = S.unary[v][xi];
+            for (int64_t j = 0; j < S.nbucket[v]; j++) c += fac_at(&S, &S.f[S.bucket[v][j]], pick, v, xi);
+            if (c < bc) {
+                bc = c;
+                best = xi;
+            }
+        }
+        pick[v] = best;
+    }
+    for (int64_t v = 0; v < n; v++) choice[v] = S.dom[v][pick[v]];
+    *bound = S.constant;
+    *solved = 1;
+done:
+fail:
+    free(h);
+    free(nb);
+    free(pick);
+    solver_free(&S);
+    return st;
+}
