@@ -36,7 +36,9 @@ typedef struct fac {
 
 typedef struct solver {
     ldt_plan *p;
-    int64_t n;
+    int64_t n;     /* node variables: 0..n */
+    int64_t nvars; /* and request variables: n..nvars */
+    int64_t capvars;
     int32_t *nd;    /* domain size per node */
     int32_t **dom;  /* domain: strategy indexes */
     double **unary; /* per node, per domain entry */
@@ -108,69 +110,288 @@ static int64_t dom_product(const solver *S, const int32_t *vars, int nv, int64_t
 
 static int is_leaf(const ldt_tensor *t) { return t->kind == LDT__PERSISTENT; }
 
-/* The producer factor of node u: over u and its distinct consumers with domains of 2 or
- * more; a scope with none of them adds to the constant. 0 on out of memory, -1 over the limit. */
-static int producer_factor(solver *S, int32_t u, double *lb) {
-    ldt_plan *p = S->p;
-    int64_t a = p->use_off[u], b = p->use_off[u + 1], size, nslot = b - a;
-    int32_t *vars, nv = 0;
-    int32_t digit[64];
-    double *tab, mn = INFINITY;
-    if (a == b) return 1;
-    vars = malloc((size_t)(nslot + 1) * sizeof *vars);
-    if (!vars) return 0;
-    if (S->nd[u] > 1) vars[nv++] = u;
-    for (int64_t j = a; j < b; j++) {
-        int32_t w = p->use_node[j];
-        int seen = 0;
-        if (S->nd[w] < 2) continue;
-        for (int i = 0; i < nv; i++) seen |= vars[i] == w;
-        if (!seen) vars[nv++] = w;
+/* Room for `need` variables in every per-variable array (new entries zeroed). */
+static int grow_vars(solver *S, int64_t need) {
+    int64_t c = S->capvars;
+    if (need <= c) return 1;
+    while (c < need) c = c ? 2 * c : 1024;
+#define GROW(arr)                                                                                  \
+    do {                                                                                           \
+        void *nv_ = realloc(S->arr, (size_t)c * sizeof *S->arr);                                   \
+        if (!nv_) return 0;                                                                        \
+        S->arr = nv_;                                                                              \
+        memset(S->arr + S->capvars, 0, (size_t)(c - S->capvars) * sizeof *S->arr);                 \
+    } while (0)
+    GROW(nd);
+    GROW(dom);
+    GROW(unary);
+    GROW(vf);
+    GROW(nvf);
+    GROW(capvf);
+    GROW(bucket);
+    GROW(nbucket);
+    GROW(order);
+    GROW(mark);
+#undef GROW
+    S->capvars = c;
+    return 1;
+}
+
+/* A new variable with domain 0..m-1 (dom filled by the caller) and zero unary; its id or -1. */
+static int64_t new_var(solver *S, int m) {
+    int64_t r = S->nvars;
+    if (!grow_vars(S, r + 1)) return -1;
+    if (!(S->dom[r] = malloc((size_t)(m ? m : 1) * sizeof *S->dom[r])) ||
+        !(S->unary[r] = calloc((size_t)(m ? m : 1), sizeof *S->unary[r])))
+        return -1;
+    S->nd[r] = m;
+    S->nvars++;
+    return r;
+}
+
+/* The placement list slot j (a use of u) asks of u under domain entry i of its consumer. */
+static int slot_req(const solver *S, int64_t j, int i) {
+    const ldt_plan *p = S->p;
+    int32_t w = p->use_node[j];
+    return LDT__SSET_PL(p->node_ss[w], S->dom[w][i])[1 + p->use_slot[j]];
+}
+
+/* A request variable for use j of a value: its domain the distinct lists the consumer's
+ * strategies ask, tied to the consumer by a factor (0 where they agree, infinite elsewhere).
+ * Its id, or -1 on out of memory, -2 over the limit. */
+static int64_t request_var(solver *S, int64_t j) {
+    int32_t w = S->p->use_node[j], r, m = 0;
+    int32_t *vars;
+    double *tab;
+    int64_t size, rv = new_var(S, S->nd[w]);
+    if (rv < 0) return -1;
+    r = (int32_t)rv;
+    for (int i = 0; i < S->nd[w]; i++) {
+        int to = slot_req(S, j, i), k;
+        for (k = 0; k < m && S->dom[r][k] != to; k++) {}
+        if (k == m) S->dom[r][m++] = to;
     }
-    qsort(vars, (size_t)nv, sizeof *vars, cmp_i32);
-    if (nv > 64) {
+    S->nd[r] = m;
+    if (m == 1) return r; /* a constant request */
+    size = (int64_t)S->nd[w] * m;
+    if (S->work + size > S->limit) return -2;
+    S->work += size;
+    vars = malloc(2 * sizeof *vars);
+    tab = malloc((size_t)size * sizeof *tab);
+    if (!vars || !tab) {
         free(vars);
+        free(tab);
         return -1;
     }
-    size = dom_product(S, vars, nv, S->limit);
-    if (size > S->limit || S->work + size > S->limit) {
-        free(vars);
+    vars[0] = w;
+    vars[1] = r;
+    for (int i = 0; i < S->nd[w]; i++) {
+        int to = slot_req(S, j, i);
+        for (int k = 0; k < m; k++) tab[(int64_t)i * m + k] = S->dom[r][k] == to ? 0 : INFINITY;
+    }
+    if (!add_fac(S, vars, 2, size, tab)) return -1;
+    return r;
+}
+
+/* Beyond this many entries a producer's table over its uses' requests is split by target
+ * (target_factors). */
+#define Y_MODE_SIZE 4096
+
+/* A factor over two variables (a < b) from a table; 1 done, 0 out of memory, -1 over the limit. */
+static int pair_factor(solver *S, int32_t a, int32_t b, double *tab) {
+    int32_t *vars;
+    int64_t size = (int64_t)S->nd[a] * S->nd[b];
+    if (S->work + size > S->limit) {
+        free(tab);
         return -1;
     }
     S->work += size;
-    tab = malloc((size_t)size * sizeof *tab);
-    if (!tab) {
-        free(vars);
+    if (!(vars = malloc(2 * sizeof *vars))) {
+        free(tab);
         return 0;
     }
-    /* position of u and each slot's consumer in vars (-1: a constant) */
+    vars[0] = a;
+    vars[1] = b;
+    if (!add_fac(S, vars, 2, size, tab)) return 0;
+    return 1;
+}
+
+/* The moves of u's value split by target: for each placement list t some use may ask, a
+ * binary variable y_t (t is asked: its move is paid once, price(out(u), t), nothing when u
+ * gives t), tied to each use's request variable (asking t forces y_t = 1). The minimum over
+ * the y's is the sum over the distinct lists asked: the same function as the one table, in
+ * factors of two variables. svar: per use, its request variable (or a constant consumer). */
+static int target_factors(solver *S, int32_t u, const int32_t *svar) {
+    ldt_plan *p = S->p;
+    int64_t a = p->use_off[u], b = p->use_off[u + 1];
+    int *tl = NULL, nt = 0, cap = 0, r = 1;
+    int64_t *yv = NULL;
+    /* the distinct targets, in a fixed order (uses in order, domains in order) */
+    for (int64_t j = a; j < b && r == 1; j++) {
+        int32_t x = svar[j - a];
+        int m = x >= S->n ? S->nd[x] : 1;
+        for (int i = 0; i < m; i++) {
+            int to = x >= S->n ? S->dom[x][i] : slot_req(S, j, 0), k;
+            for (k = 0; k < nt && tl[k] != to; k++) {}
+            if (k < nt) continue;
+            if (nt == cap) {
+                int *n2;
+                cap = cap ? 2 * cap : 16;
+                if (!(n2 = realloc(tl, (size_t)cap * sizeof *n2))) r = 0;
+                else tl = n2;
+                if (!r) break;
+            }
+            tl[nt++] = to;
+        }
+    }
+    if (r == 1 && !(yv = malloc((size_t)(nt ? nt : 1) * sizeof *yv))) r = 0;
+    for (int k = 0; k < nt && r == 1; k++) {
+        int64_t y = new_var(S, 2);
+        if (y < 0) {
+            r = 0;
+            break;
+        }
+        S->dom[y][0] = 0;
+        S->dom[y][1] = 1;
+        yv[k] = y;
+        /* paying the move: a factor with u, or a unary when u is a constant */
+        if (S->nd[u] > 1) {
+            double *tab = malloc((size_t)S->nd[u] * 2 * sizeof *tab);
+            if (!tab) {
+                r = 0;
+                break;
+            }
+            for (int i = 0; i < S->nd[u]; i++) {
+                int from = LDT__SSET_PL(p->node_ss[u], S->dom[u][i])[0];
+                double c = 0;
+                if (from != tl[k]) {
+                    ldt__redist_memo *m = ldt__plan_redist(p, p->node_class[u], from, tl[k], 0);
+                    c = m ? m->seconds : INFINITY;
+                    if (p->opts.strict) c += STRICT_PENALTY;
+                }
+                tab[2 * i] = 0;
+                tab[2 * i + 1] = c;
+            }
+            r = pair_factor(S, u, (int32_t)y, tab);
+        } else {
+            int from = LDT__SSET_PL(p->node_ss[u], S->dom[u][0])[0];
+            double c = 0;
+            if (from != tl[k]) {
+                ldt__redist_memo *m = ldt__plan_redist(p, p->node_class[u], from, tl[k], 0);
+                c = m ? m->seconds : INFINITY;
+                if (p->opts.strict) c += STRICT_PENALTY;
+            }
+            S->unary[y][1] = c;
+        }
+    }
+    /* asking t forces y_t */
+    for (int64_t j = a; j < b && r == 1; j++) {
+        int32_t x = svar[j - a];
+        if (x < S->n || S->nd[x] < 2) { /* a constant request: y_t must be 1 */
+            int to = x >= S->n ? S->dom[x][0] : slot_req(S, j, 0), k;
+            for (k = 0; k < nt && tl[k] != to; k++) {}
+            S->unary[yv[k]][0] = INFINITY;
+            continue;
+        }
+        for (int k = 0; k < nt && r == 1; k++) {
+            double *tab;
+            int has = 0;
+            for (int i = 0; i < S->nd[x]; i++) has |= S->dom[x][i] == tl[k];
+            if (!has) continue;
+            if (!(tab = malloc((size_t)S->nd[x] * 2 * sizeof *tab))) {
+                r = 0;
+                break;
+            }
+            for (int i = 0; i < S->nd[x]; i++) {
+                tab[2 * i] = S->dom[x][i] == tl[k] ? INFINITY : 0;
+                tab[2 * i + 1] = 0;
+            }
+            r = pair_factor(S, x, (int32_t)yv[k], tab);
+        }
+    }
+    free(tl);
+    free(yv);
+    return r;
+}
+
+/* The producer factor of node u: the moves of its value. With one consumer node, over u and
+ * it; with several, over u and one request variable per use (what that use asks), so the
+ * table grows with the distinct lists asked, not with the consumers' strategies. Variables
+ * with a domain of 1 are constants and join no table (a scope of none adds to the constant).
+ * 1 done, 0 out of memory, -1 over the limit. */
+static int producer_factor(solver *S, int32_t u, double *lb) {
+    ldt_plan *p = S->p;
+    int64_t a = p->use_off[u], b = p->use_off[u + 1], size, nslot = b - a;
+    int32_t *vars, nv = 0, ncons = 0, first = -1;
+    int32_t digit[64];
+    int32_t *svar = NULL; /* per use: its variable (a consumer node or a request variable) */
+    int *tg = NULL;
+    double *tab, mn = INFINITY;
+    int req_mode;
+    if (a == b) return 1;
+    for (int64_t j = a; j < b; j++) {
+        int32_t w = p->use_node[j];
+        if (S->nd[w] < 2) continue;
+        if (first < 0) first = w;
+        if (w != first) ncons = 2;
+        else if (!ncons) ncons = 1;
+    }
+    req_mode = ncons > 1;
+    vars = malloc((size_t)(nslot + 1) * sizeof *vars);
+    svar = malloc((size_t)nslot * sizeof *svar);
+    tg = malloc((size_t)nslot * sizeof *tg);
+    if (!vars || !svar || !tg) goto oom;
+    if (S->nd[u] > 1) vars[nv++] = u;
+    for (int64_t j = a; j < b; j++) {
+        int32_t w = p->use_node[j];
+        svar[j - a] = w;
+        if (S->nd[w] < 2) continue;
+        if (req_mode) {
+            int64_t r = request_var(S, j);
+            if (r == -1) goto oom;
+            if (r == -2) goto over;
+            svar[j - a] = (int32_t)r;
+            if (S->nd[r] > 1) vars[nv++] = (int32_t)r;
+        } else if (nv == 0 || vars[nv - 1] != w) {
+            vars[nv++] = w;
+        }
+    }
+    qsort(vars, (size_t)nv, sizeof *vars, cmp_i32);
+    size = dom_product(S, vars, nv, S->limit);
+    if (req_mode && (nv > 64 || size > Y_MODE_SIZE)) {
+        int r = target_factors(S, u, svar);
+        free(vars);
+        free(svar);
+        free(tg);
+        return r;
+    }
+    if (nv > 64) goto over;
+    if (size > S->limit || S->work + size > S->limit) goto over;
+    S->work += size;
+    if (!(tab = malloc((size_t)size * sizeof *tab))) goto oom;
     for (int i = 0; i < nv; i++) digit[i] = 0;
     {
         int upos = -1;
-        int32_t *spos = malloc((size_t)(nslot ? nslot : 1) * sizeof *spos);
-        int *tg = malloc((size_t)(nslot ? nslot : 1) * sizeof *tg);
-        if (!spos || !tg) {
-            free(spos);
-            free(tg);
+        int32_t *spos = malloc((size_t)nslot * sizeof *spos);
+        if (!spos) {
             free(tab);
-            free(vars);
-            return 0;
+            goto oom;
         }
         for (int i = 0; i < nv; i++)
             if (vars[i] == u) upos = i;
         for (int64_t j = a; j < b; j++) {
             spos[j - a] = -1;
             for (int i = 0; i < nv; i++)
-                if (vars[i] == p->use_node[j]) spos[j - a] = i;
+                if (vars[i] == svar[j - a]) spos[j - a] = i;
         }
         for (int64_t e = 0; e < size; e++) {
             int su = S->dom[u][upos >= 0 ? digit[upos] : 0];
             int from = LDT__SSET_PL(p->node_ss[u], su)[0];
             double c = 0;
             for (int64_t j = a; j < b; j++) {
-                int32_t w = p->use_node[j];
-                int sw = S->dom[w][spos[j - a] >= 0 ? digit[spos[j - a]] : 0];
-                int to = LDT__SSET_PL(p->node_ss[w], sw)[1 + p->use_slot[j]];
+                int32_t x = svar[j - a];
+                int di = spos[j - a] >= 0 ? digit[spos[j - a]] : 0;
+                int to = x >= S->n ? S->dom[x][di] : slot_req(S, j, di);
                 int dup = 0;
                 tg[j - a] = to;
                 for (int64_t i = a; i < j && !dup; i++) dup = tg[i - a] == to;
@@ -189,8 +410,9 @@ static int producer_factor(solver *S, int32_t u, double *lb) {
             }
         }
         free(spos);
-        free(tg);
     }
+    free(svar);
+    free(tg);
     *lb += mn;
     if (nv == 0) {
         S->constant += tab[0];
@@ -200,6 +422,16 @@ static int producer_factor(solver *S, int32_t u, double *lb) {
     }
     if (!add_fac(S, vars, nv, size, tab)) return 0;
     return 1;
+oom:
+    free(vars);
+    free(svar);
+    free(tg);
+    return 0;
+over:
+    free(vars);
+    free(svar);
+    free(tg);
+    return -1;
 }
 
 /* The neighbours of v among live factors (ascending, v left out) into out; their count. */
@@ -375,7 +607,7 @@ static void solver_free(solver *S) {
         free(S->f[i].tab);
     }
     free(S->f);
-    for (int64_t v = 0; v < S->n; v++) {
+    for (int64_t v = 0; v < S->capvars; v++) {
         if (S->vf) free(S->vf[v]);
         if (S->bucket) free(S->bucket[v]);
         if (S->dom) free(S->dom[v]);
@@ -409,20 +641,10 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     S.limit = limit;
     *solved = 0;
     *bound = 0;
-    S.nd = calloc((size_t)(n ? n : 1), sizeof *S.nd);
-    S.dom = calloc((size_t)(n ? n : 1), sizeof *S.dom);
-    S.unary = calloc((size_t)(n ? n : 1), sizeof *S.unary);
-    S.vf = calloc((size_t)(n ? n : 1), sizeof *S.vf);
-    S.nvf = calloc((size_t)(n ? n : 1), sizeof *S.nvf);
-    S.capvf = calloc((size_t)(n ? n : 1), sizeof *S.capvf);
-    S.bucket = calloc((size_t)(n ? n : 1), sizeof *S.bucket);
-    S.nbucket = calloc((size_t)(n ? n : 1), sizeof *S.nbucket);
-    S.order = calloc((size_t)(n ? n : 1), sizeof *S.order);
-    S.mark = calloc((size_t)(n ? n : 1), sizeof *S.mark);
+    S.nvars = n;
+    if (!grow_vars(&S, n + 1)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     nb = malloc(NB_CAP * sizeof *nb);
-    pick = calloc((size_t)(n ? n : 1), sizeof *pick);
-    if (!S.nd || !S.dom || !S.unary || !S.vf || !S.nvf || !S.capvf || !S.bucket || !S.nbucket ||
-        !S.order || !S.mark || !nb || !pick)
+    if (!nb)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     /* domains and unary costs */
     for (int64_t v = 0; v < n; v++) {
@@ -453,7 +675,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     *bound = lb;
     if (r < 0) goto done; /* over the limit: the caller uses the heuristic */
     /* eliminate every variable with a domain of 2 or more */
-    for (int64_t v = 0; v < n; v++)
+    for (int64_t v = 0; v < S.nvars; v++)
         if (S.nd[v] > 1 && !hpush(&h, &hn, &hcap, (hent){elim_key(&S, (int32_t)v, nb), (int32_t)v}))
             LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
     while (hn > 0) {
@@ -490,6 +712,8 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         }
     }
     /* decode in reverse elimination order */
+    if (!(pick = calloc((size_t)S.nvars, sizeof *pick)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     for (int64_t i = S.norder - 1; i >= 0; i--) {
         int32_t v = S.order[i];
         int best = 0;

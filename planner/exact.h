@@ -12,4 +12,11 @@
 ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int32_t *choice,
                              double *bound, int *solved);
 
+/* The second method (planner/bnb.c): a depth-first branch and bound over the nodes in trace
+ * order, memoised on the frontier, that looks for an assignment of cost at most ub (a plan's
+ * cost, a little above). Visits past `limit` stop it (*solved 0); else choice[] holds an
+ * optimum. Quadratic set-up in the nodes: for small graphs. Errors: out of memory only. */
+ldt_status ldt__search_bnb(ldt_plan *p, const int32_t *fixed, int64_t limit, double ub,
+                           int32_t *choice, int *solved);
+
 #endif
