@@ -491,3 +491,108 @@ Test(plan_exact, optimal_on_random_dags) {
     fprintf(stderr, "plan_exact: %d cases, %d exhaustive; heuristic optimal %d/%d, mean ratio %.4f, worst %.4f\n",
             cases, exhaustive, heur_opt, heur_n, heur_ratio_sum / heur_n, heur_worst);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Refused probes: each reports an error for that probe only; the plan stays usable.
+ */
+static void expect_refused(ldt_status st, const char *want) {
+    cr_assert_neq(st, LDT_OK, "a bad probe was accepted");
+    cr_assert(strstr(ldt_last_error(), want) != NULL, "message '%s' lacks '%s'", ldt_last_error(), want);
+}
+
+Test(plan_exact, refused_probes) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx = open_ctx("2x2", &mesh);
+    ldt_shape sq = {2, {8, 8}};
+    ldt_tensor *x = ldt_input(ctx, "x", &sq, LDT_F32), *w = ldt_param(ctx, "w", &sq, LDT_F32);
+    ldt_tensor *y = ldt_relu(ldt_matmul(x, w));
+    ldt_plan *plan, *fp;
+    int64_t n = ldt_trace_nodes(ctx), yi = ldt_tensor_node(y);
+    int32_t choice[16], bad[16];
+    int cnt;
+    ldt_placement pl[LDT_MAX_DIMS];
+    char buf[256];
+    double sec, cost;
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_choice(plan, choice, n), LDT_OK);
+    cr_assert_eq(ldt_plan_strategy_count(plan, yi, &cnt), LDT_OK);
+    cr_assert_gt(cnt, 1);
+    /* node out of range */
+    expect_refused(ldt_plan_strategy_count(plan, -1, &cnt), "node -1 is out of range");
+    expect_refused(ldt_plan_strategy_count(plan, n, &cnt), "out of range");
+    expect_refused(ldt_plan_strategy_seconds(plan, n + 5, 0, &sec), "out of range");
+    /* strategy index out of range */
+    expect_refused(ldt_plan_strategy_placements(plan, yi, cnt, -1, pl, LDT_MAX_DIMS), "strategy");
+    expect_refused(ldt_plan_strategy_describe(plan, yi, -1, buf, sizeof buf), "out of range");
+    expect_refused(ldt_plan_strategy_seconds(plan, yi, cnt, &sec), "out of range");
+    expect_refused(ldt_plan_move_seconds(plan, yi, 0, 0, cnt, &sec), "out of range");
+    expect_refused(ldt_plan_move_seconds(plan, yi, 0, 999, 0, &sec), "producer");
+    /* input out of range, too little room */
+    expect_refused(ldt_plan_strategy_placements(plan, yi, 0, 1, pl, LDT_MAX_DIMS), "input 1");
+    expect_refused(ldt_plan_move_seconds(plan, yi, 3, 0, 0, &sec), "input 3");
+    expect_refused(ldt_plan_strategy_placements(plan, yi, 0, -1, pl, 1), "room for 1");
+    /* wrong assignment length, a strategy out of range in it */
+    expect_refused(ldt_plan_price(plan, choice, n - 1, &cost), "expected");
+    expect_refused(ldt_plan_choice(plan, bad, n + 1), "expected");
+    memcpy(bad, choice, sizeof bad);
+    bad[yi] = cnt;
+    expect_refused(ldt_plan_price(plan, bad, n, &cost), "strategy");
+    /* fixed plans: wrong length, index out of range */
+    expect_refused(ldt_plan_create_fixed(ctx, NULL, choice, n + 1, &fp), "expected one per node");
+    bad[yi] = -2;
+    expect_refused(ldt_plan_create_fixed(ctx, NULL, bad, n, &fp), "fixed");
+    bad[yi] = cnt;
+    expect_refused(ldt_plan_create_fixed(ctx, NULL, bad, n, &fp), "fixed");
+    /* the plan still answers */
+    cr_assert_eq(ldt_plan_price(plan, choice, n, &cost), LDT_OK, "%s", ldt_last_error());
+    cr_assert_lt(rel(cost, ldt_plan_cost(plan)), 1e-12);
+    cr_assert_eq(ldt_plan_strategy_describe(plan, yi, cnt - 1, buf, sizeof buf), LDT_OK);
+    cr_assert(strncmp(buf, "out ", 4) == 0 && strstr(buf, " <- in ") != NULL, "%s", buf);
+    /* every node fixed to the plan's choice: the same plan */
+    cr_assert_eq(ldt_plan_create_fixed(ctx, NULL, choice, n, &fp), LDT_OK, "%s", ldt_last_error());
+    cr_assert_lt(rel(ldt_plan_cost(fp), ldt_plan_cost(plan)), 1e-12);
+    ldt_plan_destroy(fp);
+    ldt_plan_destroy(plan);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+/* A node that cannot take a strategy: its input arrives as P(max), and no redistribution
+ * makes the P(sum) its strategy needs. The price and a fixed plan refuse it, naming it. */
+Test(plan_exact, refused_strategy_without_a_move) {
+    ldt_mesh *mesh;
+    ldt_ctx *ctx = open_ctx("2", &mesh);
+    ldt_shape sq = {2, {8, 8}};
+    ldt_tensor *x = ldt_input(ctx, "x", &sq, LDT_F32), *y;
+    ldt_placement pmax = ldt_partial(LDT_REDUCE_MAX), pl[LDT_MAX_DIMS];
+    ldt_plan *plan, *fp;
+    int64_t n, yi;
+    int32_t choice[8];
+    int cnt, psum = -1;
+    double cost, sec;
+    cr_assert_eq(ldt_pin(x, &pmax, 1), LDT_OK, "%s", ldt_last_error());
+    y = ldt_add(x, x);
+    n = ldt_trace_nodes(ctx);
+    yi = ldt_tensor_node(y);
+    cr_assert_eq(ldt_plan_create(ctx, NULL, &plan), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_choice(plan, choice, n), LDT_OK);
+    cr_assert_eq(ldt_plan_strategy_count(plan, yi, &cnt), LDT_OK);
+    for (int s = 0; s < cnt && psum < 0; s++) {
+        cr_assert_eq(ldt_plan_strategy_placements(plan, yi, s, 0, pl, LDT_MAX_DIMS), LDT_OK);
+        if (pl[0].kind == LDT_PLACE_PARTIAL && pl[0].op == LDT_REDUCE_SUM) psum = s;
+    }
+    cr_assert_geq(psum, 0, "add offers P(sum) inputs");
+    expect_refused(ldt_plan_move_seconds(plan, yi, 0, choice[ldt_tensor_node(x)], psum, &sec),
+                   "cannot take strategy");
+    choice[yi] = psum;
+    expect_refused(ldt_plan_price(plan, choice, n, &cost), "cannot take strategy");
+    {
+        int32_t fixed[8];
+        for (int64_t v = 0; v < n; v++) fixed[v] = -1;
+        fixed[yi] = psum;
+        expect_refused(ldt_plan_create_fixed(ctx, NULL, fixed, n, &fp), "no redistribution");
+    }
+    ldt_plan_destroy(plan);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
