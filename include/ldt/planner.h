@@ -376,7 +376,7 @@ typedef struct ldt_plan_options {
     int64_t plan_limit;
 } ldt_plan_options;
 
-#define LDT_PLAN_LIMIT_DEFAULT 20000000
+#define LDT_PLAN_LIMIT_DEFAULT 5000000
 
 typedef struct ldt_plan_totals {
     int64_t collectives;         /* per rank, the maximum over ranks */
