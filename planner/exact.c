@@ -48,6 +48,7 @@ typedef struct solver {
     int64_t *nvf, *capvf;
     int64_t work, limit;
     int failed_oom;
+    int dry; /* eliminations make scopes only (the work is counted before any table) */
     /* elimination record */
     int32_t *order;
     int64_t norder;
@@ -522,6 +523,16 @@ static int eliminate(solver *S, int32_t v, int32_t *nb) {
     if (!ids) return 0;
     for (int64_t i = 0; i < S->nvf[v]; i++)
         if (S->f[S->vf[v][i]].alive) ids[nf++] = S->vf[v][i];
+    if (S->dry) {
+        for (int i = 0; i < nf; i++) S->f[ids[i]].alive = 0;
+        S->bucket[v] = ids;
+        S->nbucket[v] = nf;
+        S->order[S->norder++] = v;
+        if (n == 0) return 1;
+        if (!(vars = malloc((size_t)n * sizeof *vars))) return 0;
+        memcpy(vars, nb, (size_t)n * sizeof *vars);
+        return add_fac(S, vars, n, size, NULL) ? 1 : 0;
+    }
     vars = malloc((size_t)(n ? n : 1) * sizeof *vars);
     tab = malloc((size_t)size * sizeof *tab);
     st = calloc((size_t)(nf ? nf : 1) * (size_t)(n ? n : 1), sizeof *st);
@@ -674,41 +685,65 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     }
     *bound = lb;
     if (r < 0) goto done; /* over the limit: the caller uses the heuristic */
-    /* eliminate every variable with a domain of 2 or more */
-    for (int64_t v = 0; v < S.nvars; v++)
-        if (S.nd[v] > 1 && !hpush(&h, &hn, &hcap, (hent){elim_key(&S, (int32_t)v, nb), (int32_t)v}))
-            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
-    while (hn > 0) {
-        hent x = hpop(h, &hn);
-        int64_t key;
-        if (S.bucket[x.v]) continue; /* eliminated already */
-        key = elim_key(&S, x.v, nb);
-        if (key != x.key) {
-            if (!hpush(&h, &hn, &hcap, (hent){key, x.v})) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
-            continue;
-        }
-        {
-            int nn = neighbours(&S, x.v, nb, NB_CAP);
-            int32_t *copy = NULL;
-            if (nn > 0) {
-                if (!(copy = malloc((size_t)nn * sizeof *copy))) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
-                memcpy(copy, nb, (size_t)nn * sizeof *copy);
+    /* eliminate every variable with a domain of 2 or more: first dry (scopes only, the order
+     * and the work), then, within the limit, the same order with the tables */
+    {
+        int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0);
+        if (!nvf0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        memcpy(nvf0, S.nvf, (size_t)S.nvars * sizeof *nvf0);
+        S.dry = 1;
+        for (int64_t v = 0; v < S.nvars && r == 1; v++)
+            if (S.nd[v] > 1 && !hpush(&h, &hn, &hcap, (hent){elim_key(&S, (int32_t)v, nb), (int32_t)v}))
+                r = 0;
+        while (hn > 0 && r == 1) {
+            hent x = hpop(h, &hn);
+            int64_t key;
+            int nn;
+            if (S.bucket[x.v]) continue; /* eliminated already */
+            key = elim_key(&S, x.v, nb);
+            if (key != x.key) {
+                if (!hpush(&h, &hn, &hcap, (hent){key, x.v})) r = 0;
+                continue;
             }
-            r = eliminate(&S, x.v, nb);
-            if (r == 0) {
-                free(copy);
-                LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
-            }
-            if (r < 0) {
-                free(copy);
-                goto done;
-            }
-            for (int i = 0; i < nn; i++)
-                if (!hpush(&h, &hn, &hcap, (hent){elim_key(&S, copy[i], nb), copy[i]})) {
-                    free(copy);
-                    LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+            nn = neighbours(&S, x.v, nb, NB_CAP);
+            {
+                int32_t *copy = NULL;
+                if (nn > 0 && !(copy = malloc((size_t)nn * sizeof *copy))) {
+                    r = 0;
+                    break;
                 }
-            free(copy);
+                if (nn > 0) memcpy(copy, nb, (size_t)nn * sizeof *copy);
+                r = eliminate(&S, x.v, nb);
+                for (int i = 0; i < nn && r == 1; i++)
+                    if (!hpush(&h, &hn, &hcap, (hent){elim_key(&S, copy[i], nb), copy[i]})) r = 0;
+                free(copy);
+            }
+        }
+        /* back to the factors before the dry run */
+        for (int64_t i = nf0; i < S.nf; i++) free(S.f[i].vars);
+        S.nf = nf0;
+        for (int64_t i = 0; i < nf0; i++) S.f[i].alive = 1;
+        memcpy(S.nvf, nvf0, (size_t)S.nvars * sizeof *nvf0);
+        free(nvf0);
+        for (int64_t v = 0; v < S.nvars; v++) {
+            free(S.bucket[v]);
+            S.bucket[v] = NULL;
+            S.nbucket[v] = 0;
+        }
+        S.work = work0;
+        S.dry = 0;
+        if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+        if (r < 0) goto done; /* over the limit, found before any table was made */
+        {
+            int64_t n_el = S.norder;
+            int32_t *ord = malloc((size_t)(n_el ? n_el : 1) * sizeof *ord);
+            if (!ord) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+            memcpy(ord, S.order, (size_t)n_el * sizeof *ord);
+            S.norder = 0;
+            for (int64_t i = 0; i < n_el && r == 1; i++) r = eliminate(&S, ord[i], nb);
+            free(ord);
+            if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+            if (r < 0) goto done;
         }
     }
     /* decode in reverse elimination order */
