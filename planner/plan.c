@@ -1045,12 +1045,12 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
             }
         }
         /* past the elimination's limit, a small graph gets the branch and bound, seeded with
-         * the heuristic's plan (the limit in nodes visited) */
+         * the heuristic's plan (a twentieth of the limit in nodes visited) */
         if (!solved && !forced && limit > 0 && p->nnodes <= BNB_MAX_NODES &&
             (fixed || p->opts.search != LDT_PLAN_GREEDY)) {
             double c = price(p, p->choice);
             if (isfinite(c)) {
-                LDT_CHECK_GOTO(ldt__search_bnb(p, fixed, limit, c * (1 + 1e-9) + 1e-300,
+                LDT_CHECK_GOTO(ldt__search_bnb(p, fixed, limit / 20 + 1, c * (1 + 1e-9) + 1e-300,
                                                greedy, &solved));
                 if (solved) {
                     memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
