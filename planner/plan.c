@@ -1021,8 +1021,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
     LDT_CHECK_GOTO(search_greedy(p, greedy));
     p->cost_greedy = price(p, greedy);
     {
-        int64_t limit = p->opts.plan_limit == 0 ? LDT_PLAN_LIMIT_DEFAULT + LDT_PLAN_LIMIT_PER_NODE * p->nnodes
-                                                : p->opts.plan_limit;
+        int64_t limit = p->opts.plan_limit == 0 ? LDT_PLAN_LIMIT_DEFAULT : p->opts.plan_limit;
         int solved = 0;
         p->method = "heuristic";
         /* the exact search (limit 0 only computes the lower bound) */

@@ -371,13 +371,12 @@ typedef struct ldt_plan_options {
     /* Work limit of the exact search (docs/planner.md): table entries its variable
      * elimination may make, a count, never a time, so every rank and run plans alike. Past
      * it the heuristic search plans and ldt_plan_method says "heuristic", with ldt_plan_gap
-     * bounding how far from the optimum it may be. 0: the default (LDT_PLAN_LIMIT_DEFAULT
-     * plus LDT_PLAN_LIMIT_PER_NODE per node of the trace); negative: no exact search. */
+     * bounding how far from the optimum it may be. 0: the default (LDT_PLAN_LIMIT_DEFAULT);
+     * negative: no exact search. */
     int64_t plan_limit;
 } ldt_plan_options;
 
 #define LDT_PLAN_LIMIT_DEFAULT 5000000
-#define LDT_PLAN_LIMIT_PER_NODE 1000
 
 typedef struct ldt_plan_totals {
     int64_t collectives;         /* per rank, the maximum over ranks */

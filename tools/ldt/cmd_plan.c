@@ -18,8 +18,8 @@ static cli_flag *flag_table(void) {
         CLI_PINS_FLAG,
         {"strict", 0, "refuse any redistribution not asked for explicitly", NULL},
         {"greedy", 0, "op-by-op choice (each op follows its inputs) instead of the whole graph", NULL},
-        {"plan-limit", 1, "work limit of the exact search, table entries (default 5000000 + "
-                          "1000 per node; past it the heuristic plans)", NULL},
+        {"plan-limit", 1, "work limit of the exact search, table entries (default 5000000; "
+                          "past it the heuristic plans)", NULL},
         CLI_PROFILE_FLAG,
         {"json", 0, "one JSON object: nodes, totals, config, memory_per_rank (docs/cli.md)", NULL},
         {"dot", 1, "write the planned graph as Graphviz DOT to FILE (title, legend, local shapes)", NULL},
