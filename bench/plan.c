@@ -2,7 +2,10 @@
  * and 100k nodes (Megatron pins on dp=2,tp=2, a fresh plan each time: cold), and the modeled
  * cost of the op-by-op greedy plan over the whole-graph plan on the same graphs.
  * plan_us_per_node is the search's own time (ldt_plan_seconds); its _cpu twin the CPU time of
- * the whole ldt_plan_create call, per node. */
+ * the whole ldt_plan_create call, per node; plan_gap the plan's proven relative gap (0:
+ * optimal), with whether the exact search decided it. */
+#include <string.h>
+
 #include "bench_util.h"
 #include "ldt/ldt.h"
 
@@ -53,8 +56,8 @@ int bench_plan(const bench_opts *o, bench_results *out) {
     for (int i = 0; i < nsizes; i++) {
         int64_t layers = (targets[i] - base + per_layer - 1) / per_layer, nodes;
         int reps = targets[i] >= 100000 ? 3 : targets[i] >= 10000 ? 5 : 9;
-        double us[9], us_cpu[9], ratio = 0;
-        int idx;
+        double us[9], us_cpu[9], ratio = 0, gap = 0;
+        int idx, exact = 0;
         if (graph_open(&g, layers) != 0) goto fail;
         nodes = ldt_trace_nodes(g.ctx);
         for (int r = 0; r < reps; r++) {
@@ -72,12 +75,19 @@ int bench_plan(const bench_opts *o, bench_results *out) {
             ratio = ldt_plan_greedy_cost(plan) == ldt_plan_cost(plan)
                         ? 1.0
                         : ldt_plan_greedy_cost(plan) / ldt_plan_cost(plan);
+            gap = ldt_plan_gap(plan);
+            exact = strcmp(ldt_plan_method(plan), "heuristic") != 0;
             ldt_plan_destroy(plan);
         }
         idx = bench_add_timed(out, "plan_us_per_node", bench_median(us, reps), bench_median(us_cpu, reps), "us");
         bench_param_int(out, idx, "nodes", nodes);
         idx = bench_add(out, "greedy_over_global_cost", ratio, "ratio");
         bench_param_int(out, idx, "nodes", nodes);
+        /* the proven relative gap of the plan (0: optimal); exact 1 when the exact search
+         * decided it, 0 when the heuristic did */
+        idx = bench_add(out, "plan_gap", gap, "ratio");
+        bench_param_int(out, idx, "nodes", nodes);
+        bench_param_int(out, idx, "exact", exact);
         graph_close(&g);
     }
     return 0;

@@ -16,12 +16,15 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "planner/exact.h"
 #include "planner/passes.h"
 #include "planner/plan_internal.h"
 #include "planner/redistribute.h"
 #include "planner/profiles.h"
 
 #define STRICT_PENALTY 1e9
+/* Graphs up to this many nodes get the branch and bound when the elimination gives up. */
+#define BNB_MAX_NODES 256
 
 /* ---------------------------------------------------------------------------------------
  * Growing arrays and open-addressing tables of ids.
@@ -788,6 +791,8 @@ static double price(ldt_plan *p, const int32_t *choice) {
     return c;
 }
 
+double ldt__plan_price(ldt_plan *p, const int32_t *choice) { return price(p, choice); }
+
 /* ---------------------------------------------------------------------------------------
  * Create and destroy.
  */
@@ -927,8 +932,43 @@ static ldt_status revalidate(ldt_plan *p) {
     return LDT_OK;
 }
 
+/* The heuristic's forced path: the forced nodes fixed, the rest greedy around them (the
+ * internal probe's behaviour tests rely on), into p->choice. */
+static void forced_greedy(ldt_plan *p, const int32_t *forced) {
+    ldt_ctx *ctx = p->ctx;
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        double best = INFINITY;
+        p->choice[v] = 0;
+        if (forced[v] >= 0 && forced[v] < p->node_ss[v]->n) { /* a bypass has one */
+            p->choice[v] = forced[v];
+            continue;
+        }
+        if (is_leaf(ctx->nodes[v])) continue;
+        for (int s = 0; s < p->node_ss[v]->n; s++) {
+            double c = in_cost(p, p->choice, v, s);
+            if (c < best) {
+                best = c;
+                p->choice[v] = s;
+            }
+        }
+    }
+    /* leaves take what their first consumer asks, so a forced strategy is seen whole */
+    for (int64_t v = 0; v < p->nnodes; v++) {
+        const ldt_tensor *t = ctx->nodes[v];
+        if (!is_leaf(t) || t->pin || forced[v] >= 0 || p->use_off[v] == p->use_off[v + 1]) continue;
+        {
+            int32_t w = p->use_node[p->use_off[v]];
+            int to = ldt__chosen_in(p, w, p->use_slot[p->use_off[v]]);
+            for (int s = 0; s < p->node_ss[v]->n; s++)
+                if (LDT__SSET_PL(p->node_ss[v], s)[0] == to) p->choice[v] = s;
+        }
+    }
+}
+
+/* forced: the internal probe (forced nodes, greedy around them); fixed: the public one
+ * (fixed nodes, the exact search around them). */
 static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const int32_t *forced,
-                              ldt_plan **out) {
+                              const int32_t *fixed, ldt_plan **out) {
     ldt_plan *p;
     ldt_status st = LDT_OK;
     skey key = {0};
@@ -971,55 +1011,67 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         if (forced && forced[v] >= p->node_ss[v]->n)
             LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "plan: node %%%lld has %d strategies, %d forced",
                           (long long)v, p->node_ss[v]->n, forced[v]);
+        if (fixed && (fixed[v] < -1 || fixed[v] >= p->node_ss[v]->n))
+            LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT,
+                          "plan fixed: node %lld has strategies 0..%d, fixed[%lld] is %d (expected "
+                          "one of them, or -1 to let the search choose)",
+                          (long long)v, p->node_ss[v]->n - 1, (long long)v, (int)fixed[v]);
     }
     LDT_CHECK_GOTO(ldt__bypass_apply(p));
     LDT_CHECK_GOTO(search_greedy(p, greedy));
     p->cost_greedy = price(p, greedy);
-    if (p->opts.search == LDT_PLAN_GREEDY && !forced) {
-        memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
-        p->cost_global = p->cost_greedy;
-    } else if (forced) {
-        /* tests: the forced nodes fixed, the rest greedy around them */
-        for (int64_t v = 0; v < p->nnodes; v++) {
-            double best = INFINITY;
-            p->choice[v] = 0;
-            if (forced[v] >= 0 && forced[v] < p->node_ss[v]->n) { /* a bypass has one */
-                p->choice[v] = forced[v];
-                continue;
+    {
+        int64_t limit = p->opts.plan_limit == 0 ? LDT_PLAN_LIMIT_DEFAULT : p->opts.plan_limit;
+        int solved = 0;
+        p->method = "heuristic";
+        /* the exact search (limit 0 only computes the lower bound) */
+        if (forced || (p->opts.search == LDT_PLAN_GREEDY && !fixed) || limit < 0) limit = 0;
+        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, p->choice, &p->bound, &solved));
+        if (solved) {
+            p->method = "exact";
+            p->cost_global = price(p, p->choice);
+        } else if (p->opts.search == LDT_PLAN_GREEDY && !forced && !fixed) {
+            memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
+            p->cost_global = p->cost_greedy;
+        } else if (forced || fixed) {
+            forced_greedy(p, forced ? forced : fixed);
+            p->cost_global = price(p, p->choice);
+        } else {
+            LDT_CHECK_GOTO(search_global(p, p->choice));
+            p->cost_global = price(p, p->choice);
+            if (p->cost_greedy < p->cost_global) {
+                memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
             }
-            if (is_leaf(ctx->nodes[v])) continue;
-            for (int s = 0; s < p->node_ss[v]->n; s++) {
-                double c = in_cost(p, p->choice, v, s);
-                if (c < best) {
-                    best = c;
-                    p->choice[v] = s;
+        }
+        /* past the elimination's limit, a small graph gets the branch and bound, seeded with
+         * the heuristic's plan (a twentieth of the limit in nodes visited) */
+        if (!solved && !forced && limit > 0 && p->nnodes <= BNB_MAX_NODES &&
+            (fixed || p->opts.search != LDT_PLAN_GREEDY)) {
+            double c = price(p, p->choice);
+            if (isfinite(c)) {
+                LDT_CHECK_GOTO(ldt__search_bnb(p, fixed, limit / 20 + 1, c * (1 + 1e-9) + 1e-300,
+                                               greedy, &solved));
+                if (solved) {
+                    memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
+                    p->method = "exact";
+                    p->cost_global = price(p, p->choice);
+                    p->bound = p->cost_global;
                 }
             }
         }
-        /* leaves take what their first consumer asks, so a forced strategy is seen whole */
-        for (int64_t v = 0; v < p->nnodes; v++) {
-            const ldt_tensor *t = ctx->nodes[v];
-            if (!is_leaf(t) || t->pin || forced[v] >= 0 || p->use_off[v] == p->use_off[v + 1]) continue;
-            {
-                int32_t w = p->use_node[p->use_off[v]];
-                int to = ldt__chosen_in(p, w, p->use_slot[p->use_off[v]]);
-                for (int s = 0; s < p->node_ss[v]->n; s++)
-                    if (LDT__SSET_PL(p->node_ss[v], s)[0] == to) p->choice[v] = s;
-            }
-        }
-        p->cost_global = price(p, p->choice);
-    } else {
-        LDT_CHECK_GOTO(search_global(p, p->choice));
-        p->cost_global = price(p, p->choice);
-        if (p->cost_greedy < p->cost_global) {
-            memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
-        }
     }
     p->cost_chosen = price(p, p->choice);
-    if (!isfinite(p->cost_chosen))
+    if (!isfinite(p->cost_chosen)) {
+        LDT_CHECK_GOTO(revalidate(p)); /* names the move that has no redistribution */
         LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "plan: no finite-cost plan (a move has no redistribution)");
+    }
     LDT_CHECK_GOTO(ldt__passes_run(ctx, LDT_PASS_POST_PLAN, p, revalidate));
     if (p->opts.strict) LDT_CHECK_GOTO(strict_check(p));
+    /* the proven gap (float noise in the sums is no gap) */
+    p->gap = 0;
+    if (p->cost_chosen > 0 && p->cost_chosen - p->bound > 1e-12 * p->cost_chosen)
+        p->gap = (p->cost_chosen - p->bound) / p->cost_chosen;
+    if (p->gap > 1) p->gap = 1;
     p->plan_seconds = now_s() - t0;
     *out = p;
     p = NULL;
@@ -1031,12 +1083,23 @@ fail:
 }
 
 ldt_status ldt_plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, ldt_plan **out) {
-    return plan_create(ctx, opts, NULL, out);
+    return plan_create(ctx, opts, NULL, NULL, out);
+}
+
+ldt_status ldt_plan_create_fixed(ldt_ctx *ctx, const ldt_plan_options *opts, const int32_t *fixed,
+                                 int64_t n, ldt_plan **out) {
+    if (!ctx || !fixed || !out)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan fixed: ctx, fixed and out must not be NULL");
+    if (n != ctx->nnodes)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "plan fixed: %lld choices given, expected one per node of the trace (%lld)",
+                 (long long)n, (long long)ctx->nnodes);
+    return plan_create(ctx, opts, NULL, fixed, out);
 }
 
 ldt_status ldt__plan_create_forced(ldt_ctx *ctx, const ldt_plan_options *opts,
                                    const int32_t *forced, ldt_plan **out) {
-    return plan_create(ctx, opts, forced, out);
+    return plan_create(ctx, opts, forced, NULL, out);
 }
 
 int ldt__plan_nstrategies(const ldt_plan *plan, int64_t id) {

@@ -82,6 +82,10 @@ struct ldt_plan {
     /* results */
     double cost_chosen, cost_greedy, cost_global;
     double plan_seconds;
+    const char *method; /* "exact", "exact-tied", "heuristic" */
+    double bound;       /* a proven lower bound on the optimum (the optimum when exact) */
+    double gap;         /* (cost_chosen - bound) / cost_chosen, 0 when proven optimal */
+    int tied;
     ldt__program **programs; /* per world rank, lowered on demand */
     int nprograms;
     /* the maxima over every rank (plan_write.c all_totals), once computed */
@@ -126,6 +130,10 @@ static inline int ldt__edge_moves(const ldt_plan *p, int64_t v, int k) {
     const ldt_tensor *u = LDT__IN(p->ctx->nodes[v])[k];
     return ldt__chosen_out(p, u->id) != ldt__chosen_in(p, v, k);
 }
+/* The cost of a full assignment: each non-leaf node's own seconds, and per value each
+ * distinct placement list its consumers need, other than its own, moved once (the search's
+ * objective and ldt_plan_cost). */
+double ldt__plan_price(ldt_plan *p, const int32_t *choice);
 /* Lowers rank's program (planner/lower.c). */
 ldt_status ldt__lower_program(ldt_plan *p, int rank, ldt__program **out);
 

@@ -576,9 +576,11 @@ ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f) {
     fprintf(f,
             "\n],\"totals\":{\"collectives\":%" PRId64 ",\"comm_bytes_per_rank\":%" PRId64
             ",\"modeled_comm_seconds\":%.9g,\"plan_seconds\":%.9g,\"redistributions\":%" PRId64
-            ",\"plan_cost_seconds\":%.9g,\"greedy_cost_seconds\":%.9g,\"nodes\":%" PRId64 "}}\n",
+            ",\"plan_cost_seconds\":%.9g,\"greedy_cost_seconds\":%.9g,\"nodes\":%" PRId64
+            ",\"plan_method\":\"%s\",\"plan_gap\":%.9g,\"plan_tied\":%s}}\n",
             tot.collectives, tot.comm_bytes_per_rank, tot.modeled_seconds, tot.plan_seconds,
-            tot.redistributions, p->cost_chosen, p->cost_greedy, p->nnodes);
+            tot.redistributions, p->cost_chosen, p->cost_greedy, p->nnodes, ldt_plan_method(p),
+            ldt_plan_gap(p), ldt_plan_tied(p) ? "true" : "false");
     return ferror(f) ? ldt__error(LDT_ERR_SYSTEM, "plan json: write failed") : LDT_OK;
 }
 

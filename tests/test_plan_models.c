@@ -85,6 +85,26 @@ static double planned_loss(model_run *r, const ldt_plan_options *po, ldt_plan **
     return l;
 }
 
+/* The collective counts below are the heuristic search's (plan_limit -1: Megatron's pattern,
+ * which the pins give it); the default exact search may find a plan the cost model prices
+ * lower (a reduce_scatter and a sequence-parallel tail instead of an all_reduce): it must be
+ * no dearer than the heuristic's, and run to the same loss. */
+static const ldt_plan_options *heuristic_opts(void) {
+    static ldt_plan_options po;
+    po.plan_limit = -1;
+    return &po;
+}
+
+static void exact_no_dearer(model_run *r, const ldt_plan *heur, double ref) {
+    ldt_plan *plan;
+    double got = planned_loss(r, NULL, &plan);
+    cr_assert(fabs(got - ref) <= 1e-5 * (1 + fabs(ref)), "exact plan: loss %.9g, one device %.9g", got, ref);
+    cr_assert_str_eq(ldt_plan_method(plan), "exact");
+    cr_assert_leq(ldt_plan_cost(plan), ldt_plan_cost(heur) * (1 + 1e-12), "exact %.9g, heuristic %.9g",
+                  ldt_plan_cost(plan), ldt_plan_cost(heur));
+    ldt_plan_destroy(plan);
+}
+
 static void check_model(const char *kind, const char *mesh, const char *pins) {
     double ref = eager_loss(kind, 2), got;
     model_run r;
@@ -149,11 +169,12 @@ Test(plan_models, megatron_mlp_one_all_reduce_per_block) {
         int touches;
         double ref = eager_loss("mlp", layers), got;
         model_open(&r, "mlp", "tp=4", "megatron", layers);
-        got = planned_loss(&r, NULL, &plan);
+        got = planned_loss(&r, heuristic_opts(), &plan);
         cr_assert(fabs(got - ref) <= 1e-5 * (1 + fabs(ref)));
         cr_assert_eq(count_calls(plan, LDT_COLL_ALL_REDUCE, -1, &touches), layers);
         cr_assert_eq(count_calls(plan, LDT_COLL_COUNT, -1, &touches), layers,
                      "exactly one collective per block, and no other");
+        exact_no_dearer(&r, plan, ref);
         ldt_plan_destroy(plan);
         model_close(&r);
     }
@@ -165,11 +186,17 @@ Test(plan_models, megatron_mlp_on_dp_tp_has_no_dp_traffic) {
     int touches;
     double ref = eager_loss("mlp", 2), got;
     model_open(&r, "mlp", "dp=2,tp=2", "megatron", 2);
-    got = planned_loss(&r, NULL, &plan);
+    got = planned_loss(&r, heuristic_opts(), &plan);
     cr_assert(fabs(got - ref) <= 1e-5 * (1 + fabs(ref)));
     count_calls(plan, LDT_COLL_COUNT, 0, &touches);
     cr_assert_eq(touches, 0, "no collective on the dp mesh dim in the forward");
     cr_assert_eq(count_calls(plan, LDT_COLL_ALL_REDUCE, -1, &touches), 2);
+    exact_no_dearer(&r, plan, ref);
+    ldt_plan_destroy(plan);
+    /* the exact plan moves nothing on the dp dim either */
+    planned_loss(&r, NULL, &plan);
+    count_calls(plan, LDT_COLL_COUNT, 0, &touches);
+    cr_assert_eq(touches, 0, "no collective on the dp mesh dim in the forward (exact plan)");
     ldt_plan_destroy(plan);
     model_close(&r);
 }
@@ -245,12 +272,13 @@ Test(plan_models, megatron_gpt_two_all_reduces_per_block_logits_never_gathered) 
         int touches;
         double ref = eager_loss("gpt", layers), got;
         model_open(&r, "gpt", "tp=4", "megatron", layers);
-        got = planned_loss(&r, NULL, &plan);
+        got = planned_loss(&r, heuristic_opts(), &plan);
         cr_assert(fabs(got - ref) <= 1e-5 * (1 + fabs(ref)), "loss %.9g, one device %.9g", got, ref);
         cr_assert_eq(count_calls(plan, LDT_COLL_ALL_REDUCE, -1, &touches), 2 * layers + 1 + 2);
         cr_assert_eq(count_calls(plan, LDT_COLL_REDUCE_SCATTER, -1, &touches), 2);
         cr_assert_eq(count_calls(plan, LDT_COLL_ALL_GATHER, -1, &touches), 0, "nothing is gathered");
         cr_assert_eq(count_calls(plan, LDT_COLL_COUNT, -1, &touches), 2 * layers + 5);
+        exact_no_dearer(&r, plan, ref);
         ldt_plan_destroy(plan);
         model_close(&r);
     }

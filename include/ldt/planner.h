@@ -376,8 +376,9 @@ LDT_API ldt_status ldt_custom_op_set_strategy(ldt_ctx *ctx, int id, ldt_custom_s
 typedef struct ldt_plan ldt_plan;
 
 typedef enum ldt_plan_search {
-    LDT_PLAN_GLOBAL, /* whole graph: exact on chains and trees, heuristic on DAGs; never worse
-                        than LDT_PLAN_GREEDY (both are priced, the cheaper kept) */
+    LDT_PLAN_GLOBAL, /* whole graph: exact (variable elimination) within the work limit,
+                        else the heuristic, never worse than LDT_PLAN_GREEDY (both priced, the
+                        cheaper kept) */
     LDT_PLAN_GREEDY  /* op by op, each op following its inputs, as PyTorch dispatch does */
 } ldt_plan_search;
 
@@ -391,7 +392,15 @@ typedef struct ldt_plan_options {
      * on one rank), so it prefers splitting work to replicating it; 1 leaves it out and
      * prices communication only. */
     int no_compute_cost;
+    /* Work limit of the exact search (docs/planner.md): table entries its variable
+     * elimination may make, a count, never a time, so every rank and run plans alike. Past
+     * it the heuristic search plans and ldt_plan_method says "heuristic", with ldt_plan_gap
+     * bounding how far from the optimum it may be. 0: the default (LDT_PLAN_LIMIT_DEFAULT);
+     * negative: no exact search. */
+    int64_t plan_limit;
 } ldt_plan_options;
+
+#define LDT_PLAN_LIMIT_DEFAULT 5000000
 
 typedef struct ldt_plan_totals {
     int64_t collectives;         /* per rank, the maximum over ranks */
@@ -418,6 +427,53 @@ LDT_API double ldt_plan_cost(const ldt_plan *p);
 LDT_API double ldt_plan_greedy_cost(const ldt_plan *p);
 /* Wall time of ldt_plan_create (strategies, search, pricing; not lowering). */
 LDT_API double ldt_plan_seconds(const ldt_plan *p);
+/* How the strategies were chosen: "exact" (proven optimal under the cost model),
+ * "exact-tied" (optimal with repeated layers sharing strategies), "heuristic" (the exact
+ * search ran past its work limit, or the greedy search was asked for); with
+ * ldt_plan_create_fixed, "exact" is optimal among the plans that keep the fixed choices; NULL
+ * p: "". */
+LDT_API const char *ldt_plan_method(const ldt_plan *p);
+/* The proven relative gap (cost - lower bound) / cost: 0 when exact (or the cost is 0), at
+ * most 1 otherwise. */
+LDT_API double ldt_plan_gap(const ldt_plan *p);
+/* 1 when repeated layers were tied (shared variables), else 0. */
+LDT_API int ldt_plan_tied(const ldt_plan *p);
+
+/* ---------------------------------------------------------------------------------------
+ * Strategy probes: check a plan against an independent search. Node i is ldt_trace_node(ctx,
+ * i) of the planned trace; strategy s of a node is an index below ldt_plan_strategy_count, in
+ * the planner's fixed enumeration order (0: all-Replicate, or a pinned leaf's pin). A refused
+ * probe (node or strategy out of range, a choice array of the wrong length, an assignment
+ * whose moves have no redistribution) returns an error with a message and changes nothing;
+ * the plan stays usable.
+ */
+/* The number of strategies node `node` can take (1 for a bypassed node). */
+LDT_API ldt_status ldt_plan_strategy_count(const ldt_plan *p, int64_t node, int *out);
+/* The placements of strategy s of node: its output (k = -1) or what it needs input k to be;
+ * cap >= the mesh's dims. */
+LDT_API ldt_status ldt_plan_strategy_placements(const ldt_plan *p, int64_t node, int s, int k,
+                                                ldt_placement *out, int cap);
+/* A printable strategy: "out S(0),R <- in R,S(1) | S(0),R" (cap bytes, NUL-terminated). */
+LDT_API ldt_status ldt_plan_strategy_describe(const ldt_plan *p, int64_t node, int s, char *buf,
+                                              size_t cap);
+/* The seconds strategy s of node costs of its own (its compute and the collectives its
+ * lowering issues; 0 for leaves), as the search weighs them. */
+LDT_API ldt_status ldt_plan_strategy_seconds(const ldt_plan *p, int64_t node, int s, double *out);
+/* The price of moving input k of node from what its producer's strategy `from_s` gives to
+ * what node's strategy s needs (0 when they are equal): the plan's one price. */
+LDT_API ldt_status ldt_plan_move_seconds(ldt_plan *p, int64_t node, int k, int from_s, int s,
+                                         double *out);
+/* The chosen strategy of every node into out[0..n), n = ldt_trace_nodes. */
+LDT_API ldt_status ldt_plan_choice(const ldt_plan *p, int32_t *out, int64_t n);
+/* The cost of a full assignment choice[0..n) under the planner's prices: each non-leaf node's
+ * own seconds plus, per value, each distinct placement list its consumers need that differs
+ * from what it is (one move per list): what ldt_plan_cost reports for the chosen one. */
+LDT_API ldt_status ldt_plan_price(ldt_plan *p, const int32_t *choice, int64_t n, double *out);
+/* Plans ctx with fixed[i] >= 0 forcing node i's strategy and -1 leaving it to the search
+ * (n = ldt_trace_nodes); refused like ldt_plan_create, and when a fixed index is out of range
+ * or the fixed strategies need a move that no redistribution makes. */
+LDT_API ldt_status ldt_plan_create_fixed(ldt_ctx *ctx, const ldt_plan_options *opts,
+                                         const int32_t *fixed, int64_t n, ldt_plan **out);
 /* Parameter memory under the chosen placements (works on a meta mesh): the parameters' global
  * elements and bytes, and the most bytes any rank holds of them (its shards). Gradients take
  * as much again; Adam's two f32 states per element take 8 bytes an element of a shard. */

@@ -8,7 +8,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 21
+#define NFLAGS 22
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -18,6 +18,8 @@ static cli_flag *flag_table(void) {
         CLI_PINS_FLAG,
         {"strict", 0, "refuse any redistribution not asked for explicitly", NULL},
         {"greedy", 0, "op-by-op choice (each op follows its inputs) instead of the whole graph", NULL},
+        {"plan-limit", 1, "work limit of the exact search, table entries (default 5000000; "
+                          "past it the heuristic plans)", NULL},
         CLI_PROFILE_FLAG,
         {"json", 0, "one JSON object: nodes, totals, config, memory_per_rank (docs/cli.md)", NULL},
         {"dot", 1, "write the planned graph as Graphviz DOT to FILE (title, legend, local shapes)", NULL},
@@ -283,8 +285,11 @@ int cmd_plan(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt plan --model mlp|gpt [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
-               "                [--profile P] [--json] [--dot FILE] [--program [--rank R]] [--train]\n"
-               "                [--meta] [--dtype f32|bf16] [--memory-budget BYTES]\n\n"
+               "                [--plan-limit N] [--profile P] [--json] [--dot FILE] [--program [--rank R]]
+"
+               "                [--train] [--meta] [--dtype f32|bf16] [--memory-budget BYTES]
+
+"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
                "whole graph under the cost model (pins honoured), and prints every op with its\n"
                "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
@@ -310,6 +315,16 @@ int cmd_plan(int argc, char **argv) {
     pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
     po.strict = cli_has(f, NFLAGS, "strict");
     po.search = cli_has(f, NFLAGS, "greedy") ? LDT_PLAN_GREEDY : LDT_PLAN_GLOBAL;
+    if (cli_has(f, NFLAGS, "plan-limit")) {
+        const char *lim = cli_get(f, NFLAGS, "plan-limit");
+        char *end = NULL;
+        long long v = strtoll(lim, &end, 10);
+        if (!*lim || *end || v < 1) {
+            fprintf(stderr, "ldt plan: --plan-limit '%s': expected a positive count of table entries\n", lim);
+            return 2;
+        }
+        po.plan_limit = (int64_t)v;
+    }
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "4",
                        cli_has(f, NFLAGS, "meta") ? LDT_DEVICE_META : LDT_DEVICE_CPU, &mesh) != LDT_OK)
         return cli_fail("plan");

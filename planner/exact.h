@@ -1,0 +1,22 @@
+/* Internal: the exact strategy choice (planner/exact.c, docs/planner.md "The exact search"). */
+#ifndef LDT_PLANNER_EXACT_H
+#define LDT_PLANNER_EXACT_H
+
+#include "ldt/planner.h"
+
+/* Minimises the plan's cost (each node's own seconds and each producer's distinct moves, the
+ * objective plan.c's price() computes) over every node's strategies, or over fixed[v] alone
+ * where fixed is not NULL and fixed[v] >= 0, by variable elimination. Work past `limit`
+ * (table entries made) stops it: *solved 0, *bound a proven lower bound on the optimum.
+ * Solved: choice[] holds an optimum and *bound its cost. Errors: out of memory only. */
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int32_t *choice,
+                             double *bound, int *solved);
+
+/* The second method (planner/bnb.c): a depth-first branch and bound over the nodes in trace
+ * order, memoised on the frontier, that looks for an assignment of cost at most ub (a plan's
+ * cost, a little above). Visits past `limit` stop it (*solved 0); else choice[] holds an
+ * optimum. Quadratic set-up in the nodes: for small graphs. Errors: out of memory only. */
+ldt_status ldt__search_bnb(ldt_plan *p, const int32_t *fixed, int64_t limit, double ub,
+                           int32_t *choice, int *solved);
+
+#endif
