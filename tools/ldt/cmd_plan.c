@@ -285,11 +285,8 @@ int cmd_plan(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt plan --model mlp|gpt [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
-               "                [--plan-limit N] [--profile P] [--json] [--dot FILE] [--program [--rank R]]
-"
-               "                [--train] [--meta] [--dtype f32|bf16] [--memory-budget BYTES]
-
-"
+               "                [--plan-limit N] [--profile P] [--json] [--dot FILE] [--program [--rank R]]\n"
+               "                [--train] [--meta] [--dtype f32|bf16] [--memory-budget BYTES]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
                "whole graph under the cost model (pins honoured), and prints every op with its\n"
                "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
