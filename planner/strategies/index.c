@@ -109,8 +109,9 @@ static ldt_status m_rows(ldt__lower *L, const ldt__lnode *n, int dim, masked *m,
 }
 
 /* here and safe for the index value idx (local shape s, dtype it). */
-static ldt_status m_index(masked *m, int32_t idx, const ldt_shape *s, ldt_dtype it) {
+static ldt_status m_index(masked *m, int32_t idx, const ldt_shape *s_in, ldt_dtype it) {
     int32_t lo, hi, zero, no, rel, ge, lt;
+    const ldt_shape s_copy = *s_in, *s = &s_copy; /* s_in may be a value the growth below moves */
     m->here = ldt__lower_value(m->L, s, LDT_BOOL, -1);
     m->safe = ldt__lower_value(m->L, s, it, -1);
     rel = ldt__lower_value(m->L, s, it, -1);
@@ -132,7 +133,9 @@ static ldt_status m_index(masked *m, int32_t idx, const ldt_shape *s, ldt_dtype 
  * output a Partial(sum)). */
 static ldt_status lower_gather(ldt__lower *L, const ldt__lnode *n) {
     const ldt_tensor *t = n->t;
-    const ldt__value *iv = &L->p->vals[n->in_val[1]];
+    /* copies: new values move L->p->vals */
+    const ldt__value iv = L->p->vals[n->in_val[1]];
+    const ldt_shape os = L->p->vals[n->out_val].shape;
     int dim = (int)t->attrs->i[0], sharded;
     masked m;
     int32_t g, fz;
@@ -140,8 +143,8 @@ static ldt_status lower_gather(ldt__lower *L, const ldt__lnode *n) {
     if (!sharded)
         return ldt__lower_kernel(L, t->id, t->op, t->attrs, 2, n->in_val, n->out_val, NULL, NULL);
     if (m.n == 0) return ldt__lower_fill(L, t->id, n->out_val, 0); /* no rows here */
-    LDT_CHECK(m_index(&m, n->in_val[1], &iv->shape, (ldt_dtype)iv->dtype));
-    if ((g = ldt__lower_value(L, &L->p->vals[n->out_val].shape, (ldt_dtype)t->dtype, -1)) < 0) M_OOM;
+    LDT_CHECK(m_index(&m, n->in_val[1], &iv.shape, (ldt_dtype)iv.dtype));
+    if ((g = ldt__lower_value(L, &os, (ldt_dtype)t->dtype, -1)) < 0) M_OOM;
     LDT_CHECK(m_const(&m, (ldt_dtype)t->dtype, 0, &fz));
     LDT_CHECK(m_k(&m, LDT_OP_GATHER, dim, 2, (int32_t[]){n->in_val[0], m.safe}, g));
     return m_k(&m, LDT_OP_WHERE, 0, 3, (int32_t[]){m.here, g, fz}, n->out_val);
@@ -152,7 +155,8 @@ static ldt_status lower_gather(ldt__lower *L, const ldt__lnode *n) {
  * row 0). index_add's 1-D index masks src through a view with the index's length at dim. */
 static ldt_status lower_add_at(ldt__lower *L, const ldt__lnode *n) {
     const ldt_tensor *t = n->t;
-    const ldt__value *iv = &L->p->vals[n->in_val[1]], *sv = &L->p->vals[n->in_val[2]];
+    /* copies: new values move L->p->vals */
+    const ldt__value iv = L->p->vals[n->in_val[1]], sv = L->p->vals[n->in_val[2]];
     int dim = (int)t->attrs->i[0], sharded;
     masked m;
     int32_t here = -1, src, fz;
@@ -160,16 +164,16 @@ static ldt_status lower_add_at(ldt__lower *L, const ldt__lnode *n) {
     if (!sharded)
         return ldt__lower_kernel(L, t->id, t->op, t->attrs, 3, n->in_val, n->out_val, NULL, NULL);
     if (m.n == 0) return ldt__lower_fill(L, t->id, n->out_val, 0); /* no rows here: empty */
-    LDT_CHECK(m_index(&m, n->in_val[1], &iv->shape, (ldt_dtype)iv->dtype));
+    LDT_CHECK(m_index(&m, n->in_val[1], &iv.shape, (ldt_dtype)iv.dtype));
     here = m.here;
     if (t->op == LDT_OP_INDEX_ADD) { /* [L] -> [1, .., L at dim, .., 1] */
-        ldt_shape b = {sv->shape.ndim, {0}};
-        for (int d = 0; d < b.ndim; d++) b.dims[d] = d == dim ? iv->shape.dims[0] : 1;
+        ldt_shape b = {sv.shape.ndim, {0}};
+        for (int d = 0; d < b.ndim; d++) b.dims[d] = d == dim ? iv.shape.dims[0] : 1;
         if ((here = ldt__lower_value(L, &b, LDT_BOOL, -1)) < 0) M_OOM;
         LDT_CHECK(m_k(&m, LDT_OP_RESHAPE, 0, 1, &m.here, here));
     }
-    if ((src = ldt__lower_value(L, &sv->shape, (ldt_dtype)sv->dtype, -1)) < 0) M_OOM;
-    LDT_CHECK(m_const(&m, (ldt_dtype)sv->dtype, 0, &fz));
+    if ((src = ldt__lower_value(L, &sv.shape, (ldt_dtype)sv.dtype, -1)) < 0) M_OOM;
+    LDT_CHECK(m_const(&m, (ldt_dtype)sv.dtype, 0, &fz));
     LDT_CHECK(m_k(&m, LDT_OP_WHERE, 0, 3, (int32_t[]){here, n->in_val[2], fz}, src));
     return m_k(&m, t->op, dim, 3, (int32_t[]){n->in_val[0], m.safe, src}, n->out_val);
 }

@@ -320,7 +320,7 @@ static ldt_status ix_candidates(ix_low *c, int32_t own, ldt_dtype dt, double fil
 /* The op on the candidates: positions, then the global indices there, into the output. */
 static ldt_status ix_final(ix_low *c, int32_t cv, int32_t ci) {
     ldt__attrs a = *c->n->t->attrs;
-    const ldt_shape *os = &c->L->p->vals[c->n->out_val].shape;
+    const ldt_shape osv = c->L->p->vals[c->n->out_val].shape, *os = &osv; /* new values move vals */
     int32_t pos, g, in[2];
     if (c->op == LDT_OP_TOPK_VALUES) return ix_k(c, c->op, &a, 1, &cv, c->n->out_val);
     if ((pos = ix_val(c, &c->piece, LDT_I64)) < 0) IX_OOM;
