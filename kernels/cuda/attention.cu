@@ -25,6 +25,33 @@
 __device__ __forceinline__ float at_exp(float v) { return expf(v); }
 __device__ __forceinline__ double at_exp(double v) { return exp(v); }
 
+// The pieces both kernels share. A row with no visible keys is softmax over nothing: 0.
+template <typename El>
+__device__ __forceinline__ void at_zero_row(typename El::S *o, int64_t Ev, int tid) {
+    for (int64_t e = tid; e < Ev; e += AT_THREADS) o[e] = El::store((typename El::C)0);
+}
+
+// The block's row max from each thread's partial max w[0..AT_THREADS), in thread order, NaN
+// if any is NaN (one thread calls it).
+template <typename T> __device__ __forceinline__ T at_join_max(const T *w) {
+    T M = -INFINITY;
+    for (int t = 0; t < AT_THREADS; t++)
+        if (w[t] > M || isnan(w[t])) {
+            M = w[t];
+            if (isnan(M)) break;
+        }
+    return M;
+}
+
+// Dropout on weight j of row (b, i): 0 when dropped, else the weight times 1/(1-p).
+template <typename T>
+__device__ __forceinline__ T at_dropout(T wj, int64_t b, int64_t i, int64_t j, int64_t Lq,
+                                        int64_t Lk, double p, T kp, uint64_t seed,
+                                        uint64_t offset, const ldt__at_batches &bt, int sharded) {
+    int64_t g = ((sharded ? ldt__at_global_batch(&bt, b) : b) * Lq + i) * Lk;
+    return ldt__rand_bernoulli(seed, offset, g + j, p) ? (T)0 : wj * kp;
+}
+
 // ---- kernels ---------------------------------------------------------------------------
 // q [B, Lq, E], k [B, Lk, E], v [B, Lk, Ev] -> out [B, Lq, Ev]; block-stride over the B * Lq
 // rows. bt (when sharded) gives each local batch its global index for the dropout mask.
@@ -47,7 +74,7 @@ __global__ void k_sdpa(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int64_t Ev,
         const typename El::S *qi = q + row * E, *kb = k + b * Lk * E, *vb = v + b * Lk * Ev;
         typename El::S *o = out + row * Ev;
         if (n == 0) { // no keys: softmax over nothing, the output is 0
-            for (int64_t e = tid; e < Ev; e += AT_THREADS) o[e] = El::store((T)0);
+            at_zero_row<El>(o, Ev, tid);
             continue;
         }
         // pass 1: the row max, NaN if any score is NaN
@@ -61,13 +88,7 @@ __global__ void k_sdpa(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int64_t Ev,
         w[tid] = m;
         __syncthreads();
         if (tid == 0) {
-            T M = -INFINITY;
-            for (int t = 0; t < AT_THREADS; t++)
-                if (w[t] > M || isnan(w[t])) {
-                    M = w[t];
-                    if (isnan(M)) break;
-                }
-            mx = M;
+            mx = at_join_max(w);
             sum = 0.0;
         }
         __syncthreads();
@@ -98,10 +119,8 @@ __global__ void k_sdpa(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int64_t Ev,
                     T a = 0;
                     for (int64_t e = 0; e < E; e++) a += El::load(qi[e]) * El::load(kb[j * E + e]);
                     T wj = (T)((double)at_exp(a * sc - M) / S);
-                    if (p > 0.0) {
-                        int64_t g = ((sharded ? ldt__at_global_batch(&bt, b) : b) * Lq + i) * Lk;
-                        wj = ldt__rand_bernoulli(seed, offset, g + j, p) ? (T)0 : wj * kp;
-                    }
+                    if (p > 0.0)
+                        wj = at_dropout(wj, b, i, j, Lq, Lk, p, kp, seed, offset, bt, sharded);
                     w[tid] = wj;
                 }
                 __syncthreads();
@@ -143,7 +162,7 @@ __global__ void k_sdpa_cached(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int6
         const typename El::S *qi = q + row * E, *kb = k + b * Lk * E, *vb = v + b * Lk * Ev;
         typename El::S *o = out + row * Ev;
         if (n == 0) {
-            for (int64_t e = tid; e < Ev; e += AT_THREADS) o[e] = El::store((T)0);
+            at_zero_row<El>(o, Ev, tid);
             continue;
         }
         for (int64_t e = tid; e < E; e += AT_THREADS) qs[e] = El::load(qi[e]);
@@ -158,15 +177,7 @@ __global__ void k_sdpa_cached(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int6
         }
         w[tid] = m;
         __syncthreads();
-        if (tid == 0) {
-            T M = -INFINITY;
-            for (int t = 0; t < AT_THREADS; t++)
-                if (w[t] > M || isnan(w[t])) {
-                    M = w[t];
-                    if (isnan(M)) break;
-                }
-            mx = M;
-        }
+        if (tid == 0) mx = at_join_max(w);
         __syncthreads();
         const T M = mx;
         for (int64_t j = tid; j < n; j += AT_THREADS) sj[j] = at_exp(sj[j] - M);
@@ -180,10 +191,7 @@ __global__ void k_sdpa_cached(int64_t B, int64_t Lq, int64_t Lk, int64_t E, int6
         const double S = sum;
         for (int64_t j = tid; j < n; j += AT_THREADS) {
             T wj = (T)((double)sj[j] / S);
-            if (p > 0.0) {
-                int64_t g = ((sharded ? ldt__at_global_batch(&bt, b) : b) * Lq + i) * Lk;
-                wj = ldt__rand_bernoulli(seed, offset, g + j, p) ? (T)0 : wj * kp;
-            }
+            if (p > 0.0) wj = at_dropout(wj, b, i, j, Lq, Lk, p, kp, seed, offset, bt, sharded);
             sj[j] = wj;
         }
         __syncthreads();

@@ -507,8 +507,64 @@ thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace {
 enum { F_RUN, F_BARRIER, F_DONE };
+// A fiber's saved context. On x86-64 a switch saves the callee-saved registers on the
+// stack it leaves and swaps stack pointers (a few instructions: ucontext's swapcontext makes
+// a sigprocmask system call on every switch, which was most of the emulator's time in kernels
+// with barriers); elsewhere ucontext.
+#if defined(__x86_64__) && !defined(LDT_EMU_UCONTEXT)
+struct emu_ctx {
+    void *sp = nullptr;
+};
+extern "C" void ldt_emu_switch(void **save_sp, void *to_sp);
+asm(".text\n"
+    ".globl ldt_emu_switch\n"
+    ".hidden ldt_emu_switch\n"
+    ".type ldt_emu_switch,@function\n"
+    "ldt_emu_switch:\n"
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size ldt_emu_switch,.-ldt_emu_switch\n");
+// A fresh context that starts fn (which never returns) on the stack [stack, stack + size):
+// six zero registers for the switch to pop, then fn as its return address, then a zero
+// return address for fn, so fn starts with the stack aligned as after a call.
+inline void ctx_make(emu_ctx *c, char *stack, size_t size, void (*fn)(void)) {
+    uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = nullptr;
+    *--sp = (void *)fn;
+    for (int i = 0; i < 6; i++) *--sp = nullptr;
+    c->sp = sp;
+}
+inline void ctx_swap(emu_ctx *from, emu_ctx *to) { ldt_emu_switch(&from->sp, to->sp); }
+#else
+struct emu_ctx {
+    ucontext_t uc;
+};
+inline void ctx_make(emu_ctx *c, char *stack, size_t size, void (*fn)(void)) {
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = nullptr; // fn never returns
+    makecontext(&c->uc, fn, 0);
+}
+inline void ctx_swap(emu_ctx *from, emu_ctx *to) { swapcontext(&from->uc, &to->uc); }
+#endif
+
 struct fiber {
-    ucontext_t ctx;
+    emu_ctx ctx;
     char *stack = nullptr;
     int state = F_DONE;
     int barriers = 0;
@@ -524,7 +580,7 @@ struct fiber_pool {
 };
 thread_local fiber_pool pool;
 thread_local std::vector<fiber> *const fibers = &pool.v;
-thread_local ucontext_t sched;
+thread_local emu_ctx sched;
 thread_local fiber *cur;
 thread_local const std::function<void()> *body;
 thread_local bool direct_mode;
@@ -556,11 +612,15 @@ inline void to_sched(void **) {}
 inline void in_fiber(void *) {}
 #endif
 
+// A fiber's first frame: runs the thread to its end, then hands back to the scheduler for
+// good (it is never resumed; the next block makes the context afresh).
 void entry(void) {
     in_fiber(nullptr);
     (*body)();
-    cur->state = F_DONE; // returning resumes `sched` (uc_link)
-    to_sched(nullptr);   // this fiber's stack frames end here
+    cur->state = F_DONE;
+    to_sched(nullptr); // this fiber's stack frames end here
+    ctx_swap(&cur->ctx, &sched);
+    abort(); // unreachable: a finished fiber is never resumed
 }
 
 // LDT_EMU_REVERSE=1 runs every grid's blocks, and every block's threads between barriers,
@@ -609,11 +669,7 @@ bool run_block(unsigned nthreads) {
                 f.tid = dim3(x, y, z);
                 f.state = F_RUN;
                 f.barriers = 0;
-                getcontext(&f.ctx);
-                f.ctx.uc_stack.ss_sp = f.stack;
-                f.ctx.uc_stack.ss_size = STACK;
-                f.ctx.uc_link = &sched;
-                makecontext(&f.ctx, entry, 0);
+                ctx_make(&f.ctx, f.stack, STACK, entry);
             }
     for (;;) { // run every thread to the next barrier or to its end, then release the barrier
         bool waiting = false;
@@ -625,7 +681,7 @@ bool run_block(unsigned nthreads) {
             threadIdx = f.tid;
             void *save = nullptr;
             to_fiber(&save, f);
-            swapcontext(&sched, &f.ctx);
+            ctx_swap(&sched, &f.ctx);
             in_sched(save);
             if (f.state == F_BARRIER) waiting = true;
         }
@@ -655,7 +711,7 @@ void __syncthreads(void) {
     me->barriers++;
     void *save = nullptr;
     to_sched(&save);
-    swapcontext(&me->ctx, &sched);
+    ctx_swap(&me->ctx, &sched);
     in_fiber(save);
 }
 
