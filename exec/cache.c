@@ -10,10 +10,30 @@
 #include "exec/comm.h"
 #include "exec/exec_internal.h"
 
+/* An eager step's strategies: the choice its search made, by the key of the trace it planned. */
+typedef struct choice_entry {
+    unsigned char *key;
+    size_t keylen;
+    uint64_t hash;
+    int64_t n;
+    int32_t *choice;
+} choice_entry;
+
+#define CHOICE_ENTRIES 16 /* the traces an eager loop alternates between, at most */
+
 typedef struct exec_cache {
     ldt_exec *head;
     int64_t hits, misses;
+    choice_entry choices[CHOICE_ENTRIES]; /* the most recent first */
+    int nchoices;
+    int64_t plan_hits, plan_misses;
 } exec_cache;
+
+static void choice_free(choice_entry *c) {
+    free(c->key);
+    free(c->choice);
+    memset(c, 0, sizeof *c);
+}
 
 static void cache_free(void *p) {
     exec_cache *c = p;
@@ -23,7 +43,18 @@ static void cache_free(void *p) {
         c->head = e->next;
         ldt__exec_destroy(e);
     }
+    for (int i = 0; i < c->nchoices; i++) choice_free(&c->choices[i]);
     free(c);
+}
+
+static ldt_status cache_of(ldt_ctx *ctx, exec_cache **out) {
+    if (!ctx->exec_cache) {
+        if (!(ctx->exec_cache = calloc(1, sizeof(exec_cache))))
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        ctx->exec_cache_free = cache_free;
+    }
+    *out = ctx->exec_cache;
+    return LDT_OK;
 }
 
 typedef struct kbuf {
@@ -51,11 +82,12 @@ static void put(kbuf *k, const void *v, size_t n) {
 
 static void put_i64(kbuf *k, int64_t v) { put(k, &v, sizeof v); }
 
-static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
-                           const ldt_compile_options *o, kbuf *k) {
+/* What decides a plan of the current trace: its structure (pins included), the passes, the
+ * mesh, the whole cost profile and the plan options. */
+static ldt_status plan_key(ldt_ctx *ctx, const ldt_plan_options *po, kbuf *k) {
     char mesh[1024];
     ldt_cost_model cm;
-    if (o && o->plan.cost) cm = *o->plan.cost;
+    if (po && po->cost) cm = *po->cost;
     else LDT_CHECK(ldt_cost_model_default(NULL, ctx->mesh, &cm, NULL));
     put_i64(k, (int64_t)ldt_trace_hash(ctx));
     put_i64(k, (int64_t)ldt_passes_hash(ctx)); /* registered passes and this trace's bypass marks */
@@ -69,18 +101,29 @@ static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                      "or too long to key", cm.name);
         put(k, prof, (size_t)n + 1);
     }
-    put_i64(k, o ? o->plan.search : 0);
-    put_i64(k, o ? o->plan.strict : 0);
-    put_i64(k, o && (o->trace_path || o->profile) ? 1 : 0);
-    put_i64(k, o ? o->no_fuse : 0);
-    put_i64(k, o ? o->bucket_bytes : 0);
-    put_i64(k, o ? o->overlap : 0);
-    /* the persistent tensors read, in trace order, and the outputs */
+    put_i64(k, po ? po->search : 0);
+    put_i64(k, po ? po->strict : 0);
+    put_i64(k, po ? po->no_compute_cost : 0);
+    put_i64(k, po ? po->plan_limit : 0);
+    /* the persistent tensors read, in trace order */
     for (int64_t v = 0; v < ctx->nnodes; v++)
         if (ctx->nodes[v]->kind == LDT__PERSISTENT) {
             put_i64(k, v);
             put_i64(k, (int64_t)(uintptr_t)ctx->nodes[v]);
         }
+    put_i64(k, ctx->nnodes);
+    if (k->oom) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    return LDT_OK;
+}
+
+static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
+                           const ldt_compile_options *o, kbuf *k) {
+    LDT_CHECK(plan_key(ctx, o ? &o->plan : NULL, k));
+    put_i64(k, o && (o->trace_path || o->profile) ? 1 : 0);
+    put_i64(k, o ? o->no_fuse : 0);
+    put_i64(k, o ? o->bucket_bytes : 0);
+    put_i64(k, o ? o->overlap : 0);
+    /* the outputs */
     put_i64(k, nout);
     for (int i = 0; i < nout; i++) put_i64(k, outputs[i]->id);
     /* the tensors the step writes, and with what */
@@ -95,7 +138,7 @@ static ldt_status make_key(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
 
 ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                        const ldt_compile_options *o, ldt_exec **out) {
-    exec_cache *c;
+    exec_cache *c = NULL;
     kbuf k = {0};
     uint64_t h;
     ldt_exec *e;
@@ -119,12 +162,7 @@ ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
             outputs[i]->gen != ctx->gen)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                      "compile: output %d is not a result of this context's current trace", i);
-    if (!ctx->exec_cache) {
-        if (!(ctx->exec_cache = calloc(1, sizeof(exec_cache))))
-            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-        ctx->exec_cache_free = cache_free;
-    }
-    c = ctx->exec_cache;
+    LDT_CHECK(cache_of(ctx, &c));
     if ((st = make_key(ctx, outputs, nout, o, &k)) != LDT_OK) {
         free(k.b);
         return st;
@@ -149,6 +187,60 @@ ldt_status ldt_compile(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     }
     ldt_trace_discard(ctx); /* the replay runs the step */
     *out = e;
+    return LDT_OK;
+}
+
+ldt_status ldt__plan_create_cached(ldt_ctx *ctx, const ldt_plan_options *po, ldt_plan **out) {
+    exec_cache *c = NULL;
+    kbuf k = {0};
+    uint64_t h;
+    int i;
+    ldt_status st;
+    if (!ctx || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan: ctx and out must not be NULL");
+    if (ctx->status != LDT_OK || ldt_mesh_device(ctx->mesh) == LDT_DEVICE_META)
+        return ldt_plan_create(ctx, po, out); /* refusals as ldt_plan_create words them */
+    LDT_CHECK(cache_of(ctx, &c));
+    if ((st = plan_key(ctx, po, &k)) != LDT_OK) {
+        free(k.b);
+        return st;
+    }
+    h = XXH3_64bits(k.b, k.n);
+    for (i = 0; i < c->nchoices; i++)
+        if (c->choices[i].hash == h && c->choices[i].keylen == k.n &&
+            memcmp(c->choices[i].key, k.b, k.n) == 0 && c->choices[i].n == ctx->nnodes)
+            break;
+    if (i < c->nchoices) {
+        choice_entry hit = c->choices[i];
+        free(k.b);
+        c->plan_hits++;
+        memmove(&c->choices[1], &c->choices[0], (size_t)i * sizeof *c->choices); /* to the front */
+        c->choices[0] = hit;
+        return ldt_plan_create_fixed(ctx, po, hit.choice, hit.n, out);
+    }
+    c->plan_misses++;
+    if ((st = ldt_plan_create(ctx, po, out)) != LDT_OK) {
+        free(k.b);
+        return st;
+    }
+    { /* remember the choice (nothing is lost if there is no memory for it) */
+        choice_entry e = {k.b, k.n, h, ctx->nnodes, malloc((size_t)(ctx->nnodes ? ctx->nnodes : 1) * sizeof(int32_t))};
+        if (!e.choice || ldt_plan_choice(*out, e.choice, e.n) != LDT_OK) {
+            ldt_clear_error();
+            choice_free(&e);
+            return LDT_OK;
+        }
+        if (c->nchoices == CHOICE_ENTRIES) choice_free(&c->choices[--c->nchoices]);
+        memmove(&c->choices[1], &c->choices[0], (size_t)c->nchoices * sizeof *c->choices);
+        c->choices[0] = e;
+        c->nchoices++;
+    }
+    return LDT_OK;
+}
+
+ldt_status ldt__plan_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses) {
+    const exec_cache *c = ctx ? ctx->exec_cache : NULL;
+    *hits = c ? c->plan_hits : 0;
+    *misses = c ? c->plan_misses : 0;
     return LDT_OK;
 }
 

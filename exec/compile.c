@@ -236,7 +236,8 @@ static ldt_status schedule_all(ldt_exec *e, const ldt_compile_options *o) {
  * parameter is loaded in. Where the plan chose another (say, an update on dp shards), the
  * assigned value is redistributed to the parameter's placement inside the step (the gather
  * ZeRO does) and the step planned again with the parameters held where they were. */
-ldt_status ldt__assign_in_param_placement(ldt_ctx *ctx, const ldt_plan_options *po, ldt_plan **plan) {
+ldt_status ldt__assign_in_param_placement(ldt_ctx *ctx, const ldt_plan_options *po, ldt_plan **plan,
+                                          int cached) {
     ldt_placement *saved = NULL;
     ldt_tensor **pinned = NULL;
     int npinned = 0, nd = ldt_mesh_ndim(ctx->mesh);
@@ -274,7 +275,7 @@ ldt_status ldt__assign_in_param_placement(ldt_ctx *ctx, const ldt_plan_options *
     if (st == LDT_OK && npinned) {
         ldt_plan_destroy(*plan);
         *plan = NULL;
-        st = ldt_plan_create(ctx, po, plan);
+        st = cached ? ldt__plan_create_cached(ctx, po, plan) : ldt_plan_create(ctx, po, plan);
     }
     for (int i = 0; i < npinned; i++) {
         if (saved[(size_t)i * LDT_MAX_DIMS].kind == 0xff) pinned[i]->pin = NULL;
@@ -337,7 +338,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
         }
     }
     LDT_CHECK_GOTO(ldt_plan_create(ctx, o ? &o->plan : NULL, &plan));
-    LDT_CHECK_GOTO(ldt__assign_in_param_placement(ctx, o ? &o->plan : NULL, &plan));
+    LDT_CHECK_GOTO(ldt__assign_in_param_placement(ctx, o ? &o->plan : NULL, &plan, 0));
     e->plan_cost = ldt_plan_cost(plan);
     /* outputs, then the values assigned to persistent tensors (ldt_assign, ldt_keep): their
      * shape, dtype and chosen placements, and shards to gather into */

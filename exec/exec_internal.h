@@ -189,7 +189,14 @@ struct ldt_exec {
 /* Where a plan assigns a parameter in another placement than it loads it in, the assigned
  * value is redistributed to the load placement and the step planned again with the parameter
  * pinned there (compile and eager runs alike, so both do the same arithmetic). */
-ldt_status ldt__assign_in_param_placement(ldt_ctx *ctx, const ldt_plan_options *po, ldt_plan **plan);
+ldt_status ldt__assign_in_param_placement(ldt_ctx *ctx, const ldt_plan_options *po, ldt_plan **plan,
+                                          int cached);
+/* ldt_plan_create for the eager path (exec/cache.c): a trace planned before on this context
+ * (same structure, pins, passes, mesh, profile, options and persistent tensors) takes the
+ * strategies its search chose then, by ldt_plan_create_fixed, instead of searching again. */
+ldt_status ldt__plan_create_cached(ldt_ctx *ctx, const ldt_plan_options *po, ldt_plan **out);
+/* The eager plan cache's hits and misses. */
+ldt_status ldt__plan_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *misses);
 /* exec/compile.c */
 ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, ldt_exec **out);

@@ -286,10 +286,12 @@ ldt_status ldt_run_eager(ldt_ctx *ctx, const ldt_plan_options *opts, int nout,
         d[nout + i] = k->data;
         nb[nout + i] = ldt__nbytes(k);
     }
-    st = ldt_plan_create(ctx, opts, &plan);
+    /* a step traced again alike takes the strategies found for it before: the same plan,
+     * without the search */
+    st = ldt__plan_create_cached(ctx, opts, &plan);
     /* the plan a compile of this step makes (parameters assigned where they are loaded), so
      * eager and replayed steps do the same arithmetic, bit for bit */
-    if (st == LDT_OK) st = ldt__assign_in_param_placement(ctx, opts, &plan);
+    if (st == LDT_OK) st = ldt__assign_in_param_placement(ctx, opts, &plan, 1);
     for (int64_t i = 0; st == LDT_OK && i < ctx->nkeeps; i++) o[nout + i] = LDT__P(ctx->keeps[i])->source;
     if (st == LDT_OK) st = ldt_plan_run(plan, n, o, d, nb);
     if (st == LDT_OK) {

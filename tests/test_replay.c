@@ -89,6 +89,16 @@ static void check_replays_with(const char *kind, const char *mesh, const char *p
         sm_inputs(&one, k);
         cr_assert_eq(ldt_read(ldt_model_forward(one.m), &one_dev[k], sizeof(float)), LDT_OK);
     }
+    { /* the eager steps after the first reuse its strategies (exec/cache.c); the replays
+       * below, planned afresh by the search, check that the reused plan is the same, bit for
+       * bit */
+        int64_t hits, misses;
+        cr_assert_eq(ldt__plan_cache_stats(eg.ctx, &hits, &misses), LDT_OK);
+        cr_assert_eq(misses, 1, "%s on %s: %lld eager plan misses", kind, mesh ? mesh : "1",
+                     (long long)misses);
+        cr_assert_eq(hits, STEPS - 1, "%s on %s: %lld eager plan hits in %d steps", kind,
+                     mesh ? mesh : "1", (long long)hits, STEPS);
+    }
     {
         ldt_tensor *loss = ldt_model_forward(rp.m);
         o.no_fuse = no_fuse;
