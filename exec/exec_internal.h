@@ -61,7 +61,8 @@ struct binstr {
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer; BUCKET:
                        its packed side (reduce_scatter's input, all_gather's output) */
     int64_t *zb;    /* BUCKET: per group member q its count, then per member j and q the
-                       piece's offset and count (made at its first replay, with its group) */
+                       piece's offset, count, run length and run stride (exec/bind.c; made at
+                       its first replay, with its group) */
     ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
     ldt__kernel_fn gfn;  /* grouped collective: the call inside the group */
     uint64_t done_gen;   /* async collective: the replay it last finished (under the queue lock) */

@@ -29,44 +29,50 @@ static int single_all_reduce(const ldt__instr *x, ldt_redist_step *s) {
 }
 
 /* ZeRO buckets (pass 4): where rank `q`'s piece of a single-step reduce_scatter's input (or
- * all_gather's output) lies in this rank's whole local buffer, as one run: *off and *cnt in
- * elements. 0 when it is not one run (then the collective is not bucketed). */
-int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, int64_t *off, int64_t *cnt) {
+ * all_gather's output) lies in this rank's whole local buffer: *nrun runs of *run elements,
+ * *stride apart, the first at *off (elements; *cnt = *nrun * *run in all). A piece split on
+ * the leading dim is one run; one split on a later dim (a [H, 3H] weight's columns) is one
+ * run per row of the dims before it. 0 when it is no such block (then the collective is not
+ * bucketed). */
+int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, ldt__bucket_piece *pc) {
     const ldt__rstep *s = &pl->steps[0];
     int rs = s->pub.collective == LDT_COLL_REDUCE_SCATTER;
     ldt_region X, Y;
-    int64_t stride = 1, o = 0;
+    int64_t inner = 1, outer = 1;
     int d0 = -1;
     if (ldt_layout(rs ? &s->before : &s->after, me, &X) != LDT_OK ||
         ldt_layout(rs ? &s->after : &s->before, q, &Y) != LDT_OK)
         return 0;
-    *off = 0;
-    *cnt = Y.numel;
+    pc->off = 0;
+    pc->cnt = Y.numel;
+    pc->nrun = 1;
+    pc->run = pc->stride = Y.numel;
     if (Y.numel == 0) return 1;
     if (X.nslices != 1 || Y.nslices != 1 || X.ndim != Y.ndim) return 0;
-    /* one run: dims before the first that differs are 1 in Y, those after it whole */
+    /* a block: the dims before the first that differs and those after it whole */
     for (int d = 0; d < X.ndim; d++) {
         if (Y.offset[d] < X.offset[d] || Y.offset[d] + Y.local_shape.dims[d] > X.offset[d] + X.local_shape.dims[d])
             return 0;
         if (d0 < 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) d0 = d;
         else if (d0 >= 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) return 0;
     }
-    for (int d = 0; d < d0; d++)
-        if (Y.local_shape.dims[d] != 1) return 0;
-    for (int d = X.ndim - 1; d >= 0; d--) {
-        o += (Y.offset[d] - X.offset[d]) * stride;
-        stride *= X.local_shape.dims[d];
-    }
-    *off = o;
+    if (d0 < 0) return 1; /* the whole buffer */
+    for (int d = 0; d < d0; d++) outer *= X.local_shape.dims[d];
+    for (int d = d0 + 1; d < X.ndim; d++) inner *= X.local_shape.dims[d];
+    pc->off = (Y.offset[d0] - X.offset[d0]) * inner;
+    pc->nrun = outer;
+    pc->run = Y.local_shape.dims[d0] * inner;
+    pc->stride = X.local_shape.dims[d0] * inner;
     return 1;
 }
 
 /* A redistribution that ZeRO bucketing takes: one reduce_scatter or all_gather step within
- * the mesh, each piece of it one run on every rank of this rank's group. */
+ * the mesh, each piece of it one block on every rank of this rank's group (ldt__bucket_chunk). */
 static int zero_member(const ldt__program *p, const ldt__instr *x) {
     ldt_redist_step s;
     const ldt_mesh *m;
-    int64_t me[LDT_MAX_DIMS], c[LDT_MAX_DIMS], off, cnt;
+    int64_t me[LDT_MAX_DIMS], c[LDT_MAX_DIMS];
+    ldt__bucket_piece pc;
     if (x->kind != LDT__I_REDIST || x->async || x->nin != 1 || x->plan->cross || ldt_redist_plan_nsteps(x->plan) != 1)
         return 0;
     ldt_redist_plan_step(x->plan, 0, &s);
@@ -83,7 +89,7 @@ static int zero_member(const ldt__program *p, const ldt__instr *x) {
     for (int k = 0; k < s.ndims; k++) c[s.dims[k]] = 0;
     for (;;) { /* every member of this rank's group: its coordinates over the step's dims */
         int q, k;
-        if (ldt_mesh_rank_of(m, c, &q) != LDT_OK || !ldt__bucket_chunk(x->plan, p->rank, q, &off, &cnt)) return 0;
+        if (ldt_mesh_rank_of(m, c, &q) != LDT_OK || !ldt__bucket_chunk(x->plan, p->rank, q, &pc)) return 0;
         for (k = 0; k < s.ndims && ++c[s.dims[k]] == ldt_mesh_dim_size(m, s.dims[k]); k++) c[s.dims[k]] = 0;
         if (k == s.ndims) return 1;
     }

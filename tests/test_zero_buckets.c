@@ -186,3 +186,65 @@ static void check_mesh(const char *mesh) {
 Test(zero_buckets, dp4) { check_mesh("dp=4"); }
 
 Test(zero_buckets, dp2_tp2) { check_mesh("dp=2,tp=2"); }
+
+/* Buckets whose pieces are blocks of runs (ldt__bucket_chunk): values split on dim 1 (each
+ * rank's piece of a [6, 8] value is 6 runs of 2), gathered to Replicate and reduce_scattered
+ * from Partial(sum) sums, each kind one call fused, every element as the host computes it
+ * (integer values: the sums are exact) on every replay. */
+Test(zero_buckets, blocks_of_runs) {
+    enum { K = 3, R = 6, C = 8 };
+    for (int fused = 0; fused < 2; fused++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_ctx_options co = {0};
+        ldt_compile_options copt = {0};
+        ldt_exec *ex;
+        ldt_exec_stats es;
+        ldt_placement s0 = ldt_shard(0), s1 = ldt_shard(1), rep = ldt_replicate(), part = ldt_partial(LDT_REDUCE_SUM);
+        ldt_tensor *outs[2 * K];
+        double src[K][4 * R * C], got[R * C];
+        cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
+        co.mesh = mesh;
+        cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+        for (int k = 0; k < K; k++) {
+            char name[16];
+            ldt_tensor *x, *a, *y, *s;
+            for (int i = 0; i < 4 * R * C; i++) src[k][i] = (double)((i * 7 + k * 5) % 19) - 9;
+            snprintf(name, sizeof name, "x%d", k);
+            x = ldt_param(ctx, name, &(ldt_shape){2, {R, C}}, LDT_F64);
+            cr_assert_eq(ldt_param_set(x, src[k], R * C * 8), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_pin(x, &s1, 1), LDT_OK);
+            y = ldt_mul_scalar(x, 1.0); /* made in the arena, split on dim 1 */
+            cr_assert_eq(ldt_pin(y, &s1, 1), LDT_OK);
+            outs[k] = ldt_redistribute_to(y, &rep, 1); /* an all_gather of blocks */
+            snprintf(name, sizeof name, "a%d", k);
+            a = ldt_param(ctx, name, &(ldt_shape){3, {4, R, C}}, LDT_F64);
+            cr_assert_eq(ldt_param_set(a, src[k], 4 * R * C * 8), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_pin(a, &s0, 1), LDT_OK);
+            s = ldt_sum(a, (int[]){0}, 1, 0); /* a Partial(sum) of each rank's slice */
+            cr_assert_eq(ldt_pin(s, &part, 1), LDT_OK);
+            outs[K + k] = ldt_redistribute_to(s, &s1, 1); /* a reduce_scatter to blocks */
+        }
+        copt.no_fuse = !fused;
+        cr_assert_eq(ldt_compile(ctx, outs, 2 * K, &copt, &ex), LDT_OK, "%s", ldt_last_error());
+        for (int rp = 0; rp < 2; rp++) {
+            cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+            for (int o = 0; o < 2 * K; o++) {
+                int k = o % K;
+                cr_assert_eq(ldt_exec_read(ex, o, got, sizeof got), LDT_OK, "%s", ldt_last_error());
+                for (int i = 0; i < R * C; i++) {
+                    double want = o < K ? src[k][i] : src[k][i] + src[k][R * C + i] + src[k][2 * R * C + i] +
+                                                          src[k][3 * R * C + i];
+                    cr_assert_eq(got[i], want, "fused %d, replay %d, output %d [%d]: %g, expected %g", fused, rp, o,
+                                 i, got[i], want);
+                }
+            }
+        }
+        cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
+        cr_assert_eq(es.collectives_unfused, 2 * K, "a gather and a reduce_scatter per value unfused");
+        cr_assert_eq(es.collectives, fused ? 2 : 2 * K, "fused %d: %lld calls", fused, (long long)es.collectives);
+        cr_assert_eq(es.fuse_agreed, fused);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+}
