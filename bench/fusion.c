@@ -16,10 +16,19 @@
  *     4 rank threads: `collective_calls` and `step_seconds` (+ `_cpu`), params
  *     graph=gradient_sync, all_reduces, fused. */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "bench_util.h"
 #include "ldt/ldt.h"
+
+/* When gradient g is ready: its node, or where it is a mean loss's gradient divided by the
+ * count after its reduction (div(u, count), docs/autodiff.md) the node of u. */
+static int64_t ready_node(const ldt_tensor *g) {
+    if (strcmp(ldt_tensor_op(g), "div") == 0 && ldt_tensor_ninputs(g) == 2)
+        return ldt_tensor_node(ldt_tensor_input(g, 0));
+    return ldt_tensor_node(g);
+}
 
 /* CPU seconds of the whole process (every thread). */
 static double cpu_now(void) {
@@ -102,7 +111,7 @@ static int step_open(step *s, const char *mesh_text, int fused, int zero, int qu
     for (int i = 0; i < s->np; i++) {
         ldt_placement pl[LDT_MAX_DIMS];
         int pinned = 0;
-        s->order[i] = ldt_tensor_node(g[i]);
+        s->order[i] = ready_node(g[i]);
         s->bytes[i] = shard_bytes(ps[i], s->mesh);
         s->zero[i] = ldt_tensor_pin(ldt_optim_state(s->o, i, 0), pl, LDT_MAX_DIMS, &pinned) == LDT_OK && pinned &&
                      pl[s->dp].kind == LDT_PLACE_SHARD;

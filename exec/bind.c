@@ -433,6 +433,7 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
                     if (!(b->scratch = malloc((size_t)(total ? total : 1))))
                         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
                     rs->e->pack_buckets++;
+                    rs->e->packed_all_reduces++;
                 }
             }
             { /* its arguments checked once, here: the replay's call checks nothing */
