@@ -257,3 +257,51 @@ Test(fusion, gathers_of_a_parameter_and_a_value_are_exact) {
         ldt_mesh_destroy(mesh);
     }
 }
+
+/* A mean loss's gradient is its sum's, divided by the count last (docs/autodiff.md): the same
+ * values as the softmax rule (softmax - one_hot) * valid / count, computed here; with the loss
+ * itself among wrt nothing is deferred, and the values agree. */
+Test(fusion, mean_loss_gradients_divide_by_the_count_last) {
+    enum { N = 6, C = 5 };
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_tensor *z, *t, *loss, *g1[1], *g2[2], *wrt[2];
+    double zd[N * C], a[N * C], b[N * C], one = 0, want;
+    int64_t td[N] = {1, -1, 4, 0, 2, -1};
+    int count = 0;
+    for (int i = 0; i < N * C; i++) zd[i] = (double)((i * 7) % 11) / 4.0 - 1.0;
+    for (int r = 0; r < N; r++) count += td[r] != -1;
+    cr_assert_eq(ldt_mesh_parse("dp=2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    z = ldt_param(ctx, "z", &(ldt_shape){2, {N, C}}, LDT_F64);
+    t = ldt_input(ctx, "t", &(ldt_shape){1, {N}}, LDT_I64);
+    cr_assert_eq(ldt_param_set(z, zd, sizeof zd), LDT_OK);
+    cr_assert_eq(ldt_input_bind(t, td, sizeof td), LDT_OK);
+    cr_assert(loss = ldt_cross_entropy(z, t, -1), "%s", ldt_last_error());
+    cr_assert_eq(ldt_grad(loss, &z, 1, g1), LDT_OK, "%s", ldt_last_error());
+    cr_assert_str_eq(ldt_tensor_op(g1[0]), "div", "the sum's gradient divided by the count");
+    wrt[0] = z, wrt[1] = loss;
+    cr_assert_eq(ldt_grad(loss, wrt, 2, g2), LDT_OK, "%s", ldt_last_error());
+    {
+        ldt_tensor *outs[3] = {g1[0], g2[0], g2[1]};
+        void *dst[3] = {a, b, &one};
+        int64_t nb[3] = {sizeof a, sizeof b, sizeof one};
+        cr_assert_eq(ldt_run_eager(ctx, NULL, 3, outs, dst, nb), LDT_OK, "%s", ldt_last_error());
+    }
+    cr_assert_eq(one, 1.0);
+    for (int r = 0; r < N; r++) {
+        double m = zd[r * C], s = 0;
+        for (int c = 1; c < C; c++) m = fmax(m, zd[r * C + c]);
+        for (int c = 0; c < C; c++) s += exp(zd[r * C + c] - m);
+        for (int c = 0; c < C; c++) {
+            want = td[r] == -1 ? 0 : (exp(zd[r * C + c] - m) / s - (c == td[r])) / count;
+            cr_assert_leq(fabs(a[r * C + c] - want), 1e-15, "[%d,%d]: %.17g, expected %.17g", r, c, a[r * C + c], want);
+            cr_assert_leq(fabs(b[r * C + c] - want), 1e-15, "[%d,%d] (loss in wrt): %.17g, expected %.17g", r, c,
+                          b[r * C + c], want);
+        }
+    }
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
