@@ -12,6 +12,9 @@
  *     gradients are reduce_scattered and their parameters all_gathered after the update, and
  *     `dp_buckets` counts the reduce_scatter, all_gather and all_reduce buckets the cap
  *     implies (gradients in the order the backward makes them, parameters in update order).
+ *     `pack_buckets`: fused calls per step that copy through a staging buffer (every
+ *     reduce_scatter and all_gather bucket stages one side); `packed_all_reduces`: of them,
+ *     all_reduce buckets not placed back to back (0: zero-copy), params mesh, zero.
  *  2. The gradient-sync pattern (k Partial results, each all-reduced, then used together) on
  *     4 rank threads: `collective_calls` and `step_seconds` (+ `_cpu`), params
  *     graph=gradient_sync, all_reduces, fused. */
@@ -195,6 +198,9 @@ static int bench_gpt(const bench_opts *o, bench_results *out) {
                 bench_param_str(out, idx, "mesh", meshes[mi]);
                 bench_param_str(out, idx, "zero", zs);
                 idx = bench_add(out, "pack_buckets", (double)es.pack_buckets, "buckets");
+                bench_param_str(out, idx, "mesh", meshes[mi]);
+                bench_param_str(out, idx, "zero", zs);
+                idx = bench_add(out, "packed_all_reduces", (double)es.packed_all_reduces, "buckets");
                 bench_param_str(out, idx, "mesh", meshes[mi]);
                 bench_param_str(out, idx, "zero", zs);
             }
