@@ -137,42 +137,46 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
  * memory-plan group, placed back to back in member order, so the call reads or writes it in
  * place; the side made of every rank's pieces of each member (the reduce_scatter's input, the
  * all_gather's output) needs them side by side by rank, which the members' own buffers are
- * not: it is packed (or unpacked) through the staging buffer. The layout is worked out at the
- * first replay, when the group is made: b->zb holds the count per group member q, then per
- * member j and q its piece's offset and count in the member's whole buffer, then 1 where the
- * own side is back to back. */
+ * not: it is packed (or unpacked) through the staging buffer, each piece a block of runs
+ * (ldt__bucket_chunk: one run for a leading-dim split, one per row for a later dim's). The
+ * layout is worked out at the first replay, when the group is made: b->zb holds the count per
+ * group member q, then per member j and q its piece (ZP entries: offset and count in the
+ * member's whole buffer, run length, run stride), then 1 where the own side is back to back. */
+#define ZP 4
 static ldt_status bucket_layout(binstr *b, const ldt__instr *x, ldt_comm *g) {
     rank_state *rs = b->rs;
     const ldt__program *p = rs->prog;
     int n = ldt_comm_size(g), k = x->nin, rsc = x->coll == LDT_COLL_REDUCE_SCATTER, me = ldt_comm_rank(g);
     size_t es = ldt__dtype_size((ldt_dtype)p->vals[x->out].dtype);
-    int64_t *z = calloc((size_t)(n + 2 * (int64_t)k * n + 1), sizeof *z), total = 0, own = 0;
+    int64_t *z = calloc((size_t)(n + ZP * (int64_t)k * n + 1), sizeof *z), total = 0, own = 0;
     const char *at;
     if (!z) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "replay: out of memory for a bucket of %d", k);
     for (int j = 0; j < k; j++)
         for (int q = 0; q < n; q++) {
-            int64_t *pc = z + n + 2 * ((int64_t)j * n + q);
-            if (!ldt__bucket_chunk(p->bplans[x->bplan + j], rs->rank, ldt_comm_world_rank(g, q), &pc[0], &pc[1])) {
+            int64_t *pc = z + n + ZP * ((int64_t)j * n + q);
+            ldt__bucket_piece bp;
+            if (!ldt__bucket_chunk(p->bplans[x->bplan + j], rs->rank, ldt_comm_world_rank(g, q), &bp)) {
                 free(z);
-                LDT_FAIL(LDT_ERR_INTERNAL, "replay: rank %d, instruction %lld: bucket member %d is not one run "
+                LDT_FAIL(LDT_ERR_INTERNAL, "replay: rank %d, instruction %lld: bucket member %d is not one block "
                          "for group member %d", rs->rank, (long long)b->idx, j, q);
             }
+            pc[0] = bp.off, pc[1] = bp.cnt, pc[2] = bp.run, pc[3] = bp.stride;
             z[q] += pc[1];
             total += pc[1];
         }
     /* the own side: member j's value holds exactly its piece for this rank, back to back */
     at = rs->val[p->ops[x->in + (rsc ? k : 0)]];
-    z[n + 2 * (int64_t)k * n] = 1;
+    z[n + ZP * (int64_t)k * n] = 1;
     for (int j = 0; j < k; j++) {
         int32_t v = p->ops[x->in + (rsc ? k : 0) + j];
-        int64_t piece = z[n + 2 * ((int64_t)j * n + me) + 1];
+        int64_t piece = z[n + ZP * ((int64_t)j * n + me) + 1];
         if (ldt__value_bytes(&p->vals[v]) != piece * (int64_t)es) {
             free(z);
             LDT_FAIL(LDT_ERR_INTERNAL, "replay: rank %d, instruction %lld: bucket member %d holds %lld bytes, "
                      "its piece %lld", rs->rank, (long long)b->idx, j, (long long)ldt__value_bytes(&p->vals[v]),
                      (long long)(piece * (int64_t)es));
         }
-        if (rs->val[v] != at) z[n + 2 * (int64_t)k * n] = 0;
+        if (rs->val[v] != at) z[n + ZP * (int64_t)k * n] = 0;
         at = (const char *)rs->val[v] + piece * (int64_t)es;
         own += piece;
     }
@@ -182,6 +186,18 @@ static ldt_status bucket_layout(binstr *b, const ldt__instr *x, ldt_comm *g) {
     }
     b->zb = z;
     return LDT_OK;
+}
+
+/* Copies piece pc (ZP entries, above) of a member's whole buffer `whole` to or from the
+ * packed run at `packed` (unpack: packed into whole); es bytes an element. */
+static void piece_copy(char *whole, char *packed, const int64_t *pc, size_t es, int unpack) {
+    int64_t nrun = pc[2] ? pc[1] / pc[2] : 0;
+    size_t rb = (size_t)(pc[2] * (int64_t)es);
+    for (int64_t r = 0; r < nrun; r++) {
+        char *w = whole + (pc[0] + r * pc[3]) * (int64_t)es, *s = packed + r * (int64_t)rb;
+        if (unpack) memcpy(w, s, rb);
+        else memcpy(s, w, rb);
+    }
 }
 
 static ldt_status w_bucket(const ldt__kcall *c) {
@@ -203,21 +219,21 @@ static ldt_status w_bucket(const ldt__kcall *c) {
     for (int q = 0; q < n; q++) total += z[q];
     stage = b->scratch;
     /* the own side in place when back to back, else after the staged side */
-    own = !z[n + 2 * (int64_t)k * n] ? stage + total * (int64_t)es
+    own = !z[n + ZP * (int64_t)k * n] ? stage + total * (int64_t)es
           : rsc                          ? (char *)rs->val[p->ops[x->in + k]]
                                          : (char *)(uintptr_t)c->in[0].data;
     if (rsc) {
         char *at = stage;
         for (int q = 0; q < n; q++) /* by rank, then member: each rank's segment is one run */
             for (int j = 0; j < k; j++) {
-                const int64_t *pc = z + n + 2 * ((int64_t)j * n + q);
-                if (pc[1]) memcpy(at, (const char *)c->in[j].data + pc[0] * (int64_t)es, (size_t)(pc[1] * (int64_t)es));
+                const int64_t *pc = z + n + ZP * ((int64_t)j * n + q);
+                if (pc[1]) piece_copy((char *)(uintptr_t)c->in[j].data, at, pc, es, 0);
                 at += pc[1] * (int64_t)es;
             }
         LDT_CHECK(ldt_reduce_scatter_v(g, stage, own, z, c->out.dtype, (ldt_reduce_op)x->reduce));
         if (own != (char *)rs->val[p->ops[x->in + k]])
             for (int64_t j = 0, off = 0; j < k; j++) {
-                int64_t nb = z[n + 2 * (j * n + me) + 1] * (int64_t)es;
+                int64_t nb = z[n + ZP * (j * n + me) + 1] * (int64_t)es;
                 if (nb) memcpy(rs->val[p->ops[x->in + k + j]], own + off, (size_t)nb);
                 off += nb;
             }
@@ -225,18 +241,17 @@ static ldt_status w_bucket(const ldt__kcall *c) {
     }
     if (own != (char *)c->in[0].data)
         for (int64_t j = 0, off = 0; j < k; j++) {
-            int64_t nb = z[n + 2 * (j * n + me) + 1] * (int64_t)es;
+            int64_t nb = z[n + ZP * (j * n + me) + 1] * (int64_t)es;
             if (nb) memcpy(own + off, c->in[j].data, (size_t)nb);
             off += nb;
         }
     LDT_CHECK(ldt_all_gather_v(g, own, stage, z, c->out.dtype));
     {
-        const char *at = stage;
+        char *at = stage;
         for (int q = 0; q < n; q++)
             for (int j = 0; j < k; j++) {
-                const int64_t *pc = z + n + 2 * ((int64_t)j * n + q);
-                if (pc[1])
-                    memcpy((char *)rs->val[p->ops[x->in + k + j]] + pc[0] * (int64_t)es, at, (size_t)(pc[1] * (int64_t)es));
+                const int64_t *pc = z + n + ZP * ((int64_t)j * n + q);
+                if (pc[1]) piece_copy((char *)rs->val[p->ops[x->in + k + j]], at, pc, es, 1);
                 at += pc[1] * (int64_t)es;
             }
     }
@@ -418,6 +433,7 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
                     if (!(b->scratch = malloc((size_t)(total ? total : 1))))
                         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
                     rs->e->pack_buckets++;
+                    rs->e->packed_all_reduces++;
                 }
             }
             { /* its arguments checked once, here: the replay's call checks nothing */

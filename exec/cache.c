@@ -268,6 +268,7 @@ ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
         out->dim_collectives_unfused[d] = e->dim_collectives_unfused[d];
     }
     out->pack_buckets = e->pack_buckets;
+    out->packed_all_reduces = e->packed_all_reduces;
     out->modeled_step_seconds = e->model_serial;
     out->modeled_overlap_seconds = e->model_overlap;
     out->overlapped_collectives = e->moved_starts;

@@ -61,7 +61,8 @@ struct binstr {
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer; BUCKET:
                        its packed side (reduce_scatter's input, all_gather's output) */
     int64_t *zb;    /* BUCKET: per group member q its count, then per member j and q the
-                       piece's offset and count (made at its first replay, with its group) */
+                       piece's offset, count, run length and run stride (exec/bind.c; made at
+                       its first replay, with its group) */
     ldt__kernel_fn afn;  /* async collective: what the communication thread runs */
     ldt__kernel_fn gfn;  /* grouped collective: the call inside the group */
     uint64_t done_gen;   /* async collective: the replay it last finished (under the queue lock) */
@@ -170,7 +171,7 @@ struct ldt_exec {
     /* figures */
     double plan_cost;
     int64_t arena_bytes, bound_bytes, instructions;
-    int64_t collectives, collectives_unfused, pack_buckets, moved_starts, collective_groups;
+    int64_t collectives, collectives_unfused, pack_buckets, packed_all_reduces, moved_starts, collective_groups;
     int64_t dim_collectives[LDT_MAX_DIMS], dim_collectives_unfused[LDT_MAX_DIMS]; /* per mesh dim */
     int fuse_agreed; /* the ranks' buckets were one decision and were applied (planner/fuse.c) */
     int64_t early_all_reduces; /* in-place all_reduce calls with matmul work after them */

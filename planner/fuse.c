@@ -29,44 +29,50 @@ static int single_all_reduce(const ldt__instr *x, ldt_redist_step *s) {
 }
 
 /* ZeRO buckets (pass 4): where rank `q`'s piece of a single-step reduce_scatter's input (or
- * all_gather's output) lies in this rank's whole local buffer, as one run: *off and *cnt in
- * elements. 0 when it is not one run (then the collective is not bucketed). */
-int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, int64_t *off, int64_t *cnt) {
+ * all_gather's output) lies in this rank's whole local buffer: *nrun runs of *run elements,
+ * *stride apart, the first at *off (elements; *cnt = *nrun * *run in all). A piece split on
+ * the leading dim is one run; one split on a later dim (a [H, 3H] weight's columns) is one
+ * run per row of the dims before it. 0 when it is no such block (then the collective is not
+ * bucketed). */
+int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, ldt__bucket_piece *pc) {
     const ldt__rstep *s = &pl->steps[0];
     int rs = s->pub.collective == LDT_COLL_REDUCE_SCATTER;
     ldt_region X, Y;
-    int64_t stride = 1, o = 0;
+    int64_t inner = 1, outer = 1;
     int d0 = -1;
     if (ldt_layout(rs ? &s->before : &s->after, me, &X) != LDT_OK ||
         ldt_layout(rs ? &s->after : &s->before, q, &Y) != LDT_OK)
         return 0;
-    *off = 0;
-    *cnt = Y.numel;
+    pc->off = 0;
+    pc->cnt = Y.numel;
+    pc->nrun = 1;
+    pc->run = pc->stride = Y.numel;
     if (Y.numel == 0) return 1;
     if (X.nslices != 1 || Y.nslices != 1 || X.ndim != Y.ndim) return 0;
-    /* one run: dims before the first that differs are 1 in Y, those after it whole */
+    /* a block: the dims before the first that differs and those after it whole */
     for (int d = 0; d < X.ndim; d++) {
         if (Y.offset[d] < X.offset[d] || Y.offset[d] + Y.local_shape.dims[d] > X.offset[d] + X.local_shape.dims[d])
             return 0;
         if (d0 < 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) d0 = d;
         else if (d0 >= 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) return 0;
     }
-    for (int d = 0; d < d0; d++)
-        if (Y.local_shape.dims[d] != 1) return 0;
-    for (int d = X.ndim - 1; d >= 0; d--) {
-        o += (Y.offset[d] - X.offset[d]) * stride;
-        stride *= X.local_shape.dims[d];
-    }
-    *off = o;
+    if (d0 < 0) return 1; /* the whole buffer */
+    for (int d = 0; d < d0; d++) outer *= X.local_shape.dims[d];
+    for (int d = d0 + 1; d < X.ndim; d++) inner *= X.local_shape.dims[d];
+    pc->off = (Y.offset[d0] - X.offset[d0]) * inner;
+    pc->nrun = outer;
+    pc->run = Y.local_shape.dims[d0] * inner;
+    pc->stride = X.local_shape.dims[d0] * inner;
     return 1;
 }
 
 /* A redistribution that ZeRO bucketing takes: one reduce_scatter or all_gather step within
- * the mesh, each piece of it one run on every rank of this rank's group. */
+ * the mesh, each piece of it one block on every rank of this rank's group (ldt__bucket_chunk). */
 static int zero_member(const ldt__program *p, const ldt__instr *x) {
     ldt_redist_step s;
     const ldt_mesh *m;
-    int64_t me[LDT_MAX_DIMS], c[LDT_MAX_DIMS], off, cnt;
+    int64_t me[LDT_MAX_DIMS], c[LDT_MAX_DIMS];
+    ldt__bucket_piece pc;
     if (x->kind != LDT__I_REDIST || x->async || x->nin != 1 || x->plan->cross || ldt_redist_plan_nsteps(x->plan) != 1)
         return 0;
     ldt_redist_plan_step(x->plan, 0, &s);
@@ -83,7 +89,7 @@ static int zero_member(const ldt__program *p, const ldt__instr *x) {
     for (int k = 0; k < s.ndims; k++) c[s.dims[k]] = 0;
     for (;;) { /* every member of this rank's group: its coordinates over the step's dims */
         int q, k;
-        if (ldt_mesh_rank_of(m, c, &q) != LDT_OK || !ldt__bucket_chunk(x->plan, p->rank, q, &off, &cnt)) return 0;
+        if (ldt_mesh_rank_of(m, c, &q) != LDT_OK || !ldt__bucket_chunk(x->plan, p->rank, q, &pc)) return 0;
         for (k = 0; k < s.ndims && ++c[s.dims[k]] == ldt_mesh_dim_size(m, s.dims[k]); k++) c[s.dims[k]] = 0;
         if (k == s.ndims) return 1;
     }
@@ -100,7 +106,14 @@ static void rename_reads(ldt__program *p, int64_t from_instr, int32_t old, int32
 /* Pass 1. */
 static ldt_status in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats *st) {
     int32_t *readers = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *readers);
-    if (!readers) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "fuse: out of memory");
+    /* in-place all_reduces made on each value so far: a value reduced over one mesh dim and
+     * then another (a Partial on two dims) is reduced in place twice */
+    int32_t *done = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *done);
+    if (!readers || !done) {
+        free(readers);
+        free(done);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "fuse: out of memory");
+    }
     for (int64_t i = 0; i < p->nins; i++)
         for (int k = 0; k < p->ins[i].nin; k++) readers[p->ops[p->ins[i].in + k]]++;
     for (int64_t i = 0; i < p->nins; i++) {
@@ -110,7 +123,7 @@ static ldt_status in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats
         if (!single_all_reduce(x, &s)) continue;
         src = p->ops[x->in];
         dst = x->out;
-        if (readers[src] != 1 || (keep && keep[src]) || p->vals[src].dtype != p->vals[dst].dtype)
+        if (readers[src] - done[src] != 1 || (keep && keep[src]) || p->vals[src].dtype != p->vals[dst].dtype)
             continue;
         x->kind = LDT__I_ALL_REDUCE;
         x->plan = NULL;
@@ -120,9 +133,11 @@ static ldt_status in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats
         for (int d = 0; d < s.ndims && d < LDT_MAX_DIMS; d++) x->dims[d] = (uint8_t)s.dims[d];
         rename_reads(p, i + 1, dst, src);
         readers[src] += readers[dst];
+        done[src]++;
         st->in_place++;
     }
     free(readers);
+    free(done);
     return LDT_OK;
 }
 
@@ -497,6 +512,89 @@ ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_
     return LDT_OK;
 }
 
+/* Before pass 2: kernels that make a few numbers (SINK_BYTES at most) from what a lone
+ * all_reduce made (or from such numbers) move down to just before their first reader, or to
+ * the end where only the step's outputs read them, so that all_reduce can wait for a later
+ * bucket: a mean loss's [sum, count] pair, read by the loss's value and by the gradients'
+ * division by the count after their own reduction (docs/replay.md, "Gradient bucketing").
+ * Only small values move: work that makes gradients keeps its place, so buckets start as
+ * early as before. A kernel moves only when nothing writes its inputs or its output after
+ * it; collectives and every other instruction keep their order. Returns the count moved (-1:
+ * out of memory). */
+#define SINK_BYTES 64
+static int64_t sink_late(ldt__program *p) {
+    int64_t n = p->nins, moved = 0, *lastw = malloc((size_t)((p->nvals > n ? p->nvals : n) + 1) * sizeof *lastw);
+    int64_t *first = malloc((size_t)(p->nvals + 1) * sizeof *first), *anchor = malloc((size_t)(n + 1) * sizeof *anchor);
+    uint8_t *reach = calloc((size_t)(p->nvals + 1), 1), *cand = calloc((size_t)(n + 1), 1);
+    ldt__instr *out = NULL;
+    if (!lastw || !first || !anchor || !reach || !cand) {
+        moved = -1;
+        goto done;
+    }
+    for (int32_t v = 0; v < p->nvals; v++) lastw[v] = -1, first[v] = n;
+    for (int64_t i = 0; i < n; i++) {
+        const ldt__instr *x = &p->ins[i];
+        lastw[x->out] = i;
+        for (int k = 0; k < x->nout; k++) lastw[p->ops[x->in + x->nin + k]] = i;
+    }
+    for (int64_t i = 0; i < n; i++) { /* the candidates, fed by a lone all_reduce */
+        const ldt__instr *x = &p->ins[i];
+        int c = x->kind == LDT__I_KERNEL && x->nout == 0 && lastw[x->out] == i &&
+                ldt__value_bytes(&p->vals[x->out]) <= SINK_BYTES, r = 0;
+        if (x->kind == LDT__I_ALL_REDUCE && x->nin == 1) reach[x->out] = 1;
+        for (int k = 0; c && k < x->nin; k++) {
+            c = lastw[p->ops[x->in + k]] < i;
+            r |= reach[p->ops[x->in + k]];
+        }
+        cand[i] = (uint8_t)(c && r);
+        if (cand[i]) reach[x->out] = 1;
+    }
+    for (int64_t i = n - 1; i >= 0; i--) { /* where each goes: before its first reader */
+        const ldt__instr *x = &p->ins[i];
+        anchor[i] = cand[i] ? first[x->out] : i;
+        moved += cand[i] && anchor[i] > i + 1;
+        for (int k = 0; k < x->nin; k++)
+            if (anchor[i] < first[p->ops[x->in + k]]) first[p->ops[x->in + k]] = anchor[i];
+    }
+    if (moved && !(out = malloc((size_t)n * sizeof *out))) {
+        moved = -1;
+        goto done;
+    }
+    if (moved) { /* instruction j after the candidates anchored at it; then those at the end */
+        int64_t k = 0, *head = malloc((size_t)(n + 1) * sizeof *head), *last = malloc((size_t)(n + 1) * sizeof *last);
+        int64_t *next = lastw; /* reused: per candidate, the next one at its anchor */
+        if (!head || !last) {
+            free(head);
+            free(last);
+            moved = -1;
+            goto done;
+        }
+        for (int64_t j = 0; j <= n; j++) head[j] = last[j] = -1;
+        for (int64_t c = 0; c < n; c++) {
+            if (!cand[c]) continue;
+            next[c] = -1;
+            if (last[anchor[c]] < 0) head[anchor[c]] = c;
+            else next[last[anchor[c]]] = c;
+            last[anchor[c]] = c;
+        }
+        for (int64_t j = 0; j <= n; j++) {
+            for (int64_t c = head[j]; c >= 0; c = next[c]) out[k++] = p->ins[c];
+            if (j < n && !cand[j]) out[k++] = p->ins[j];
+        }
+        memcpy(p->ins, out, (size_t)n * sizeof *out);
+        free(head);
+        free(last);
+    }
+done:
+    free(lastw);
+    free(first);
+    free(anchor);
+    free(reach);
+    free(cand);
+    free(out);
+    return moved;
+}
+
 /* The group marks of p's collectives in order (0 for a call of its own), into g; the count. */
 static int64_t group_marks(const ldt__program *p, uint8_t *g) {
     int64_t k = 0;
@@ -512,6 +610,8 @@ ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_
     ldt_status st_ = LDT_OK;
     memset(st, 0, sizeof *st);
     *agreed = 0;
+    for (int r = 0; !zero && r < nprogs; r++) /* keeps every collective where it is: no decision */
+        if (progs[r] && sink_late(progs[r]) < 0) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "fuse: out of memory");
     if (!(ords = calloc((size_t)(nprogs ? nprogs : 1), sizeof *ords))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "fuse: out of memory");
     /* the same collectives, in the same order, of the same kind, group, dtype and op */
     for (int r = 0; r < nprogs && ok; r++) {

@@ -34,8 +34,14 @@ ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_st
 ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_bytes, int zero,
                              ldt__fuse_stats *st);
 /* Where group member q's piece of a bucketable reduce_scatter's input (all_gather's output)
- * lies in rank me's whole local buffer: one run, *off and *cnt elements; 0 if not one run. */
-int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, int64_t *off, int64_t *cnt);
+ * lies in rank me's whole local buffer, in elements: nrun runs of run elements, stride apart,
+ * the first at off; cnt = nrun * run. One run (nrun 1) for a split of the leading dim. */
+typedef struct ldt__bucket_piece {
+    int64_t off, cnt, nrun, run, stride;
+} ldt__bucket_piece;
+/* The piece above into *pc; 0 if it is no such block (a split of several dims, uneven
+ * slices): then the collective is not bucketed. */
+int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, ldt__bucket_piece *pc);
 /* Passes 2 and 3 on every rank's program (NULL entries skipped) as one decision: each
  * collective is sized by its largest figure over ranks, each rank's buckets are worked out
  * without changing anything, and they are applied only if every rank would issue the same

@@ -702,7 +702,7 @@ Test(autodiff, dp_gradient_buckets_start_during_the_backward) {
         if (cap)
             cr_assert_geq(es.early_all_reduces, 1, "a bucket starts before the last backward matmul "
                           "(%lld calls)", (long long)es.collectives);
-        cr_assert_eq(es.pack_buckets, 0);
+        cr_assert_eq(es.packed_all_reduces, 0);
     }
     for (int i = 0; i < np; i++) free(ref[i]);
 }

@@ -38,6 +38,14 @@ static void reads(prog *g, int32_t v) {
     cr_assert_eq(ldt__lower_kernel(&g->L, -1, LDT_OP_NEG, NULL, 1, &v, o, NULL, NULL), LDT_OK);
 }
 
+/* A kernel making a new value of twice v's length from v (v twice, joined). */
+static int32_t doubled(prog *g, int32_t v) {
+    int32_t o = ldt__lower_value(&g->L, &(ldt_shape){1, {2 * g->p->vals[v].shape.dims[0]}}, LDT_F32, -1);
+    cr_assert_geq(o, 0);
+    cr_assert_eq(ldt__lower_kernel(&g->L, -1, LDT_OP_CAT, NULL, 2, (int32_t[]){v, v}, o, NULL, NULL), LDT_OK);
+    return o;
+}
+
 static void all_reduce(prog *g, int32_t v) {
     cr_assert_eq(ldt__lower_all_reduce(&g->L, -1, v, LDT_REDUCE_SUM, 1, k_dp), LDT_OK);
 }
@@ -134,12 +142,12 @@ Test(fuse_agree, a_rank_that_would_bucket_otherwise_leaves_every_rank_unfused) {
     int agreed = -1;
     int64_t n0[2], nin[2][8], bytes[2][8];
     int32_t a, b;
-    /* rank 0 reads a's result before b exists: a and b cannot share a call there */
+    /* rank 0 makes b from a's result: a and b cannot share a call there (a reader that only
+     * feeds the outputs would move after b's call, planner/fuse.c) */
     prog_open(&g[0]);
     a = fill(&g[0], 8);
     all_reduce(&g[0], a);
-    reads(&g[0], a);
-    b = fill(&g[0], 16);
+    b = doubled(&g[0], a);
     all_reduce(&g[0], b);
     reads(&g[0], b);
     /* rank 1 makes both first: alone, it would bucket them */
@@ -196,4 +204,35 @@ Test(fuse_agree, ranks_with_different_collectives_are_left_alone) {
         ldt__program_free(ps[r]);
         free(ps[r]);
     }
+}
+
+/* A kernel that reads one all_reduce's result and feeds only the step's outputs moves after
+ * the next all_reduce (planner/fuse.c, before pass 2), so both share one call in place. */
+Test(fuse_agree, a_reader_of_outputs_only_waits_for_the_bucket) {
+    prog g;
+    ldt__program *p;
+    ldt__fuse_stats st;
+    int agreed = -1;
+    int64_t nin[8], bytes[8];
+    int32_t a, b;
+    prog_open(&g);
+    a = fill(&g, 8);
+    all_reduce(&g, a);
+    reads(&g, a); /* the loss value from its reduced pair: read by nothing in the step */
+    b = fill(&g, 16);
+    all_reduce(&g, b);
+    reads(&g, b);
+    p = g.p;
+    cr_assert_eq(ldt__fuse_agreed(&p, 1, 1 << 20, 0, &st, &agreed), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(agreed, 1);
+    cr_assert_eq(calls(p, nin, bytes), 1, "a and b in one call");
+    cr_assert_eq(nin[0], 2);
+    cr_assert_eq(bytes[0], 96);
+    for (int64_t i = 0, seen = 0; i < p->nins; i++) { /* a's reader after the call */
+        seen |= p->ins[i].kind == LDT__I_ALL_REDUCE;
+        if (p->ins[i].kind == LDT__I_KERNEL && p->ops[p->ins[i].in] == a)
+            cr_assert(seen, "a is read after the fused call (instruction %lld)", (long long)i);
+    }
+    ldt__program_free(p);
+    free(p);
 }

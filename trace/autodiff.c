@@ -70,6 +70,14 @@ ldt_tensor *ldt__stop_gradient(ldt_tensor *x) {
     return t;
 }
 
+ldt_tensor *ldt__mean_divisor(ldt_tensor *x) {
+    ldt_tensor *t;
+    if (!x) return NULL;
+    t = ldt__record_a(x->ctx, LDT_OP_ALIAS, &x, 1, x->shape, (ldt_dtype)x->dtype);
+    if (t) t->attrs->i[0] = 2;
+    return t;
+}
+
 ldt_tensor *ldt__zeros_like(ldt_tensor *x) {
     ldt_tensor *z = ldt__scalar_const(x->ctx, (ldt_dtype)x->dtype, 0);
     return z ? ldt_expand(z, x->shape) : NULL;
@@ -433,6 +441,7 @@ void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backwa
 
 ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads) {
     ldt_ctx *ctx;
+    ldt_tensor *root, *divisor = NULL;
     int64_t nn;
     ldt_tensor **adj = NULL;
     char *from_wrt = NULL, *to_loss = NULL;
@@ -454,6 +463,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: wrt[%d] is %s; only floating tensors have gradients",
                      i, ldt_dtype_name((ldt_dtype)wrt[i]->dtype));
     }
+    root = loss;
     nn = ctx->nnodes; /* the forward; backward nodes are appended after it */
     adj = calloc((size_t)(nn ? nn : 1), sizeof *adj);
     from_wrt = calloc((size_t)(nn ? nn : 1), 1);
@@ -475,8 +485,20 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         if (!to_loss[v] || t->kind != LDT__NODE) continue;
         for (int k = 0; k < t->nin; k++) to_loss[IN(t, k)->id] = 1;
     }
-    adj[loss->id] = ldt_expand(ldt__scalar_const(ctx, (ldt_dtype)loss->dtype, 1), loss->shape);
-    for (int64_t v = loss->id; v >= 0; v--) {
+    /* a mean loss a / c (c marked by ldt__mean_divisor, out of every wrt's reach): the backward
+     * of a, each gradient divided by c at the end (the same values: the backward is linear in
+     * its seed), so nothing before the gradients reads c */
+    if (loss->op == LDT_OP_DIV && ldt__is_mean_divisor(IN(loss, 1)) && !from_wrt[IN(loss, 1)->id] &&
+        ldt_shape_equal(IN(loss, 0)->shape, loss->shape) && IN(loss, 0)->dtype == loss->dtype) {
+        int wrt_loss = 0;
+        for (int i = 0; i < n; i++) wrt_loss |= wrt[i] == loss;
+        if (!wrt_loss) {
+            divisor = IN(loss, 1);
+            root = IN(loss, 0);
+        }
+    }
+    adj[root->id] = ldt_expand(ldt__scalar_const(ctx, (ldt_dtype)root->dtype, 1), root->shape);
+    for (int64_t v = root->id; v >= 0; v--) {
         ldt_tensor *t = ctx->nodes[v], *gi[LDT__MAX_VJP_IN];
         ldt__vjp_fn rule;
         if (!adj[v] || !from_wrt[v] || t->kind != LDT__NODE) continue;
@@ -512,7 +534,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
     for (int i = 0; i < n; i++) {
         ldt_tensor *w = wrt[i];
         int used = w->gen == ctx->gen && w->id >= 0 && w->id < nn && ctx->nodes[w->id] == w;
-        grads[i] = used && adj[w->id] ? adj[w->id] : ldt__zeros_like(w);
+        grads[i] = used && adj[w->id] ? (divisor ? ldt_div(adj[w->id], divisor) : adj[w->id]) : ldt__zeros_like(w);
         if (!grads[i]) LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_INTERNAL, "grad: %s", ctx->errmsg);
     }
 fail:

@@ -27,9 +27,20 @@ ldt_tensor *ldt__cached_constant(ldt_ctx *ctx, const ldt_shape *shape, ldt_dtype
  * constant, for values whose gradient contributions cancel (the max cross_entropy shifts its
  * rows by). */
 ldt_tensor *ldt__stop_gradient(ldt_tensor *x);
-/* 1 for a node made by ldt__stop_gradient. */
+/* 1 for a node made by ldt__stop_gradient (or ldt__mean_divisor, which stops it too). */
 static inline int ldt__is_stop_gradient(const ldt_tensor *t) {
-    return t->kind == LDT__NODE && t->op == LDT_OP_ALIAS && t->attrs->i[0] == 1;
+    return t->kind == LDT__NODE && t->op == LDT_OP_ALIAS && (t->attrs->i[0] == 1 || t->attrs->i[0] == 2);
+}
+/* x marked as the divisor of a mean loss (cross_entropy's count of valid targets), its
+ * gradient stopped (a count has none): an alias node (attrs.i[0] = 2). ldt_grad of a loss div(a, c) with c so marked and no gradient path
+ * to c gives the gradients of a divided by c, each as div(grad, c), so a data-parallel
+ * synchronisation can reduce the unscaled gradient first and divide after (trace/optim.c):
+ * c then needs no reduction of its own before the backward (docs/replay.md, "Gradient
+ * bucketing"). */
+ldt_tensor *ldt__mean_divisor(ldt_tensor *x);
+/* 1 for a node made by ldt__mean_divisor. */
+static inline int ldt__is_mean_divisor(const ldt_tensor *t) {
+    return t->kind == LDT__NODE && t->op == LDT_OP_ALIAS && t->attrs->i[0] == 2;
 }
 
 /* Pins g, a gradient of pinned t made at or after node first_backward, to t's conjugate

@@ -127,24 +127,30 @@ static void pin_rows(ldt_ctx *ctx, const ldt_tensor *z, ldt_tensor *t, int reduc
 }
 
 /* The [loss sum, count] pair of logits pinned sharded (classes or batch): Partial(sum) on
- * every mesh dim that shards them, then one explicit move to Replicate, so both are reduced
- * together, once (a few bytes: the only traffic on a data-parallel dim in the forward). */
+ * every mesh dim that shards them, then explicit moves to Replicate, so both are reduced
+ * together (a few bytes). Where both the classes and a batch dim are sharded, the class dims
+ * (vocab parallel) are reduced first and the batch dims (data parallel) apart, a lone
+ * all_reduce on them that fusion can put in the gradients' bucket: the loss's backward reads
+ * neither number (the count divides the gradients after their reduction, trace/autodiff.h). */
 static ldt_tensor *reduce_stats(ldt_ctx *ctx, const ldt_tensor *z, ldt_tensor *stats) {
-    int nd = ldt_mesh_ndim(ctx->mesh), any = 0;
-    ldt_placement pl[LDT_MAX_DIMS], rep[LDT_MAX_DIMS];
+    int nd = ldt_mesh_ndim(ctx->mesh), any = 0, cls = 0, last = z->shape->ndim - 1;
+    ldt_placement pl[LDT_MAX_DIMS], mid[LDT_MAX_DIMS], rep[LDT_MAX_DIMS];
     if (!z->pin || !stats) return stats;
     for (int d = 0; d < nd; d++) {
         rep[d] = ldt_replicate();
         if (z->pin[d].kind == LDT_PLACE_SHARD) {
             pl[d] = ldt_partial(LDT_REDUCE_SUM);
-            any = 1;
+            any |= z->pin[d].dim != last;
+            cls |= z->pin[d].dim == last;
+            mid[d] = z->pin[d].dim == last ? rep[d] : pl[d];
         } else if (z->pin[d].kind == LDT_PLACE_REPLICATE) {
-            pl[d] = z->pin[d];
+            pl[d] = mid[d] = z->pin[d];
         } else {
             return stats;
         }
     }
-    if (!any || ldt_pin(stats, pl, nd) != LDT_OK) return stats;
+    if (!(any || cls) || ldt_pin(stats, pl, nd) != LDT_OK) return stats;
+    if (any && cls) stats = ldt_redistribute_to(stats, mid, nd);
     return ldt_redistribute_to(stats, rep, nd);
 }
 
@@ -177,8 +183,10 @@ static ldt_tensor *cross_entropy_parts(ldt_ctx *ctx, ldt_tensor *z, ldt_tensor *
     pair[0] = ldt_reshape(tot, &one);
     pair[1] = ldt_reshape(count, &one);
     stats = reduce_stats(ctx, z, ldt_cat(pair, 2, 0));
-    /* NaN when every target is ignored, as 0 / 0; the backward divides by this count too */
-    return ldt_div(ldt_select(stats, 0, 0), ldt_select(stats, 0, 1));
+    /* NaN when every target is ignored, as 0 / 0. The count is the mean's divisor: ldt_grad
+     * divides the gradients by it at the end, so the backward reads none of the pair and a
+     * data-parallel step can reduce the pair with the gradients (docs/replay.md) */
+    return ldt_div(ldt_select(stats, 0, 0), ldt__mean_divisor(ldt_select(stats, 0, 1)));
 }
 
 ldt_tensor *ldt_cross_entropy(ldt_tensor *logits, ldt_tensor *targets, int64_t ignore_index) {

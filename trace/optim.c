@@ -207,6 +207,7 @@ static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g) {
     const ldt_tensor *p = o->params[i], *s = o->m[i];
     int nd = ldt_mesh_ndim(ldt_ctx_mesh(o->ctx)), pin = 1;
     ldt_placement pl[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
+    ldt_tensor *u = NULL;
     for (int d = 0; d < nd; d++) {
         pl[d] = p->pin ? p->pin[d] : ldt_replicate();
         to[d] = s && s->pin ? s->pin[d] : pl[d];
@@ -214,6 +215,15 @@ static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g) {
     }
     if (pl[o->sync_dim].kind != LDT_PLACE_REPLICATE || g->pin || g->kind == LDT__PERSISTENT) return g;
     pl[o->sync_dim] = ldt_partial(LDT_REDUCE_SUM);
+    /* a mean loss's gradient, div(u, count) (ldt_grad, trace/autodiff.h): u is pinned Partial
+     * and the division placed where the update reads it, so u is reduced first and the count
+     * read after that reduction, not before the backward (docs/replay.md) */
+    if (g->kind == LDT__NODE && g->op == LDT_OP_DIV && ldt__is_mean_divisor(LDT__IN(g)[1]))
+        u = LDT__IN(g)[0];
+    if (pin && u && !u->pin && u->kind == LDT__NODE) {
+        if (ldt_pin(u, pl, nd) != LDT_OK || ldt_pin(g, to, nd) != LDT_OK) return NULL;
+        return g;
+    }
     if (pin) {
         if (ldt_pin(g, pl, nd) != LDT_OK) return NULL;
     } else if (!(g = ldt_redistribute_to(g, pl, nd))) { /* the other dims' reduction first */

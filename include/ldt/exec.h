@@ -358,6 +358,9 @@ typedef struct ldt_exec_stats {
     int64_t pack_buckets;     /* fused calls that need pack/unpack copies (0: all zero-copy;
                                  a reduce_scatter or all_gather bucket always stages its
                                  rank-interleaved side, docs/replay.md "ZeRO buckets") */
+    int64_t packed_all_reduces; /* of them, fused all_reduces whose members the memory plan
+                                   could not place back to back (0: every all_reduce bucket
+                                   is one call in place) */
     int64_t dim_collectives[LDT_MAX_DIMS]; /* per mesh dim, the calls per replay that span it
                                               (busiest rank, after fusion): on a dp dim, the
                                               gradient buckets and what else crosses it */
