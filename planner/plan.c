@@ -10,6 +10,7 @@
  *    plans are priced with the real redistribution plans and the cheaper is kept.
  * Ties go to the lower strategy index (enumeration order), never to addresses or hashes. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1018,17 +1019,21 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
                           (long long)v, p->node_ss[v]->n - 1, (long long)v, (int)fixed[v]);
     }
     LDT_CHECK_GOTO(ldt__bypass_apply(p));
+    if (getenv("LDT_XDBG")) fprintf(stderr, "setup %.3f s\n", now_s() - t0);
     LDT_CHECK_GOTO(search_greedy(p, greedy));
+    if (getenv("LDT_XDBG")) fprintf(stderr, "greedy %.3f s\n", now_s() - t0);
     p->cost_greedy = price(p, greedy);
     {
         int64_t limit = p->opts.plan_limit == 0 ? LDT_PLAN_LIMIT_DEFAULT : p->opts.plan_limit;
-        int solved = 0;
+        int solved = 0, tied = 0;
         p->method = "heuristic";
         /* the exact search (limit 0 only computes the lower bound) */
         if (forced || (p->opts.search == LDT_PLAN_GREEDY && !fixed) || limit < 0) limit = 0;
-        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, p->choice, &p->bound, &solved));
+        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, !p->opts.no_tying,
+                                         p->choice, &p->bound, &solved, &tied));
         if (solved) {
             p->method = "exact";
+            p->tied = tied;
             p->cost_global = price(p, p->choice);
         } else if (p->opts.search == LDT_PLAN_GREEDY && !forced && !fixed) {
             memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
@@ -1060,6 +1065,8 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
             }
         }
     }
+    if (getenv("LDT_XDBG")) fprintf(stderr, "search %.3f s\n", now_s() - t0);
+    if (getenv("LDT_XDBG")) fprintf(stderr, "search %.3f s\n", now_s() - t0);
     p->cost_chosen = price(p, p->choice);
     if (!isfinite(p->cost_chosen)) {
         LDT_CHECK_GOTO(revalidate(p)); /* names the move that has no redistribution */

@@ -398,6 +398,10 @@ typedef struct ldt_plan_options {
      * bounding how far from the optimum it may be. 0: the default (LDT_PLAN_LIMIT_DEFAULT);
      * negative: no exact search. */
     int64_t plan_limit;
+    /* 1: the exact search makes every elimination itself; 0 (default): an elimination that
+     * repeats one made before on equal tables (repeated layers) reuses its table and counts no
+     * work (ldt_plan_tied says whether that happened; the plan is the same optimum). */
+    int no_tying;
 } ldt_plan_options;
 
 #define LDT_PLAN_LIMIT_DEFAULT 5000000
