@@ -528,14 +528,18 @@ over:
     return -1;
 }
 
-/* The neighbours of v among live factors (ascending, v left out) into out; their count. */
+/* The neighbours of v among live factors (ascending, v left out) into out; their count (-1:
+ * more than cap). Outside the dry run (which restores the lists after) the dead factors are
+ * dropped from v's list as it is read (the order of the rest kept). */
 static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
     int n = 0;
+    int64_t keep = 0;
     S->stamp++;
     S->mark[v] = S->stamp;
     for (int64_t i = 0; i < S->nvf[v]; i++) {
         const fac *x = &S->f[S->vf[v][i]];
         if (!x->alive) continue;
+        if (!S->dry) S->vf[v][keep++] = S->vf[v][i];
         for (int j = 0; j < x->nv; j++) {
             int32_t w = x->vars[j];
             if (S->mark[w] == S->stamp) continue;
@@ -544,7 +548,20 @@ static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
             out[n++] = w;
         }
     }
-    qsort(out, (size_t)n, sizeof *out, cmp_i32);
+    if (!S->dry) S->nvf[v] = keep;
+    if (n > 16) {
+        qsort(out, (size_t)n, sizeof *out, cmp_i32);
+    } else {
+        for (int i = 1; i < n; i++) {
+            int32_t x = out[i];
+            int j = i - 1;
+            while (j >= 0 && out[j] > x) {
+                out[j + 1] = out[j];
+                j--;
+            }
+            out[j + 1] = x;
+        }
+    }
     return n;
 }
 
@@ -875,12 +892,13 @@ static int fold_bucket(solver *S, int64_t *ids, int nf) {
     return out;
 }
 
-/* Eliminates v: 1 done, 0 out of memory, -1 over the limit. With tying, an elimination whose
+/* Eliminates v, its neighbours nb[0..n) (n -1: too many): 1 done, 0 out of memory, -1 over
+ * the limit. With tying, an elimination whose
  * key (memo_key) was seen before makes no table: its new factor reads the one made then, and
  * no work is counted; the dry run does the same with the keys alone, so it counts exactly the
  * work the real run will do. */
-static int eliminate(solver *S, int32_t v, int32_t *nb) {
-    int n = neighbours(S, v, nb, NB_CAP), nf = 0;
+static int eliminate(solver *S, int32_t v, int32_t *nb, int n) {
+    int nf = 0;
     int64_t size, *ids, klen = 0, hit = -1, ent;
     uint64_t kh = 0;
     int32_t *vars = NULL;
@@ -1057,7 +1075,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
                              int32_t *choice, double *bound, int *solved, int *tied) {
     solver S;
     int64_t n = p->nnodes;
-    int32_t *nb = NULL, *pick = NULL;
+    int32_t *nb = NULL, *nb2 = NULL, *pick = NULL;
     hent *h = NULL;
     int64_t hn = 0, hcap = 0;
     double lb = 0;
@@ -1074,7 +1092,8 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     S.nvars = n;
     if (!grow_vars(&S, n + 1)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     nb = malloc(NB_CAP * sizeof *nb);
-    if (!nb)
+    nb2 = malloc(NB_CAP * sizeof *nb2);
+    if (!nb || !nb2)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     /* domains and unary costs */
     for (int64_t v = 0; v < n; v++) {
@@ -1114,12 +1133,14 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     if (getenv("LDT_XDBG")) fprintf(stderr, "base+intern %.3f s nf %lld ntid %lld\n", (double)(clock() - c0) / CLOCKS_PER_SEC, (long long)S.nf, (long long)S.ntid);
     if (S.work > S.limit) goto done;
     /* eliminate every variable with a domain of 2 or more: first dry (scopes only, the order
-     * and the work), then, within the limit, the same order with the tables */
+     * and the work), then, within the limit, the same order with the tables. With tying, in
+     * one pass: the order is the same, and the work is counted as the tables are made (what
+     * is made past... never: a table that would pass the limit is refused before it is made) */
     {
         int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0);
         if (!nvf0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
         memcpy(nvf0, S.nvf, (size_t)S.nvars * sizeof *nvf0);
-        S.dry = 1;
+        S.dry = !S.tying;
         for (int64_t v = 0; v < S.nvars && r == 1; v++)
             if (S.nd[v] > 1 && !hpush(&h, &hn, &hcap, (hent){elim_key(&S, (int32_t)v, nb), (int32_t)v}))
                 r = 0;
@@ -1128,24 +1149,22 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
             int64_t key;
             int nn;
             if (S.bucket[x.v]) continue; /* eliminated already */
-            key = elim_key(&S, x.v, nb);
+            nn = neighbours(&S, x.v, nb, NB_CAP);
+            key = nn < 0 ? INT64_MAX : dom_product(&S, nb, nn, INT64_MAX / 2);
             if (key != x.key) {
                 if (!hpush(&h, &hn, &hcap, (hent){key, x.v})) r = 0;
                 continue;
             }
-            nn = neighbours(&S, x.v, nb, NB_CAP);
-            {
-                int32_t *copy = NULL;
-                if (nn > 0 && !(copy = malloc((size_t)nn * sizeof *copy))) {
-                    r = 0;
-                    break;
-                }
-                if (nn > 0) memcpy(copy, nb, (size_t)nn * sizeof *copy);
-                r = eliminate(&S, x.v, nb);
-                for (int i = 0; i < nn && r == 1; i++)
-                    if (!hpush(&h, &hn, &hcap, (hent){elim_key(&S, copy[i], nb), copy[i]})) r = 0;
-                free(copy);
-            }
+            if (nn > 0) memcpy(nb2, nb, (size_t)nn * sizeof *nb2);
+            r = eliminate(&S, x.v, nb, nn);
+            for (int i = 0; i < nn && r == 1; i++)
+                if (!hpush(&h, &hn, &hcap, (hent){elim_key(&S, nb2[i], nb), nb2[i]})) r = 0;
+        }
+        if (!S.dry) {
+            free(nvf0);
+            if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+            if (r < 0) goto done;
+            goto decode;
         }
         /* back to the factors before the dry run */
         for (int64_t i = nf0; i < S.nf; i++) free(S.f[i].vars);
@@ -1170,13 +1189,15 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
             if (!ord) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
             memcpy(ord, S.order, (size_t)n_el * sizeof *ord);
             S.norder = 0;
-            for (int64_t i = 0; i < n_el && r == 1; i++) r = eliminate(&S, ord[i], nb);
+            for (int64_t i = 0; i < n_el && r == 1; i++)
+                r = eliminate(&S, ord[i], nb, neighbours(&S, ord[i], nb, NB_CAP));
             free(ord);
             if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
             if (r < 0) goto done;
         }
     }
     if (getenv("LDT_XDBG")) fprintf(stderr, "real %.3f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
+decode:
     /* decode in reverse elimination order */
     if (!(pick = calloc((size_t)S.nvars, sizeof *pick)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
@@ -1204,6 +1225,7 @@ done:
 fail:
     free(h);
     free(nb);
+    free(nb2);
     free(pick);
     solver_free(&S);
     return st;
