@@ -15,13 +15,26 @@
  * then decoded in reverse order. The work is the table entries made times the eliminated
  * domain; past `limit` it stops and reports failure (the caller falls back to the heuristic),
  * with a proven lower bound: the sum of each node's least own seconds and each producer
- * factor's least entry. No step depends on addresses, hash order or time. */
+ * factor's least entry. No step depends on addresses, hash order or time.
+ *
+ * Before each elimination its bucket's factors whose scope lies within another's are added
+ * into it (fold_bucket), so the inner sum reads few tables.
+ *
+ * Tying (the default; ldt_plan_options.no_tying turns it off): repeated layers make equal
+ * tables, and eliminating a variable over equal tables in the same places makes an equal
+ * table. Each producer table is keyed by what it is computed from (producer_key), each
+ * elimination by its bucket's table classes, their variables' places in the new scope, the
+ * domain sizes and the eliminated unary (memo_key); a key seen before reuses the table made
+ * then (shared, never written: folding copies it first) and counts no work. The work limit
+ * thus counts each distinct table once, and a stack of L equal layers costs about one layer
+ * plus what joins them. Equal keys are compared in full, never by hash alone, so the result is
+ * exactly the untied optimum: tying is a reduction of the work, not a constraint on the
+ * strategies (ldt_plan_tied says whether any table was reused). With tying the elimination
+ * runs in one pass (the dry run below counts scopes, not reuse). */
 #include <math.h>
-#include <xxhash.h>
-#include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "core/error.h"
 #include "planner/exact.h"
@@ -431,8 +444,6 @@ static int producer_factor(solver *S, int32_t u, double *lb) {
         free(tg);
         return r;
     }
-    if (nv > 64) { if (getenv("LDT_XDBG")) fprintf(stderr, "producer %d nv %d over\n", u, nv); goto over; }
-    if (getenv("LDT_XDBG") && (size > S->limit || S->work + size > S->limit)) fprintf(stderr, "producer %d size %lld work %lld over\n", u, (long long)size, (long long)S->work);
     if (size > S->limit || S->work + size > S->limit) goto over;
     S->work += size;
     for (int i = 0; i < nv; i++) digit[i] = 0;
@@ -1116,7 +1127,6 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         lb += mn;
         if (m == 1) S.constant += S.unary[v][0];
     }
-    clock_t c0 = clock();
     /* producer factors (with tying, all of them: each is at most Y_MODE_SIZE entries, and the
      * work counts each distinct table once, below) */
     if (S.tying && limit > 0) S.limit = INT64_MAX / 4;
@@ -1125,17 +1135,15 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     }
     S.limit = limit;
-    if (getenv("LDT_XDBG")) fprintf(stderr, "base %.3f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
     *bound = lb;
     if (r < 0) goto done; /* over the limit: the caller uses the heuristic */
     if (S.tying && intern_tables(&S) < 0)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
-    if (getenv("LDT_XDBG")) fprintf(stderr, "base+intern %.3f s nf %lld ntid %lld\n", (double)(clock() - c0) / CLOCKS_PER_SEC, (long long)S.nf, (long long)S.ntid);
     if (S.work > S.limit) goto done;
     /* eliminate every variable with a domain of 2 or more: first dry (scopes only, the order
      * and the work), then, within the limit, the same order with the tables. With tying, in
-     * one pass: the order is the same, and the work is counted as the tables are made (what
-     * is made past... never: a table that would pass the limit is refused before it is made) */
+     * one pass (the same order): the work is counted as tables are made, and a table that
+     * would pass the limit is refused before it is made */
     {
         int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0);
         if (!nvf0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
@@ -1180,7 +1188,6 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         S.work = work0;
         S.dry = 0;
         memo_reset(&S);
-        if (getenv("LDT_XDBG")) fprintf(stderr, "dry %.3f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
         if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
         if (r < 0) goto done; /* over the limit, found before any table was made */
         {
@@ -1196,7 +1203,6 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
             if (r < 0) goto done;
         }
     }
-    if (getenv("LDT_XDBG")) fprintf(stderr, "real %.3f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
 decode:
     /* decode in reverse elimination order */
     if (!(pick = calloc((size_t)S.nvars, sizeof *pick)))
@@ -1219,8 +1225,6 @@ decode:
     *bound = S.constant;
     *solved = 1;
     *tied = S.hits > 0;
-    if (getenv("LDT_XDBG")) fprintf(stderr, "decode %.3f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
-    if (getenv("LDT_XDBG")) fprintf(stderr, "solved work %lld hits %lld entries %lld\n", (long long)S.work, (long long)S.hits, (long long)S.em.nme);
 done:
 fail:
     free(h);

@@ -10,7 +10,6 @@
  *    plans are priced with the real redistribution plans and the cheaper is kept.
  * Ties go to the lower strategy index (enumeration order), never to addresses or hashes. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1019,9 +1018,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
                           (long long)v, p->node_ss[v]->n - 1, (long long)v, (int)fixed[v]);
     }
     LDT_CHECK_GOTO(ldt__bypass_apply(p));
-    if (getenv("LDT_XDBG")) fprintf(stderr, "setup %.3f s\n", now_s() - t0);
     LDT_CHECK_GOTO(search_greedy(p, greedy));
-    if (getenv("LDT_XDBG")) fprintf(stderr, "greedy %.3f s\n", now_s() - t0);
     p->cost_greedy = price(p, greedy);
     {
         int64_t limit = p->opts.plan_limit == 0 ? LDT_PLAN_LIMIT_DEFAULT : p->opts.plan_limit;
@@ -1065,8 +1062,6 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
             }
         }
     }
-    if (getenv("LDT_XDBG")) fprintf(stderr, "search %.3f s\n", now_s() - t0);
-    if (getenv("LDT_XDBG")) fprintf(stderr, "search %.3f s\n", now_s() - t0);
     p->cost_chosen = price(p, p->choice);
     if (!isfinite(p->cost_chosen)) {
         LDT_CHECK_GOTO(revalidate(p)); /* names the move that has no redistribution */
