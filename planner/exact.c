@@ -29,8 +29,10 @@
  * thus counts each distinct table once, and a stack of L equal layers costs about one layer
  * plus what joins them. Equal keys are compared in full, never by hash alone, so the result is
  * exactly the untied optimum: tying is a reduction of the work, not a constraint on the
- * strategies (ldt_plan_tied says whether any table was reused). With tying the elimination
- * runs in one pass (the dry run below counts scopes, not reuse). */
+ * strategies (ldt_plan_tied says whether any table was reused). The dry run (scopes only)
+ * keys its eliminations the same way, its new factors taking the class the key gives, so it
+ * reuses and counts exactly as the real run will: a graph past the limit is still known
+ * before any elimination table is made. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1141,14 +1143,13 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     if (S.work > S.limit) goto done;
     /* eliminate every variable with a domain of 2 or more: first dry (scopes only, the order
-     * and the work), then, within the limit, the same order with the tables. With tying, in
-     * one pass (the same order): the work is counted as tables are made, and a table that
-     * would pass the limit is refused before it is made */
+     * and the work, reuse by key included), then, within the limit, the same order with the
+     * tables */
     {
         int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0);
         if (!nvf0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
         memcpy(nvf0, S.nvf, (size_t)S.nvars * sizeof *nvf0);
-        S.dry = !S.tying;
+        S.dry = 1;
         for (int64_t v = 0; v < S.nvars && r == 1; v++)
             if (S.nd[v] > 1 && !hpush(&h, &hn, &hcap, (hent){elim_key(&S, (int32_t)v, nb), (int32_t)v}))
                 r = 0;
@@ -1167,12 +1168,6 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
             r = eliminate(&S, x.v, nb, nn);
             for (int i = 0; i < nn && r == 1; i++)
                 if (!hpush(&h, &hn, &hcap, (hent){elim_key(&S, nb2[i], nb), nb2[i]})) r = 0;
-        }
-        if (!S.dry) {
-            free(nvf0);
-            if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
-            if (r < 0) goto done;
-            goto decode;
         }
         /* back to the factors before the dry run */
         for (int64_t i = nf0; i < S.nf; i++) free(S.f[i].vars);
@@ -1203,7 +1198,6 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
             if (r < 0) goto done;
         }
     }
-decode:
     /* decode in reverse elimination order */
     if (!(pick = calloc((size_t)S.nvars, sizeof *pick)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
