@@ -15,10 +15,28 @@
  * then decoded in reverse order. The work is the table entries made times the eliminated
  * domain; past `limit` it stops and reports failure (the caller falls back to the heuristic),
  * with a proven lower bound: the sum of each node's least own seconds and each producer
- * factor's least entry. No step depends on addresses, hash order or time. */
+ * factor's least entry. No step depends on addresses, hash order or time.
+ *
+ * Before each elimination its bucket's factors whose scope lies within another's are added
+ * into it (fold_bucket), so the inner sum reads few tables.
+ *
+ * Tying (the default; ldt_plan_options.no_tying turns it off): repeated layers make equal
+ * tables, and eliminating a variable over equal tables in the same places makes an equal
+ * table. Each producer table is keyed by what it is computed from (producer_key), each
+ * elimination by its bucket's table classes, their variables' places in the new scope, the
+ * domain sizes and the eliminated unary (memo_key); a key seen before reuses the table made
+ * then (shared, never written: folding copies it first) and counts no work. The work limit
+ * thus counts each distinct table once, and a stack of L equal layers costs about one layer
+ * plus what joins them. Equal keys are compared in full, never by hash alone, so the result is
+ * exactly the untied optimum: tying is a reduction of the work, not a constraint on the
+ * strategies (ldt_plan_tied says whether any table was reused). The dry run (scopes only)
+ * keys its eliminations the same way, its new factors taking the class the key gives, so it
+ * reuses and counts exactly as the real run will: a graph past the limit is still known
+ * before any elimination table is made. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "core/error.h"
 #include "planner/exact.h"
@@ -32,7 +50,27 @@ typedef struct fac {
     int64_t size;
     double *tab; /* row-major: the last var varies fastest */
     int alive;
+    int owns;    /* tab is this factor's to free */
+    int shared;  /* tab is a repeated elimination's result (others read it): never written */
+    int64_t tid; /* the table's class: equal classes, equal tables (tying) */
 } fac;
+
+/* A repeated elimination (tying): the key (the eliminated domain and unary, the new scope's
+ * domains, the bucket's table classes and their variables' places) and what it made. */
+typedef struct ment {
+    uint64_t h;
+    int64_t off, len; /* the key in mkeys */
+    int64_t tid;      /* the class of the table it made */
+    double *tab;      /* the table (NULL in the dry run) */
+    double value;     /* the constant it made, for an empty new scope (a producer: its least) */
+} ment;
+
+typedef struct memo {
+    ment *me;
+    int64_t nme, capme;
+    int64_t *mkeys, nmk, capmk;
+    int64_t *mht, mhtcap; /* entry index + 1, 0 empty */
+} memo;
 
 typedef struct solver {
     ldt_plan *p;
@@ -58,6 +96,15 @@ typedef struct solver {
     /* scratch */
     uint32_t *mark;
     uint32_t stamp;
+    /* tying: repeated eliminations made once */
+    int tying;
+    int64_t ntid, ntid_base;
+    memo em; /* eliminations */
+    memo pm; /* producer tables */
+    int64_t hits;
+    double **pool; /* tables replaced by folding, freed at the end */
+    int64_t npool, cappool;
+    int64_t *key, capkey, *kord, capkord;
 } solver;
 
 static int push_vf(solver *S, int32_t v, int64_t id) {
@@ -88,6 +135,9 @@ static int add_fac(solver *S, int32_t *vars, int nv, int64_t size, double *tab) 
     x->size = size;
     x->tab = tab;
     x->alive = 1;
+    x->owns = 1;
+    x->shared = 0;
+    x->tid = -1;
     for (int i = 0; i < nv; i++)
         if (!push_vf(S, vars[i], S->nf)) return 0;
     S->nf++;
@@ -315,6 +365,36 @@ static int target_factors(solver *S, int32_t u, const int32_t *svar) {
     return r;
 }
 
+static int room_i64(int64_t **a, int64_t *cap, int64_t need);
+static int64_t memo_find(const solver *S, const memo *M, int64_t len, uint64_t h);
+static int64_t memo_add(solver *S, memo *M, int64_t len, uint64_t h, double *tab, double value);
+
+/* The key of producer u's table (what it is computed from): u's class, the strict flag, the
+ * scope's domain sizes, the list u gives per domain entry, and per use (in order) its place
+ * in the scope and the list it asks per domain entry. Its length in S->key, or -1. */
+static int64_t producer_key(solver *S, int32_t u, const int32_t *vars, int nv, int upos,
+                            const int32_t *svar, const int32_t *spos) {
+    ldt_plan *p = S->p;
+    int64_t a = p->use_off[u], b = p->use_off[u + 1], len = 0, need = 6 + nv + S->nd[u] + 1;
+    for (int64_t j = a; j < b; j++) need += 1 + (spos[j - a] >= 0 ? S->nd[vars[spos[j - a]]] : 1);
+    if (!room_i64(&S->key, &S->capkey, need)) return -1;
+    S->key[len++] = p->node_class[u];
+    S->key[len++] = p->opts.strict;
+    S->key[len++] = nv;
+    for (int i = 0; i < nv; i++) S->key[len++] = S->nd[vars[i]];
+    S->key[len++] = upos;
+    for (int i = 0; i < (upos >= 0 ? S->nd[u] : 1); i++)
+        S->key[len++] = LDT__SSET_PL(p->node_ss[u], S->dom[u][i])[0];
+    S->key[len++] = b - a;
+    for (int64_t j = a; j < b; j++) {
+        int32_t x = svar[j - a];
+        int m = spos[j - a] >= 0 ? S->nd[vars[spos[j - a]]] : 1;
+        S->key[len++] = spos[j - a];
+        for (int di = 0; di < m; di++) S->key[len++] = x >= S->n ? S->dom[x][di] : slot_req(S, j, di);
+    }
+    return len;
+}
+
 /* The producer factor of node u: the moves of its value. With one consumer node, over u and
  * it; with several, over u and one request variable per use (what that use asks), so the
  * table grows with the distinct lists asked, not with the consumers' strategies. Variables
@@ -366,24 +446,45 @@ static int producer_factor(solver *S, int32_t u, double *lb) {
         free(tg);
         return r;
     }
-    if (nv > 64) goto over;
     if (size > S->limit || S->work + size > S->limit) goto over;
     S->work += size;
-    if (!(tab = malloc((size_t)size * sizeof *tab))) goto oom;
     for (int i = 0; i < nv; i++) digit[i] = 0;
     {
         int upos = -1;
+        int64_t klen = 0, hit = -1;
+        uint64_t kh = 0;
         int32_t *spos = malloc((size_t)nslot * sizeof *spos);
-        if (!spos) {
-            free(tab);
-            goto oom;
-        }
+        if (!spos) goto oom;
         for (int i = 0; i < nv; i++)
             if (vars[i] == u) upos = i;
         for (int64_t j = a; j < b; j++) {
             spos[j - a] = -1;
             for (int i = 0; i < nv; i++)
                 if (vars[i] == svar[j - a]) spos[j - a] = i;
+        }
+        /* with tying, a table made before from the same inputs is shared */
+        if (S->tying && nv > 0) {
+            klen = producer_key(S, u, vars, nv, upos, svar, spos);
+            if (klen < 0) {
+                free(spos);
+                goto oom;
+            }
+            kh = XXH64(S->key, (size_t)klen * sizeof *S->key, 1);
+            hit = memo_find(S, &S->pm, klen, kh);
+        }
+        if (hit >= 0) {
+            free(spos);
+            free(svar);
+            free(tg);
+            *lb += S->pm.me[hit].value;
+            if (!add_fac(S, vars, nv, size, S->pm.me[hit].tab)) return 0;
+            S->f[S->nf - 1].owns = 0;
+            S->f[S->nf - 1].shared = 1;
+            return 1;
+        }
+        if (!(tab = malloc((size_t)size * sizeof *tab))) {
+            free(spos);
+            goto oom;
         }
         for (int64_t e = 0; e < size; e++) {
             int su = S->dom[u][upos >= 0 ? digit[upos] : 0];
@@ -411,6 +512,10 @@ static int producer_factor(solver *S, int32_t u, double *lb) {
             }
         }
         free(spos);
+        if (klen > 0 && memo_add(S, &S->pm, klen, kh, tab, mn) < 0) {
+            free(tab);
+            goto oom;
+        }
     }
     free(svar);
     free(tg);
@@ -422,6 +527,7 @@ static int producer_factor(solver *S, int32_t u, double *lb) {
         return 1;
     }
     if (!add_fac(S, vars, nv, size, tab)) return 0;
+    if (S->tying) S->f[S->nf - 1].shared = 1; /* the producer memo hands it out */
     return 1;
 oom:
     free(vars);
@@ -435,14 +541,18 @@ over:
     return -1;
 }
 
-/* The neighbours of v among live factors (ascending, v left out) into out; their count. */
+/* The neighbours of v among live factors (ascending, v left out) into out; their count (-1:
+ * more than cap). Outside the dry run (which restores the lists after) the dead factors are
+ * dropped from v's list as it is read (the order of the rest kept). */
 static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
     int n = 0;
+    int64_t keep = 0;
     S->stamp++;
     S->mark[v] = S->stamp;
     for (int64_t i = 0; i < S->nvf[v]; i++) {
         const fac *x = &S->f[S->vf[v][i]];
         if (!x->alive) continue;
+        if (!S->dry) S->vf[v][keep++] = S->vf[v][i];
         for (int j = 0; j < x->nv; j++) {
             int32_t w = x->vars[j];
             if (S->mark[w] == S->stamp) continue;
@@ -451,7 +561,20 @@ static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
             out[n++] = w;
         }
     }
-    qsort(out, (size_t)n, sizeof *out, cmp_i32);
+    if (!S->dry) S->nvf[v] = keep;
+    if (n > 16) {
+        qsort(out, (size_t)n, sizeof *out, cmp_i32);
+    } else {
+        for (int i = 1; i < n; i++) {
+            int32_t x = out[i];
+            int j = i - 1;
+            while (j >= 0 && out[j] > x) {
+                out[j + 1] = out[j];
+                j--;
+            }
+            out[j + 1] = x;
+        }
+    }
     return n;
 }
 
@@ -506,10 +629,291 @@ static int64_t elim_key(solver *S, int32_t v, int32_t *nb) {
     return dom_product(S, nb, n, INT64_MAX / 2);
 }
 
-/* Eliminates v: 1 done, 0 out of memory, -1 over the limit. */
-static int eliminate(solver *S, int32_t v, int32_t *nb) {
-    int n = neighbours(S, v, nb, NB_CAP), nf = 0;
-    int64_t size, *ids;
+
+
+/* Makes b's table its own before it is written (a shared one is copied; the old one, if b
+ * owned it, is kept to the end: a repeated elimination may still hand it out). */
+static int own_table(solver *S, fac *b) {
+    double *c;
+    if (!b->shared) return 1;
+    if (!(c = malloc((size_t)b->size * sizeof *c))) return 0;
+    memcpy(c, b->tab, (size_t)b->size * sizeof *c);
+    if (b->owns) {
+        if (S->npool == S->cappool) {
+            int64_t cap = S->cappool ? 2 * S->cappool : 64;
+            double **np = realloc(S->pool, (size_t)cap * sizeof *np);
+            if (!np) {
+                free(c);
+                return 0;
+            }
+            S->pool = np;
+            S->cappool = cap;
+        }
+        S->pool[S->npool++] = b->tab;
+    }
+    b->tab = c;
+    b->owns = 1;
+    b->shared = 0;
+    return 1;
+}
+
+/* The place of w in the new scope nb (n variables, ascending); n for the eliminated v. */
+static int64_t scope_pos(const int32_t *nb, int n, int32_t v, int32_t w) {
+    int lo = 0, hi = n - 1;
+    if (w == v) return n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (nb[mid] < w) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int room_i64(int64_t **a, int64_t *cap, int64_t need) {
+    int64_t c = *cap;
+    int64_t *n;
+    if (need <= c) return 1;
+    while (c < need) c = c ? 2 * c : 256;
+    if (!(n = realloc(*a, (size_t)c * sizeof *n))) return 0;
+    *a = n;
+    *cap = c;
+    return 1;
+}
+
+/* 1 when bucket factor block a sorts before block b (tid, then the places). */
+static int block_less(const int64_t *k, int64_t a, int64_t b) {
+    int64_t la = 2 + k[a + 1], lb = 2 + k[b + 1];
+    for (int64_t i = 0; i < la && i < lb; i++)
+        if (k[a + i] != k[b + i]) return k[a + i] < k[b + i];
+    return la < lb;
+}
+
+/* The key of eliminating v (its bucket ids, new scope nb) into S->key: v's domain size and
+ * unary, the new scope's domain sizes, and per bucket factor (sorted) its table class and the
+ * places of its variables. Two eliminations with equal keys make equal tables. Its length, or
+ * -1 (out of memory). */
+static int64_t memo_key(solver *S, int32_t v, const int32_t *nb, int n, const int64_t *ids, int nf) {
+    int64_t hdr = 3 + n + S->nd[v], blocks = 0, len;
+    for (int i = 0; i < nf; i++) blocks += 2 + S->f[ids[i]].nv;
+    if (!room_i64(&S->key, &S->capkey, hdr + 2 * blocks) || !room_i64(&S->kord, &S->capkord, nf + 1))
+        return -1;
+    S->key[0] = S->nd[v];
+    S->key[1] = n;
+    for (int i = 0; i < n; i++) S->key[2 + i] = S->nd[nb[i]];
+    for (int i = 0; i < S->nd[v]; i++) memcpy(&S->key[2 + n + i], &S->unary[v][i], sizeof(double));
+    S->key[hdr - 1] = nf;
+    /* the blocks in a scratch area after the key, then sorted into place */
+    {
+        int64_t o = hdr + blocks;
+        for (int i = 0; i < nf; i++) {
+            const fac *x = &S->f[ids[i]];
+            S->kord[i] = o;
+            S->key[o++] = x->tid;
+            S->key[o++] = x->nv;
+            for (int j = 0; j < x->nv; j++) S->key[o++] = scope_pos(nb, n, v, x->vars[j]);
+        }
+    }
+    for (int i = 1; i < nf; i++) {
+        int64_t x = S->kord[i];
+        int j = i - 1;
+        while (j >= 0 && block_less(S->key, x, S->kord[j])) {
+            S->kord[j + 1] = S->kord[j];
+            j--;
+        }
+        S->kord[j + 1] = x;
+    }
+    len = hdr;
+    for (int i = 0; i < nf; i++) {
+        int64_t b = S->kord[i], l = 2 + S->key[b + 1];
+        memmove(&S->key[len], &S->key[b], (size_t)l * sizeof *S->key);
+        len += l;
+    }
+    return len;
+}
+
+/* The entry of M with the key in S->key[0..len), or -1. */
+static int64_t memo_find(const solver *S, const memo *M, int64_t len, uint64_t h) {
+    if (!M->mhtcap) return -1;
+    for (int64_t i = (int64_t)(h & (uint64_t)(M->mhtcap - 1));; i = (i + 1) & (M->mhtcap - 1)) {
+        int64_t e = M->mht[i] - 1;
+        if (e < 0) return -1;
+        if (M->me[e].h == h && M->me[e].len == len &&
+            !memcmp(&M->mkeys[M->me[e].off], S->key, (size_t)len * sizeof *S->key))
+            return e;
+    }
+}
+
+/* Records in M the key in S->key[0..len) with what it made (class: the next one); the entry's
+ * index, or -1. */
+static int64_t memo_add(solver *S, memo *M, int64_t len, uint64_t h, double *tab, double value) {
+    ment *x;
+    if (2 * (M->nme + 1) > M->mhtcap) {
+        int64_t cap = M->mhtcap ? 2 * M->mhtcap : 1024;
+        int64_t *ht = calloc((size_t)cap, sizeof *ht);
+        if (!ht) return -1;
+        for (int64_t e = 0; e < M->nme; e++) {
+            int64_t i = (int64_t)(M->me[e].h & (uint64_t)(cap - 1));
+            while (ht[i]) i = (i + 1) & (cap - 1);
+            ht[i] = e + 1;
+        }
+        free(M->mht);
+        M->mht = ht;
+        M->mhtcap = cap;
+    }
+    if (M->nme == M->capme) {
+        int64_t cap = M->capme ? 2 * M->capme : 256;
+        ment *n = realloc(M->me, (size_t)cap * sizeof *n);
+        if (!n) return -1;
+        M->me = n;
+        M->capme = cap;
+    }
+    if (!room_i64(&M->mkeys, &M->capmk, M->nmk + len)) return -1;
+    memcpy(&M->mkeys[M->nmk], S->key, (size_t)len * sizeof *S->key);
+    x = &M->me[M->nme];
+    x->h = h;
+    x->off = M->nmk;
+    x->len = len;
+    x->tid = S->ntid++;
+    x->tab = tab;
+    x->value = value;
+    M->nmk += len;
+    {
+        int64_t i = (int64_t)(h & (uint64_t)(M->mhtcap - 1));
+        while (M->mht[i]) i = (i + 1) & (M->mhtcap - 1);
+        M->mht[i] = M->nme + 1;
+    }
+    return M->nme++;
+}
+
+/* Forgets every repeated elimination (after the dry run: the real one makes them again). */
+static void memo_reset(solver *S) {
+    S->em.nme = 0;
+    S->em.nmk = 0;
+    S->hits = 0;
+    S->ntid = S->ntid_base;
+    if (S->em.mht) memset(S->em.mht, 0, (size_t)S->em.mhtcap * sizeof *S->em.mht);
+}
+
+/* The class of every factor made so far (the problem's own tables): equal tables of equal
+ * size share one. -1 when out of memory. */
+static int intern_tables(solver *S) {
+    int64_t cap = 1024, *ht;
+    S->ntid = 0;
+    while (cap < 2 * S->nf) cap *= 2;
+    if (!(ht = calloc((size_t)cap, sizeof *ht))) return -1;
+    for (int64_t f = 0; f < S->nf; f++) {
+        fac *x = &S->f[f];
+        uint64_t h = XXH64(x->tab, (size_t)x->size * sizeof *x->tab, (uint64_t)x->size);
+        int64_t i = (int64_t)(h & (uint64_t)(cap - 1));
+        for (;; i = (i + 1) & (cap - 1)) {
+            int64_t g = ht[i] - 1;
+            if (g < 0) {
+                ht[i] = f + 1;
+                x->tid = S->ntid++;
+                break;
+            }
+            if (S->f[g].size == x->size &&
+                !memcmp(S->f[g].tab, x->tab, (size_t)x->size * sizeof *x->tab)) {
+                x->tid = S->f[g].tid;
+                break;
+            }
+        }
+    }
+    free(ht);
+    /* the work: each distinct table once */
+    S->work = 0;
+    {
+        int64_t next = 0;
+        for (int64_t f = 0; f < S->nf; f++)
+            if (S->f[f].tid == next) {
+                S->work += S->f[f].size;
+                next++;
+            }
+    }
+    S->ntid_base = S->ntid;
+    return 0;
+}
+
+/* 1 when the scope of a (ascending) is a subset of b's. */
+static int scope_within(const fac *a, const fac *b) {
+    int j = 0;
+    if (a->nv > b->nv) return 0;
+    for (int i = 0; i < a->nv; i++) {
+        while (j < b->nv && b->vars[j] < a->vars[i]) j++;
+        if (j == b->nv || b->vars[j] != a->vars[i]) return 0;
+        j++;
+    }
+    return 1;
+}
+
+/* Adds factor a's table into b's (a's scope within b's): b then stands for both. */
+static void fold_into(const solver *S, const fac *a, fac *b) {
+    int64_t st[64], idx = 0, s = 1;
+    int32_t digit[64];
+    int k = a->nv - 1;
+    for (int j = b->nv - 1; j >= 0; j--) {
+        st[j] = 0;
+        digit[j] = 0;
+        if (k >= 0 && a->vars[k] == b->vars[j]) {
+            st[j] = s;
+            s *= S->nd[a->vars[k]];
+            k--;
+        }
+    }
+    for (int64_t e = 0; e < b->size; e++) {
+        b->tab[e] += a->tab[idx];
+        for (int j = b->nv - 1; j >= 0; j--) {
+            if (++digit[j] < S->nd[b->vars[j]]) {
+                idx += st[j];
+                break;
+            }
+            digit[j] = 0;
+            idx -= (int64_t)(S->nd[b->vars[j]] - 1) * st[j];
+        }
+    }
+}
+
+/* Folds each bucket factor whose scope lies within a larger (or later equal) one's into the
+ * smallest such, so the elimination sums fewer tables per entry (the same function: the
+ * bucket keeps the folded-into factor, and the decode reads it). ids: the bucket, rewritten in
+ * place; its new count (-1: out of memory). Fixed order: by size, then factor id. */
+static int fold_bucket(solver *S, int64_t *ids, int nf) {
+    int out = 0;
+    if (nf < 3) return nf;
+    for (int i = 1; i < nf; i++) { /* insertion sort by (size, id): buckets are short */
+        int64_t x = ids[i];
+        int j = i - 1;
+        while (j >= 0 && (S->f[ids[j]].size > S->f[x].size ||
+                          (S->f[ids[j]].size == S->f[x].size && ids[j] > x))) {
+            ids[j + 1] = ids[j];
+            j--;
+        }
+        ids[j + 1] = x;
+    }
+    for (int i = 0; i < nf; i++) {
+        int j;
+        for (j = i + 1; j < nf; j++)
+            if (S->f[ids[j]].nv <= 64 && scope_within(&S->f[ids[i]], &S->f[ids[j]])) break;
+        if (j < nf) {
+            if (!own_table(S, &S->f[ids[j]])) return -1;
+            fold_into(S, &S->f[ids[i]], &S->f[ids[j]]);
+            S->f[ids[i]].alive = 0;
+        } else {
+            ids[out++] = ids[i];
+        }
+    }
+    return out;
+}
+
+/* Eliminates v, its neighbours nb[0..n) (n -1: too many): 1 done, 0 out of memory, -1 over
+ * the limit. With tying, an elimination whose
+ * key (memo_key) was seen before makes no table: its new factor reads the one made then, and
+ * no work is counted; the dry run does the same with the keys alone, so it counts exactly the
+ * work the real run will do. */
+static int eliminate(solver *S, int32_t v, int32_t *nb, int n) {
+    int nf = 0;
+    int64_t size, *ids, klen = 0, hit = -1, ent;
+    uint64_t kh = 0;
     int32_t *vars = NULL;
     double *tab = NULL;
     int64_t *st = NULL, *sv = NULL, *base = NULL;
@@ -517,30 +921,57 @@ static int eliminate(solver *S, int32_t v, int32_t *nb) {
     const double *un = S->unary[v];
     if (n < 0) return -1;
     size = dom_product(S, nb, n, S->limit);
-    if (size > S->limit / S->nd[v] || S->work + size * S->nd[v] > S->limit) return -1;
-    S->work += size * S->nd[v];
     ids = malloc((size_t)(S->nvf[v] ? S->nvf[v] : 1) * sizeof *ids);
     if (!ids) return 0;
     for (int64_t i = 0; i < S->nvf[v]; i++)
         if (S->f[S->vf[v][i]].alive) ids[nf++] = S->vf[v][i];
+    if (S->tying && size <= S->limit) {
+        if ((klen = memo_key(S, v, nb, n, ids, nf)) < 0) goto oom;
+        kh = XXH64(S->key, (size_t)klen * sizeof *S->key, 0);
+        hit = memo_find(S, &S->em, klen, kh);
+    }
+    if (hit < 0 && (size > S->limit / S->nd[v] || S->work + size * S->nd[v] > S->limit)) {
+        free(ids);
+        return -1;
+    }
+    if (n > 0 && !(vars = malloc((size_t)n * sizeof *vars))) goto oom;
+    if (n > 0) memcpy(vars, nb, (size_t)n * sizeof *vars);
+    if (hit >= 0) { /* made before: read that table */
+        for (int i = 0; i < nf; i++) S->f[ids[i]].alive = 0;
+        S->bucket[v] = ids;
+        S->nbucket[v] = nf;
+        S->order[S->norder++] = v;
+        S->hits++;
+        if (n == 0) {
+            if (!S->dry) S->constant += S->em.me[hit].value;
+            return 1;
+        }
+        if (!add_fac(S, vars, n, size, S->em.me[hit].tab)) return 0;
+        S->f[S->nf - 1].owns = 0;
+        S->f[S->nf - 1].shared = 1;
+        S->f[S->nf - 1].tid = S->em.me[hit].tid;
+        return 1;
+    }
+    S->work += size * S->nd[v];
     if (S->dry) {
         for (int i = 0; i < nf; i++) S->f[ids[i]].alive = 0;
         S->bucket[v] = ids;
         S->nbucket[v] = nf;
         S->order[S->norder++] = v;
+        ent = S->tying ? memo_add(S, &S->em, klen, kh, NULL, 0) : 0;
+        if (ent < 0) return 0;
         if (n == 0) return 1;
-        if (!(vars = malloc((size_t)n * sizeof *vars))) return 0;
-        memcpy(vars, nb, (size_t)n * sizeof *vars);
-        return add_fac(S, vars, n, size, NULL) ? 1 : 0;
+        if (!add_fac(S, vars, n, size, NULL)) return 0;
+        if (S->tying) S->f[S->nf - 1].tid = S->em.me[ent].tid;
+        return 1;
     }
-    vars = malloc((size_t)(n ? n : 1) * sizeof *vars);
     tab = malloc((size_t)size * sizeof *tab);
     st = calloc((size_t)(nf ? nf : 1) * (size_t)(n ? n : 1), sizeof *st);
     sv = calloc((size_t)(nf ? nf : 1), sizeof *sv);
     base = calloc((size_t)(nf ? nf : 1), sizeof *base);
     digit = calloc((size_t)(n ? n : 1), sizeof *digit);
-    if (!vars || !tab || !st || !sv || !base || !digit) goto oom;
-    memcpy(vars, nb, (size_t)n * sizeof *vars);
+    if (!tab || !st || !sv || !base || !digit) goto oom;
+    if ((nf = fold_bucket(S, ids, nf)) < 0) goto oom;
     /* each factor's stride for every new var (0 where it lacks it) and for v */
     for (int i = 0; i < nf; i++) {
         const fac *x = &S->f[ids[i]];
@@ -579,6 +1010,10 @@ static int eliminate(solver *S, int32_t v, int32_t *nb) {
     free(sv);
     free(base);
     free(digit);
+    st = sv = base = NULL;
+    digit = NULL;
+    ent = 0;
+    if (S->tying && (ent = memo_add(S, &S->em, klen, kh, n ? tab : NULL, tab[0])) < 0) goto oom;
     for (int i = 0; i < nf; i++) S->f[ids[i]].alive = 0;
     S->bucket[v] = ids;
     S->nbucket[v] = nf;
@@ -586,10 +1021,13 @@ static int eliminate(solver *S, int32_t v, int32_t *nb) {
     if (n == 0) {
         S->constant += tab[0];
         free(tab);
-        free(vars);
         return 1;
     }
     if (!add_fac(S, vars, n, size, tab)) return 0;
+    if (S->tying) {
+        S->f[S->nf - 1].shared = 1; /* the memo hands it out */
+        S->f[S->nf - 1].tid = S->em.me[ent].tid;
+    }
     return 1;
 oom:
     free(ids);
@@ -615,8 +1053,18 @@ static double fac_at(const solver *S, const fac *x, const int32_t *pick, int32_t
 static void solver_free(solver *S) {
     for (int64_t i = 0; i < S->nf; i++) {
         free(S->f[i].vars);
-        free(S->f[i].tab);
+        if (S->f[i].owns) free(S->f[i].tab);
     }
+    for (int64_t i = 0; i < S->npool; i++) free(S->pool[i]);
+    free(S->pool);
+    free(S->em.me);
+    free(S->em.mkeys);
+    free(S->em.mht);
+    free(S->pm.me);
+    free(S->pm.mkeys);
+    free(S->pm.mht);
+    free(S->key);
+    free(S->kord);
     free(S->f);
     for (int64_t v = 0; v < S->capvars; v++) {
         if (S->vf) free(S->vf[v]);
@@ -636,11 +1084,11 @@ static void solver_free(solver *S) {
     free(S->mark);
 }
 
-ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int32_t *choice,
-                             double *bound, int *solved) {
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying,
+                             int32_t *choice, double *bound, int *solved, int *tied) {
     solver S;
     int64_t n = p->nnodes;
-    int32_t *nb = NULL, *pick = NULL;
+    int32_t *nb = NULL, *nb2 = NULL, *pick = NULL;
     hent *h = NULL;
     int64_t hn = 0, hcap = 0;
     double lb = 0;
@@ -650,12 +1098,15 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     S.p = p;
     S.n = n;
     S.limit = limit;
+    S.tying = tying;
     *solved = 0;
+    *tied = 0;
     *bound = 0;
     S.nvars = n;
     if (!grow_vars(&S, n + 1)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     nb = malloc(NB_CAP * sizeof *nb);
-    if (!nb)
+    nb2 = malloc(NB_CAP * sizeof *nb2);
+    if (!nb || !nb2)
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     /* domains and unary costs */
     for (int64_t v = 0; v < n; v++) {
@@ -678,15 +1129,22 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         lb += mn;
         if (m == 1) S.constant += S.unary[v][0];
     }
-    /* producer factors */
+    /* producer factors (with tying, all of them: each is at most Y_MODE_SIZE entries, and the
+     * work counts each distinct table once, below) */
+    if (S.tying && limit > 0) S.limit = INT64_MAX / 4;
     for (int64_t u = 0; u < n && r == 1; u++) {
         r = producer_factor(&S, (int32_t)u, &lb);
         if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     }
+    S.limit = limit;
     *bound = lb;
     if (r < 0) goto done; /* over the limit: the caller uses the heuristic */
+    if (S.tying && intern_tables(&S) < 0)
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+    if (S.work > S.limit) goto done;
     /* eliminate every variable with a domain of 2 or more: first dry (scopes only, the order
-     * and the work), then, within the limit, the same order with the tables */
+     * and the work, reuse by key included), then, within the limit, the same order with the
+     * tables */
     {
         int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0);
         if (!nvf0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
@@ -700,24 +1158,16 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
             int64_t key;
             int nn;
             if (S.bucket[x.v]) continue; /* eliminated already */
-            key = elim_key(&S, x.v, nb);
+            nn = neighbours(&S, x.v, nb, NB_CAP);
+            key = nn < 0 ? INT64_MAX : dom_product(&S, nb, nn, INT64_MAX / 2);
             if (key != x.key) {
                 if (!hpush(&h, &hn, &hcap, (hent){key, x.v})) r = 0;
                 continue;
             }
-            nn = neighbours(&S, x.v, nb, NB_CAP);
-            {
-                int32_t *copy = NULL;
-                if (nn > 0 && !(copy = malloc((size_t)nn * sizeof *copy))) {
-                    r = 0;
-                    break;
-                }
-                if (nn > 0) memcpy(copy, nb, (size_t)nn * sizeof *copy);
-                r = eliminate(&S, x.v, nb);
-                for (int i = 0; i < nn && r == 1; i++)
-                    if (!hpush(&h, &hn, &hcap, (hent){elim_key(&S, copy[i], nb), copy[i]})) r = 0;
-                free(copy);
-            }
+            if (nn > 0) memcpy(nb2, nb, (size_t)nn * sizeof *nb2);
+            r = eliminate(&S, x.v, nb, nn);
+            for (int i = 0; i < nn && r == 1; i++)
+                if (!hpush(&h, &hn, &hcap, (hent){elim_key(&S, nb2[i], nb), nb2[i]})) r = 0;
         }
         /* back to the factors before the dry run */
         for (int64_t i = nf0; i < S.nf; i++) free(S.f[i].vars);
@@ -732,6 +1182,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         }
         S.work = work0;
         S.dry = 0;
+        memo_reset(&S);
         if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
         if (r < 0) goto done; /* over the limit, found before any table was made */
         {
@@ -740,7 +1191,8 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
             if (!ord) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
             memcpy(ord, S.order, (size_t)n_el * sizeof *ord);
             S.norder = 0;
-            for (int64_t i = 0; i < n_el && r == 1; i++) r = eliminate(&S, ord[i], nb);
+            for (int64_t i = 0; i < n_el && r == 1; i++)
+                r = eliminate(&S, ord[i], nb, neighbours(&S, ord[i], nb, NB_CAP));
             free(ord);
             if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
             if (r < 0) goto done;
@@ -766,10 +1218,12 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     for (int64_t v = 0; v < n; v++) choice[v] = S.dom[v][pick[v]];
     *bound = S.constant;
     *solved = 1;
+    *tied = S.hits > 0;
 done:
 fail:
     free(h);
     free(nb);
+    free(nb2);
     free(pick);
     solver_free(&S);
     return st;

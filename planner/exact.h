@@ -8,9 +8,11 @@
  * objective plan.c's price() computes) over every node's strategies, or over fixed[v] alone
  * where fixed is not NULL and fixed[v] >= 0, by variable elimination. Work past `limit`
  * (table entries made) stops it: *solved 0, *bound a proven lower bound on the optimum.
- * Solved: choice[] holds an optimum and *bound its cost. Errors: out of memory only. */
-ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int32_t *choice,
-                             double *bound, int *solved);
+ * Solved: choice[] holds an optimum and *bound its cost. tying: an elimination repeated on
+ * equal tables (repeated layers) reuses the table made the first time and counts no work;
+ * *tied says whether that happened. Errors: out of memory only. */
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying,
+                             int32_t *choice, double *bound, int *solved, int *tied);
 
 /* The second method (planner/bnb.c): a depth-first branch and bound over the nodes in trace
  * order, memoised on the frontier, that looks for an assignment of cost at most ub (a plan's

@@ -1022,13 +1022,15 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
     p->cost_greedy = price(p, greedy);
     {
         int64_t limit = p->opts.plan_limit == 0 ? LDT_PLAN_LIMIT_DEFAULT : p->opts.plan_limit;
-        int solved = 0;
+        int solved = 0, tied = 0;
         p->method = "heuristic";
         /* the exact search (limit 0 only computes the lower bound) */
         if (forced || (p->opts.search == LDT_PLAN_GREEDY && !fixed) || limit < 0) limit = 0;
-        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, p->choice, &p->bound, &solved));
+        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, !p->opts.no_tying,
+                                         p->choice, &p->bound, &solved, &tied));
         if (solved) {
             p->method = "exact";
+            p->tied = tied;
             p->cost_global = price(p, p->choice);
         } else if (p->opts.search == LDT_PLAN_GREEDY && !forced && !fixed) {
             memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);

@@ -599,3 +599,87 @@ Test(plan_exact, refused_strategy_without_a_move) {
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Repeated blocks (tying): 2 to 6 identical blocks on a residual stream, x <- x + relu(x W_l)
+ * (+ a broadcast bias), one block's W pinned apart in some cases. Planned with tying (the
+ * default) and without (no_tying), both must reach the reference's optimum with gap 0; with
+ * tying, the repeated eliminations are found (plan_tied), and the plan is the same on a second
+ * run.
+ */
+static void build_blocks(ldt_ctx *ctx, int blocks, int pin_block, int bias) {
+    ldt_shape sq = {2, {12, 12}}, vec = {1, {12}};
+    ldt_tensor *x = ldt_input(ctx, "x", &sq, LDT_F32);
+    int nd = ldt_mesh_ndim(ldt_ctx_mesh(ctx));
+    for (int l = 0; l < blocks; l++) {
+        char name[16];
+        ldt_tensor *w, *h;
+        snprintf(name, sizeof name, "w%d", l);
+        w = ldt_param(ctx, name, &sq, LDT_F32);
+        if (l == pin_block) {
+            ldt_placement pl[LDT_MAX_DIMS];
+            for (int d = 0; d < nd; d++) pl[d] = d == nd - 1 ? ldt_shard(0) : ldt_replicate();
+            cr_assert_eq(ldt_pin(w, pl, nd), LDT_OK, "%s", ldt_last_error());
+        }
+        h = ldt_relu(ldt_matmul(x, w));
+        if (bias) {
+            snprintf(name, sizeof name, "b%d", l);
+            h = ldt_add(h, ldt_param(ctx, name, &vec, LDT_F32));
+        }
+        x = ldt_add(x, h);
+    }
+    cr_assert_eq(ldt_ctx_status(ctx), LDT_OK, "%s", ldt_ctx_errmsg(ctx));
+}
+
+Test(plan_exact, repeated_blocks_tied_and_untied) {
+    const char *meshes[] = {"4", "2x2"};
+    int cases = ldt_test_cases(20), tied_n = 0;
+    for (int i = 0; i < cases; i++) {
+        int blocks = 2 + i % 5, bias = (i / 5) % 2, pin_block = (i / 2) % 3 == 0 ? blocks / 2 : -1;
+        int no_compute = (i / 10) % 2;
+        const char *mt = meshes[i % 2];
+        ldt_mesh *mesh;
+        ldt_ctx *ctx = open_ctx(mt, &mesh);
+        ldt_plan_options po = {0};
+        ldt_plan *tied, *untied, *again;
+        model *m = calloc(1, sizeof *m);
+        int32_t ch[MAXN], ch2[MAXN];
+        int opt[MAXN];
+        double ref;
+        build_blocks(ctx, blocks, pin_block, bias);
+        po.no_compute_cost = no_compute;
+        cr_assert_eq(ldt_plan_create(ctx, &po, &tied), LDT_OK, "%s", ldt_last_error());
+        po.no_tying = 1;
+        cr_assert_eq(ldt_plan_create(ctx, &po, &untied), LDT_OK, "%s", ldt_last_error());
+        model_read(m, ctx, tied);
+        ref = reference(m, NULL, opt, INFINITY);
+        cr_assert_str_eq(ldt_plan_method(tied), "exact", "case %d", i);
+        cr_assert_str_eq(ldt_plan_method(untied), "exact", "case %d", i);
+        cr_assert_eq(ldt_plan_gap(tied), 0.0);
+        cr_assert_eq(ldt_plan_gap(untied), 0.0);
+        cr_assert_eq(ldt_plan_tied(untied), 0, "case %d: tied with no_tying", i);
+        cr_assert_lt(rel(ldt_plan_cost(tied), ref), 1e-9,
+                     "case %d (mesh %s, %d blocks, pin %d, bias %d): tied %.17g, optimum %.17g", i, mt,
+                     blocks, pin_block, bias, ldt_plan_cost(tied), ref);
+        cr_assert_lt(rel(ldt_plan_cost(untied), ref), 1e-9, "case %d: untied %.17g, optimum %.17g", i,
+                     ldt_plan_cost(untied), ref);
+        /* three or more equal blocks repeat at least one elimination */
+        if (blocks - (pin_block >= 0) >= 3)
+            cr_assert_eq(ldt_plan_tied(tied), 1, "case %d (mesh %s, %d blocks): not tied", i, mt, blocks);
+        tied_n += ldt_plan_tied(tied);
+        /* determinism: the same plan again */
+        po.no_tying = 0;
+        cr_assert_eq(ldt_plan_create(ctx, &po, &again), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(ldt_plan_choice(tied, ch, m->n), LDT_OK);
+        cr_assert_eq(ldt_plan_choice(again, ch2, m->n), LDT_OK);
+        cr_assert_arr_eq(ch, ch2, (size_t)m->n * sizeof *ch, "case %d: a second plan differs", i);
+        ldt_plan_destroy(again);
+        ldt_plan_destroy(untied);
+        ldt_plan_destroy(tied);
+        model_free(m);
+        free(m);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+    fprintf(stderr, "plan_exact: %d repeated-block cases, %d tied\n", cases, tied_n);
+}

@@ -398,6 +398,10 @@ typedef struct ldt_plan_options {
      * bounding how far from the optimum it may be. 0: the default (LDT_PLAN_LIMIT_DEFAULT);
      * negative: no exact search. */
     int64_t plan_limit;
+    /* 1: the exact search makes every elimination itself; 0 (default): an elimination that
+     * repeats one made before on equal tables (repeated layers) reuses its table and counts no
+     * work (ldt_plan_tied says whether that happened; the plan is the same optimum). */
+    int no_tying;
 } ldt_plan_options;
 
 #define LDT_PLAN_LIMIT_DEFAULT 5000000
@@ -428,7 +432,8 @@ LDT_API double ldt_plan_greedy_cost(const ldt_plan *p);
 /* Wall time of ldt_plan_create (strategies, search, pricing; not lowering). */
 LDT_API double ldt_plan_seconds(const ldt_plan *p);
 /* How the strategies were chosen: "exact" (proven optimal under the cost model),
- * "exact-tied" (optimal with repeated layers sharing strategies), "heuristic" (the exact
+ * "exact-tied" (reserved: optimal among plans whose repeated layers share strategies; not
+ * reported today, tying keeps the untied optimum and says "exact"), "heuristic" (the exact
  * search ran past its work limit, or the greedy search was asked for); with
  * ldt_plan_create_fixed, "exact" is optimal among the plans that keep the fixed choices; NULL
  * p: "". */
@@ -436,7 +441,8 @@ LDT_API const char *ldt_plan_method(const ldt_plan *p);
 /* The proven relative gap (cost - lower bound) / cost: 0 when exact (or the cost is 0), at
  * most 1 otherwise. */
 LDT_API double ldt_plan_gap(const ldt_plan *p);
-/* 1 when repeated layers were tied (shared variables), else 0. */
+/* 1 when the exact search decided the plan and reused a table made for an equal, earlier
+ * layer (tying: a reduction of its work, the optimum unchanged; docs/planner.md), else 0. */
 LDT_API int ldt_plan_tied(const ldt_plan *p);
 
 /* ---------------------------------------------------------------------------------------
