@@ -38,6 +38,18 @@ static inline int ldt__is_stop_gradient(const ldt_tensor *t) {
 enum { LDT__PIN_NO_LEAF, LDT__PIN_AS_LEAF, LDT__PIN_LEAF_GRAD };
 void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, int leaf);
 
+/* The conjugate of t's pin (ldt__pin_conjugate's rule) into pl, one per mesh dim: 1, or 0
+ * when t has none. */
+int ldt__conjugate_of(const ldt_tensor *t, int leaf, ldt_placement *pl);
+
+/* Pins gw, the gradient of parameter w (pinned) of node t (pinned), whose first `lead` dims
+ * the parameter is broadcast over (a linear's or a norm's rows), to Megatron's layout: on a
+ * mesh dim where t is split on such a dim (the batch, data parallel) and w is whole,
+ * Partial(sum) (each rank's rows summed, reduced with the other gradients); elsewhere as w.
+ * So a bias's or a norm's gradient is never gathered from the batch-sized values it sums.
+ * Unpinned or already pinned: nothing. */
+void ldt__pin_param_grad(const ldt_tensor *t, const ldt_tensor *w, ldt_tensor *gw, int lead);
+
 /* 1 when the rule running for t must give input k a gradient (others may be left NULL). */
 static inline int ldt__vjp_needs(const ldt_tensor *t, int k) {
     return k >= 32 || ((t->ctx->vjp_need >> k) & 1u);
