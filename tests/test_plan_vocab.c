@@ -30,8 +30,10 @@ typedef struct moves {
     int vocab_moves;      /* redistributions of a tensor with a dim of the vocabulary's size */
     int fwd_dp;           /* forward redistributions (and own collectives) touching dp */
     int64_t fwd_dp_bytes; /* the largest of them, global tensor bytes */
-    int fwd_act_reduce;   /* forward reductions (P -> R or P -> S) of [B, S, H] on tp */
+    int act_reduce[2];    /* all_reduces (P -> R) of [B, S, H] on tp: [0] forward, [1] backward */
+    int tp_other[2];      /* any other move on tp of a sequence's activation [S, H] or more */
     char what[512];       /* the first vocabulary move, for the message */
+    char other[2][512];   /* the first other tp move of each pass */
 } moves;
 
 static int has_dim(const cJSON *dims, int d) {
@@ -111,7 +113,8 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
             int64_t bytes = (int64_t)cJSON_GetObjectItem(r, "tensor_bytes")->valuedouble;
             ldt_tensor *in = ldt_tensor_input(t, cJSON_GetObjectItem(r, "input")->valueint);
             ldt_shape s;
-            int vocab = 0, act;
+            int64_t numel;
+            int vocab = 0, act, bwd;
             if (strncmp(coll, "local", 5) == 0) continue; /* nothing leaves the rank */
             ldt_tensor_shape(in, &s);
             for (int d = 0; d < s.ndim; d++) vocab |= s.dims[d] == z->vocab;
@@ -123,21 +126,38 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
                          cJSON_GetObjectItem(r, "input")->valueint, coll,
                          cJSON_GetObjectItem(r, "from")->valuestring,
                          cJSON_GetObjectItem(r, "to")->valuestring, (long long)bytes);
-            if (id > loss_id) continue;
+            bwd = id > loss_id;
+            numel = 1;
+            for (int d = 0; d < s.ndim; d++) numel *= s.dims[d];
+            act = s.ndim == 3 && s.dims[0] == z->batch && s.dims[1] == z->seq && s.dims[2] == z->hidden;
+            if (tp >= 0 && has_dim(dims, tp)) {
+                if (act && reduces_on(r, tp) && strcmp(coll, "all_reduce") == 0 &&
+                    strcmp(cJSON_GetObjectItem(r, "to")->valuestring, "R") == 0)
+                    mv->act_reduce[bwd]++;
+                else if (numel >= z->seq * z->hidden && !mv->tp_other[bwd]++)
+                    snprintf(mv->other[bwd], sizeof mv->other[bwd], "node %lld (%s) input %d: %s %s -> %s, %lld bytes",
+                             (long long)id, ldt_tensor_op(t), cJSON_GetObjectItem(r, "input")->valueint, coll,
+                             cJSON_GetObjectItem(r, "from")->valuestring,
+                             cJSON_GetObjectItem(r, "to")->valuestring, (long long)bytes);
+            }
+            if (bwd) continue;
             if (dp >= 0 && has_dim(dims, dp)) {
                 mv->fwd_dp++;
                 if (bytes > mv->fwd_dp_bytes) mv->fwd_dp_bytes = bytes;
             }
-            act = s.ndim == 3 && s.dims[0] == z->batch && s.dims[1] == z->seq && s.dims[2] == z->hidden;
-            if (act && reduces_on(r, tp) &&
-                (strcmp(coll, "all_reduce") == 0 || strcmp(coll, "reduce_scatter") == 0))
-                mv->fwd_act_reduce++;
         }
-        cJSON_ArrayForEach(c, cJSON_GetObjectItem(node, "collectives")) /* an op's own */
-            if (id <= loss_id && dp >= 0 && has_dim(cJSON_GetObjectItem(c, "mesh_dims"), dp)) {
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(node, "collectives")) { /* an op's own */
+            const cJSON *dims = cJSON_GetObjectItem(c, "mesh_dims");
+            int64_t bytes = (int64_t)cJSON_GetObjectItem(c, "bytes")->valuedouble;
+            if (id <= loss_id && dp >= 0 && has_dim(dims, dp)) {
                 mv->fwd_dp++;
                 mv->fwd_dp_bytes = INT64_MAX;
             }
+            /* a local value of a sequence's activation or more (f32) */
+            if (tp >= 0 && has_dim(dims, tp) && bytes >= 4 * z->seq * z->hidden && !mv->tp_other[id > loss_id]++)
+                snprintf(mv->other[id > loss_id], sizeof mv->other[0], "node %lld (%s): its own all_reduce, %lld bytes",
+                         (long long)id, ldt_tensor_op(t), (long long)bytes);
+        }
     }
     cJSON_Delete(j);
     free(buf);
@@ -157,9 +177,17 @@ static void expect_megatron(const char *mesh_text, ldt_device_type dev, const si
         cr_expect(mv.fwd_dp == 1 && mv.fwd_dp_bytes <= 16,
                   "%s: %d forward moves on dp, the largest %lld bytes; expected the loss's alone",
                   mesh_text, mv.fwd_dp, (long long)mv.fwd_dp_bytes);
-    cr_expect_eq(mv.fwd_act_reduce, 2 * z->layers + 1,
-                 "%s, %lld layers: %d reductions of the activation on tp in the forward", mesh_text,
-                 (long long)z->layers, mv.fwd_act_reduce);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const char *pass = bwd ? "backward (and update)" : "forward";
+        /* per layer 2 (after the row-parallel projections in the forward, before the
+         * column-parallel ones' input gradients reach the norms in the backward), and 1 for
+         * the vocab-parallel embedding (forward) or the tied head's input gradient (backward) */
+        cr_expect_eq(mv.act_reduce[bwd], 2 * z->layers + 1,
+                     "%s, %lld layers: %d all_reduces of the activation on tp in the %s", mesh_text,
+                     (long long)z->layers, mv.act_reduce[bwd], pass);
+        cr_expect_eq(mv.tp_other[bwd], 0, "%s: %d other moves on tp in the %s, first %s", mesh_text,
+                     mv.tp_other[bwd], pass, mv.other[bwd]);
+    }
 }
 
 Test(plan_vocab, small_gpt_training_step) {
