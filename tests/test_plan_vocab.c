@@ -31,7 +31,7 @@ typedef struct moves {
     int fwd_dp;           /* forward redistributions (and own collectives) touching dp */
     int64_t fwd_dp_bytes; /* the largest of them, global tensor bytes */
     int act_reduce[2];    /* all_reduces (P -> R) of [B, S, H] on tp: [0] forward, [1] backward */
-    int tp_other[2];      /* any other move on tp of a sequence's activation [S, H] or more */
+    int tp_other[2];      /* any other move on tp of an activation-like value (below) */
     char what[512];       /* the first vocabulary move, for the message */
     char other[2][512];   /* the first other tp move of each pass */
 } moves;
@@ -53,6 +53,21 @@ static int reduces_on(const cJSON *r, int d) {
         if (!pl++) return 0;
     }
     return 0;
+}
+
+/* A value of the activations' kind: a sequence's activation [S, H] or more, over the batch
+ * (leading dim B) or its rows (a dim of B * S: a weight gradient's operands). Parameters, their
+ * gradients and optimizer states are not: where the update keeps the states is the search's
+ * choice under memory (an all_to_all of a gradient into the states' layout is the update's,
+ * not the backward's). */
+static int act_like(const ldt_shape *s, const sizes *z) {
+    int64_t numel = 1;
+    int rows = 0;
+    for (int d = 0; d < s->ndim; d++) {
+        numel *= s->dims[d];
+        rows |= s->dims[d] == z->batch * z->seq;
+    }
+    return numel >= z->seq * z->hidden && ((s->ndim >= 3 && s->dims[0] == z->batch) || rows);
 }
 
 static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp,
@@ -113,7 +128,6 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
             int64_t bytes = (int64_t)cJSON_GetObjectItem(r, "tensor_bytes")->valuedouble;
             ldt_tensor *in = ldt_tensor_input(t, cJSON_GetObjectItem(r, "input")->valueint);
             ldt_shape s;
-            int64_t numel;
             int vocab = 0, act, bwd;
             if (strncmp(coll, "local", 5) == 0) continue; /* nothing leaves the rank */
             ldt_tensor_shape(in, &s);
@@ -127,14 +141,12 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
                          cJSON_GetObjectItem(r, "from")->valuestring,
                          cJSON_GetObjectItem(r, "to")->valuestring, (long long)bytes);
             bwd = id > loss_id;
-            numel = 1;
-            for (int d = 0; d < s.ndim; d++) numel *= s.dims[d];
             act = s.ndim == 3 && s.dims[0] == z->batch && s.dims[1] == z->seq && s.dims[2] == z->hidden;
             if (tp >= 0 && has_dim(dims, tp)) {
                 if (act && reduces_on(r, tp) && strcmp(coll, "all_reduce") == 0 &&
                     strcmp(cJSON_GetObjectItem(r, "to")->valuestring, "R") == 0)
                     mv->act_reduce[bwd]++;
-                else if (numel >= z->seq * z->hidden && !mv->tp_other[bwd]++)
+                else if (act_like(&s, z) && !mv->tp_other[bwd]++)
                     snprintf(mv->other[bwd], sizeof mv->other[bwd], "node %lld (%s) input %d: %s %s -> %s, %lld bytes",
                              (long long)id, ldt_tensor_op(t), cJSON_GetObjectItem(r, "input")->valueint, coll,
                              cJSON_GetObjectItem(r, "from")->valuestring,
@@ -154,7 +166,7 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
                 mv->fwd_dp_bytes = INT64_MAX;
             }
             /* a local value of a sequence's activation or more (f32) */
-            if (tp >= 0 && has_dim(dims, tp) && bytes >= 4 * z->seq * z->hidden && !mv->tp_other[id > loss_id]++)
+            if (tp >= 0 && has_dim(dims, tp) && bytes >= 4 * z->seq * z->hidden / 4 && !mv->tp_other[id > loss_id]++)
                 snprintf(mv->other[id > loss_id], sizeof mv->other[0], "node %lld (%s): its own all_reduce, %lld bytes",
                          (long long)id, ldt_tensor_op(t), (long long)bytes);
         }

@@ -252,10 +252,10 @@ static void pin_linear_dx(const ldt_tensor *t, ldt_tensor *dx) {
     ldt_pin(dx, px, nd);
 }
 
-void ldt__pin_param_grad(const ldt_tensor *t, const ldt_tensor *w, ldt_tensor *gw, int lead) {
+ldt_tensor *ldt__param_grad(const ldt_tensor *t, const ldt_tensor *w, ldt_tensor *gw, int lead) {
     int nd = ldt_mesh_ndim(t->ctx->mesh);
     ldt_placement pl[LDT_MAX_DIMS];
-    if (!t->pin || !w->pin || !gw || gw->pin || gw->kind != LDT__NODE) return;
+    if (!t->pin || !w->pin || !gw || gw->pin || gw->kind != LDT__NODE) return gw;
     for (int d = 0; d < nd; d++) {
         const ldt_placement *o = &t->pin[d], *wp = &w->pin[d];
         int osplit = o->kind == LDT_PLACE_SHARD || o->kind == LDT_PLACE_INTERLEAVED_SHARD;
@@ -264,23 +264,57 @@ void ldt__pin_param_grad(const ldt_tensor *t, const ldt_tensor *w, ldt_tensor *g
         else if (!(osplit && o->dim < lead) && wp->kind != LDT_PLACE_PARTIAL)
             pl[d] = *wp;
         else
-            return;
+            return gw;
     }
     ldt_pin(gw, pl, nd);
+    return ldt_alias(gw);
+}
+
+ldt_tensor *ldt__rows_of(ldt_tensor *v, int64_t rows) {
+    int nd = ldt_mesh_ndim(v->ctx->mesh), last = v->shape->ndim - 1;
+    ldt_tensor *r = ldt_reshape(v, &(ldt_shape){2, {rows, v->shape->dims[last]}});
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!r || !v->pin || r->pin || r->kind != LDT__NODE || r == v) return r;
+    for (int d = 0; d < nd; d++) {
+        pl[d] = v->pin[d];
+        if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
+            if (pl[d].dim == last) pl[d].dim = 1;
+            else if (pl[d].dim != 0 || pl[d].kind != LDT_PLACE_SHARD) return r;
+        } else if (pl[d].kind == LDT_PLACE_PARTIAL && pl[d].op != LDT_REDUCE_SUM) {
+            return r;
+        }
+    }
+    ldt_pin(r, pl, nd);
+    return r;
+}
+
+/* The transpose of r [R, n], pinned as r with the two dims swapped when r is pinned. */
+static ldt_tensor *tr_pinned(ldt_tensor *r) {
+    int nd = ldt_mesh_ndim(r->ctx->mesh);
+    ldt_tensor *y = tr(r);
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!y || !r->pin || y->pin || y->kind != LDT__NODE) return y;
+    for (int d = 0; d < nd; d++) {
+        pl[d] = r->pin[d];
+        if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) pl[d].dim = 1 - pl[d].dim;
+    }
+    ldt_pin(y, pl, nd);
+    return y;
 }
 
 static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *x = IN(t, 0), *w = IN(t, 1);
-    int64_t out = w->shape->dims[0], in = w->shape->dims[1], rows = 1;
+    int64_t rows = 1;
     for (int d = 0; d < x->shape->ndim - 1; d++) rows *= x->shape->dims[d];
     gi[0] = ldt_matmul(g, w); /* [..., out] @ [out, in] */
-    gi[1] = ldt_matmul(tr(ldt_reshape(g, &(ldt_shape){2, {rows, out}})),
-                       ldt_reshape(x, &(ldt_shape){2, {rows, in}}));
+    gi[1] = ldt_matmul(tr_pinned(ldt__rows_of(g, rows)), ldt__rows_of(x, rows));
     pin_linear_dx(t, gi[0]);
-    ldt__pin_param_grad(t, w, gi[1], t->shape->ndim - 1);
-    if (t->nin == 3) {
-        gi[2] = ldt__unbroadcast(g, IN(t, 2)->shape);
-        ldt__pin_param_grad(t, IN(t, 2), gi[2], t->shape->ndim - 1);
+    gi[1] = ldt__param_grad(t, w, gi[1], t->shape->ndim - 1);
+    if (t->nin == 3) { /* the bias [out]: g summed over its rows */
+        int dims[LDT_MAX_DIMS];
+        for (int d = 0; d < g->shape->ndim - 1; d++) dims[d] = d;
+        gi[2] = g->shape->ndim > 1 ? ldt_sum(g, dims, g->shape->ndim - 1, 0) : g;
+        gi[2] = ldt__param_grad(t, IN(t, 2), gi[2], t->shape->ndim - 1);
     }
 }
 

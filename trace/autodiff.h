@@ -42,13 +42,22 @@ void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backwa
  * when t has none. */
 int ldt__conjugate_of(const ldt_tensor *t, int leaf, ldt_placement *pl);
 
+/* v [..., n] flattened to rows [R, n] (R the product of the leading dims), pinned as v's
+ * rows are when v is pinned (a split of the leading dim or of the last stays one; other
+ * splits pin nothing): a weight gradient's or a lookup gradient's operands then stay where
+ * the forward and the output gradient are, which a profile with slow copies would rather
+ * split and gather back. */
+ldt_tensor *ldt__rows_of(ldt_tensor *v, int64_t rows);
+
 /* Pins gw, the gradient of parameter w (pinned) of node t (pinned), whose first `lead` dims
  * the parameter is broadcast over (a linear's or a norm's rows), to Megatron's layout: on a
  * mesh dim where t is split on such a dim (the batch, data parallel) and w is whole,
  * Partial(sum) (each rank's rows summed, reduced with the other gradients); elsewhere as w.
  * So a bias's or a norm's gradient is never gathered from the batch-sized values it sums.
- * Unpinned or already pinned: nothing. */
-void ldt__pin_param_grad(const ldt_tensor *t, const ldt_tensor *w, ldt_tensor *gw, int lead);
+ * Returns an unpinned alias of the pinned gw (free where the layouts agree), the gradient the
+ * optimizer's data-parallel synchronisation lays out (it leaves pinned gradients alone); gw
+ * itself when nothing was pinned (t or w unpinned, gw pinned already). */
+ldt_tensor *ldt__param_grad(const ldt_tensor *t, const ldt_tensor *w, ldt_tensor *gw, int lead);
 
 /* 1 when the rule running for t must give input k a gradient (others may be left NULL). */
 static inline int ldt__vjp_needs(const ldt_tensor *t, int k) {

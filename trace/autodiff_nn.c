@@ -73,8 +73,8 @@ void ldt__r_norm(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
         gi[0] = ldt_mul(rstd, ldt_sub(gh, ldt_mul(xhat, ldt_mean(ldt_mul(gh, xhat), nd, k, 1))));
     if (w) gi[1] = nl ? ldt_sum(ldt_mul(g, xhat), ld, nl, 0) : ldt_mul(g, xhat);
     if (t->op == LDT_OP_LAYER_NORM && t->attrs->i[2]) gi[1 + (w != NULL)] = nl ? ldt_sum(g, ld, nl, 0) : g;
-    for (int j = 1; j < t->nin; j++) ldt__pin_param_grad(t, IN(t, j), gi[j], nl);
     pin_rows(t, first, k);
+    for (int j = 1; j < t->nin; j++) gi[j] = ldt__param_grad(t, IN(t, j), gi[j], nl);
 }
 
 /* mean over targets that are not ignore_index of -log softmax(logits)[target]:
@@ -119,10 +119,10 @@ void ldt__r_index(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     switch (t->op) {
     case LDT_OP_EMBEDDING: { /* rows of the weight, added where the indices took them */
         ldt_tensor *w = IN(t, 0), *idx = IN(t, 1);
-        int64_t N = 1, H = w->shape->dims[1];
+        int64_t N = 1;
         for (int d = 0; d < idx->shape->ndim; d++) N *= idx->shape->dims[d];
         gi[0] = ldt_index_add(zeros_as(w), 0, ldt_reshape(idx, &(ldt_shape){1, {N}}),
-                              ldt_reshape(g, &(ldt_shape){2, {N, H}}));
+                              ldt__rows_of(g, N));
         /* a vocab-sharded table's rows gathered nowhere: its gradient sharded alike */
         if (gi[0]) ldt__pin_conjugate(w, gi[0], gi[0]->id, LDT__PIN_LEAF_GRAD);
         break;
