@@ -101,10 +101,12 @@ static void pin_act(ldt_model *m, ldt_tensor *t, ldt_placement tp) { pin_layout(
 
 /* Dropout of a row-parallel output before the residual add, pinned whole on tp as the sum it
  * drops from: the Partial is all-reduced once, before it (Megatron), where the roofline would
- * rather reduce-scatter it, drop a quarter on each rank and gather the result back. */
+ * rather reduce-scatter it, drop a quarter on each rank and gather the result back. Under
+ * sequence parallelism (m->sp) pinned split on the sequence: the reduce_scatter, and the
+ * residual add on the shard. */
 static ldt_tensor *residual_dropout(ldt_model *m, ldt_tensor *h, double p, int train) {
     ldt_tensor *d = ldt_dropout(h, p, train);
-    pin_act(m, d, ldt_replicate());
+    pin_act(m, d, m->sp ? ldt_shard(1) : ldt_replicate());
     return d;
 }
 
@@ -114,7 +116,9 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     double p = train ? m->cfg.dropout : 0;
     ldt_tensor *wte = m->params[0], *wpe = m->params[1], *x, *pos, *logits;
     ldt_shape heads = {4, {B, S, A, D}}, flat = {3, {B, S, H}};
-    ldt_placement R = ldt_replicate();
+    /* the activations whole on tp (Megatron), or split on the sequence (sequence parallel: the
+     * row-parallel outputs reduce-scattered, the column-parallel inputs all-gathered) */
+    ldt_placement R = m->sp ? ldt_shard(1) : ldt_replicate();
     /* [B, S, H] + [S, H] */
     x = ldt_embedding(wte, m->inputs[0]);
     pin_act(m, x, ldt_partial(LDT_REDUCE_SUM)); /* vocab-parallel lookup */

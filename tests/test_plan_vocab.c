@@ -4,8 +4,11 @@
  * tied table [V, H], the logits or their gradient [B, S, V]) but the data-parallel reduction
  * of the table's gradient; in the forward nothing moves
  * on dp but the loss's [sum, count] pair, and the activation is reduced on tp exactly twice
- * per layer (after the two row-parallel projections) and once for the embedding. The small
- * model's f64 losses on both meshes equal one device's. */
+ * per layer (after the two row-parallel projections) and once for the embedding; the
+ * backward likewise (before the norms) and once for the head's input gradient, and nothing
+ * else activation-like moves on tp. Sequence parallel (megatron-sp) swaps each all_reduce for
+ * a reduce_scatter and an all_gather. The small model's f64 losses on both meshes, with and
+ * without --sp, equal one device's. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
@@ -31,6 +34,7 @@ typedef struct moves {
     int fwd_dp;           /* forward redistributions (and own collectives) touching dp */
     int64_t fwd_dp_bytes; /* the largest of them, global tensor bytes */
     int act_reduce[2];    /* all_reduces (P -> R) of [B, S, H] on tp: [0] forward, [1] backward */
+    int ag[2], rs[2];     /* with --sp: all_gathers (to R) and reduce_scatters of them on tp */
     int tp_other[2];      /* any other move on tp of an activation-like value (below) */
     char what[512];       /* the first vocabulary move, for the message */
     char other[2][512];   /* the first other tp move of each pass */
@@ -71,7 +75,7 @@ static int act_like(const ldt_shape *s, const sizes *z) {
 }
 
 static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp,
-                       moves *mv) {
+                       int sp, moves *mv) {
     ldt_mesh *mesh;
     ldt_ctx *ctx;
     ldt_ctx_options co = {0};
@@ -96,7 +100,7 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
     co.mesh = mesh;
     cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
     cr_assert_eq(ldt_model_create(ctx, "gpt", &cfg, &m), LDT_OK, "%s", ldt_last_error());
-    cr_assert_eq(ldt_model_pin(m, "megatron"), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pin(m, sp ? "megatron-sp" : "megatron"), LDT_OK, "%s", ldt_last_error());
     loss = ldt_model_forward(m);
     cr_assert(loss != NULL, "%s", ldt_ctx_errmsg(ctx));
     np = ldt_model_nparams(m);
@@ -143,9 +147,14 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
             bwd = id > loss_id;
             act = s.ndim == 3 && s.dims[0] == z->batch && s.dims[1] == z->seq && s.dims[2] == z->hidden;
             if (tp >= 0 && has_dim(dims, tp)) {
-                if (act && reduces_on(r, tp) && strcmp(coll, "all_reduce") == 0 &&
-                    strcmp(cJSON_GetObjectItem(r, "to")->valuestring, "R") == 0)
+                int to_r = strspn(cJSON_GetObjectItem(r, "to")->valuestring, "R,") ==
+                           strlen(cJSON_GetObjectItem(r, "to")->valuestring); /* whole everywhere */
+                if (act && reduces_on(r, tp) && strcmp(coll, "all_reduce") == 0 && to_r)
                     mv->act_reduce[bwd]++;
+                else if (sp && act_like(&s, z) && strcmp(coll, "all_gather") == 0 && to_r)
+                    mv->ag[bwd]++;
+                else if (sp && act_like(&s, z) && strcmp(coll, "reduce_scatter") == 0 && reduces_on(r, tp))
+                    mv->rs[bwd]++;
                 else if (act_like(&s, z) && !mv->tp_other[bwd]++)
                     snprintf(mv->other[bwd], sizeof mv->other[bwd], "node %lld (%s) input %d: %s %s -> %s, %lld bytes",
                              (long long)id, ldt_tensor_op(t), cJSON_GetObjectItem(r, "input")->valueint, coll,
@@ -182,7 +191,7 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
 
 static void expect_megatron(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp) {
     moves mv;
-    check_step(mesh_text, dev, z, dp, tp, &mv);
+    check_step(mesh_text, dev, z, dp, tp, 0, &mv);
     cr_expect_eq(mv.vocab_moves, 0, "%s, vocab %lld: %d moves of a tensor with the vocabulary dim, "
                  "first %s", mesh_text, (long long)z->vocab, mv.vocab_moves, mv.what);
     if (dp >= 0) /* the [loss sum, count] pair: two numbers of at most 8 bytes */
@@ -202,6 +211,53 @@ static void expect_megatron(const char *mesh_text, ldt_device_type dev, const si
     }
 }
 
+/* Sequence parallel (pins megatron-sp): per layer the forward all-gathers the sequence-split
+ * norm outputs before the two column-parallel linears and reduce-scatters the two
+ * row-parallel outputs onto the sequence; the backward has the conjugates (a reduce_scatter of
+ * each column-parallel input gradient, an all_gather of each row-parallel output gradient)
+ * and all-gathers each norm output again for the column-parallel weight gradients (Megatron
+ * re-gathers rather than keep it). Outside the layers: the embedding's reduce_scatter and the
+ * final norm's all_gather (forward); the head's input gradient reduce-scattered, the final
+ * norm's output gathered again for the head's weight gradient, and the embedding output's
+ * gradient gathered for the lookup's gradient (backward). No all_reduce of
+ * the activation, nothing else activation-like on tp, and the rest as without --sp. */
+static void expect_megatron_sp(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp) {
+    moves mv;
+    int64_t L = z->layers;
+    check_step(mesh_text, dev, z, dp, tp, 1, &mv);
+    cr_expect_eq(mv.vocab_moves, 0, "%s --sp: %d moves with the vocabulary dim, first %s", mesh_text,
+                 mv.vocab_moves, mv.what);
+    if (dp >= 0)
+        cr_expect(mv.fwd_dp == 1 && mv.fwd_dp_bytes <= 16, "%s --sp: %d forward moves on dp", mesh_text,
+                  mv.fwd_dp);
+    cr_expect_eq(mv.act_reduce[0] + mv.act_reduce[1], 0, "%s --sp: %d+%d all_reduces of the activation",
+                 mesh_text, mv.act_reduce[0], mv.act_reduce[1]);
+    cr_expect(mv.ag[0] == 2 * L + 1 && mv.rs[0] == 2 * L + 1,
+              "%s --sp, %lld layers, forward: %d all_gathers, %d reduce_scatters on tp", mesh_text,
+              (long long)L, mv.ag[0], mv.rs[0]);
+    /* the positions' gradient (the batch sum of the embedding output's gradient) comes from a
+     * second gather of that gradient or from its sequence shard, the [S, H] sum then gathered
+     * (no activation): the search's choice under the profile */
+    cr_expect((mv.ag[1] == 4 * L + 2 || mv.ag[1] == 4 * L + 3) && mv.rs[1] == 2 * L + 1,
+              "%s --sp, %lld layers, backward: %d all_gathers, %d reduce_scatters on tp", mesh_text,
+              (long long)L, mv.ag[1], mv.rs[1]);
+    for (int bwd = 0; bwd < 2; bwd++)
+        cr_expect_eq(mv.tp_other[bwd], 0, "%s --sp: %d other moves on tp in the %s, first %s", mesh_text,
+                     mv.tp_other[bwd], bwd ? "backward" : "forward", mv.other[bwd]);
+}
+
+Test(plan_vocab, small_gpt_training_step_sequence_parallel) {
+    expect_megatron_sp("tp=4", LDT_DEVICE_CPU, &k_small, -1, 0);
+    expect_megatron_sp("dp=2,tp=2", LDT_DEVICE_CPU, &k_small, 0, 1);
+}
+
+Test(plan_vocab, gpt2_small_training_step_sequence_parallel_on_meta) {
+    sizes z = k_gpt2;
+    if (ldt_test_scale() < 1) z.layers = 2;
+    expect_megatron_sp("tp=4", LDT_DEVICE_META, &z, -1, 0);
+    expect_megatron_sp("dp=2,tp=2", LDT_DEVICE_META, &z, 0, 1);
+}
+
 Test(plan_vocab, small_gpt_training_step) {
     expect_megatron("tp=4", LDT_DEVICE_CPU, &k_small, -1, 0);
     expect_megatron("dp=2,tp=2", LDT_DEVICE_CPU, &k_small, 0, 1);
@@ -216,13 +272,13 @@ Test(plan_vocab, gpt2_small_training_step_on_meta) {
 }
 
 /* The losses of `ldt train` (f64, dropout on) at the small sizes. */
-static void train_losses(const char *mesh, double *l, int n) {
+static void train_losses(const char *mesh, int sp, double *l, int n) {
     static char out[1 << 16];
     char args[512];
     cJSON *j, *a;
     snprintf(args, sizeof args,
              "train --json --layers 3 --hidden 64 --heads 4 --vocab 96 --seq 16 --batch 2 "
-             "--dropout 0.1 --dtype f64 --steps %d --mesh %s", n, mesh);
+             "--dropout 0.1 --dtype f64 --steps %d --mesh %s%s", n, mesh, sp ? " --sp" : "");
     cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s: %s", args, out);
     j = cJSON_Parse(out);
     cr_assert(j != NULL, "%s", out);
@@ -235,11 +291,11 @@ static void train_losses(const char *mesh, double *l, int n) {
 Test(plan_vocab, training_losses_equal_one_device) {
     const char *meshes[] = {"tp=4", "dp=2,tp=2"};
     double ref[4], got[4];
-    train_losses("1", ref, 4);
-    for (int m = 0; m < 2; m++) {
-        train_losses(meshes[m], got, 4);
+    train_losses("1", 0, ref, 4);
+    for (int m = 0; m < 4; m++) { /* Megatron, then sequence parallel (--sp) */
+        train_losses(meshes[m % 2], m >= 2, got, 4);
         for (int i = 0; i < 4; i++)
-            cr_expect(fabs(got[i] - ref[i]) <= 1e-9 * fabs(ref[i]), "%s step %d: %.15g, one device %.15g",
-                      meshes[m], i, got[i], ref[i]);
+            cr_expect(fabs(got[i] - ref[i]) <= 1e-9 * fabs(ref[i]), "%s%s step %d: %.15g, one device %.15g",
+                      meshes[m % 2], m >= 2 ? " --sp" : "", i, got[i], ref[i]);
     }
 }

@@ -279,6 +279,7 @@ ldt_tensor *ldt__rows_of(ldt_tensor *v, int64_t rows) {
         pl[d] = v->pin[d];
         if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
             if (pl[d].dim == last) pl[d].dim = 1;
+            else if (pl[d].kind == LDT_PLACE_SHARD && pl[d].dim > 0) pl[d] = ldt_replicate();
             else if (pl[d].dim != 0 || pl[d].kind != LDT_PLACE_SHARD) return r;
         } else if (pl[d].kind == LDT_PLACE_PARTIAL && pl[d].op != LDT_REDUCE_SUM) {
             return r;

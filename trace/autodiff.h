@@ -43,10 +43,12 @@ void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backwa
 int ldt__conjugate_of(const ldt_tensor *t, int leaf, ldt_placement *pl);
 
 /* v [..., n] flattened to rows [R, n] (R the product of the leading dims), pinned as v's
- * rows are when v is pinned (a split of the leading dim or of the last stays one; other
- * splits pin nothing): a weight gradient's or a lookup gradient's operands then stay where
- * the forward and the output gradient are, which a profile with slow copies would rather
- * split and gather back. */
+ * rows are when v is pinned (a split of the leading dim or of the last stays one; a split of
+ * another leading dim, the sequence under sequence parallelism, is gathered first: whole;
+ * other placements pin nothing): a weight gradient's or a lookup gradient's operands then
+ * stay where the forward and the output gradient are, which a profile with slow copies would
+ * rather split and gather back, and a sequence-split input is gathered once (Megatron's
+ * re-gather), not moved to row chunks and gathered again. */
 ldt_tensor *ldt__rows_of(ldt_tensor *v, int64_t rows);
 
 /* Pins gw, the gradient of parameter w (pinned) of node t (pinned), whose first `lead` dims
