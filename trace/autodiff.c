@@ -274,7 +274,13 @@ ldt_tensor *ldt__rows_of(ldt_tensor *v, int64_t rows) {
     int nd = ldt_mesh_ndim(v->ctx->mesh), last = v->shape->ndim - 1;
     ldt_tensor *r = ldt_reshape(v, &(ldt_shape){2, {rows, v->shape->dims[last]}});
     ldt_placement pl[LDT_MAX_DIMS];
+    int64_t split0 = 1; /* ranks over the mesh dims that split the leading dim */
     if (!r || !v->pin || r->pin || r->kind != LDT__NODE || r == v) return r;
+    for (int d = 0; d < nd; d++)
+        if (v->pin[d].kind == LDT_PLACE_SHARD && v->pin[d].dim == 0 && last > 0)
+            split0 *= ldt_mesh_dim_size(v->ctx->mesh, d);
+    /* uneven chunks of the leading dim are not chunks of the rows: left to the search */
+    if (v->shape->dims[0] % split0) return r;
     for (int d = 0; d < nd; d++) {
         pl[d] = v->pin[d];
         if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
