@@ -35,6 +35,7 @@ typedef struct moves {
     int64_t fwd_dp_bytes; /* the largest of them, global tensor bytes */
     int act_reduce[2];    /* all_reduces (P -> R) of [B, S, H] on tp: [0] forward, [1] backward */
     int ag[2], rs[2];     /* with --sp: all_gathers (to R) and reduce_scatters of them on tp */
+    int bwd_dp_act;       /* backward moves on dp of an activation-like value */
     int tp_other[2];      /* any other move on tp of an activation-like value (below) */
     char what[512];       /* the first vocabulary move, for the message */
     char other[2][512];   /* the first other tp move of each pass */
@@ -161,6 +162,7 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
                              cJSON_GetObjectItem(r, "from")->valuestring,
                              cJSON_GetObjectItem(r, "to")->valuestring, (long long)bytes);
             }
+            if (bwd && dp >= 0 && has_dim(dims, dp) && act_like(&s, z)) mv->bwd_dp_act++;
             if (bwd) continue;
             if (dp >= 0 && has_dim(dims, dp)) {
                 mv->fwd_dp++;
@@ -198,6 +200,8 @@ static void expect_megatron(const char *mesh_text, ldt_device_type dev, const si
         cr_expect(mv.fwd_dp == 1 && mv.fwd_dp_bytes <= 16,
                   "%s: %d forward moves on dp, the largest %lld bytes; expected the loss's alone",
                   mesh_text, mv.fwd_dp, (long long)mv.fwd_dp_bytes);
+    /* on dp the backward reduces parameter gradients, and nothing of the activations' kind */
+    cr_expect_eq(mv.bwd_dp_act, 0, "%s: %d backward moves of activations on dp", mesh_text, mv.bwd_dp_act);
     for (int bwd = 0; bwd < 2; bwd++) {
         const char *pass = bwd ? "backward (and update)" : "forward";
         /* per layer 2 (after the row-parallel projections in the forward, before the
@@ -230,6 +234,7 @@ static void expect_megatron_sp(const char *mesh_text, ldt_device_type dev, const
     if (dp >= 0)
         cr_expect(mv.fwd_dp == 1 && mv.fwd_dp_bytes <= 16, "%s --sp: %d forward moves on dp", mesh_text,
                   mv.fwd_dp);
+    cr_expect_eq(mv.bwd_dp_act, 0, "%s --sp: %d backward moves of activations on dp", mesh_text, mv.bwd_dp_act);
     cr_expect_eq(mv.act_reduce[0] + mv.act_reduce[1], 0, "%s --sp: %d+%d all_reduces of the activation",
                  mesh_text, mv.act_reduce[0], mv.act_reduce[1]);
     cr_expect(mv.ag[0] == 2 * L + 1 && mv.rs[0] == 2 * L + 1,

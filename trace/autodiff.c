@@ -498,17 +498,51 @@ void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backwa
     if (ldt__conjugate_of(t, leaf, pl)) ldt_pin(g, pl, ldt_mesh_ndim(t->ctx->mesh));
 }
 
+/* t's conjugate (ldt__conjugate_of, not a leaf) with Partial(sum) for Replicate on the mesh
+ * dims in bcast: those where a consumer broadcast t over a dim it splits there (positions
+ * added to a batch-split activation), so t's gradient is a sum over ranks' rows. 0: none. */
+static int conj_bcast(const ldt_tensor *t, uint32_t bcast, ldt_placement *pl) {
+    if (!ldt__conjugate_of(t, 0, pl)) return 0;
+    for (int d = 0; d < ldt_mesh_ndim(t->ctx->mesh); d++)
+        if (((bcast >> d) & 1u) && pl[d].kind == LDT_PLACE_REPLICATE) pl[d] = ldt_partial(LDT_REDUCE_SUM);
+    return 1;
+}
+
+/* ldt__pin_conjugate for a node t (not a leaf), with conj_bcast's Partial dims. */
+static void pin_grad(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, uint32_t bcast) {
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!t->pin || !g || g->pin || g->kind != LDT__NODE || g->id < first_backward || t->kind != LDT__NODE)
+        return;
+    if (conj_bcast(t, bcast, pl)) ldt_pin(g, pl, ldt_mesh_ndim(t->ctx->mesh));
+}
+
+/* The mesh dims where pinned node t splits a dim its input u is broadcast over (absent from
+ * u, or 1 there): u's gradient from t is a partial sum on them. */
+static uint32_t bcast_dims(const ldt_tensor *t, const ldt_tensor *u) {
+    uint32_t m = 0;
+    int lead = t->shape->ndim - u->shape->ndim;
+    if (!t->pin || t->kind != LDT__NODE) return 0;
+    for (int d = 0; d < ldt_mesh_ndim(t->ctx->mesh); d++) {
+        const ldt_placement *p = &t->pin[d];
+        int j = p->dim - lead;
+        if (p->kind == LDT_PLACE_SHARD && t->shape->dims[p->dim] > 1 &&
+            (j < 0 || u->shape->dims[j] == 1))
+            m |= 1u << d;
+    }
+    return m;
+}
+
 /* g, the gradient of pinned node t, as the rule for t takes it: where g was pinned to
  * another layout than t's conjugate (a column-parallel linear's input gradient is pinned
  * Partial, its input whole), an alias of g pinned to the conjugate, so g is reduced once
  * however many backward ops of t read it (a layer norm's reads it three times: three
  * all_reduces of the activation where Megatron has one). Else g. */
-static ldt_tensor *settle(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward) {
+static ldt_tensor *settle(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, uint32_t bcast) {
     ldt_placement pl[LDT_MAX_DIMS];
     int nd = ldt_mesh_ndim(t->ctx->mesh), same = 1;
     ldt_tensor *a;
     if (!t->pin || !g || !g->pin || g->kind != LDT__NODE || g->id < first_backward ||
-        t->kind != LDT__NODE || !ldt__conjugate_of(t, 0, pl))
+        t->kind != LDT__NODE || !conj_bcast(t, bcast, pl))
         return g;
     for (int d = 0; d < nd; d++) same &= ldt_placement_equal(&pl[d], &g->pin[d]);
     if (same || !(a = ldt_alias(g))) return g;
@@ -600,6 +634,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
     ldt_tensor **adj = NULL;
     char *from_wrt = NULL, *to_loss = NULL;
     slice_pieces *pieces = NULL;
+    uint32_t *bcast = NULL;
     ldt_status st = LDT_OK;
     if (!loss || n < 0 || (n > 0 && (!wrt || !grads)))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: loss, wrt and grads must be given");
@@ -623,7 +658,8 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
     from_wrt = calloc((size_t)(nn ? nn : 1), 1);
     to_loss = calloc((size_t)(nn ? nn : 1), 1);
     pieces = calloc((size_t)(nn ? nn : 1), sizeof *pieces);
-    if (!adj || !from_wrt || !to_loss || !pieces) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+    bcast = calloc((size_t)(nn ? nn : 1), sizeof *bcast);
+    if (!adj || !from_wrt || !to_loss || !pieces || !bcast) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
     /* the nodes on a path from some wrt to the loss */
     for (int i = 0; i < n; i++)
         if (wrt[i]->gen == ctx->gen && wrt[i]->id >= 0 && wrt[i]->id < nn && ctx->nodes[wrt[i]->id] == wrt[i])
@@ -647,7 +683,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         if (pieces[v].n) { /* every slice of v is done: their gradients as one */
             ldt_tensor *c = pieces_grad(t, &pieces[v]);
             if (!c) LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_INTERNAL, "grad: %s", ctx->errmsg);
-            ldt__pin_conjugate(t, c, nn, 0);
+            pin_grad(t, c, nn, bcast[v]);
             adj[v] = adj[v] ? ldt_add(adj[v], c) : c;
         }
         if (!adj[v] || !from_wrt[v] || t->kind != LDT__NODE) continue;
@@ -659,8 +695,8 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         if (t->nin > LDT__MAX_VJP_IN)
             LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "grad: op %s with %d inputs; rules take up to %d",
                           ldt__op_name(ctx, t->op), t->nin, LDT__MAX_VJP_IN);
-        ldt__pin_conjugate(t, adj[v], nn, 0);
-        adj[v] = settle(t, adj[v], nn);
+        pin_grad(t, adj[v], nn, bcast[v]);
+        adj[v] = settle(t, adj[v], nn, bcast[v]);
         if (t->op == LDT_OP_SLICE && t->attrs->i[3] == 1) { /* kept for its input's turn */
             int64_t u = IN(t, 0)->id;
             if (from_wrt[u] && to_loss[u] &&
@@ -685,7 +721,8 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         for (int k = 0; k < t->nin; k++) {
             int64_t u = IN(t, k)->id;
             if (!gi[k] || !from_wrt[u] || !to_loss[u]) continue;
-            ldt__pin_conjugate(IN(t, k), gi[k], nn, 0); /* each contribution, not only their sum */
+            bcast[u] |= bcast_dims(t, IN(t, k));
+            pin_grad(IN(t, k), gi[k], nn, bcast[u]); /* each contribution, not only their sum */
             adj[u] = adj[u] ? ldt_add(adj[u], gi[k]) : gi[k];
         }
     }
@@ -701,5 +738,6 @@ fail:
     free(to_loss);
     for (int64_t v = 0; pieces && v < nn; v++) free(pieces[v].p);
     free(pieces);
+    free(bcast);
     return st;
 }
