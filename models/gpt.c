@@ -99,13 +99,26 @@ static int64_t tp_ranks(ldt_model *m) {
 /* An activation [B, ...]: the batch on the data-parallel dims. */
 static void pin_act(ldt_model *m, ldt_tensor *t, ldt_placement tp) { pin_layout(m, t, tp, 1); }
 
+/* Dropout of a row-parallel output before the residual add, pinned whole on tp as the sum it
+ * drops from: the Partial is all-reduced once, before it (Megatron), where the roofline would
+ * rather reduce-scatter it, drop a quarter on each rank and gather the result back. Under
+ * sequence parallelism (m->sp) pinned split on the sequence: the reduce_scatter, and the
+ * residual add on the shard. */
+static ldt_tensor *residual_dropout(ldt_model *m, ldt_tensor *h, double p, int train) {
+    ldt_tensor *d = ldt_dropout(h, p, train);
+    pin_act(m, d, m->sp ? ldt_shard(1) : ldt_replicate());
+    return d;
+}
+
 ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     int64_t H = m->cfg.hidden, A = m->cfg.heads, D = H / A, S = m->cfg.seq, B = m->cfg.batch;
     int train = m->cfg.train;
     double p = train ? m->cfg.dropout : 0;
     ldt_tensor *wte = m->params[0], *wpe = m->params[1], *x, *pos, *logits;
     ldt_shape heads = {4, {B, S, A, D}}, flat = {3, {B, S, H}};
-    ldt_placement R = ldt_replicate();
+    /* the activations whole on tp (Megatron), or split on the sequence (sequence parallel: the
+     * row-parallel outputs reduce-scattered, the column-parallel inputs all-gathered) */
+    ldt_placement R = m->sp ? ldt_shard(1) : ldt_replicate();
     /* [B, S, H] + [S, H] */
     x = ldt_embedding(wte, m->inputs[0]);
     pin_act(m, x, ldt_partial(LDT_REDUCE_SUM)); /* vocab-parallel lookup */
@@ -128,7 +141,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         y = ldt_reshape(ldt_transpose(y, 1, 2), &flat);         /* [B, S, H] */
         h = ldt_linear(y, w[PROJ_W], w[PROJ_B]);
         pin_act(m, h, ldt_partial(LDT_REDUCE_SUM)); /* row parallel */
-        x = ldt_add(x, ldt_dropout(h, p, train));
+        x = ldt_add(x, residual_dropout(m, h, p, train));
         pin_act(m, x, R);
         h = ldt_layer_norm(x, 1, w[LN2_W], w[LN2_B], 1e-5);
         pin_act(m, h, R);
@@ -136,7 +149,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         pin_act(m, h, ldt_shard(2)); /* column parallel */
         h = ldt_linear(ldt_gelu(h, 1), w[FC2_W], w[FC2_B]);
         pin_act(m, h, ldt_partial(LDT_REDUCE_SUM));
-        x = ldt_add(x, ldt_dropout(h, p, train));
+        x = ldt_add(x, residual_dropout(m, h, p, train));
         pin_act(m, x, R);
     }
     x = ldt_layer_norm(x, 1, m->params[m->nparams - 2], m->params[m->nparams - 1], 1e-5);

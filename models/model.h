@@ -25,6 +25,7 @@ struct ldt_model {
     const char *input_names[LDT_MODEL_MAX_INPUTS];
     ldt_tensor *positions; /* gpt: the i64 constant 0..S-1 [S] */
     ldt_tensor *output;    /* of the last forward; valid in its trace only */
+    int sp;                /* gpt under "megatron-sp": activations whole on tp split on seq */
 };
 
 /* Adds a parameter called name (printf format) of the given shape and initial value; NULL

@@ -1,7 +1,9 @@
 /* Sharding schemes for the model builders, set as pins on parameters and inputs (public API
  * only). "megatron": tensor parallel on the mesh dim named "tp" (else the last, unless a dim
  * is named "dp": then none), the batch on the dim named "dp" (else, on a 2-D+ mesh, the first
- * that is not tp), every other parameter Replicate; the planner derives the rest. */
+ * that is not tp), every other parameter Replicate; the planner derives the rest.
+ * "megatron-sp": the same parameters, and the gpt's activations that Megatron keeps whole on
+ * tp (residual stream, norms, dropouts) split on the sequence there (sequence parallel). */
 #include <string.h>
 
 #include "models/model.h"
@@ -26,10 +28,13 @@ ldt_status ldt_model_pin(ldt_model *m, const char *scheme) {
     int nd, tp, dp;
     ldt_placement R = ldt_replicate();
     if (!m || !scheme) return ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "model pin: NULL argument");
+    m->sp = 0;
     if (strcmp(scheme, "none") == 0) return LDT_OK;
-    if (strcmp(scheme, "megatron") != 0)
+    if (strcmp(scheme, "megatron-sp") == 0) m->sp = 1;
+    else if (strcmp(scheme, "megatron") != 0)
         return ldt_set_error(LDT_ERR_INVALID_ARGUMENT,
-                             "model pin: unknown scheme '%s', expected megatron or none", scheme);
+                             "model pin: unknown scheme '%s', expected megatron, megatron-sp or none",
+                             scheme);
     mesh = ldt_ctx_mesh(m->ctx);
     nd = ldt_mesh_ndim(mesh);
     ldt_clear_error();

@@ -194,7 +194,10 @@ Test(cli, plan_dot_program_and_errors) {
     cr_assert_eq(run("plan --layers 2", out, sizeof out, 1), 2);
     cr_assert(strstr(out, "--model is required"), "%s", out);
     cr_assert_eq(run("plan --model mlp --pins zero", out, sizeof out, 1), 1);
-    cr_assert(strstr(out, "unknown scheme 'zero'"), "%s", out);
+    cr_assert(strstr(out, "unknown scheme 'zero'") && strstr(out, "megatron-sp"), "%s", out);
+    /* --sp is sequence parallelism on the megatron pins: with other pins it is refused */
+    cr_assert_eq(run("plan --model gpt --sp --pins none", out, sizeof out, 1), 2, "%s", out);
+    cr_assert(strstr(out, "--sp with --pins none"), "%s", out);
     cr_assert_eq(run("plan --model mlp --mesh 4 --layers 0", out, sizeof out, 1), 2);
     cr_assert_eq(run("plan --model mlp --mesh tp=4 --pins megatron --strict", out, sizeof out, 1), 1);
     cr_assert(strstr(out, "strict"), "%s", out);

@@ -4,8 +4,11 @@
  * tied table [V, H], the logits or their gradient [B, S, V]) but the data-parallel reduction
  * of the table's gradient; in the forward nothing moves
  * on dp but the loss's [sum, count] pair, and the activation is reduced on tp exactly twice
- * per layer (after the two row-parallel projections) and once for the embedding. The small
- * model's f64 losses on both meshes equal one device's. */
+ * per layer (after the two row-parallel projections) and once for the embedding; the
+ * backward likewise (before the norms) and once for the head's input gradient, and nothing
+ * else activation-like moves on tp. Sequence parallel (megatron-sp) swaps each all_reduce for
+ * a reduce_scatter and an all_gather. The small model's f64 losses on both meshes, with and
+ * without --sp, equal one device's. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
@@ -30,8 +33,12 @@ typedef struct moves {
     int vocab_moves;      /* redistributions of a tensor with a dim of the vocabulary's size */
     int fwd_dp;           /* forward redistributions (and own collectives) touching dp */
     int64_t fwd_dp_bytes; /* the largest of them, global tensor bytes */
-    int fwd_act_reduce;   /* forward reductions (P -> R or P -> S) of [B, S, H] on tp */
+    int act_reduce[2];    /* all_reduces (P -> R) of [B, S, H] on tp: [0] forward, [1] backward */
+    int ag[2], rs[2];     /* with --sp: all_gathers (to R) and reduce_scatters of them on tp */
+    int bwd_dp_act;       /* backward moves on dp of an activation-like value */
+    int tp_other[2];      /* any other move on tp of an activation-like value (below) */
     char what[512];       /* the first vocabulary move, for the message */
+    char other[2][512];   /* the first other tp move of each pass */
 } moves;
 
 static int has_dim(const cJSON *dims, int d) {
@@ -53,8 +60,23 @@ static int reduces_on(const cJSON *r, int d) {
     return 0;
 }
 
+/* A value of the activations' kind: a sequence's activation [S, H] or more, over the batch
+ * (leading dim B) or its rows (a dim of B * S: a weight gradient's operands). Parameters, their
+ * gradients and optimizer states are not: where the update keeps the states is the search's
+ * choice under memory (an all_to_all of a gradient into the states' layout is the update's,
+ * not the backward's). */
+static int act_like(const ldt_shape *s, const sizes *z) {
+    int64_t numel = 1;
+    int rows = 0;
+    for (int d = 0; d < s->ndim; d++) {
+        numel *= s->dims[d];
+        rows |= s->dims[d] == z->batch * z->seq;
+    }
+    return numel >= z->seq * z->hidden && ((s->ndim >= 3 && s->dims[0] == z->batch) || rows);
+}
+
 static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp,
-                       moves *mv) {
+                       int sp, moves *mv) {
     ldt_mesh *mesh;
     ldt_ctx *ctx;
     ldt_ctx_options co = {0};
@@ -79,7 +101,7 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
     co.mesh = mesh;
     cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
     cr_assert_eq(ldt_model_create(ctx, "gpt", &cfg, &m), LDT_OK, "%s", ldt_last_error());
-    cr_assert_eq(ldt_model_pin(m, "megatron"), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pin(m, sp ? "megatron-sp" : "megatron"), LDT_OK, "%s", ldt_last_error());
     loss = ldt_model_forward(m);
     cr_assert(loss != NULL, "%s", ldt_ctx_errmsg(ctx));
     np = ldt_model_nparams(m);
@@ -111,7 +133,7 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
             int64_t bytes = (int64_t)cJSON_GetObjectItem(r, "tensor_bytes")->valuedouble;
             ldt_tensor *in = ldt_tensor_input(t, cJSON_GetObjectItem(r, "input")->valueint);
             ldt_shape s;
-            int vocab = 0, act;
+            int vocab = 0, act, bwd;
             if (strncmp(coll, "local", 5) == 0) continue; /* nothing leaves the rank */
             ldt_tensor_shape(in, &s);
             for (int d = 0; d < s.ndim; d++) vocab |= s.dims[d] == z->vocab;
@@ -123,21 +145,42 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
                          cJSON_GetObjectItem(r, "input")->valueint, coll,
                          cJSON_GetObjectItem(r, "from")->valuestring,
                          cJSON_GetObjectItem(r, "to")->valuestring, (long long)bytes);
-            if (id > loss_id) continue;
+            bwd = id > loss_id;
+            act = s.ndim == 3 && s.dims[0] == z->batch && s.dims[1] == z->seq && s.dims[2] == z->hidden;
+            if (tp >= 0 && has_dim(dims, tp)) {
+                int to_r = strspn(cJSON_GetObjectItem(r, "to")->valuestring, "R,") ==
+                           strlen(cJSON_GetObjectItem(r, "to")->valuestring); /* whole everywhere */
+                if (act && reduces_on(r, tp) && strcmp(coll, "all_reduce") == 0 && to_r)
+                    mv->act_reduce[bwd]++;
+                else if (sp && act_like(&s, z) && strcmp(coll, "all_gather") == 0 && to_r)
+                    mv->ag[bwd]++;
+                else if (sp && act_like(&s, z) && strcmp(coll, "reduce_scatter") == 0 && reduces_on(r, tp))
+                    mv->rs[bwd]++;
+                else if (act_like(&s, z) && !mv->tp_other[bwd]++)
+                    snprintf(mv->other[bwd], sizeof mv->other[bwd], "node %lld (%s) input %d: %s %s -> %s, %lld bytes",
+                             (long long)id, ldt_tensor_op(t), cJSON_GetObjectItem(r, "input")->valueint, coll,
+                             cJSON_GetObjectItem(r, "from")->valuestring,
+                             cJSON_GetObjectItem(r, "to")->valuestring, (long long)bytes);
+            }
+            if (bwd && dp >= 0 && has_dim(dims, dp) && act_like(&s, z)) mv->bwd_dp_act++;
+            if (bwd) continue;
             if (dp >= 0 && has_dim(dims, dp)) {
                 mv->fwd_dp++;
                 if (bytes > mv->fwd_dp_bytes) mv->fwd_dp_bytes = bytes;
             }
-            act = s.ndim == 3 && s.dims[0] == z->batch && s.dims[1] == z->seq && s.dims[2] == z->hidden;
-            if (act && reduces_on(r, tp) &&
-                (strcmp(coll, "all_reduce") == 0 || strcmp(coll, "reduce_scatter") == 0))
-                mv->fwd_act_reduce++;
         }
-        cJSON_ArrayForEach(c, cJSON_GetObjectItem(node, "collectives")) /* an op's own */
-            if (id <= loss_id && dp >= 0 && has_dim(cJSON_GetObjectItem(c, "mesh_dims"), dp)) {
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(node, "collectives")) { /* an op's own */
+            const cJSON *dims = cJSON_GetObjectItem(c, "mesh_dims");
+            int64_t bytes = (int64_t)cJSON_GetObjectItem(c, "bytes")->valuedouble;
+            if (id <= loss_id && dp >= 0 && has_dim(dims, dp)) {
                 mv->fwd_dp++;
                 mv->fwd_dp_bytes = INT64_MAX;
             }
+            /* a local value of a sequence's activation or more (f32) */
+            if (tp >= 0 && has_dim(dims, tp) && bytes >= 4 * z->seq * z->hidden / 4 && !mv->tp_other[id > loss_id]++)
+                snprintf(mv->other[id > loss_id], sizeof mv->other[0], "node %lld (%s): its own all_reduce, %lld bytes",
+                         (long long)id, ldt_tensor_op(t), (long long)bytes);
+        }
     }
     cJSON_Delete(j);
     free(buf);
@@ -150,16 +193,74 @@ static void check_step(const char *mesh_text, ldt_device_type dev, const sizes *
 
 static void expect_megatron(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp) {
     moves mv;
-    check_step(mesh_text, dev, z, dp, tp, &mv);
+    check_step(mesh_text, dev, z, dp, tp, 0, &mv);
     cr_expect_eq(mv.vocab_moves, 0, "%s, vocab %lld: %d moves of a tensor with the vocabulary dim, "
                  "first %s", mesh_text, (long long)z->vocab, mv.vocab_moves, mv.what);
     if (dp >= 0) /* the [loss sum, count] pair: two numbers of at most 8 bytes */
         cr_expect(mv.fwd_dp == 1 && mv.fwd_dp_bytes <= 16,
                   "%s: %d forward moves on dp, the largest %lld bytes; expected the loss's alone",
                   mesh_text, mv.fwd_dp, (long long)mv.fwd_dp_bytes);
-    cr_expect_eq(mv.fwd_act_reduce, 2 * z->layers + 1,
-                 "%s, %lld layers: %d reductions of the activation on tp in the forward", mesh_text,
-                 (long long)z->layers, mv.fwd_act_reduce);
+    /* on dp the backward reduces parameter gradients, and nothing of the activations' kind */
+    cr_expect_eq(mv.bwd_dp_act, 0, "%s: %d backward moves of activations on dp", mesh_text, mv.bwd_dp_act);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const char *pass = bwd ? "backward (and update)" : "forward";
+        /* per layer 2 (after the row-parallel projections in the forward, before the
+         * column-parallel ones' input gradients reach the norms in the backward), and 1 for
+         * the vocab-parallel embedding (forward) or the tied head's input gradient (backward) */
+        cr_expect_eq(mv.act_reduce[bwd], 2 * z->layers + 1,
+                     "%s, %lld layers: %d all_reduces of the activation on tp in the %s", mesh_text,
+                     (long long)z->layers, mv.act_reduce[bwd], pass);
+        cr_expect_eq(mv.tp_other[bwd], 0, "%s: %d other moves on tp in the %s, first %s", mesh_text,
+                     mv.tp_other[bwd], pass, mv.other[bwd]);
+    }
+}
+
+/* Sequence parallel (pins megatron-sp): per layer the forward all-gathers the sequence-split
+ * norm outputs before the two column-parallel linears and reduce-scatters the two
+ * row-parallel outputs onto the sequence; the backward has the conjugates (a reduce_scatter of
+ * each column-parallel input gradient, an all_gather of each row-parallel output gradient)
+ * and all-gathers each norm output again for the column-parallel weight gradients (Megatron
+ * re-gathers rather than keep it). Outside the layers: the embedding's reduce_scatter and the
+ * final norm's all_gather (forward); the head's input gradient reduce-scattered, the final
+ * norm's output gathered again for the head's weight gradient, and the embedding output's
+ * gradient gathered for the lookup's gradient (backward). No all_reduce of
+ * the activation, nothing else activation-like on tp, and the rest as without --sp. */
+static void expect_megatron_sp(const char *mesh_text, ldt_device_type dev, const sizes *z, int dp, int tp) {
+    moves mv;
+    int64_t L = z->layers;
+    check_step(mesh_text, dev, z, dp, tp, 1, &mv);
+    cr_expect_eq(mv.vocab_moves, 0, "%s --sp: %d moves with the vocabulary dim, first %s", mesh_text,
+                 mv.vocab_moves, mv.what);
+    if (dp >= 0)
+        cr_expect(mv.fwd_dp == 1 && mv.fwd_dp_bytes <= 16, "%s --sp: %d forward moves on dp", mesh_text,
+                  mv.fwd_dp);
+    cr_expect_eq(mv.bwd_dp_act, 0, "%s --sp: %d backward moves of activations on dp", mesh_text, mv.bwd_dp_act);
+    cr_expect_eq(mv.act_reduce[0] + mv.act_reduce[1], 0, "%s --sp: %d+%d all_reduces of the activation",
+                 mesh_text, mv.act_reduce[0], mv.act_reduce[1]);
+    cr_expect(mv.ag[0] == 2 * L + 1 && mv.rs[0] == 2 * L + 1,
+              "%s --sp, %lld layers, forward: %d all_gathers, %d reduce_scatters on tp", mesh_text,
+              (long long)L, mv.ag[0], mv.rs[0]);
+    /* the positions' gradient (the batch sum of the embedding output's gradient) comes from a
+     * second gather of that gradient or from its sequence shard, the [S, H] sum then gathered
+     * (no activation): the search's choice under the profile */
+    cr_expect((mv.ag[1] == 4 * L + 2 || mv.ag[1] == 4 * L + 3) && mv.rs[1] == 2 * L + 1,
+              "%s --sp, %lld layers, backward: %d all_gathers, %d reduce_scatters on tp", mesh_text,
+              (long long)L, mv.ag[1], mv.rs[1]);
+    for (int bwd = 0; bwd < 2; bwd++)
+        cr_expect_eq(mv.tp_other[bwd], 0, "%s --sp: %d other moves on tp in the %s, first %s", mesh_text,
+                     mv.tp_other[bwd], bwd ? "backward" : "forward", mv.other[bwd]);
+}
+
+Test(plan_vocab, small_gpt_training_step_sequence_parallel) {
+    expect_megatron_sp("tp=4", LDT_DEVICE_CPU, &k_small, -1, 0);
+    expect_megatron_sp("dp=2,tp=2", LDT_DEVICE_CPU, &k_small, 0, 1);
+}
+
+Test(plan_vocab, gpt2_small_training_step_sequence_parallel_on_meta) {
+    sizes z = k_gpt2;
+    if (ldt_test_scale() < 1) z.layers = 2;
+    expect_megatron_sp("tp=4", LDT_DEVICE_META, &z, -1, 0);
+    expect_megatron_sp("dp=2,tp=2", LDT_DEVICE_META, &z, 0, 1);
 }
 
 Test(plan_vocab, small_gpt_training_step) {
@@ -176,13 +277,13 @@ Test(plan_vocab, gpt2_small_training_step_on_meta) {
 }
 
 /* The losses of `ldt train` (f64, dropout on) at the small sizes. */
-static void train_losses(const char *mesh, double *l, int n) {
+static void train_losses(const char *mesh, int sp, double *l, int n) {
     static char out[1 << 16];
     char args[512];
     cJSON *j, *a;
     snprintf(args, sizeof args,
              "train --json --layers 3 --hidden 64 --heads 4 --vocab 96 --seq 16 --batch 2 "
-             "--dropout 0.1 --dtype f64 --steps %d --mesh %s", n, mesh);
+             "--dropout 0.1 --dtype f64 --steps %d --mesh %s%s", n, mesh, sp ? " --sp" : "");
     cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s: %s", args, out);
     j = cJSON_Parse(out);
     cr_assert(j != NULL, "%s", out);
@@ -195,11 +296,11 @@ static void train_losses(const char *mesh, double *l, int n) {
 Test(plan_vocab, training_losses_equal_one_device) {
     const char *meshes[] = {"tp=4", "dp=2,tp=2"};
     double ref[4], got[4];
-    train_losses("1", ref, 4);
-    for (int m = 0; m < 2; m++) {
-        train_losses(meshes[m], got, 4);
+    train_losses("1", 0, ref, 4);
+    for (int m = 0; m < 4; m++) { /* Megatron, then sequence parallel (--sp) */
+        train_losses(meshes[m % 2], m >= 2, got, 4);
         for (int i = 0; i < 4; i++)
-            cr_expect(fabs(got[i] - ref[i]) <= 1e-9 * fabs(ref[i]), "%s step %d: %.15g, one device %.15g",
-                      meshes[m], i, got[i], ref[i]);
+            cr_expect(fabs(got[i] - ref[i]) <= 1e-9 * fabs(ref[i]), "%s%s step %d: %.15g, one device %.15g",
+                      meshes[m % 2], m >= 2 ? " --sp" : "", i, got[i], ref[i]);
     }
 }

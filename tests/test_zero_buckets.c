@@ -170,12 +170,13 @@ static void check_mesh(const char *mesh) {
         else cr_assert_gt(rs + ag, 4, "%s: a 16 KiB cap, several buckets", mesh);
         /* on dp besides the buckets: the clipping norm's partial sums (one call, which no
          * bucket can take: the norm needs the reduce_scattered gradients and the updated
-         * parameters that are all_gathered need the norm), a move the search picks across
-         * dp in the backward, and the loss's [sum, count] pair where no all_reduce bucket's
-         * window meets its own (its backward reads neither; the gradients are divided by the
-         * count after their reduction); on dp=2,tp=2 the interleaved-sharded parameters'
-         * gradients are divided before their reductions, so the pair's bucket closes first */
-        cr_assert(fused.es.dim_collectives[dp] >= rs + ag + ar + 2 &&
+         * parameters that are all_gathered need the norm), and the loss's [sum, count] pair
+         * where no all_reduce bucket's window meets its own (its backward reads neither; the
+         * gradients are divided by the count after their reduction); on dp=2,tp=2 the
+         * interleaved-sharded parameters' gradients are divided before their reductions, so
+         * the pair's bucket may close first. The positions' gradient, broadcast over the
+         * batch, is Partial on dp and bucketed with the parameters' gradients. */
+        cr_assert(fused.es.dim_collectives[dp] >= rs + ag + ar + 1 &&
                       fused.es.dim_collectives[dp] <= rs + ag + ar + 3,
                      "%s, cap %lld: %lld calls on dp; buckets: %lld reduce_scatter, %lld all_gather, %lld all_reduce",
                      mesh, (long long)caps[c], (long long)fused.es.dim_collectives[dp], (long long)rs, (long long)ag,

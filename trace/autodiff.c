@@ -260,15 +260,77 @@ static void pin_linear_dx(const ldt_tensor *t, ldt_tensor *dx) {
     ldt_pin(dx, px, nd);
 }
 
+ldt_tensor *ldt__param_grad(const ldt_tensor *t, const ldt_tensor *w, ldt_tensor *gw, int lead) {
+    int nd = ldt_mesh_ndim(t->ctx->mesh);
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!t->pin || !w->pin || !gw || gw->pin || gw->kind != LDT__NODE) return gw;
+    for (int d = 0; d < nd; d++) {
+        const ldt_placement *o = &t->pin[d], *wp = &w->pin[d];
+        int osplit = o->kind == LDT_PLACE_SHARD || o->kind == LDT_PLACE_INTERLEAVED_SHARD;
+        if (osplit && o->dim < lead && wp->kind == LDT_PLACE_REPLICATE)
+            pl[d] = ldt_partial(LDT_REDUCE_SUM); /* summed over this rank's rows */
+        else if (!(osplit && o->dim < lead) && wp->kind != LDT_PLACE_PARTIAL)
+            pl[d] = *wp;
+        else
+            return gw;
+    }
+    ldt_pin(gw, pl, nd);
+    return ldt_alias(gw);
+}
+
+ldt_tensor *ldt__rows_of(ldt_tensor *v, int64_t rows) {
+    int nd = ldt_mesh_ndim(v->ctx->mesh), last = v->shape->ndim - 1;
+    ldt_tensor *r = ldt_reshape(v, &(ldt_shape){2, {rows, v->shape->dims[last]}});
+    ldt_placement pl[LDT_MAX_DIMS];
+    int64_t split0 = 1; /* ranks over the mesh dims that split the leading dim */
+    if (!r || !v->pin || r->pin || r->kind != LDT__NODE || r == v) return r;
+    for (int d = 0; d < nd; d++)
+        if (v->pin[d].kind == LDT_PLACE_SHARD && v->pin[d].dim == 0 && last > 0)
+            split0 *= ldt_mesh_dim_size(v->ctx->mesh, d);
+    /* uneven chunks of the leading dim are not chunks of the rows: left to the search */
+    if (v->shape->dims[0] % split0) return r;
+    for (int d = 0; d < nd; d++) {
+        pl[d] = v->pin[d];
+        if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
+            if (pl[d].dim == last) pl[d].dim = 1;
+            else if (pl[d].kind == LDT_PLACE_SHARD && pl[d].dim > 0) pl[d] = ldt_replicate();
+            else if (pl[d].dim != 0 || pl[d].kind != LDT_PLACE_SHARD) return r;
+        } else if (pl[d].kind == LDT_PLACE_PARTIAL && pl[d].op != LDT_REDUCE_SUM) {
+            return r;
+        }
+    }
+    ldt_pin(r, pl, nd);
+    return r;
+}
+
+/* The transpose of r [R, n], pinned as r with the two dims swapped when r is pinned. */
+static ldt_tensor *tr_pinned(ldt_tensor *r) {
+    int nd = ldt_mesh_ndim(r->ctx->mesh);
+    ldt_tensor *y = tr(r);
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!y || !r->pin || y->pin || y->kind != LDT__NODE) return y;
+    for (int d = 0; d < nd; d++) {
+        pl[d] = r->pin[d];
+        if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) pl[d].dim = 1 - pl[d].dim;
+    }
+    ldt_pin(y, pl, nd);
+    return y;
+}
+
 static void r_linear(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *x = IN(t, 0), *w = IN(t, 1);
-    int64_t out = w->shape->dims[0], in = w->shape->dims[1], rows = 1;
+    int64_t rows = 1;
     for (int d = 0; d < x->shape->ndim - 1; d++) rows *= x->shape->dims[d];
     gi[0] = ldt_matmul(g, w); /* [..., out] @ [out, in] */
-    gi[1] = ldt_matmul(tr(ldt_reshape(g, &(ldt_shape){2, {rows, out}})),
-                       ldt_reshape(x, &(ldt_shape){2, {rows, in}}));
+    gi[1] = ldt_matmul(tr_pinned(ldt__rows_of(g, rows)), ldt__rows_of(x, rows));
     pin_linear_dx(t, gi[0]);
-    if (t->nin == 3) gi[2] = ldt__unbroadcast(g, IN(t, 2)->shape);
+    gi[1] = ldt__param_grad(t, w, gi[1], t->shape->ndim - 1);
+    if (t->nin == 3) { /* the bias [out]: g summed over its rows */
+        int dims[LDT_MAX_DIMS];
+        for (int d = 0; d < g->shape->ndim - 1; d++) dims[d] = d;
+        gi[2] = g->shape->ndim > 1 ? ldt_sum(g, dims, g->shape->ndim - 1, 0) : g;
+        gi[2] = ldt__param_grad(t, IN(t, 2), gi[2], t->shape->ndim - 1);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -408,35 +470,170 @@ int ldt__has_vjp(int op) {
 /* ---------------------------------------------------------------------------------------
  * The backward pass.
  */
-/* The gradient g of a pinned forward value t (and each contribution to it) takes the
- * conjugate pin when nothing pinned it already (g made at or after node first_backward): a
- * shard stays that shard, a whole value's gradient is whole (summed over its consumers:
- * Megatron's all_reduce behind a column-parallel input), a Partial(sum) value's gradient
- * whole (the same on every rank). Other pins (max, interleaved) pin nothing. So a layout
- * pinned on the forward holds for the backward too, where the search would otherwise trade
- * it for gathers under a small model's prices. Parameters' gradients are the optimizer's to
- * place (its data-parallel reduction, bucketed): a leaf t pins nothing, unless `leaf` says
- * how (LDT__PIN_AS_LEAF: g is laid out as t itself; LDT__PIN_LEAF_GRAD: where t is whole g is
- * Partial(sum), and only when t is split somewhere). */
-void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, int leaf) {
+int ldt__conjugate_of(const ldt_tensor *t, int leaf, ldt_placement *pl) {
     int nd = ldt_mesh_ndim(t->ctx->mesh), split = 0;
-    ldt_placement pl[LDT_MAX_DIMS];
-    if (!t->pin || !g || g->pin || g->kind != LDT__NODE || g->id < first_backward) return;
-    if (t->kind != LDT__NODE && !leaf) return;
     for (int d = 0; d < nd; d++) {
         const ldt_placement *p = &t->pin[d];
-        split |= p->kind == LDT_PLACE_SHARD;
+        split |= p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD;
         if (p->kind == LDT_PLACE_REPLICATE && t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD)
             pl[d] = ldt_partial(LDT_REDUCE_SUM);
-        else if (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_REPLICATE)
+        else if (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD ||
+                 p->kind == LDT_PLACE_REPLICATE)
             pl[d] = *p;
         else if (p->kind == LDT_PLACE_PARTIAL && p->op == LDT_REDUCE_SUM)
             pl[d] = ldt_replicate();
         else
-            return;
+            return 0;
     }
-    if (t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD && !split) return;
-    ldt_pin(g, pl, nd);
+    return !(t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD && !split);
+}
+
+/* The gradient g of a pinned forward value t (and each contribution to it) takes the
+ * conjugate pin when nothing pinned it already (g made at or after node first_backward): a
+ * shard (plain or interleaved, as a fused QKV output) stays that shard, a whole value's
+ * gradient is whole (summed over its consumers: Megatron's all_reduce behind a
+ * column-parallel input), a Partial(sum) value's gradient whole (the same on every rank).
+ * Other pins (max) pin nothing. So a layout pinned on the forward holds for the backward too,
+ * where the search would otherwise trade it for gathers under a small model's prices.
+ * Parameters' gradients are the optimizer's to place (its data-parallel reduction,
+ * bucketed): a leaf t pins nothing, unless `leaf` says how (LDT__PIN_AS_LEAF: g is laid out
+ * as t itself; LDT__PIN_LEAF_GRAD: where t is whole g is Partial(sum), and only when t is
+ * split somewhere). */
+void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, int leaf) {
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!t->pin || !g || g->pin || g->kind != LDT__NODE || g->id < first_backward) return;
+    if (t->kind != LDT__NODE && !leaf) return;
+    if (ldt__conjugate_of(t, leaf, pl)) ldt_pin(g, pl, ldt_mesh_ndim(t->ctx->mesh));
+}
+
+/* t's conjugate (ldt__conjugate_of, not a leaf) with Partial(sum) for Replicate on the mesh
+ * dims in bcast: those where a consumer broadcast t over a dim it splits there (positions
+ * added to a batch-split activation), so t's gradient is a sum over ranks' rows. 0: none. */
+static int conj_bcast(const ldt_tensor *t, uint32_t bcast, ldt_placement *pl) {
+    if (!ldt__conjugate_of(t, 0, pl)) return 0;
+    for (int d = 0; d < ldt_mesh_ndim(t->ctx->mesh); d++)
+        if (((bcast >> d) & 1u) && pl[d].kind == LDT_PLACE_REPLICATE) pl[d] = ldt_partial(LDT_REDUCE_SUM);
+    return 1;
+}
+
+/* ldt__pin_conjugate for a node t (not a leaf), with conj_bcast's Partial dims. */
+static void pin_grad(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, uint32_t bcast) {
+    ldt_placement pl[LDT_MAX_DIMS];
+    if (!t->pin || !g || g->pin || g->kind != LDT__NODE || g->id < first_backward || t->kind != LDT__NODE)
+        return;
+    if (conj_bcast(t, bcast, pl)) ldt_pin(g, pl, ldt_mesh_ndim(t->ctx->mesh));
+}
+
+/* The mesh dims where pinned node t splits a dim its input u is broadcast over (absent from
+ * u, or 1 there): u's gradient from t is a partial sum on them. */
+static uint32_t bcast_dims(const ldt_tensor *t, const ldt_tensor *u) {
+    uint32_t m = 0;
+    int lead = t->shape->ndim - u->shape->ndim;
+    if (!t->pin || t->kind != LDT__NODE) return 0;
+    for (int d = 0; d < ldt_mesh_ndim(t->ctx->mesh); d++) {
+        const ldt_placement *p = &t->pin[d];
+        int j = p->dim - lead;
+        if (p->kind == LDT_PLACE_SHARD && t->shape->dims[p->dim] > 1 &&
+            (j < 0 || u->shape->dims[j] == 1))
+            m |= 1u << d;
+    }
+    return m;
+}
+
+/* g, the gradient of pinned node t, as the rule for t takes it: where g was pinned to
+ * another layout than t's conjugate (a column-parallel linear's input gradient is pinned
+ * Partial, its input whole), an alias of g pinned to the conjugate, so g is reduced once
+ * however many backward ops of t read it (a layer norm's reads it three times: three
+ * all_reduces of the activation where Megatron has one). Else g. */
+static ldt_tensor *settle(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, uint32_t bcast) {
+    ldt_placement pl[LDT_MAX_DIMS];
+    int nd = ldt_mesh_ndim(t->ctx->mesh), same = 1;
+    ldt_tensor *a;
+    if (!t->pin || !g || !g->pin || g->kind != LDT__NODE || g->id < first_backward ||
+        t->kind != LDT__NODE || !conj_bcast(t, bcast, pl))
+        return g;
+    for (int d = 0; d < nd; d++) same &= ldt_placement_equal(&pl[d], &g->pin[d]);
+    if (same || !(a = ldt_alias(g))) return g;
+    ldt_pin(a, pl, nd);
+    return a;
+}
+
+/* Gradients of contiguous slices of one value, kept until the value's own turn: there they
+ * become one cat along the slice dim (zeros in the gaps), where adding one zero-padded cat per
+ * slice would make a whole-sized sum of every slice (a fused QKV output's gradient from its
+ * q, k and v blocks: Megatron concatenates them, each still sharded on heads). */
+typedef struct slice_piece {
+    int dim;
+    int64_t start, len;
+    ldt_tensor *g;
+} slice_piece;
+
+typedef struct slice_pieces {
+    int dim, n, cap, mixed; /* mixed: pieces on several dims, or overlapping */
+    slice_piece *p;
+} slice_pieces;
+
+static int piece_cmp(const void *a, const void *b) {
+    const slice_piece *x = a, *y = b;
+    if (x->dim != y->dim) return x->dim < y->dim ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static ldt_status piece_add(slice_pieces *s, int dim, int64_t start, int64_t len, ldt_tensor *g) {
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 4;
+        slice_piece *p = realloc(s->p, (size_t)cap * sizeof *p);
+        if (!p) return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+        s->p = p;
+        s->cap = cap;
+    }
+    if (s->n && s->dim != dim) s->mixed = 1;
+    s->dim = dim;
+    s->p[s->n++] = (slice_piece){dim, start, len, g};
+    return LDT_OK;
+}
+
+/* Zeros like x with dim `dim` of length len. */
+static ldt_tensor *zeros_run(ldt_tensor *x, int dim, int64_t len) {
+    ldt_shape s = *x->shape;
+    s.dims[dim] = len;
+    return ldt_expand(ldt__scalar_const(x->ctx, (ldt_dtype)x->dtype, 0), &s);
+}
+
+/* The gradient of x from its slices' pieces: one cat in order with zeros in the gaps (or, for
+ * pieces on several dims or overlapping, one zero-padded cat per piece, summed). */
+static ldt_tensor *pieces_grad(ldt_tensor *x, slice_pieces *s) {
+    ldt_tensor **parts, *g = NULL;
+    int64_t at = 0, n = x->shape->dims[s->dim];
+    int np = 0;
+    qsort(s->p, (size_t)s->n, sizeof *s->p, piece_cmp);
+    for (int i = 1; i < s->n && !s->mixed; i++)
+        s->mixed |= s->p[i].start < s->p[i - 1].start + s->p[i - 1].len;
+    if (!(parts = malloc((size_t)(2 * s->n + 1) * sizeof *parts)))
+        return ldt__op_error(x->ctx, LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+    if (s->mixed) {
+        for (int i = 0; i < s->n; i++) {
+            const slice_piece *q = &s->p[i];
+            int dim = q->dim, np1 = 0;
+            ldt_tensor *c;
+            if (q->start) parts[np1++] = zeros_run(x, dim, q->start);
+            parts[np1++] = q->g;
+            if (x->shape->dims[dim] - q->start - q->len)
+                parts[np1++] = zeros_run(x, dim, x->shape->dims[dim] - q->start - q->len);
+            c = np1 == 1 ? parts[0] : ldt_cat(parts, np1, dim);
+            g = g ? ldt_add(g, c) : c;
+        }
+    } else {
+        for (int i = 0; i < s->n; i++) {
+            if (s->p[i].start > at) parts[np++] = zeros_run(x, s->dim, s->p[i].start - at);
+            parts[np++] = s->p[i].g;
+            at = s->p[i].start + s->p[i].len;
+        }
+        if (at < n) parts[np++] = zeros_run(x, s->dim, n - at);
+        g = np == 1 ? parts[0] : ldt_cat(parts, np, s->dim);
+    }
+    free(parts);
+    return g;
 }
 
 ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads) {
@@ -445,6 +642,8 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
     int64_t nn;
     ldt_tensor **adj = NULL;
     char *from_wrt = NULL, *to_loss = NULL;
+    slice_pieces *pieces = NULL;
+    uint32_t *bcast = NULL;
     ldt_status st = LDT_OK;
     if (!loss || n < 0 || (n > 0 && (!wrt || !grads)))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: loss, wrt and grads must be given");
@@ -468,7 +667,9 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
     adj = calloc((size_t)(nn ? nn : 1), sizeof *adj);
     from_wrt = calloc((size_t)(nn ? nn : 1), 1);
     to_loss = calloc((size_t)(nn ? nn : 1), 1);
-    if (!adj || !from_wrt || !to_loss) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+    pieces = calloc((size_t)(nn ? nn : 1), sizeof *pieces);
+    bcast = calloc((size_t)(nn ? nn : 1), sizeof *bcast);
+    if (!adj || !from_wrt || !to_loss || !pieces || !bcast) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
     /* the nodes on a path from some wrt to the loss */
     for (int i = 0; i < n; i++)
         if (wrt[i]->gen == ctx->gen && wrt[i]->id >= 0 && wrt[i]->id < nn && ctx->nodes[wrt[i]->id] == wrt[i])
@@ -501,6 +702,12 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
     for (int64_t v = root->id; v >= 0; v--) {
         ldt_tensor *t = ctx->nodes[v], *gi[LDT__MAX_VJP_IN];
         ldt__vjp_fn rule;
+        if (pieces[v].n) { /* every slice of v is done: their gradients as one */
+            ldt_tensor *c = pieces_grad(t, &pieces[v]);
+            if (!c) LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_INTERNAL, "grad: %s", ctx->errmsg);
+            pin_grad(t, c, nn, bcast[v]);
+            adj[v] = adj[v] ? ldt_add(adj[v], c) : c;
+        }
         if (!adj[v] || !from_wrt[v] || t->kind != LDT__NODE) continue;
         rule = t->op < LDT_OP_COUNT ? k_rules[t->op] : NULL;
         if (rule == LDT__NO_GRAD) continue;
@@ -510,7 +717,16 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         if (t->nin > LDT__MAX_VJP_IN)
             LDT_FAIL_GOTO(LDT_ERR_UNSUPPORTED, "grad: op %s with %d inputs; rules take up to %d",
                           ldt__op_name(ctx, t->op), t->nin, LDT__MAX_VJP_IN);
-        ldt__pin_conjugate(t, adj[v], nn, 0);
+        pin_grad(t, adj[v], nn, bcast[v]);
+        adj[v] = settle(t, adj[v], nn, bcast[v]);
+        if (t->op == LDT_OP_SLICE && t->attrs->i[3] == 1) { /* kept for its input's turn */
+            int64_t u = IN(t, 0)->id;
+            if (from_wrt[u] && to_loss[u] &&
+                (st = piece_add(&pieces[u], (int)t->attrs->i[0], t->attrs->i[1], t->shape->dims[t->attrs->i[0]],
+                                adj[v])) != LDT_OK)
+                goto fail;
+            continue;
+        }
         memset(gi, 0, sizeof gi);
         ctx->vjp_need = 0;
         for (int k = 0; k < t->nin && k < 32; k++)
@@ -527,7 +743,8 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
         for (int k = 0; k < t->nin; k++) {
             int64_t u = IN(t, k)->id;
             if (!gi[k] || !from_wrt[u] || !to_loss[u]) continue;
-            ldt__pin_conjugate(IN(t, k), gi[k], nn, 0); /* each contribution, not only their sum */
+            bcast[u] |= bcast_dims(t, IN(t, k));
+            pin_grad(IN(t, k), gi[k], nn, bcast[u]); /* each contribution, not only their sum */
             adj[u] = adj[u] ? ldt_add(adj[u], gi[k]) : gi[k];
         }
     }
@@ -541,5 +758,8 @@ fail:
     free(adj);
     free(from_wrt);
     free(to_loss);
+    for (int64_t v = 0; pieces && v < nn; v++) free(pieces[v].p);
+    free(pieces);
+    free(bcast);
     return st;
 }

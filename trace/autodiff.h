@@ -49,6 +49,29 @@ static inline int ldt__is_mean_divisor(const ldt_tensor *t) {
 enum { LDT__PIN_NO_LEAF, LDT__PIN_AS_LEAF, LDT__PIN_LEAF_GRAD };
 void ldt__pin_conjugate(const ldt_tensor *t, ldt_tensor *g, int64_t first_backward, int leaf);
 
+/* The conjugate of t's pin (ldt__pin_conjugate's rule) into pl, one per mesh dim: 1, or 0
+ * when t has none. */
+int ldt__conjugate_of(const ldt_tensor *t, int leaf, ldt_placement *pl);
+
+/* v [..., n] flattened to rows [R, n] (R the product of the leading dims), pinned as v's
+ * rows are when v is pinned (a split of the leading dim or of the last stays one; a split of
+ * another leading dim, the sequence under sequence parallelism, is gathered first: whole;
+ * other placements pin nothing): a weight gradient's or a lookup gradient's operands then
+ * stay where the forward and the output gradient are, which a profile with slow copies would
+ * rather split and gather back, and a sequence-split input is gathered once (Megatron's
+ * re-gather), not moved to row chunks and gathered again. */
+ldt_tensor *ldt__rows_of(ldt_tensor *v, int64_t rows);
+
+/* Pins gw, the gradient of parameter w (pinned) of node t (pinned), whose first `lead` dims
+ * the parameter is broadcast over (a linear's or a norm's rows), to Megatron's layout: on a
+ * mesh dim where t is split on such a dim (the batch, data parallel) and w is whole,
+ * Partial(sum) (each rank's rows summed, reduced with the other gradients); elsewhere as w.
+ * So a bias's or a norm's gradient is never gathered from the batch-sized values it sums.
+ * Returns an unpinned alias of the pinned gw (free where the layouts agree), the gradient the
+ * optimizer's data-parallel synchronisation lays out (it leaves pinned gradients alone); gw
+ * itself when nothing was pinned (t or w unpinned, gw pinned already). */
+ldt_tensor *ldt__param_grad(const ldt_tensor *t, const ldt_tensor *w, ldt_tensor *gw, int lead);
+
 /* 1 when the rule running for t must give input k a gradient (others may be left NULL). */
 static inline int ldt__vjp_needs(const ldt_tensor *t, int k) {
     return k >= 32 || ((t->ctx->vjp_need >> k) & 1u);

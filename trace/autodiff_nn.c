@@ -31,11 +31,30 @@ void ldt__r_softmax(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
 }
 
 /* layer_norm and rms_norm over the trailing i[0] dims, weight and bias when i[1], i[2]. */
+/* Every node a rule for pinned t recorded (ids from `first` on) with t's rank and no pin is
+ * pinned to t's conjugate layout, when that splits none of the last k dims (the rows a norm
+ * reduces): the backward runs where the forward ran (Megatron's layer norm on the whole
+ * activation of every tensor-parallel rank), not split over ranks and gathered back, which a
+ * roofline's prices can favour op by op. */
+static void pin_rows(ldt_tensor *t, int64_t first, int k) {
+    ldt_ctx *ctx = t->ctx;
+    ldt_placement pl[LDT_MAX_DIMS];
+    int nd = ldt_mesh_ndim(ctx->mesh), n = t->shape->ndim;
+    if (!t->pin || !ldt__conjugate_of(t, 0, pl)) return;
+    for (int d = 0; d < nd; d++)
+        if ((pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) && pl[d].dim >= n - k) return;
+    for (int64_t i = first; i < ctx->nnodes; i++) {
+        ldt_tensor *u = ctx->nodes[i];
+        if (u->kind == LDT__NODE && !u->pin && u->shape->ndim == n) ldt_pin(u, pl, nd);
+    }
+}
+
 void ldt__r_norm(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     ldt_tensor *x = IN(t, 0), *w = t->attrs->i[1] ? IN(t, 1) : NULL;
     int k = (int)t->attrs->i[0], n = x->shape->ndim, nd[LDT_MAX_DIMS], ld[LDT_MAX_DIMS], nl;
     double eps = t->attrs->f[0];
     ldt_tensor *xc, *rstd, *xhat, *gh;
+    int64_t first = t->ctx->nnodes;
     trailing(n, k, nd);
     nl = leading(n, k, ld);
     if (t->op == LDT_OP_LAYER_NORM) {
@@ -54,6 +73,8 @@ void ldt__r_norm(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
         gi[0] = ldt_mul(rstd, ldt_sub(gh, ldt_mul(xhat, ldt_mean(ldt_mul(gh, xhat), nd, k, 1))));
     if (w) gi[1] = nl ? ldt_sum(ldt_mul(g, xhat), ld, nl, 0) : ldt_mul(g, xhat);
     if (t->op == LDT_OP_LAYER_NORM && t->attrs->i[2]) gi[1 + (w != NULL)] = nl ? ldt_sum(g, ld, nl, 0) : g;
+    pin_rows(t, first, k);
+    for (int j = 1; j < t->nin; j++) gi[j] = ldt__param_grad(t, IN(t, j), gi[j], nl);
 }
 
 /* mean over targets that are not ignore_index of -log softmax(logits)[target]:
@@ -98,10 +119,10 @@ void ldt__r_index(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
     switch (t->op) {
     case LDT_OP_EMBEDDING: { /* rows of the weight, added where the indices took them */
         ldt_tensor *w = IN(t, 0), *idx = IN(t, 1);
-        int64_t N = 1, H = w->shape->dims[1];
+        int64_t N = 1;
         for (int d = 0; d < idx->shape->ndim; d++) N *= idx->shape->dims[d];
         gi[0] = ldt_index_add(zeros_as(w), 0, ldt_reshape(idx, &(ldt_shape){1, {N}}),
-                              ldt_reshape(g, &(ldt_shape){2, {N, H}}));
+                              ldt__rows_of(g, N));
         /* a vocab-sharded table's rows gathered nowhere: its gradient sharded alike */
         if (gi[0]) ldt__pin_conjugate(w, gi[0], gi[0]->id, LDT__PIN_LEAF_GRAD);
         break;

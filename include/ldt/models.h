@@ -63,7 +63,9 @@ LDT_API ldt_tensor *ldt_model_output(const ldt_model *m);
  * "dp": a dp-only mesh is data parallel; the batch on the dim named "dp", else the first
  * non-tp dim of a 2-D+ mesh): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
  * IS0:3 (q, k and v each split by heads), attention and MLP output projections S1, c_fc S0,
- * the token embedding (and tied LM head) S0 on the vocab; inputs S0 on dp. "none": nothing. */
+ * the token embedding (and tied LM head) S0 on the vocab; inputs S0 on dp. "megatron-sp":
+ * the same, and the gpt's residual stream, norm outputs and dropouts split on the sequence
+ * over tp (sequence parallel) where megatron keeps them whole. "none": nothing. */
 LDT_API ldt_status ldt_model_pin(ldt_model *m, const char *scheme);
 /* Switches dropout on (train != 0) or off for later forward passes. */
 LDT_API void ldt_model_set_train(ldt_model *m, int train);

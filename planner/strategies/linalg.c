@@ -1,7 +1,8 @@
 /* Strategies of matmul and linear: batch dims follow, M and N shard the output, K shards
  * both operands and gives Partial(sum), and a Partial(sum) operand times a Replicate one stays
- * Partial. linear's weight is [out, in]: S0 is column parallel (output sharded on its last
- * dim), S1 row parallel (Partial output; the bias then joins as Partial, added once). */
+ * Partial; InterleavedShard like Shard on M, N and K (both operands split alike). linear's
+ * weight is [out, in]: S0 is column parallel (output sharded on its last dim), S1 row
+ * parallel (Partial output; the bias then joins as Partial, added once). */
 #include "planner/strategy.h"
 
 /* Interleaved variants of an output-dim shard for the graph's block counts. */
@@ -21,8 +22,13 @@ static void so_matmul(ldt__opts1 *o) {
         in[1] = nb > 2 && jb >= 0 && b->dims[jb] == y->dims[d] ? ldt_shard(jb) : R;
         ldt__opt_add(o, ldt_shard(d), in);
     }
-    if (na >= 2) /* M */
+    if (na >= 2) { /* M */
         ldt__opt_add(o, ldt_shard(nbatch), (ldt_placement[]){ldt_shard(na - 2), R});
+        for (int i = 0; i < o->niks; i++)
+            if (ik_ok(y->dims[nbatch], o->iks[i]))
+                ldt__opt_add(o, ldt_interleaved_shard(nbatch, o->iks[i]),
+                             (ldt_placement[]){ldt_interleaved_shard(na - 2, o->iks[i]), R});
+    }
     if (nb >= 2) { /* N */
         ldt__opt_add(o, ldt_shard(ny - 1), (ldt_placement[]){R, ldt_shard(nb - 1)});
         for (int i = 0; i < o->niks; i++)
@@ -32,6 +38,10 @@ static void so_matmul(ldt__opts1 *o) {
     }
     /* K */
     ldt__opt_add(o, P, (ldt_placement[]){ldt_shard(na - 1), ldt_shard(nb >= 2 ? nb - 2 : 0)});
+    for (int i = 0; i < o->niks; i++) /* both split alike in blocks: a fused QKV's gradient */
+        if (ik_ok(a->dims[na - 1], o->iks[i]))
+            ldt__opt_add(o, P, (ldt_placement[]){ldt_interleaved_shard(na - 1, o->iks[i]),
+                                                 ldt_interleaved_shard(nb >= 2 ? nb - 2 : 0, o->iks[i])});
     if (ldt__s_all_float(o->t)) {
         ldt__opt_add(o, P, (ldt_placement[]){P, R});
         ldt__opt_add(o, P, (ldt_placement[]){R, P});

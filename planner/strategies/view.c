@@ -169,6 +169,15 @@ static void so_cat(ldt__opts1 *o) {
             ldt__opt_add(o, ldt_interleaved_shard(d, o->iks[i]), in);
         }
     }
+    /* k equal blocks, each split alike, are the blocks of InterleavedShard(dim, k): the
+     * inverse of the slice rule's IS -> S (a fused QKV gradient from its q, k, v parts) */
+    for (int i = 0; i < o->niks; i++) {
+        int same = o->iks[i] == o->nin && ik_ok(os->dims[dim], o->nin);
+        for (int k = 0; k < o->nin && same; k++) same = LDT__SIN(o, k)->dims[dim] == os->dims[dim] / o->nin;
+        if (!same) continue;
+        for (int k = 0; k < o->nin; k++) in[k] = ldt_shard(dim);
+        ldt__opt_add(o, ldt_interleaved_shard(dim, o->nin), in);
+    }
     partial_through(o);
 }
 
@@ -217,6 +226,16 @@ static int valid_slice(const ldt_tensor *t, const ldt_mesh *mesh, const ldt_plac
     ldt_spec si, so;
     if (i < 0 || in[0][i].kind != LDT_PLACE_INTERLEAVED_SHARD || out[i].kind != LDT_PLACE_SHARD)
         return 1;
+    return specs_of(t, mesh, out, in[0], &si, &so) && regions_agree(&si, &so, same_run, t);
+}
+
+/* The S -> IS case: every rank's chunk of each block must be its run of that block in the
+ * output, as the local cat lays them (the blocks are of one shape, so input 0 speaks for all). */
+static int valid_cat(const ldt_tensor *t, const ldt_mesh *mesh, const ldt_placement *out,
+                     const ldt_placement *const *in) {
+    int dim = (int)t->attrs->i[0], i = sharding_mesh_dim(out, ldt_mesh_ndim(mesh), dim);
+    ldt_spec si, so;
+    if (i < 0 || out[i].kind != LDT_PLACE_INTERLEAVED_SHARD) return 1;
     return specs_of(t, mesh, out, in[0], &si, &so) && regions_agree(&si, &so, same_run, t);
 }
 
@@ -360,6 +379,7 @@ void ldt__strategies_view(ldt__op_strategy *rows) {
     rows[LDT_OP_SLICE].lower = lower_slice;
     rows[LDT_OP_SELECT].options = so_select;
     rows[LDT_OP_CAT].options = so_cat;
+    rows[LDT_OP_CAT].valid = valid_cat;
     rows[LDT_OP_EXPAND].options = so_expand;
     rows[LDT_OP_ALIAS].options = so_identity;
     rows[LDT_OP_REDISTRIBUTE].options = so_identity;

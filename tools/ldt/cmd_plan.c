@@ -8,7 +8,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 22
+#define NFLAGS 23
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -30,6 +30,8 @@ static cli_flag *flag_table(void) {
         {"dtype", 1, "f32 or bf16: bf16 parameters, activations and gradients with f32 master weights "
                      "and Adam states (default f32)", NULL},
         {"memory-budget", 1, "bytes per rank: refuse a plan whose peak memory exceeds it", NULL},
+        {"sp", 0, "with --pins megatron: sequence parallel (pins megatron-sp: the gpt's norms, dropouts "
+                  "and residual stream split on the sequence over tp)", NULL},
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -286,7 +288,7 @@ int cmd_plan(int argc, char **argv) {
         printf("usage: ldt plan --model mlp|gpt [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
                "                [--plan-limit N] [--profile P] [--json] [--dot FILE] [--program [--rank R]]\n"
-               "                [--train] [--meta] [--dtype f32|bf16] [--memory-budget BYTES]\n\n"
+               "                [--train] [--meta] [--dtype f32|bf16] [--memory-budget BYTES] [--sp]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
                "whole graph under the cost model (pins honoured), and prints every op with its\n"
                "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
@@ -310,6 +312,14 @@ int cmd_plan(int argc, char **argv) {
     }
     if (cli_int("plan", f, NFLAGS, "memory-budget", 0, 1, &budget)) return 2;
     pins = cli_has(f, NFLAGS, "pins") ? cli_get(f, NFLAGS, "pins") : CLI_DEFAULT_PINS;
+    if (cli_has(f, NFLAGS, "sp")) {
+        if (strcmp(pins, "megatron") != 0) {
+            fprintf(stderr, "ldt plan: --sp with --pins %s; sequence parallelism is pinned with --pins megatron\n",
+                    pins);
+            return 2;
+        }
+        pins = "megatron-sp";
+    }
     po.strict = cli_has(f, NFLAGS, "strict");
     po.search = cli_has(f, NFLAGS, "greedy") ? LDT_PLAN_GREEDY : LDT_PLAN_GLOBAL;
     if (cli_has(f, NFLAGS, "plan-limit")) {

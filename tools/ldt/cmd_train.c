@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 29
+#define NFLAGS 30
 /* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
 #define TRAIN_SIZES 2, 128, 4, 256, 64, 8
 static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
@@ -29,6 +29,8 @@ static cli_flag *flag_table(void) {
         {"sample", 1, "characters to generate from a prompt after training (default 40)", NULL},
         {"trace", 1, "write a Chrome trace JSON of the last step to FILE", NULL},
         {"zero", 0, "shard the optimizer state over the dp mesh dim (ZeRO)", NULL},
+        {"sp", 0, "sequence parallel: norms, dropouts and the residual stream split on the sequence "
+                  "over tp (pins megatron-sp)", NULL},
         CLI_BUCKET_FLAG,
         CLI_PROFILE_FLAG,
         {"backend", 1, "threads (default: every rank a thread here), mpi (one process per rank, "
@@ -404,7 +406,7 @@ int cmd_train(int argc, char **argv) {
     tgt = malloc((size_t)(cfg.batch * cfg.seq) * sizeof *tgt);
     if (!losses || !times || !tok || !tgt) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, "gpt", &cfg, &model) != LDT_OK ||
-        ldt_model_init(model, (uint64_t)seed) != LDT_OK || ldt_model_pin(model, "megatron") != LDT_OK)
+        ldt_model_init(model, (uint64_t)seed) != LDT_OK || ldt_model_pin(model, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron") != LDT_OK)
         goto fail;
     np = ldt_model_nparams(model);
     if (np > 4096) {
@@ -546,7 +548,7 @@ int cmd_train(int argc, char **argv) {
         for (int i = 0; i < ntail; i++) tail += losses[steps - 1 - i] / ntail;
         if (json) {
             printf("{");
-            cli_config_json(stdout, "gpt", &cfg, "megatron", mesh);
+            cli_config_json(stdout, "gpt", &cfg, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron", mesh);
             putchar(',');
             cli_profile_json(stdout, &cm);
             printf(",\"first_step\":%lld,\"losses\":[", (long long)start);
