@@ -699,19 +699,23 @@ ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f) {
 /* ---------------------------------------------------------------------------------------
  * Parameter memory.
  */
+/* One rank per class of ranks alike (ldt_plan_rank_classes: every length a chosen placement
+ * chunks, parameters' included, has the same chunk across a class), not every rank: a meta mesh
+ * of 2^24 ranks costs what a few ranks do. */
 ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out) {
-    int nr;
-    int64_t *bytes, *elems;
+    ldt_status st = LDT_OK;
+    int nc = 0, *reps = NULL;
+    int64_t *bytes = NULL, *elems = NULL, *counts = NULL;
     if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan memory: NULL argument");
     memset(out, 0, sizeof *out);
-    nr = ldt_mesh_nranks(p->mesh);
-    bytes = calloc((size_t)nr, sizeof *bytes);
-    elems = calloc((size_t)nr, sizeof *elems);
-    if (!bytes || !elems) {
-        free(bytes);
-        free(elems);
-        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan memory: out of memory");
-    }
+    /* the classes only read the plan */
+    LDT_CHECK(ldt_plan_rank_classes((ldt_plan *)p, NULL, NULL, 0, &nc));
+    reps = malloc((size_t)(nc ? nc : 1) * sizeof *reps);
+    counts = malloc((size_t)(nc ? nc : 1) * sizeof *counts);
+    bytes = calloc((size_t)(nc ? nc : 1), sizeof *bytes);
+    elems = calloc((size_t)(nc ? nc : 1), sizeof *elems);
+    if (!reps || !counts || !bytes || !elems) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan memory: out of memory");
+    LDT_CHECK_GOTO(ldt_plan_rank_classes((ldt_plan *)p, reps, counts, nc, &nc));
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         ldt_spec spec;
@@ -721,21 +725,24 @@ ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out) {
         out->param_bytes += ldt__nbytes(t);
         if (ldt_spec_init(&spec, p->mesh, t->shape, ldt__plan_out(p, v), p->nd, (ldt_dtype)t->dtype) != LDT_OK)
             continue; /* cannot happen: the plan checked it */
-        for (int i = 0; i < nr; i++) {
+        for (int i = 0; i < nc; i++) {
             ldt_region r;
-            if (ldt_layout(&spec, ldt_mesh_rank_at(p->mesh, i), &r) != LDT_OK) continue;
+            if (ldt_layout(&spec, reps[i], &r) != LDT_OK) continue;
             bytes[i] += r.numel * es;
             elems[i] += r.numel;
         }
     }
-    for (int i = 0; i < nr; i++) {
+    for (int i = 0; i < nc; i++) {
         if (bytes[i] > out->per_rank_param_bytes_max) out->per_rank_param_bytes_max = bytes[i];
         if (elems[i] > out->per_rank_param_elems_max) out->per_rank_param_elems_max = elems[i];
     }
+fail:
+    free(reps);
+    free(counts);
     free(bytes);
     free(elems);
-    ldt_clear_error();
-    return LDT_OK;
+    if (st == LDT_OK) ldt_clear_error();
+    return st;
 }
 
 /* The arena of rank's program, as ldt_compile binds it: parameter and constant shards are held

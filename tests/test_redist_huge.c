@@ -769,3 +769,57 @@ Test(redist_huge, cross_mesh_matches_every_pair) {
     }
     cr_expect_gt(checked, ldt_test_cases(200) / 3, "only %d cases checked", checked);
 }
+
+/* ldt_plan_memory_get takes the most parameter bytes any rank holds from one rank per class
+ * (it laid out every rank: a 2^24-rank meta-init took minutes); against every rank's shards of
+ * every parameter node (the model's and Adam's states) laid out one by one, on meshes whose
+ * chunks are uneven (vocab 37, hidden 20 over 3, 5, 7, 8). */
+Test(redist_huge, parameter_memory_by_classes_matches_every_rank) {
+    static const char *meshes[] = {"dp=5,tp=3", "dp=2,tp=8", "7", "dp=3,tp=5"};
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    cfg.layers = 1, cfg.hidden = 20, cfg.heads = 2, cfg.vocab = 37, cfg.seq = 5, cfg.batch = 3;
+    for (size_t mi = 0; mi < sizeof meshes / sizeof *meshes; mi++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_model *m;
+        ldt_plan *plan = train_plan_on(meshes[mi], LDT_DEVICE_META, &cfg, &mesh, &ctx, &m);
+        ldt_plan_memory mem;
+        int nr = ldt_mesh_nranks(mesh), nc = 0;
+        int64_t most_bytes = 0, most_elems = 0, all = 0;
+        cr_assert_eq(ldt_plan_rank_classes(plan, NULL, NULL, 0, &nc), LDT_OK);
+        cr_assert_eq(ldt_plan_memory_get(plan, &mem), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < nr; i++) {
+            int64_t b = 0, e = 0;
+            for (int64_t k = 0; k < ctx->nnodes; k++) { /* the parameters and Adam's states */
+                ldt_tensor *w = ctx->nodes[k];
+                ldt_placement pl[LDT_MAX_DIMS];
+                ldt_shape s;
+                ldt_spec spec;
+                ldt_region reg;
+                if (w->kind != LDT__PERSISTENT || w->op != LDT_OP_PARAM) continue;
+                ldt_tensor_shape(w, &s);
+                cr_assert_eq(ldt_plan_placements(plan, w, pl, LDT_MAX_DIMS), LDT_OK);
+                cr_assert_eq(ldt_spec_init(&spec, mesh, &s, pl, ldt_mesh_ndim(mesh), ldt_tensor_dtype(w)), LDT_OK);
+                cr_assert_eq(ldt_layout(&spec, ldt_mesh_rank_at(mesh, i), &reg), LDT_OK);
+                e += reg.numel;
+                b += reg.numel * (int64_t)ldt_dtype_size(ldt_tensor_dtype(w));
+                if (i == 0) {
+                    int64_t n = 1;
+                    for (int d = 0; d < s.ndim; d++) n *= s.dims[d];
+                    all += n;
+                }
+            }
+            if (b > most_bytes) most_bytes = b;
+            if (e > most_elems) most_elems = e;
+        }
+        cr_expect(nc < nr, "%s: %d classes of %d ranks (nothing folded)", meshes[mi], nc, nr);
+        cr_expect_eq(mem.per_rank_param_bytes_max, most_bytes, "%s: %lld bytes by classes, %lld rank by rank",
+                     meshes[mi], (long long)mem.per_rank_param_bytes_max, (long long)most_bytes);
+        cr_expect_eq(mem.per_rank_param_elems_max, most_elems, "%s", meshes[mi]);
+        cr_expect_eq(mem.params, all, "%s: %lld parameters, %lld", meshes[mi], (long long)mem.params, (long long)all);
+        ldt_plan_destroy(plan);
+        ldt_model_destroy(m);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+}
