@@ -589,8 +589,11 @@ ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f) {
  * DOT.
  */
 /* "[4,64]", the local shape of node v's output on the mesh's first rank, with " (uneven)"
- * when another rank's differs. */
-static void local_shape(const ldt_plan *p, const ldt_tensor *t, int out, char *buf, size_t cap) {
+ * when another rank's differs: one rank per class of ranks alike (reps[0..nc), from
+ * ldt_plan_rank_classes, whose cuts include every node's output lengths) stands for every
+ * rank of its class, so a 2^24-rank mesh looks at a few ranks per node, not every one. */
+static void local_shape(const ldt_plan *p, const ldt_tensor *t, int out, const int *reps, int nc, char *buf,
+                        size_t cap) {
     ldt_spec spec;
     ldt_region r0, r;
     int uneven = 0;
@@ -601,8 +604,8 @@ static void local_shape(const ldt_plan *p, const ldt_tensor *t, int out, char *b
         snprintf(buf, cap, "?");
         return;
     }
-    for (int i = 1; i < ldt_mesh_nranks(p->mesh) && !uneven; i++)
-        if (ldt_layout(&spec, ldt_mesh_rank_at(p->mesh, i), &r) == LDT_OK)
+    for (int i = 0; i < nc && !uneven; i++)
+        if (ldt_layout(&spec, reps[i], &r) == LDT_OK)
             for (int d = 0; d < r.ndim; d++) uneven |= r.local_shape.dims[d] != r0.local_shape.dims[d];
     ldt_shape_format(&r0.local_shape, buf, cap);
     if (uneven && strlen(buf) + 10 < cap) strcat(buf, " (uneven)");
@@ -617,8 +620,22 @@ ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f) {
     const int npal = (int)(sizeof palette / sizeof palette[0]);
     char mesh[256];
     uint8_t *used;
+    int nc = 0, *reps = NULL;
+    int64_t *counts = NULL;
     if (!p || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan dot: NULL argument");
-    if (!(used = calloc((size_t)npal, 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan dot: out of memory");
+    LDT_CHECK(ldt_plan_rank_classes(p, NULL, NULL, 0, &nc));
+    reps = malloc((size_t)(nc ? nc : 1) * sizeof *reps);
+    counts = malloc((size_t)(nc ? nc : 1) * sizeof *counts);
+    if (!reps || !counts || ldt_plan_rank_classes(p, reps, counts, nc, &nc) != LDT_OK) {
+        free(reps);
+        free(counts);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan dot: out of memory");
+    }
+    free(counts);
+    if (!(used = calloc((size_t)npal, 1))) {
+        free(reps);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan dot: out of memory");
+    }
     ldt_mesh_format(p->mesh, mesh, sizeof mesh);
     fputs("digraph plan {\n  labelloc=t;\n  label=", f);
     if (title) {
@@ -633,7 +650,7 @@ ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f) {
         char pl[256], gs[128], ls[160];
         ldt_placements_format(ldt__plist(p, out), p->nd, pl, sizeof pl);
         ldt_shape_format(t->shape, gs, sizeof gs);
-        local_shape(p, t, out, ls, sizeof ls);
+        local_shape(p, t, out, reps, nc, ls, sizeof ls);
         /* the colour is the placement list's id: the same placements, the same colour */
         fprintf(f, "  n%" PRId64 " [label=\"%%%" PRId64 " %s%s%s\\n%s\\nglobal %s local %s\", fillcolor=\"%s\"];\n", v,
                 v, ldt__op_name(p->ctx, t->op), LDT__NAME(t) ? " " : "", LDT__NAME(t) ? LDT__NAME(t) : "", pl, gs,
@@ -664,6 +681,7 @@ ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f) {
           "    legend_edge_from -> legend_edge_to [color=red, fontcolor=red, label=\"redistribution: its collectives\"];\n"
           "  }\n", f);
     free(used);
+    free(reps);
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         for (int k = 0; t->kind != LDT__PERSISTENT && k < t->nin; k++) {
