@@ -203,6 +203,13 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
                            const ldt_compile_options *o, ldt_exec **out);
 void ldt__exec_destroy(ldt_exec *e);
 int ldt__exec_binding_of(ldt_exec *e, const ldt_tensor *t);
+/* exec/replay.c: what a timed-out step's error adds to msg (into out, cap bytes): this rank's
+ * time in the step (replays > 0: the last completed step's, last_step_s; else the first step's
+ * ran_s, less the timeout it waited) against the timeout. A step that took at least half the
+ * timeout is told it may be too slow for it and how to raise it; a shorter one that it was
+ * well within it, so a peer more likely stopped, died or called another collective. */
+void ldt__timeout_note_text(char *out, size_t cap, const char *msg, int64_t replays, double last_step_s,
+                            double ran_s, double timeout_s);
 /* Writes the last replay's Chrome trace JSON to e->trace_path (exec/profile.c). */
 ldt_status ldt__exec_write_trace(ldt_exec *e);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "exec/comm.h"
 #include "core/mesh.h"
 #include "core/sysmem.h"
 #include "exec/backend_cuda.h"
@@ -118,6 +119,10 @@ ldt_status ldt_materialize(const ldt_tensor *const *params, const ldt_placement 
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "materialize: the target mesh is on the meta device; "
                                            "expected a real one");
     for (int i = 0; i < n; i++) out[i] = NULL;
+    /* one rank thread per rank: refused before the shards are sized rank by rank */
+    if (mesh->max_rank + 1 > LDT__COMM_MAX_RANKS)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "materialize: mesh of %d ranks: rank threads in one process stop at %d; "
+                 "materialize one process per rank (MPI) or fewer ranks", mesh->max_rank + 1, LDT__COMM_MAX_RANKS);
     LDT_CHECK(check_fits(params, placements, n, mesh));
     for (int i = 0; i < n; i++) {
         const ldt_tensor *t = params[i];

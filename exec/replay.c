@@ -114,22 +114,33 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
 
 static ldt_status replay_step(ldt_exec *e);
 
+void ldt__timeout_note_text(char *out, size_t cap, const char *msg, int64_t replays, double last_step_s,
+                            double ran_s, double timeout_s) {
+    /* the first step's own time: what it had run, less the one call's wait that timed out */
+    double own = replays ? last_step_s : ran_s - timeout_s;
+    const char *slow = "steps that slow need a longer timeout (LDT_COMM_TIMEOUT_MS or --comm-timeout-ms)",
+               *fast = "well within it: a peer more likely stopped, died or called another collective "
+                       "than ran slow";
+    if (replays)
+        snprintf(out, cap, "%s; this rank's last step took %.1f s, the communication timeout is %.1f s: %s", msg,
+                 last_step_s, timeout_s, own >= timeout_s / 2 ? slow : fast);
+    else
+        snprintf(out, cap, "%s; this first step had run %.1f s, the communication timeout is %.1f s: %s", msg, ran_s,
+                 timeout_s, own >= timeout_s / 2 ? slow : fast);
+}
+
 /* A timeout in a step that runs about as long as the timeout is slowness, not a dead peer:
- * the message says how long the last step took and how to wait longer. */
+ * the message says how long the step took against the timeout, and how to wait longer when
+ * that is the likelier cause (ldt__timeout_note_text). */
 static ldt_status timeout_note(ldt_exec *e, ldt_status st, double ran_s) {
-    char msg[1536];
+    char msg[1536], note[2048];
     int64_t tmo = 0;
     if (st != LDT_ERR_TIMEOUT) return st;
     if (e->world) tmo = e->world->timeout_ms;
     else if (ldt__comm_timeout(NULL, "replay", &tmo) != LDT_OK) return st;
     snprintf(msg, sizeof msg, "%s", ldt_last_error());
-    if (e->replays)
-        return ldt__error(st, "%s; this rank's last step took %.1f s, the communication timeout is %.1f s: steps "
-                          "that slow need a longer timeout (LDT_COMM_TIMEOUT_MS or --comm-timeout-ms)",
-                          msg, e->last_step_s, (double)tmo / 1e3);
-    return ldt__error(st, "%s; this first step had run %.1f s, the communication timeout is %.1f s: steps "
-                      "that slow need a longer timeout (LDT_COMM_TIMEOUT_MS or --comm-timeout-ms)",
-                      msg, ran_s, (double)tmo / 1e3);
+    ldt__timeout_note_text(note, sizeof note, msg, e->replays, e->last_step_s, ran_s, (double)tmo / 1e3);
+    return ldt__error(st, "%s", note);
 }
 
 ldt_status ldt_replay(ldt_exec *e) {

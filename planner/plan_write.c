@@ -73,7 +73,8 @@ static void program_totals(const ldt_plan *plan, const ldt__program *p, rank_tot
  * The figures (totals, arenas) cost one lowering per class at most: classes whose local shapes
  * of those specs digest alike share one lowering (a length cut on one mesh dim may matter only
  * beside some coordinates of another), and classes whose programs digest alike share one
- * memory plan. A GPT-2-small training step on dp=512,tp=8 has 49 classes, 26 programs.
+ * memory plan. A GPT-2-small training step on dp=512,tp=8 has 7 classes, 7 programs (dp=8,tp=8:
+ * 2 and 2); their memory plans are most of what its figures cost.
  */
 #define MAX_CLASS_LENGTHS 4096
 
@@ -588,8 +589,11 @@ ldt_status ldt_plan_write_json(ldt_plan *p, FILE *f) {
  * DOT.
  */
 /* "[4,64]", the local shape of node v's output on the mesh's first rank, with " (uneven)"
- * when another rank's differs. */
-static void local_shape(const ldt_plan *p, const ldt_tensor *t, int out, char *buf, size_t cap) {
+ * when another rank's differs: one rank per class of ranks alike (reps[0..nc), from
+ * ldt_plan_rank_classes, whose cuts include every node's output lengths) stands for every
+ * rank of its class, so a 2^24-rank mesh looks at a few ranks per node, not every one. */
+static void local_shape(const ldt_plan *p, const ldt_tensor *t, int out, const int *reps, int nc, char *buf,
+                        size_t cap) {
     ldt_spec spec;
     ldt_region r0, r;
     int uneven = 0;
@@ -600,8 +604,8 @@ static void local_shape(const ldt_plan *p, const ldt_tensor *t, int out, char *b
         snprintf(buf, cap, "?");
         return;
     }
-    for (int i = 1; i < ldt_mesh_nranks(p->mesh) && !uneven; i++)
-        if (ldt_layout(&spec, ldt_mesh_rank_at(p->mesh, i), &r) == LDT_OK)
+    for (int i = 0; i < nc && !uneven; i++)
+        if (ldt_layout(&spec, reps[i], &r) == LDT_OK)
             for (int d = 0; d < r.ndim; d++) uneven |= r.local_shape.dims[d] != r0.local_shape.dims[d];
     ldt_shape_format(&r0.local_shape, buf, cap);
     if (uneven && strlen(buf) + 10 < cap) strcat(buf, " (uneven)");
@@ -616,8 +620,22 @@ ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f) {
     const int npal = (int)(sizeof palette / sizeof palette[0]);
     char mesh[256];
     uint8_t *used;
+    int nc = 0, *reps = NULL;
+    int64_t *counts = NULL;
     if (!p || !f) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan dot: NULL argument");
-    if (!(used = calloc((size_t)npal, 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan dot: out of memory");
+    LDT_CHECK(ldt_plan_rank_classes(p, NULL, NULL, 0, &nc));
+    reps = malloc((size_t)(nc ? nc : 1) * sizeof *reps);
+    counts = malloc((size_t)(nc ? nc : 1) * sizeof *counts);
+    if (!reps || !counts || ldt_plan_rank_classes(p, reps, counts, nc, &nc) != LDT_OK) {
+        free(reps);
+        free(counts);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan dot: out of memory");
+    }
+    free(counts);
+    if (!(used = calloc((size_t)npal, 1))) {
+        free(reps);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan dot: out of memory");
+    }
     ldt_mesh_format(p->mesh, mesh, sizeof mesh);
     fputs("digraph plan {\n  labelloc=t;\n  label=", f);
     if (title) {
@@ -632,7 +650,7 @@ ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f) {
         char pl[256], gs[128], ls[160];
         ldt_placements_format(ldt__plist(p, out), p->nd, pl, sizeof pl);
         ldt_shape_format(t->shape, gs, sizeof gs);
-        local_shape(p, t, out, ls, sizeof ls);
+        local_shape(p, t, out, reps, nc, ls, sizeof ls);
         /* the colour is the placement list's id: the same placements, the same colour */
         fprintf(f, "  n%" PRId64 " [label=\"%%%" PRId64 " %s%s%s\\n%s\\nglobal %s local %s\", fillcolor=\"%s\"];\n", v,
                 v, ldt__op_name(p->ctx, t->op), LDT__NAME(t) ? " " : "", LDT__NAME(t) ? LDT__NAME(t) : "", pl, gs,
@@ -663,6 +681,7 @@ ldt_status ldt_plan_write_dot_titled(ldt_plan *p, const char *title, FILE *f) {
           "    legend_edge_from -> legend_edge_to [color=red, fontcolor=red, label=\"redistribution: its collectives\"];\n"
           "  }\n", f);
     free(used);
+    free(reps);
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         for (int k = 0; t->kind != LDT__PERSISTENT && k < t->nin; k++) {
@@ -698,19 +717,23 @@ ldt_status ldt_plan_write_program(ldt_plan *p, int rank, FILE *f) {
 /* ---------------------------------------------------------------------------------------
  * Parameter memory.
  */
+/* One rank per class of ranks alike (ldt_plan_rank_classes: every length a chosen placement
+ * chunks, parameters' included, has the same chunk across a class), not every rank: a meta mesh
+ * of 2^24 ranks costs what a few ranks do. */
 ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out) {
-    int nr;
-    int64_t *bytes, *elems;
+    ldt_status st = LDT_OK;
+    int nc = 0, *reps = NULL;
+    int64_t *bytes = NULL, *elems = NULL, *counts = NULL;
     if (!p || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan memory: NULL argument");
     memset(out, 0, sizeof *out);
-    nr = ldt_mesh_nranks(p->mesh);
-    bytes = calloc((size_t)nr, sizeof *bytes);
-    elems = calloc((size_t)nr, sizeof *elems);
-    if (!bytes || !elems) {
-        free(bytes);
-        free(elems);
-        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan memory: out of memory");
-    }
+    /* the classes only read the plan */
+    LDT_CHECK(ldt_plan_rank_classes((ldt_plan *)p, NULL, NULL, 0, &nc));
+    reps = malloc((size_t)(nc ? nc : 1) * sizeof *reps);
+    counts = malloc((size_t)(nc ? nc : 1) * sizeof *counts);
+    bytes = calloc((size_t)(nc ? nc : 1), sizeof *bytes);
+    elems = calloc((size_t)(nc ? nc : 1), sizeof *elems);
+    if (!reps || !counts || !bytes || !elems) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan memory: out of memory");
+    LDT_CHECK_GOTO(ldt_plan_rank_classes((ldt_plan *)p, reps, counts, nc, &nc));
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         ldt_spec spec;
@@ -720,21 +743,24 @@ ldt_status ldt_plan_memory_get(const ldt_plan *p, ldt_plan_memory *out) {
         out->param_bytes += ldt__nbytes(t);
         if (ldt_spec_init(&spec, p->mesh, t->shape, ldt__plan_out(p, v), p->nd, (ldt_dtype)t->dtype) != LDT_OK)
             continue; /* cannot happen: the plan checked it */
-        for (int i = 0; i < nr; i++) {
+        for (int i = 0; i < nc; i++) {
             ldt_region r;
-            if (ldt_layout(&spec, ldt_mesh_rank_at(p->mesh, i), &r) != LDT_OK) continue;
+            if (ldt_layout(&spec, reps[i], &r) != LDT_OK) continue;
             bytes[i] += r.numel * es;
             elems[i] += r.numel;
         }
     }
-    for (int i = 0; i < nr; i++) {
+    for (int i = 0; i < nc; i++) {
         if (bytes[i] > out->per_rank_param_bytes_max) out->per_rank_param_bytes_max = bytes[i];
         if (elems[i] > out->per_rank_param_elems_max) out->per_rank_param_elems_max = elems[i];
     }
+fail:
+    free(reps);
+    free(counts);
     free(bytes);
     free(elems);
-    ldt_clear_error();
-    return LDT_OK;
+    if (st == LDT_OK) ldt_clear_error();
+    return st;
 }
 
 /* The arena of rank's program, as ldt_compile binds it: parameter and constant shards are held

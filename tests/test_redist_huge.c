@@ -769,3 +769,100 @@ Test(redist_huge, cross_mesh_matches_every_pair) {
     }
     cr_expect_gt(checked, ldt_test_cases(200) / 3, "only %d cases checked", checked);
 }
+
+/* The DOT's "(uneven)" on a node's local shape (some rank's differs from the first rank's) is
+ * decided from one rank per class of ranks alike (it looked at every rank: a 2^24-rank mesh
+ * ran past two minutes); against every rank's layout of every node's output, where some nodes
+ * are uneven and some are not. */
+static void check_dot_uneven(ldt_plan *plan, ldt_ctx *ctx, const ldt_mesh *mesh, const char *name) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    int nr = ldt_mesh_nranks(mesh), nuneven = 0, neven = 0;
+    cr_assert_not_null(f);
+    cr_assert_eq(ldt_plan_write_dot(plan, f), LDT_OK, "%s", ldt_last_error());
+    fclose(f);
+    for (int64_t v = 0; v < ctx->nnodes; v++) {
+        ldt_tensor *t = ctx->nodes[v];
+        ldt_placement pl[LDT_MAX_DIMS];
+        ldt_shape s;
+        ldt_spec spec;
+        ldt_region r0, r;
+        char key[48];
+        const char *line, *end, *mark;
+        int uneven = 0;
+        ldt_tensor_shape(t, &s);
+        cr_assert_eq(ldt_plan_placements(plan, t, pl, LDT_MAX_DIMS), LDT_OK);
+        cr_assert_eq(ldt_spec_init(&spec, mesh, &s, pl, ldt_mesh_ndim(mesh), ldt_tensor_dtype(t)), LDT_OK);
+        cr_assert_eq(ldt_layout(&spec, ldt_mesh_rank_at(mesh, 0), &r0), LDT_OK);
+        for (int i = 1; i < nr; i++) {
+            cr_assert_eq(ldt_layout(&spec, ldt_mesh_rank_at(mesh, i), &r), LDT_OK);
+            for (int d = 0; d < r.ndim; d++) uneven |= r.local_shape.dims[d] != r0.local_shape.dims[d];
+        }
+        snprintf(key, sizeof key, "\n  n%lld [label=", (long long)v);
+        cr_assert_not_null(line = strstr(text, key), "%s: node %lld has no label", name, (long long)v);
+        end = strchr(line + 1, '\n');
+        mark = strstr(line, " (uneven)\"");
+        cr_expect_eq(mark != NULL && mark < end, uneven, "%s: node %lld is %s, the DOT says otherwise: %.*s",
+                     name, (long long)v, uneven ? "uneven" : "even", (int)(end - line), line);
+        nuneven += uneven;
+        neven += !uneven;
+    }
+    cr_expect(nuneven > 0 && neven > 0, "%s: %d uneven, %d even nodes", name, nuneven, neven);
+    free(text);
+}
+
+/* ldt_plan_memory_get takes the most parameter bytes any rank holds from one rank per class
+ * (it laid out every rank: a 2^24-rank meta-init took minutes); against every rank's shards of
+ * every parameter node (the model's and Adam's states) laid out one by one, on meshes whose
+ * chunks are uneven (vocab 37, hidden 20 over 5, 3, 8, 7); the same plans' DOT too. */
+Test(redist_huge, parameter_memory_and_dot_by_classes_match_every_rank) {
+    static const char *meshes[] = {"dp=5,tp=3", "dp=2,tp=8", "7"};
+    ldt_model_config cfg = ldt_model_config_default("gpt");
+    cfg.layers = 1, cfg.hidden = 20, cfg.heads = 2, cfg.vocab = 37, cfg.seq = 5, cfg.batch = 3;
+    for (size_t mi = 0; mi < sizeof meshes / sizeof *meshes; mi++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_model *m;
+        ldt_plan *plan = train_plan_on(meshes[mi], LDT_DEVICE_META, &cfg, &mesh, &ctx, &m);
+        ldt_plan_memory mem;
+        int nr = ldt_mesh_nranks(mesh), nc = 0;
+        int64_t most_bytes = 0, most_elems = 0, all = 0;
+        cr_assert_eq(ldt_plan_rank_classes(plan, NULL, NULL, 0, &nc), LDT_OK);
+        cr_assert_eq(ldt_plan_memory_get(plan, &mem), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < nr; i++) {
+            int64_t b = 0, e = 0;
+            for (int64_t k = 0; k < ctx->nnodes; k++) { /* the parameters and Adam's states */
+                ldt_tensor *w = ctx->nodes[k];
+                ldt_placement pl[LDT_MAX_DIMS];
+                ldt_shape s;
+                ldt_spec spec;
+                ldt_region reg;
+                if (w->kind != LDT__PERSISTENT || w->op != LDT_OP_PARAM) continue;
+                ldt_tensor_shape(w, &s);
+                cr_assert_eq(ldt_plan_placements(plan, w, pl, LDT_MAX_DIMS), LDT_OK);
+                cr_assert_eq(ldt_spec_init(&spec, mesh, &s, pl, ldt_mesh_ndim(mesh), ldt_tensor_dtype(w)), LDT_OK);
+                cr_assert_eq(ldt_layout(&spec, ldt_mesh_rank_at(mesh, i), &reg), LDT_OK);
+                e += reg.numel;
+                b += reg.numel * (int64_t)ldt_dtype_size(ldt_tensor_dtype(w));
+                if (i == 0) {
+                    int64_t n = 1;
+                    for (int d = 0; d < s.ndim; d++) n *= s.dims[d];
+                    all += n;
+                }
+            }
+            if (b > most_bytes) most_bytes = b;
+            if (e > most_elems) most_elems = e;
+        }
+        cr_expect(nc < nr, "%s: %d classes of %d ranks (nothing folded)", meshes[mi], nc, nr);
+        cr_expect_eq(mem.per_rank_param_bytes_max, most_bytes, "%s: %lld bytes by classes, %lld rank by rank",
+                     meshes[mi], (long long)mem.per_rank_param_bytes_max, (long long)most_bytes);
+        cr_expect_eq(mem.per_rank_param_elems_max, most_elems, "%s", meshes[mi]);
+        cr_expect_eq(mem.params, all, "%s: %lld parameters, %lld", meshes[mi], (long long)mem.params, (long long)all);
+        check_dot_uneven(plan, ctx, mesh, meshes[mi]);
+        ldt_plan_destroy(plan);
+        ldt_model_destroy(m);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+}

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -794,4 +795,31 @@ Test(replay, idle_threads_sleep) {
         ldt_ctx_destroy(ctx);
         ldt_mesh_destroy(mesh);
     }
+}
+
+/* A timed-out step's note (issue 28): only a step that took at least half the timeout is told
+ * it may be too slow for it; a short one that it was well within it. By hand: a stopped peer
+ * under a 5 s timeout after 0.6 s steps; valgrind's 45.2 s steps against 60 s (the example of
+ * docs/communicator.md); a first step that waited the whole timeout after 0.3 s or 20 s of
+ * work, and the boundary, half the timeout. */
+Test(replay, timeout_note_names_slowness_only_for_slow_steps) {
+    const char *slow = "steps that slow need a longer timeout (LDT_COMM_TIMEOUT_MS or --comm-timeout-ms)";
+    char t[4096];
+    ldt__timeout_note_text(t, sizeof t, "mpi all_reduce: timed out", 3, 0.6, 0.0, 5.0);
+    cr_expect_str_eq(t, "mpi all_reduce: timed out; this rank's last step took 0.6 s, the communication timeout "
+                        "is 5.0 s: well within it: a peer more likely stopped, died or called another collective "
+                        "than ran slow");
+    ldt__timeout_note_text(t, sizeof t, "m", 7, 45.2, 0.0, 60.0);
+    cr_expect_str_eq(t, "m; this rank's last step took 45.2 s, the communication timeout is 60.0 s: steps that "
+                        "slow need a longer timeout (LDT_COMM_TIMEOUT_MS or --comm-timeout-ms)");
+    ldt__timeout_note_text(t, sizeof t, "m", 0, 99.0, 5.3, 5.0); /* the first: last_step_s unused */
+    cr_expect(strstr(t, "this first step had run 5.3 s") && strstr(t, "well within it") && !strstr(t, slow), "%s", t);
+    ldt__timeout_note_text(t, sizeof t, "m", 0, 0.0, 50.0, 30.0); /* 20 s of its own */
+    cr_expect(strstr(t, "this first step had run 50.0 s") && strstr(t, slow), "%s", t);
+    ldt__timeout_note_text(t, sizeof t, "m", 0, 0.0, 40.0, 30.0); /* 10 s of its own */
+    cr_expect(strstr(t, "well within it") && !strstr(t, slow), "%s", t);
+    ldt__timeout_note_text(t, sizeof t, "m", 1, 2.5, 0.0, 5.0); /* half: slow */
+    cr_expect(strstr(t, slow), "%s", t);
+    ldt__timeout_note_text(t, sizeof t, "m", 1, 2.4, 0.0, 5.0);
+    cr_expect(!strstr(t, slow), "%s", t);
 }

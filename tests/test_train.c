@@ -99,6 +99,13 @@ Test(train, bad_flags) {
         /* more rank threads than a process runs: refused before anything is planned */
         {"run --mesh 5000 --steps 1", "mesh of 5000 ranks: rank threads in one process stop at 4096"},
         {"train --mesh 5000 --steps 1", "mesh of 5000 ranks: rank threads in one process stop at 4096"},
+        /* ... and refused as soon as the mesh is parsed: a 2^24-rank rand ran past a minute, a
+         * redistribute --run filled 4.6 GB of shards, a meta-init --materialize laid out every
+         * rank's parameters (minutes) before the threads refused them */
+        {"rand --mesh 16777216 --shape 6,4 --placements S0", "mesh of 16777216 ranks: rank threads in one process stop at 4096"},
+        {"redistribute --mesh 16777216 --shape 8,6 --from S0 --to R --run",
+         "mesh of 16777216 ranks: rank threads in one process stop at 4096"},
+        {"meta-init --model gpt --mesh 16777216 --materialize", "materialize: mesh of 16777216 ranks: rank threads"},
         /* a 175B model's shards on 64 rank threads: hundreds of GB, refused before allocating */
         {"meta-init --model gpt --layers 96 --hidden 12288 --heads 96 --vocab 50257 --seq 2048 "
          "--mesh dp=8,tp=8 --materialize", "GB of memory"},

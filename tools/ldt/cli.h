@@ -24,6 +24,12 @@ int cli_has(const cli_flag *flags, int nflags, const char *name);
 void cli_print_flags(FILE *f, const cli_flag *flags, int nflags);
 /* Prints "ldt <cmd>: <ldt_last_error()>" to stderr and returns 1. */
 int cli_fail(const char *cmd);
+/* The most rank threads one process runs (the library's limit, include/ldt/exec.h). */
+#define CLI_MAX_RANK_THREADS 4096
+/* For a command about to run mesh on rank threads of this process: 0 when it can; else prints
+ * why not to stderr and returns 1, right after the mesh is parsed (a 2^24-rank mesh went on to
+ * fill shards for a minute and gigabytes before the threads refused it). */
+int cli_rank_threads_fit(const char *cmd, const ldt_mesh *mesh);
 
 /* The flag entries of a model's sizes, for the tables of the commands that build models, with
  * the defaults the command applies (CLI_MODEL_SIZE_FLAGS: ldt_model_config_default's). */

@@ -79,6 +79,14 @@ int cli_fail(const char *cmd) {
     return 1;
 }
 
+int cli_rank_threads_fit(const char *cmd, const ldt_mesh *mesh) {
+    if (ldt_mesh_device(mesh) != LDT_DEVICE_CPU || ldt_mesh_nranks(mesh) <= CLI_MAX_RANK_THREADS) return 0;
+    fprintf(stderr, "ldt %s: mesh of %d ranks: rank threads in one process stop at %d; run one process per "
+                    "rank (--backend mpi, where the command has it) or plan it on a meta mesh\n",
+            cmd, ldt_mesh_nranks(mesh), CLI_MAX_RANK_THREADS);
+    return 1;
+}
+
 int cli_int(const char *cmd, const cli_flag *flags, int nflags, const char *name, int64_t def,
             int64_t lo, int64_t *out) {
     const char *v = cli_get(flags, nflags, name);

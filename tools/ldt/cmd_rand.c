@@ -166,6 +166,10 @@ int cmd_rand(int argc, char **argv) {
         fprintf(stderr, "ldt rand: --mesh: %s\n", ldt_last_error());
         return 2;
     }
+    if (cli_rank_threads_fit("rand", mesh)) {
+        ldt_mesh_destroy(mesh);
+        return 1;
+    }
     pltext = cli_get(flags, NFLAGS, "placements");
     if (pltext) {
         if (ldt_placements_parse(pltext, shape.ndim, pl, LDT_MAX_DIMS, &npl) != LDT_OK) {

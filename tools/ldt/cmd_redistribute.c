@@ -300,6 +300,8 @@ int cmd_redistribute(int argc, char **argv) {
         rc = cli_fail("redistribute");
         goto done;
     }
+    if (do_run && (cli_rank_threads_fit("redistribute", mesh) || (to_mesh && cli_rank_threads_fit("redistribute", to_mesh))))
+        goto done;
     if (load_model(f, mesh, &cm)) goto done;
     opt.cost = &cm;
     opt.merge = !cli_has(f, NFLAGS, "no-merge");

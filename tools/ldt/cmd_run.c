@@ -137,6 +137,10 @@ int cmd_run(int argc, char **argv) {
     if (ldt_mesh_parse(cli_has(f, NFLAGS, "mesh") ? cli_get(f, NFLAGS, "mesh") : "4", LDT_DEVICE_CPU,
                        &mesh) != LDT_OK)
         return cli_fail("run");
+    if (cli_rank_threads_fit("run", mesh)) {
+        ldt_mesh_destroy(mesh);
+        return 1;
+    }
     co.mesh = mesh;
     co.seed = (uint64_t)seed;
     if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) goto fail;

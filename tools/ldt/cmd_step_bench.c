@@ -116,6 +116,10 @@ int cmd_step_bench(int argc, char **argv) {
         ldt_mpi_world_destroy(world);
         return rc;
     }
+    if (!world && cli_rank_threads_fit("step-bench", mesh)) {
+        ldt_mesh_destroy(mesh);
+        return 1;
+    }
     co.mesh = mesh;
     if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) goto fail;
     copt.plan.cost = &cm;

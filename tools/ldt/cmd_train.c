@@ -389,6 +389,11 @@ int cmd_train(int argc, char **argv) {
         ldt_mpi_world_destroy(world);
         return cli_fail("train");
     }
+    if (!world && cli_rank_threads_fit("train", mesh)) {
+        free(text);
+        ldt_mesh_destroy(mesh);
+        return 1;
+    }
     /* the planner's numbers; under mpi, compile broadcasts rank 0's */
     if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) {
         free(text);
