@@ -357,3 +357,23 @@ fail:
     free(row_of);
     return st;
 }
+
+double ldt__fit_rendezvous(const double *calls, const double *measured, const double *modeled,
+                           int n, int nranks, int cores, double *fixed) {
+    double mx = 0, my = 0, sxx = 0, sxy = 0, w;
+    if (fixed) *fixed = 0;
+    if (n < 2 || cores <= 0 || nranks <= cores) return 0;
+    for (int i = 0; i < n; i++) {
+        mx += calls[i] / n;
+        my += (measured[i] - modeled[i]) / n;
+    }
+    for (int i = 0; i < n; i++) {
+        sxx += (calls[i] - mx) * (calls[i] - mx);
+        sxy += (calls[i] - mx) * (measured[i] - modeled[i] - my);
+    }
+    if (!(sxx > 0)) return 0;
+    w = sxy / sxx;
+    if (fixed) *fixed = my - w * mx;
+    w /= (double)nranks / cores - 1;
+    return w > 0 && isfinite(w) ? w : 0;
+}

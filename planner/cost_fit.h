@@ -15,4 +15,13 @@ double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n);
  * local ops; no knee when cache_bytes is 0). */
 double ldt__eff_bytes(const ldt_cost_model *m, int k, double b);
 
+/* The rendezvous fit: steps i = 0..n-1 with calls[i] meetings of peers were measured at
+ * measured[i] seconds and modeled at modeled[i] without any rendezvous. The excess
+ * measured - modeled is fitted by least squares as a + calls * w (a: what the steps share,
+ * such as a replay's own start); rendezvous_s = w / (nranks / cores - 1), at least 0 (0 also
+ * when nranks <= cores, or the calls do not vary). Returns the intercept a in *fixed (may be
+ * NULL). */
+double ldt__fit_rendezvous(const double *calls, const double *measured, const double *modeled,
+                           int n, int nranks, int cores, double *fixed);
+
 #endif

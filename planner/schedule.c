@@ -153,13 +153,33 @@ static double kernel_seconds(const ldt__program *p, const ldt__instr *x, const l
     return ldt__op_seconds(cm, op, p->vals[x->out].dtype, flops, bytes, ldt_mesh_nranks(mesh));
 }
 
+/* Collective steps (not local ones) of a redistribution plan: each meets its peers. */
+static int plan_meetings(const ldt_redist_plan *plan) {
+    int n = 0;
+    for (int k = 0; k < ldt_redist_plan_nsteps(plan); k++) {
+        ldt_redist_step s;
+        if (ldt_redist_plan_step(plan, k, &s) == LDT_OK &&
+            (s.collective <= LDT_COLL_ALL_TO_ALL || s.collective == LDT_COLL_SEND_RECV))
+            n++;
+    }
+    return n;
+}
+
+/* A collective instruction: its redistribution plans' prices (or a strategy's all_reduce),
+ * plus the rendezvous each meeting of peers waits when the ranks share the cores. */
 static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
                            const ldt_mesh *mesh) {
-    if (x->kind == LDT__I_REDIST) return ldt_redist_plan_seconds(x->plan);
+    double wait = ldt__rendezvous_seconds(cm, ldt_mesh_nranks(mesh));
+    if (x->kind == LDT__I_REDIST)
+        return ldt_redist_plan_seconds(x->plan) + (wait > 0 ? wait * plan_meetings(x->plan) : 0);
     if (x->kind == LDT__I_BUCKET) { /* its members' steps (an upper bound: one latency is paid) */
         double s = 0;
-        for (int k = 0; k < x->nin; k++) s += ldt_redist_plan_seconds(p->bplans[x->bplan + k]);
-        return s;
+        int meets = 0;
+        for (int k = 0; k < x->nin; k++) {
+            s += ldt_redist_plan_seconds(p->bplans[x->bplan + k]);
+            if (wait > 0 && !meets) meets = plan_meetings(p->bplans[x->bplan + k]);
+        }
+        return s + wait * meets; /* one call for the bucket */
     }
     {
         int dims[LDT_MAX_DIMS];
@@ -170,7 +190,8 @@ static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt
         }
         for (int k = 0; k < x->nin; k++) b += vbytes(p, p->ops[x->in + k]);
         if (n <= 1) return 0;
-        return ldt_cost_seconds(cm, mesh, x->ndims, dims, LDT_COLL_ALL_REDUCE, 2 * (n - 1) * b / n, 0);
+        return ldt_cost_seconds(cm, mesh, x->ndims, dims, LDT_COLL_ALL_REDUCE, 2 * (n - 1) * b / n, 0) +
+               wait;
     }
 }
 

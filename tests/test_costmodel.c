@@ -9,6 +9,7 @@
 
 #include "ldt/exec.h"
 #include "ldt/planner.h"
+#include "planner/cost_fit.h"
 #include "planner/plan_internal.h"
 #include "tests/test_util.h"
 
@@ -225,7 +226,7 @@ Test(costfit, refusals) {
  * is the fitted model's price of it, and too little room or bad repeats are refused. */
 Test(calibrate, measures_every_kind_and_reports_the_fit) {
     ldt_mesh *mesh;
-    ldt_calibrate_options o = {1, 0, 0};
+    ldt_calibrate_options o = {1, 0, 0, NULL};
     ldt_cost_model cm;
     ldt_cost_sample *s;
     int cap, n = 0, seen[LDT_COLL_COUNT] = {0};
@@ -254,6 +255,118 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
     cr_expect(strstr(ldt_last_error(), "-1 repeats") != NULL, "%s", ldt_last_error());
     cr_expect_eq(ldt_calibrate_samples(mesh, NULL, &cm, NULL, 5, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
     free(s);
+    ldt_mesh_destroy(mesh);
+}
+
+/* ---- the rendezvous ---------------------------------------------------------------------- */
+
+/* Steps with known calls, a known shared excess and a known wait per meeting: the fit gives
+ * both back exactly, and within a few percent under 2% noise on the measured times. */
+Test(rendezvous, fit_recovers_the_wait_per_meeting) {
+    static const struct { int ranks, cores; double w, fixed; } cases[] = {
+        {4, 2, 3.5e-4, 2.0e-4}, {6, 4, 1.25e-3, 0}, {8, 2, 7.0e-5, 4.0e-3}};
+    double calls[6] = {2, 6, 18, 5, 40, 11}, meas[6], mod[6], fixed = -1;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double over = (double)cases[c].ranks / cases[c].cores - 1, got;
+        for (int i = 0; i < 6; i++) {
+            mod[i] = 1e-3 * (1 + i * 0.37); /* anything: the fit works on measured - modeled */
+            meas[i] = mod[i] + cases[c].fixed + calls[i] * cases[c].w * over;
+        }
+        got = ldt__fit_rendezvous(calls, meas, mod, 6, cases[c].ranks, cases[c].cores, &fixed);
+        expect_close(got, cases[c].w, 1e-9, "rendezvous");
+        cr_expect(fabs(fixed - cases[c].fixed) <= 1e-12, "intercept %g, expected %g", fixed, cases[c].fixed);
+        for (int i = 0; i < 6; i++) /* +-2%, alternating */
+            meas[i] = mod[i] + (cases[c].fixed + calls[i] * cases[c].w * over) * (i % 2 ? 1.02 : 0.98);
+        got = ldt__fit_rendezvous(calls, meas, mod, 6, cases[c].ranks, cases[c].cores, NULL);
+        expect_close(got, cases[c].w, 0.05, "rendezvous under noise");
+    }
+    /* no sharing, or calls that do not vary: nothing to fit */
+    cr_expect_eq(ldt__fit_rendezvous(calls, meas, mod, 6, 2, 2, NULL), 0);
+    cr_expect_eq(ldt__fit_rendezvous(calls, meas, mod, 6, 4, 0, NULL), 0);
+    calls[1] = calls[0];
+    cr_expect_eq(ldt__fit_rendezvous(calls, meas, mod, 2, 4, 2, NULL), 0);
+    /* timings below the model: the wait is 0, never negative */
+    for (int i = 0; i < 6; i++) meas[i] = mod[i] - 1e-5 * calls[i];
+    cr_expect_eq(ldt__fit_rendezvous(calls, meas, mod, 6, 4, 2, NULL), 0);
+}
+
+/* The profile field: written when set, read back, absent in the shipped profiles, refused
+ * when negative. */
+Test(rendezvous, profile_field) {
+    ldt_cost_model m, back;
+    char buf[16384];
+    cr_assert_eq(ldt_cost_model_preset("cpu-threads", &m), LDT_OK);
+    cr_expect_eq(m.rendezvous_s, 0);
+    cr_assert_gt(ldt_cost_model_format(&m, buf, sizeof buf), 0);
+    cr_expect(strstr(buf, "rendezvous_s") == NULL, "%s", buf);
+    m.rendezvous_s = 2.5e-4;
+    cr_assert_lt(ldt_cost_model_format(&m, buf, sizeof buf), (int)sizeof buf);
+    cr_assert_eq(ldt_cost_model_parse(buf, &back), LDT_OK, "%s", ldt_last_error());
+    cr_expect_eq(back.rendezvous_s, 2.5e-4);
+    {
+        static char neg[16400];
+        char *at = strstr(buf, "\"rendezvous_s\":");
+        size_t head;
+        cr_assert_not_null(at, "%s", buf);
+        head = (size_t)(at - buf) + strlen("\"rendezvous_s\":");
+        while (buf[head] == ' ' || buf[head] == '\t' || buf[head] == '\n') head++;
+        memcpy(neg, buf, head);
+        neg[head] = '-'; /* the same figure, negative */
+        strcpy(neg + head + 1, buf + head);
+        cr_expect_eq(ldt_cost_model_parse(neg, &back), LDT_ERR_CORRUPT);
+    }
+    cr_expect(strstr(ldt_last_error(), "compute.rendezvous_s") != NULL, "%s", ldt_last_error());
+    m.rendezvous_s = -1;
+    cr_expect_eq(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "rendezvous") != NULL, "%s", ldt_last_error());
+}
+
+/* The modeled step charges each meeting of peers the rendezvous, ranks / cores - 1 times:
+ * three rounds of Replicate -> Shard(0) (a local chunk) -> Replicate (an all_gather) on four
+ * rank threads sharing two cores add 3 (4/2 - 1) rendezvous_s to the step, and nothing when
+ * the profile gives four cores. */
+Test(rendezvous, step_model_charges_each_meeting) {
+    static const struct { int cores; double want; } cases[] = {{2, 3 * 1e-3}, {4, 0}, {1, 3 * 3e-3}};
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_shape sh = {2, {64, 32}};
+    ldt_placement r = ldt_replicate(), s0 = ldt_shard(0);
+    ldt_tensor *x, *y;
+    cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK, "%s", ldt_last_error());
+    x = ldt_input(ctx, "x", &sh, LDT_F32);
+    cr_assert_not_null(x);
+    cr_assert_eq(ldt_pin(x, &r, 1), LDT_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ldt_cost_model cm;
+        ldt_compile_options o = {0};
+        ldt_exec *e[2];
+        ldt_exec_stats st0, st1;
+        cr_assert_eq(ldt_cost_model_preset("cpu-threads", &cm), LDT_OK);
+        cm.cores = cases[c].cores;
+        o.plan.cost = &cm;
+        o.overlap = -1;
+        for (int z = 0; z < 2; z++) { /* a compile ends the trace: record it again */
+            y = x;
+            for (int k = 0; k < 3; k++) {
+                y = ldt_redistribute_to(y, &s0, 1);
+                y = ldt_redistribute_to(y, &r, 1);
+                y = ldt_mul(y, y);
+            }
+            cr_assert_not_null(y, "%s", ldt_ctx_errmsg(ctx));
+            cr_assert_eq(ldt_pin(y, &r, 1), LDT_OK);
+            cm.rendezvous_s = z ? 1e-3 : 0;
+            cr_assert_eq(ldt_compile(ctx, &y, 1, &o, &e[z]), LDT_OK, "%s", ldt_last_error());
+        }
+        cr_assert_eq(ldt_exec_stats_get(e[0], &st0), LDT_OK);
+        cr_assert_eq(ldt_exec_stats_get(e[1], &st1), LDT_OK);
+        cr_expect(fabs(st1.modeled_step_seconds - st0.modeled_step_seconds - cases[c].want) <= 1e-12,
+                  "%d cores: the step grew by %.9g s, expected %.9g", cases[c].cores,
+                  st1.modeled_step_seconds - st0.modeled_step_seconds, cases[c].want);
+    }
+    ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
 }
 

@@ -255,6 +255,11 @@ typedef struct ldt_calibrate_options {
     int median; /* 1: each timing the median of its repeats in one world (what a step or
                    `ldt-bench costmodel` sees on a loaded machine) in place of the fastest
                    of repeats each in a world of its own (the reproducible figure) */
+    struct ldt_comm *world; /* NULL: the mesh's ranks as rank threads; an MPI world
+                               (ldt_mpi_world): every process of it calls ldt_calibrate with
+                               the same arguments, each timing its own replays of compiled
+                               one-redistribution programs (the world's size must be the
+                               mesh's ranks); each gets the fit of its own timings */
 } ldt_calibrate_options;
 
 /* Measures the cost model's constants on `mesh`'s ranks as rank threads: every collective
