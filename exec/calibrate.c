@@ -60,6 +60,21 @@ static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const 
         st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
         if (st == LDT_OK && t < *out) *out = t;
     }
+    /* a short plan (under 1 ms) gets more repeats, up to 2 ms of runs (at most 101): its
+     * time is a few times the harness's and as noisy, and runs are cheap */
+    if (st == LDT_OK && *out < 1e-3 && reps > 1) {
+        int more = (int)(2e-3 / (*out > 2e-5 ? *out : 2e-5)) | 1;
+        if (more > 101) more = 101;
+        if (more > reps && median) {
+            st = ldt_redistribute_measure(NULL, plan, more, out, NULL);
+        } else {
+            for (int r = reps; r < more && st == LDT_OK; r++) {
+                double t;
+                st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
+                if (st == LDT_OK && t < *out) *out = t;
+            }
+        }
+    }
     ldt_redist_plan_destroy(plan);
     if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
     return LDT_OK;
