@@ -39,15 +39,15 @@ static int cmp_d(const void *a, const void *b);
 
 /* Least seconds of the plan from -> to on `mesh` for shape `shape`; *step gets its one
  * step (*nsteps its step count: the caller keeps only one-step plans of the kind it asked). */
-static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *from,
-                            const ldt_placement *to, int reps, int median, const ldt_cost_model *cm,
-                            double *out, ldt_redist_step *step, int *nsteps) {
+static ldt_status time_plan_to(const ldt_mesh *mesh, const ldt_mesh *to_mesh, const ldt_shape *shape,
+                               const ldt_placement *from, const ldt_placement *to, int reps, int median,
+                               const ldt_cost_model *cm, double *out, ldt_redist_step *step, int *nsteps) {
     ldt_spec src;
     ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
     ldt_redist_plan *plan;
     ldt_status st = LDT_OK;
     LDT_CHECK(ldt_spec_init(&src, mesh, shape, from, ldt_mesh_ndim(mesh), LDT_F32));
-    LDT_CHECK(ldt_redist_plan_create(&src, NULL, to, ldt_mesh_ndim(mesh), &opt, &plan));
+    LDT_CHECK(ldt_redist_plan_create(&src, to_mesh, to, ldt_mesh_ndim(to_mesh ? to_mesh : mesh), &opt, &plan));
     *nsteps = ldt_redist_plan_nsteps(plan);
     if (step && *nsteps == 1) ldt_redist_plan_step(plan, 0, step);
     /* the fastest of `reps` runs, each in a world of its own after a warm-up: on a machine
@@ -78,6 +78,12 @@ static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const 
     ldt_redist_plan_destroy(plan);
     if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
     return LDT_OK;
+}
+
+static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *from,
+                            const ldt_placement *to, int reps, int median, const ldt_cost_model *cm,
+                            double *out, ldt_redist_step *step, int *nsteps) {
+    return time_plan_to(mesh, NULL, shape, from, to, reps, median, cm, out, step, nsteps);
 }
 
 /* time_plan under an MPI world: the plan from -> to (for its steps) and the time of a
@@ -174,7 +180,7 @@ static void add_sample(sink *k, ldt_collective c, int dim, int64_t group, int64_
  * sent or received bytes; for local ops the bytes written, which the step does not carry,
  * read back from its price under a model whose local op costs one second per byte. */
 static int64_t step_bytes(const ldt_redist_step *s) {
-    if (s->collective <= LDT_COLL_ALL_TO_ALL)
+    if (s->collective <= LDT_COLL_ALL_TO_ALL || s->collective == LDT_COLL_SEND_RECV)
         return s->bytes_sent > s->bytes_recv ? s->bytes_sent : s->bytes_recv;
     return (int64_t)llround(s->seconds);
 }
@@ -519,7 +525,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     k.cap = cap;
     k.s = samples;
     if (!k.s) { /* the caller does not want them: room of our own */
-        k.cap = (nd * 4 + 2) * nsizes;
+        k.cap = (nd * 4 + 3) * nsizes;
         if (!(k.s = calloc((size_t)k.cap, sizeof *k.s)))
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     }
@@ -586,6 +592,42 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
             }
         break;
     }
+    /* Send/recv (rank threads only): Shard(0) from the mesh's ranks in order to the same
+     * ranks rotated by one (a 1-D mesh of all of them each way), so each rank sends its shard
+     * to one peer and receives one: the cross-mesh step, fitted on mesh dim 0's link with
+     * one peer (ldt_cost_seconds prices it on the slowest link by its peers). */
+    if (!world && ldt_mesh_nranks(mesh) >= 2) {
+        int nr = ldt_mesh_nranks(mesh), *ra = NULL, *rb = NULL;
+        int64_t dims1[1] = {nr};
+        ldt_mesh *ma = NULL, *mb = NULL;
+        ldt_placement s0 = ldt_shard(0);
+        ra = malloc((size_t)nr * sizeof *ra);
+        rb = malloc((size_t)nr * sizeof *rb);
+        if (!ra || !rb) {
+            free(ra);
+            free(rb);
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+        }
+        for (int i = 0; i < nr; i++) {
+            ra[i] = ldt_mesh_rank_at(mesh, i);
+            rb[i] = ldt_mesh_rank_at(mesh, (i + 1) % nr);
+        }
+        st = ldt_mesh_create(1, dims1, ra, NULL, LDT_DEVICE_CPU, &ma);
+        if (st == LDT_OK) st = ldt_mesh_create(1, dims1, rb, NULL, LDT_DEVICE_CPU, &mb);
+        free(ra);
+        free(rb);
+        for (int z = 0; z < nsizes && st == LDT_OK; z++) {
+            ldt_shape shape = square_shape(sizes[z]);
+            ldt_redist_step step;
+            double t;
+            st = time_plan_to(ma, mb, &shape, &s0, &s0, reps_for(sizes[z], reps), median, &probe, &t, &step, &nst);
+            if (st == LDT_OK && nst == 1 && step.collective == LDT_COLL_SEND_RECV && t - base > 0)
+                add_sample(&k, LDT_COLL_SEND_RECV, 0, 1, step_bytes(&step), t - base);
+        }
+        ldt_mesh_destroy(ma);
+        ldt_mesh_destroy(mb);
+        if (st != LDT_OK) goto fail;
+    }
     if (k.n > k.cap)
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "
                       "pass cap >= %d", k.n, k.cap, k.n);
@@ -608,5 +650,5 @@ ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts
 
 int ldt_calibrate_max_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts) {
     int nsizes = opts && opts->quick ? 3 : 8;
-    return mesh ? (ldt_mesh_ndim(mesh) * 4 + 2) * nsizes : 0;
+    return mesh ? (ldt_mesh_ndim(mesh) * 4 + 3) * nsizes : 0;
 }

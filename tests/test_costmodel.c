@@ -149,6 +149,53 @@ Test(costfit, recovers_kind_factors_and_a_cache_knee) {
     ldt_mesh_destroy(mesh);
 }
 
+/* Send/recv timings (one and three peers, on the outer link) beside every other kind: the
+ * fit gives back send_recv's bytes factor (here 0.6: a plain copy faster than the fastest
+ * collective, which sets the link's bandwidth; and 1.75 in a second case) and its knee
+ * factor; the library's price of each is the truth's. */
+Test(costfit, recovers_a_send_recv_factor) {
+    static const double factors[] = {0.6, 1.75};
+    for (int c = 0; c < 2; c++) {
+        ldt_cost_sample s[128];
+        ldt_cost_model m = truth(), f = start();
+        int64_t dims[2] = {4, 2};
+        ldt_mesh *mesh;
+        int n;
+        m.bytes_extra[LDT_KIND_ALL_GATHER] = 1.25;
+        m.bytes_extra[LDT_KIND_SEND_RECV] = factors[c] - 1;
+        m.cache_bytes = 1048576;
+        m.beyond_cache[LDT_KIND_ALL_GATHER] = 4.0;
+        m.beyond_cache[LDT_KIND_SEND_RECV] = 2.0 + c;
+        n = synth(s, &m);
+        for (int peers = 1; peers <= 3; peers += 2)
+            for (int z = 0; z < 8; z++) {
+                int64_t bytes = (int64_t)5 << (11 + 2 * z);
+                double past = (double)bytes > m.cache_bytes ? (double)bytes - m.cache_bytes : 0;
+                memset(&s[n], 0, sizeof s[n]);
+                s[n].collective = LDT_COLL_SEND_RECV;
+                s[n].dim = 0;
+                s[n].group = peers;
+                s[n].bytes = bytes;
+                s[n].seconds = m.overhead_s + peers * m.links[0].latency_s +
+                               factors[c] * ((double)bytes + m.beyond_cache[LDT_KIND_SEND_RECV] * past) /
+                                   m.links[0].bandwidth_Bps;
+                n++;
+            }
+        cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+        expect_recovers(&f, &m, 1e-6);
+        expect_close(1 + f.bytes_extra[LDT_KIND_SEND_RECV], factors[c], 1e-6, "send_recv bytes factor");
+        expect_close(f.beyond_cache[LDT_KIND_SEND_RECV], m.beyond_cache[LDT_KIND_SEND_RECV], 1e-6,
+                     "send_recv beyond-cache factor");
+        /* priced on the slowest link (dim 0 here) by its peers */
+        cr_assert_eq(ldt_mesh_create(2, dims, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < n; i++)
+            if (s[i].collective == LDT_COLL_SEND_RECV)
+                expect_close(ldt_cost_seconds(&f, mesh, 0, NULL, LDT_COLL_SEND_RECV, s[i].bytes, (int)s[i].group),
+                             s[i].seconds, 1e-6, "send_recv price vs the truth");
+        ldt_mesh_destroy(mesh);
+    }
+}
+
 Test(costfit, rejects_an_outlier) {
     ldt_cost_sample s[96];
     ldt_cost_model m = truth(), f = start();
@@ -201,9 +248,14 @@ Test(costfit, refusals) {
     cr_expect(strstr(ldt_last_error(), "0 links") != NULL, "%s", ldt_last_error());
     f = start();
     bad = s[0];
-    bad.collective = LDT_COLL_SEND_RECV;
+    bad.collective = LDT_COLL_COUNT;
     cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
-    cr_expect(strstr(ldt_last_error(), "collective 7") != NULL, "%s", ldt_last_error());
+    cr_expect(strstr(ldt_last_error(), "collective 8") != NULL, "%s", ldt_last_error());
+    bad = s[0];
+    bad.collective = LDT_COLL_SEND_RECV;
+    bad.group = 0;
+    cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "1 or more peers") != NULL, "%s", ldt_last_error());
     bad = s[0];
     bad.seconds = 0;
     cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
@@ -233,13 +285,15 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
     double rms = -1;
     cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
     cap = ldt_calibrate_max_samples(mesh, &o);
-    cr_assert_eq(cap, (4 + 2) * 3);
+    cr_assert_eq(cap, (4 + 3) * 3);
     s = calloc((size_t)cap, sizeof *s);
     cr_assert_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, &rms), LDT_OK, "%s", ldt_last_error());
     cr_expect_str_eq(cm.name, "calibrated");
     cr_expect_geq(rms, 0);
     for (int i = 0; i < n; i++) {
-        double want = ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
+        double want = s[i].collective == LDT_COLL_SEND_RECV
+                          ? ldt_cost_seconds(&cm, mesh, 0, NULL, LDT_COLL_SEND_RECV, s[i].bytes, (int)s[i].group)
+                          : ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
         seen[s[i].collective]++;
         cr_expect_gt(s[i].seconds, 0);
         expect_close(s[i].modeled, want, 1e-12, "a sample's modeled value");
@@ -248,6 +302,7 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
     for (int c = 0; c <= LDT_COLL_ALL_TO_ALL; c++)
         cr_expect_gt(seen[c], 0, "%s never measured", ldt_collective_name((ldt_collective)c));
     cr_expect_gt(seen[LDT_COLL_LOCAL_CHUNK] + seen[LDT_COLL_LOCAL_PAD], 0);
+    cr_expect_gt(seen[LDT_COLL_SEND_RECV], 0, "send_recv never measured");
     cr_expect_eq(ldt_calibrate_samples(mesh, &o, &cm, s, 2, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ldt_last_error(), "pass cap >=") != NULL, "%s", ldt_last_error());
     o.reps = -1;
