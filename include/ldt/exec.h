@@ -270,10 +270,14 @@ typedef struct ldt_calibrate_options {
  * GEMM FLOP/s at square shapes (n = 32 to 1024) and an elementwise add's bandwidth (64 KiB
  * to 64 MiB), with every rank thread of the mesh computing at once (sharing the cores as a
  * step's ranks do), give one rank's f32 peak and memory bandwidth with their efficiency
- * curves, and cores 0 (the sharing is in the figures); a chain of 256 one-element adds
- * against one gives launch_s; layer_norm, softmax, sum and gelu at 64 KiB to 4 MiB give the
- * norm, softmax, reduce and transcendental curves (the roofline's time at efficiency 1 over
- * the measured time). The result starts from the shipped "cpu-threads" (what is not measured
+ * curves; cores is the processors online, and with more ranks than cores the peaks and
+ * bandwidth are scaled by ranks / cores (one rank's unshared figure: the roofline's slowdown
+ * gives the shared one back); a chain of 256 one-element adds against one gives launch_s;
+ * layer_norm, softmax, sum and gelu at 64 KiB to 4 MiB give the norm, softmax, reduce and
+ * transcendental curves (the roofline's time at efficiency 1 over the measured time); with
+ * more ranks than cores, steps of 2, 6 and 18 GEMM + all_gather rounds against their modeled
+ * time give rendezvous_s; on rank threads, send/recv (Shard(0) to the ranks rotated by one)
+ * gives its bytes and knee factors. The result starts from the shipped "cpu-threads" (what is not measured
  * keeps its values): a profile named "calibrated" with one link per mesh dim. opts may be
  * NULL. */
 LDT_API ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,
