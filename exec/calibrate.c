@@ -384,20 +384,21 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
 /* A step of k rounds, each a GEMM of n x n on every rank (everything Replicate, as
  * calibrate_compute's) whose result goes to Shard(0) on every mesh dim (a local chunk) and
  * back to Replicate (all_gathers: the peers meet), the next round's input. Its replay's time
- * (fastest or median of reps) in *measured; the step model's time under cm in *modeled, and
- * the meetings it counts in *calls (from the model under rendezvous_s 1). */
+ * (fastest or median of reps) in *measured; the step model's time under cm (without any
+ * rendezvous) in *modeled, the meetings it counts in *calls and their compute since the
+ * previous meeting, summed, in *gap (from the model under rendezvous_s 1, then share 1). */
 static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, int k, int reps, int median,
                               const ldt_cost_model *cm, double *measured, double *modeled,
-                              double *calls) {
+                              double *calls, double *gap) {
     ldt_ctx *ctx = NULL;
-    ldt_exec *ex = NULL, *ex1 = NULL;
+    ldt_exec *ex = NULL, *ex1 = NULL, *ex2 = NULL;
     ldt_ctx_options co = {0};
-    ldt_compile_options copt = {0}, copt1;
-    ldt_cost_model one = *cm;
+    ldt_compile_options copt = {0}, copt1, copt2;
+    ldt_cost_model base = *cm, one = *cm, two = *cm;
     ldt_shape sh = {2, {n, n}};
     ldt_placement rr[LDT_MAX_DIMS], ss[LDT_MAX_DIMS];
     ldt_tensor *x, *w, *y;
-    ldt_exec_stats st0, st1;
+    ldt_exec_stats st0, st1, st2;
     float *dx = NULL, *dw = NULL;
     double t[64];
     int nd = ldt_mesh_ndim(mesh), nr = ldt_mesh_nranks(mesh);
@@ -425,12 +426,17 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
     LDT_CHECK_GOTO(ldt_input_bind(w, dw, n * n * 4));
     LDT_CHECK_GOTO(ldt_pin(x, rr, nd));
     LDT_CHECK_GOTO(ldt_pin(w, rr, nd));
-    copt.plan.cost = cm;
+    base.rendezvous_s = base.rendezvous_share = 0;
+    copt.plan.cost = &base;
     copt.overlap = -1; /* in line, as the model's serial step */
-    copt1 = copt;
+    copt1 = copt2 = copt;
     one.rendezvous_s = 1;
+    one.rendezvous_share = 0;
     copt1.plan.cost = &one;
-    for (int z = 0; z < 2; z++) { /* a compile ends the trace: record it again */
+    two.rendezvous_s = 0;
+    two.rendezvous_share = 1;
+    copt2.plan.cost = &two;
+    for (int z = 0; z < 3; z++) { /* a compile ends the trace: record it again */
         y = x;
         for (int r = 0; r < k && y; r++) {
             y = ldt_matmul(y, w);
@@ -439,10 +445,12 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
         }
         if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
         LDT_CHECK_GOTO(ldt_pin(y, rr, nd));
-        LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, z ? &copt1 : &copt, z ? &ex1 : &ex));
+        LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, z == 2 ? &copt2 : z ? &copt1 : &copt,
+                                   z == 2 ? &ex2 : z ? &ex1 : &ex));
     }
     LDT_CHECK_GOTO(ldt_exec_stats_get(ex, &st0));
     LDT_CHECK_GOTO(ldt_exec_stats_get(ex1, &st1));
+    LDT_CHECK_GOTO(ldt_exec_stats_get(ex2, &st2));
     LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up */
     for (int r = 0; r < reps; r++) {
         struct timespec t0, t1;
@@ -454,9 +462,12 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
     qsort(t, (size_t)reps, sizeof *t, cmp_d);
     *measured = t[median ? reps / 2 : 0];
     *modeled = st0.modeled_step_seconds;
-    *calls = cm->cores > 0 && nr > cm->cores
-                 ? (st1.modeled_step_seconds - st0.modeled_step_seconds) / ((double)nr / cm->cores - 1)
-                 : 0;
+    *calls = *gap = 0;
+    if (cm->cores > 0 && nr > cm->cores) {
+        double over = (double)nr / cm->cores - 1;
+        *calls = (st1.modeled_step_seconds - st0.modeled_step_seconds) / over;
+        *gap = (st2.modeled_step_seconds - st0.modeled_step_seconds) / over;
+    }
 fail:
     free(dx);
     free(dw);
@@ -464,21 +475,25 @@ fail:
     return st;
 }
 
-/* The rendezvous (ldt_cost_model.rendezvous_s): steps of 2, 6 and 18 rounds (time_rounds),
- * measured against the model's price of the same steps without it; the excess per meeting
- * of peers, by a least-squares line over the three (ldt__fit_rendezvous). Only when the mesh
- * has more ranks than cores (otherwise the term is 0). */
+/* The rendezvous (ldt_cost_model.rendezvous_s and rendezvous_share): steps of 2, 6 and 18
+ * rounds (time_rounds) with GEMMs of 128 and of 384 (27 times the compute between meetings),
+ * measured against the model's price of the same steps without it; the excess fitted by
+ * least squares (ldt__fit_rendezvous) as a cost per meeting and a share of the compute before
+ * it. Only when the mesh has more ranks than cores (otherwise the term is 0). */
 static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
                                        ldt_cost_model *m) {
-    static const int rounds[] = {2, 6, 18};
-    double calls[3], meas[3], mod[3];
-    int n = quick ? 2 : 3;
-    m->rendezvous_s = 0;
+    static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};
+    static const int64_t gemm[] = {128, 384};
+    double calls[6], gap[6], meas[6], mod[6];
+    int nrounds = quick ? 2 : 3, n = 0;
+    m->rendezvous_s = m->rendezvous_share = 0;
     if (m->cores <= 0 || ldt_mesh_nranks(mesh) <= m->cores) return LDT_OK;
-    for (int i = 0; i < n; i++)
-        LDT_CHECK(time_rounds(world, mesh, 128, quick ? rounds[2 * i] : rounds[i], reps, median, m, &meas[i],
-                              &mod[i], &calls[i]));
-    m->rendezvous_s = ldt__fit_rendezvous(calls, meas, mod, n, ldt_mesh_nranks(mesh), m->cores, NULL);
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < nrounds; i++, n++)
+            LDT_CHECK(time_rounds(world, mesh, gemm[g], quick ? quick_rounds[i] : rounds[i], reps, median, m,
+                                  &meas[n], &mod[n], &calls[n], &gap[n]));
+    ldt__fit_rendezvous(calls, gap, meas, mod, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
+                        &m->rendezvous_share, NULL);
     return LDT_OK;
 }
 

@@ -373,22 +373,62 @@ fail:
     return st;
 }
 
-double ldt__fit_rendezvous(const double *calls, const double *measured, const double *modeled,
-                           int n, int nranks, int cores, double *fixed) {
-    double mx = 0, my = 0, sxx = 0, sxy = 0, w;
+/* Least squares y ~ X[:, cols] by normal equations (at most 3 columns); 0 when singular. */
+static int small_lsq(const double (*X)[3], const double *y, int n, const int *cols, int nc, double *x) {
+    double a[MAXP][MAXP], b[MAXP], z[MAXP];
+    for (int j = 0; j < nc; j++) {
+        b[j] = 0;
+        for (int k = 0; k < nc; k++) a[j][k] = 0;
+        for (int i = 0; i < n; i++) {
+            b[j] += X[i][cols[j]] * y[i];
+            for (int k = 0; k < nc; k++) a[j][k] += X[i][cols[j]] * X[i][cols[k]];
+        }
+    }
+    if (!solve(nc, a, b, z)) return 0;
+    for (int j = 0; j < 3; j++) x[j] = 0;
+    for (int j = 0; j < nc; j++) x[cols[j]] = z[j];
+    return 1;
+}
+
+void ldt__fit_rendezvous(const double *calls, const double *gap, const double *measured,
+                         const double *modeled, int n, int nranks, int cores, double *per_call,
+                         double *share, double *fixed) {
+    double (*X)[3], *y, x[3] = {0, 0, 0}, over;
+    static const int all[3] = {0, 1, 2}, no_share[2] = {0, 1}, no_call[2] = {0, 2};
+    *per_call = *share = 0;
     if (fixed) *fixed = 0;
-    if (n < 2 || cores <= 0 || nranks <= cores) return 0;
-    for (int i = 0; i < n; i++) {
-        mx += calls[i] / n;
-        my += (measured[i] - modeled[i]) / n;
+    if (n < 3 || cores <= 0 || nranks <= cores) return;
+    over = (double)nranks / cores - 1;
+    X = malloc((size_t)n * sizeof *X);
+    y = malloc((size_t)n * sizeof *y);
+    if (!X || !y) {
+        free(X);
+        free(y);
+        return;
     }
     for (int i = 0; i < n; i++) {
-        sxx += (calls[i] - mx) * (calls[i] - mx);
-        sxy += (calls[i] - mx) * (measured[i] - modeled[i] - my);
+        X[i][0] = 1;
+        X[i][1] = calls[i] * over;
+        X[i][2] = gap[i] * over;
+        y[i] = measured[i] - modeled[i];
     }
-    if (!(sxx > 0)) return 0;
-    w = sxy / sxx;
-    if (fixed) *fixed = my - w * mx;
-    w /= (double)nranks / cores - 1;
-    return w > 0 && isfinite(w) ? w : 0;
+    if (!small_lsq((const double (*)[3])X, y, n, all, 3, x) || x[1] < 0 || x[2] < 0) {
+        double p[3] = {0, 0, 0}, q[3] = {0, 0, 0};
+        int okp = small_lsq((const double (*)[3])X, y, n, no_share, 2, p) && p[1] >= 0;
+        int okq = small_lsq((const double (*)[3])X, y, n, no_call, 2, q) && q[2] >= 0;
+        double rp = 0, rq = 0;
+        for (int i = 0; i < n; i++) {
+            double ep = y[i] - p[0] - p[1] * X[i][1], eq = y[i] - q[0] - q[2] * X[i][2];
+            rp += ep * ep;
+            rq += eq * eq;
+        }
+        if (okp && (!okq || rp <= rq)) memcpy(x, p, sizeof x);
+        else if (okq) memcpy(x, q, sizeof x);
+        else x[0] = x[1] = x[2] = 0;
+    }
+    free(X);
+    free(y);
+    *per_call = x[1] > 0 && isfinite(x[1]) ? x[1] : 0;
+    *share = x[2] > 0 && isfinite(x[2]) ? x[2] : 0;
+    if (fixed) *fixed = x[0];
 }

@@ -315,34 +315,47 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
 
 /* ---- the rendezvous ---------------------------------------------------------------------- */
 
-/* Steps with known calls, a known shared excess and a known wait per meeting: the fit gives
- * both back exactly, and within a few percent under 2% noise on the measured times. */
-Test(rendezvous, fit_recovers_the_wait_per_meeting) {
-    static const struct { int ranks, cores; double w, fixed; } cases[] = {
-        {4, 2, 3.5e-4, 2.0e-4}, {6, 4, 1.25e-3, 0}, {8, 2, 7.0e-5, 4.0e-3}};
-    double calls[6] = {2, 6, 18, 5, 40, 11}, meas[6], mod[6], fixed = -1;
+/* Steps with known meetings and compute before them, a known shared excess, a known wait
+ * per meeting and share of the compute: the fit gives all three back exactly, and within a
+ * few percent under 1% noise on the measured times; a negative term is fixed at 0. */
+Test(rendezvous, fit_recovers_the_wait_per_meeting_and_share) {
+    static const struct { int ranks, cores; double w, share, fixed; } cases[] = {
+        {4, 2, 3.5e-4, 1.5, 2.0e-4}, {6, 4, 1.25e-3, 0.25, 0}, {8, 2, 7.0e-5, 0, 4.0e-3}, {4, 2, 0, 0.8, 1e-3}};
+    double calls[6] = {2, 6, 18, 2, 6, 18}, gap[6], meas[6], mod[6], fixed = -1, w, sh;
+    for (int i = 0; i < 6; i++) gap[i] = calls[i] * (i < 3 ? 2.5e-4 : 6.75e-3); /* two GEMM sizes */
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        double over = (double)cases[c].ranks / cases[c].cores - 1, got;
+        double over = (double)cases[c].ranks / cases[c].cores - 1;
         for (int i = 0; i < 6; i++) {
             mod[i] = 1e-3 * (1 + i * 0.37); /* anything: the fit works on measured - modeled */
-            meas[i] = mod[i] + cases[c].fixed + calls[i] * cases[c].w * over;
+            meas[i] = mod[i] + cases[c].fixed + (calls[i] * cases[c].w + gap[i] * cases[c].share) * over;
         }
-        got = ldt__fit_rendezvous(calls, meas, mod, 6, cases[c].ranks, cases[c].cores, &fixed);
-        expect_close(got, cases[c].w, 1e-9, "rendezvous");
+        ldt__fit_rendezvous(calls, gap, meas, mod, 6, cases[c].ranks, cases[c].cores, &w, &sh, &fixed);
+        cr_expect(fabs(w - cases[c].w) <= 1e-9 * (cases[c].w + 1e-3), "case %zu: per meeting %.9g, expected %.9g",
+                  c, w, cases[c].w);
+        cr_expect(fabs(sh - cases[c].share) <= 1e-9, "case %zu: share %.9g, expected %.9g", c, sh, cases[c].share);
         cr_expect(fabs(fixed - cases[c].fixed) <= 1e-12, "intercept %g, expected %g", fixed, cases[c].fixed);
-        for (int i = 0; i < 6; i++) /* +-2%, alternating */
-            meas[i] = mod[i] + (cases[c].fixed + calls[i] * cases[c].w * over) * (i % 2 ? 1.02 : 0.98);
-        got = ldt__fit_rendezvous(calls, meas, mod, 6, cases[c].ranks, cases[c].cores, NULL);
-        expect_close(got, cases[c].w, 0.05, "rendezvous under noise");
+        for (int i = 0; i < 6; i++) /* +-1%, alternating */
+            meas[i] = mod[i] + (cases[c].fixed + (calls[i] * cases[c].w + gap[i] * cases[c].share) * over) *
+                                   (i % 2 ? 1.01 : 0.99);
+        ldt__fit_rendezvous(calls, gap, meas, mod, 6, cases[c].ranks, cases[c].cores, &w, &sh, NULL);
+        if (cases[c].share > 0) expect_close(sh, cases[c].share, 0.05, "share under noise");
+        if (cases[c].w > 1e-4) expect_close(w, cases[c].w, 0.10, "per meeting under noise");
     }
-    /* no sharing, or calls that do not vary: nothing to fit */
-    cr_expect_eq(ldt__fit_rendezvous(calls, meas, mod, 6, 2, 2, NULL), 0);
-    cr_expect_eq(ldt__fit_rendezvous(calls, meas, mod, 6, 4, 0, NULL), 0);
-    calls[1] = calls[0];
-    cr_expect_eq(ldt__fit_rendezvous(calls, meas, mod, 2, 4, 2, NULL), 0);
-    /* timings below the model: the wait is 0, never negative */
-    for (int i = 0; i < 6; i++) meas[i] = mod[i] - 1e-5 * calls[i];
-    cr_expect_eq(ldt__fit_rendezvous(calls, meas, mod, 6, 4, 2, NULL), 0);
+    /* no sharing, too few steps: nothing to fit */
+    ldt__fit_rendezvous(calls, gap, meas, mod, 6, 2, 2, &w, &sh, NULL);
+    cr_expect(w == 0 && sh == 0);
+    ldt__fit_rendezvous(calls, gap, meas, mod, 6, 4, 0, &w, &sh, NULL);
+    cr_expect(w == 0 && sh == 0);
+    ldt__fit_rendezvous(calls, gap, meas, mod, 2, 4, 2, &w, &sh, NULL);
+    cr_expect(w == 0 && sh == 0);
+    /* a negative share (steps with more compute waited less): fixed at 0, the wait refitted */
+    for (int i = 0; i < 6; i++) meas[i] = mod[i] + 1e-3 * calls[i] - 0.1 * gap[i];
+    ldt__fit_rendezvous(calls, gap, meas, mod, 6, 4, 2, &w, &sh, NULL);
+    cr_expect(sh == 0 && w >= 0, "share %g, per meeting %g", sh, w);
+    /* timings below the model: both 0, never negative */
+    for (int i = 0; i < 6; i++) meas[i] = mod[i] - 1e-5 * calls[i] - 0.01 * gap[i];
+    ldt__fit_rendezvous(calls, gap, meas, mod, 6, 4, 2, &w, &sh, NULL);
+    cr_expect(w == 0 && sh == 0, "per meeting %g, share %g", w, sh);
 }
 
 /* The profile field: written when set, read back, absent in the shipped profiles, refused
@@ -354,6 +367,13 @@ Test(rendezvous, profile_field) {
     cr_expect_eq(m.rendezvous_s, 0);
     cr_assert_gt(ldt_cost_model_format(&m, buf, sizeof buf), 0);
     cr_expect(strstr(buf, "rendezvous_s") == NULL, "%s", buf);
+    cr_expect(strstr(buf, "rendezvous_share") == NULL, "%s", buf);
+    m.rendezvous_share = 0.75;
+    cr_assert_lt(ldt_cost_model_format(&m, buf, sizeof buf), (int)sizeof buf);
+    cr_assert_eq(ldt_cost_model_parse(buf, &back), LDT_OK, "%s", ldt_last_error());
+    cr_expect_eq(back.rendezvous_share, 0.75);
+    cr_expect_eq(back.rendezvous_s, 0);
+    m.rendezvous_share = 0;
     m.rendezvous_s = 2.5e-4;
     cr_assert_lt(ldt_cost_model_format(&m, buf, sizeof buf), (int)sizeof buf);
     cr_assert_eq(ldt_cost_model_parse(buf, &back), LDT_OK, "%s", ldt_last_error());
@@ -374,12 +394,18 @@ Test(rendezvous, profile_field) {
     m.rendezvous_s = -1;
     cr_expect_eq(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ldt_last_error(), "rendezvous") != NULL, "%s", ldt_last_error());
+    m.rendezvous_s = 0;
+    m.rendezvous_share = NAN;
+    cr_expect_eq(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "rendezvous share") != NULL, "%s", ldt_last_error());
 }
 
 /* The modeled step charges each meeting of peers the rendezvous, ranks / cores - 1 times:
- * three rounds of Replicate -> Shard(0) (a local chunk) -> Replicate (an all_gather) on four
- * rank threads sharing two cores add 3 (4/2 - 1) rendezvous_s to the step, and nothing when
- * the profile gives four cores. */
+ * three rounds of Replicate -> Shard(0) (a local chunk) -> Replicate (an all_gather) and a
+ * mul on four rank threads sharing two cores add 3 (4/2 - 1) rendezvous_s to the step, and
+ * nothing when the profile gives four cores; the share of compute adds (4/cores - 1) times
+ * the kernels' seconds before the meetings: some, and on one core six times what it adds on
+ * two (three times the factor, and kernels twice as slow: no launch term here). */
 Test(rendezvous, step_model_charges_each_meeting) {
     static const struct { int cores; double want; } cases[] = {{2, 3 * 1e-3}, {4, 0}, {1, 3 * 3e-3}};
     ldt_mesh *mesh;
@@ -388,6 +414,7 @@ Test(rendezvous, step_model_charges_each_meeting) {
     ldt_shape sh = {2, {64, 32}};
     ldt_placement r = ldt_replicate(), s0 = ldt_shard(0);
     ldt_tensor *x, *y;
+    double by_share[3];
     cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
     co.mesh = mesh;
     cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK, "%s", ldt_last_error());
@@ -397,13 +424,14 @@ Test(rendezvous, step_model_charges_each_meeting) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         ldt_cost_model cm;
         ldt_compile_options o = {0};
-        ldt_exec *e[2];
-        ldt_exec_stats st0, st1;
+        ldt_exec *e[3];
+        ldt_exec_stats st[3];
         cr_assert_eq(ldt_cost_model_preset("cpu-threads", &cm), LDT_OK);
         cm.cores = cases[c].cores;
+        cm.launch_s = 1e-300; /* kernels all roofline, so they scale with the sharing */
         o.plan.cost = &cm;
         o.overlap = -1;
-        for (int z = 0; z < 2; z++) { /* a compile ends the trace: record it again */
+        for (int z = 0; z < 3; z++) { /* a compile ends the trace: record it again */
             y = x;
             for (int k = 0; k < 3; k++) {
                 y = ldt_redistribute_to(y, &s0, 1);
@@ -412,15 +440,19 @@ Test(rendezvous, step_model_charges_each_meeting) {
             }
             cr_assert_not_null(y, "%s", ldt_ctx_errmsg(ctx));
             cr_assert_eq(ldt_pin(y, &r, 1), LDT_OK);
-            cm.rendezvous_s = z ? 1e-3 : 0;
+            cm.rendezvous_s = z == 1 ? 1e-3 : 0;
+            cm.rendezvous_share = z == 2 ? 1 : 0;
             cr_assert_eq(ldt_compile(ctx, &y, 1, &o, &e[z]), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_exec_stats_get(e[z], &st[z]), LDT_OK);
         }
-        cr_assert_eq(ldt_exec_stats_get(e[0], &st0), LDT_OK);
-        cr_assert_eq(ldt_exec_stats_get(e[1], &st1), LDT_OK);
-        cr_expect(fabs(st1.modeled_step_seconds - st0.modeled_step_seconds - cases[c].want) <= 1e-12,
+        cr_expect(fabs(st[1].modeled_step_seconds - st[0].modeled_step_seconds - cases[c].want) <= 1e-12,
                   "%d cores: the step grew by %.9g s, expected %.9g", cases[c].cores,
-                  st1.modeled_step_seconds - st0.modeled_step_seconds, cases[c].want);
+                  st[1].modeled_step_seconds - st[0].modeled_step_seconds, cases[c].want);
+        by_share[c] = st[2].modeled_step_seconds - st[0].modeled_step_seconds;
     }
+    cr_expect_gt(by_share[0], 0);
+    cr_expect_eq(by_share[1], 0);
+    expect_close(by_share[2], 6 * by_share[0], 1e-9, "the share on one core against two");
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
 }
