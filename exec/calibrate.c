@@ -388,7 +388,7 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
  * rendezvous) in *modeled, the meetings it counts in *calls and their compute since the
  * previous meeting, summed, in *gap (from the model under rendezvous_s 1, then share 1). */
 static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, int k, int reps, int median,
-                              const ldt_cost_model *cm, double *measured, double *modeled,
+                              const ldt_cost_model *cm, int meet, double *measured, double *modeled,
                               double *calls, double *gap) {
     ldt_ctx *ctx = NULL;
     ldt_exec *ex = NULL, *ex1 = NULL, *ex2 = NULL;
@@ -436,12 +436,12 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
     two.rendezvous_s = 0;
     two.rendezvous_share = 1;
     copt2.plan.cost = &two;
-    for (int z = 0; z < 3; z++) { /* a compile ends the trace: record it again */
+    for (int z = 0; z < (meet ? 3 : 1); z++) { /* a compile ends the trace: record it again */
         y = x;
         for (int r = 0; r < k && y; r++) {
             y = ldt_matmul(y, w);
-            if (y) y = ldt_redistribute_to(y, ss, nd);
-            if (y) y = ldt_redistribute_to(y, rr, nd);
+            if (y && meet) y = ldt_redistribute_to(y, ss, nd);
+            if (y && meet) y = ldt_redistribute_to(y, rr, nd);
         }
         if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
         LDT_CHECK_GOTO(ldt_pin(y, rr, nd));
@@ -449,8 +449,11 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
                                    z == 2 ? &ex2 : z ? &ex1 : &ex));
     }
     LDT_CHECK_GOTO(ldt_exec_stats_get(ex, &st0));
-    LDT_CHECK_GOTO(ldt_exec_stats_get(ex1, &st1));
-    LDT_CHECK_GOTO(ldt_exec_stats_get(ex2, &st2));
+    st1 = st2 = st0;
+    if (meet) {
+        LDT_CHECK_GOTO(ldt_exec_stats_get(ex1, &st1));
+        LDT_CHECK_GOTO(ldt_exec_stats_get(ex2, &st2));
+    }
     LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up */
     for (int r = 0; r < reps; r++) {
         struct timespec t0, t1;
@@ -477,9 +480,11 @@ fail:
 
 /* The rendezvous (ldt_cost_model.rendezvous_s and rendezvous_share): steps of 2, 6 and 18
  * rounds (time_rounds) with GEMMs of 128 and of 384 (27 times the compute between meetings),
- * measured against the model's price of the same steps without it; the excess fitted by
- * least squares (ldt__fit_rendezvous) as a cost per meeting and a share of the compute before
- * it. Only when the mesh has more ranks than cores (otherwise the term is 0). */
+ * each measured beside the same rounds without the meetings (only the GEMMs): the difference
+ * measured against the model's difference (the collectives' own prices) is the waiting,
+ * fitted by least squares (ldt__fit_rendezvous) as a cost per meeting and a share of the
+ * compute before it. The GEMMs' own time cancels, whatever the load did to it since the
+ * compute figures were taken. Only when the mesh has more ranks than cores (otherwise 0). */
 static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
                                        ldt_cost_model *m) {
     static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};
@@ -489,9 +494,14 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
     m->rendezvous_s = m->rendezvous_share = 0;
     if (m->cores <= 0 || ldt_mesh_nranks(mesh) <= m->cores) return LDT_OK;
     for (int g = 0; g < 2; g++)
-        for (int i = 0; i < nrounds; i++, n++)
-            LDT_CHECK(time_rounds(world, mesh, gemm[g], quick ? quick_rounds[i] : rounds[i], reps, median, m,
-                                  &meas[n], &mod[n], &calls[n], &gap[n]));
+        for (int i = 0; i < nrounds; i++, n++) {
+            int k = quick ? quick_rounds[i] : rounds[i];
+            double m0, t0, c0, g0;
+            LDT_CHECK(time_rounds(world, mesh, gemm[g], k, reps, median, m, 1, &meas[n], &mod[n], &calls[n], &gap[n]));
+            LDT_CHECK(time_rounds(world, mesh, gemm[g], k, reps, median, m, 0, &t0, &m0, &c0, &g0));
+            meas[n] -= t0;
+            mod[n] -= m0;
+        }
     ldt__fit_rendezvous(calls, gap, meas, mod, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
                         &m->rendezvous_share, NULL);
     return LDT_OK;
