@@ -338,6 +338,10 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
             double loss = 0;
             trial = *m;
             LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], A, t, rw, row_of, &trial));
+            /* a knee that leaves the bytes below it free (a zero slope: bandwidth 1e15) is
+             * not what the timings show (a 256 KiB copy takes longer than a 4 KiB one): its
+             * fit put every byte past the knee; not a candidate */
+            if (q > 0 && nloc > 0 && trial.local_bandwidth_Bps >= 1e15) continue;
             for (int i = 0; i < n; i++) {
                 double e = (s[i].seconds - sample_seconds(&trial, &s[i])) / s[i].seconds;
                 loss += e * e < 1 ? e * e : 1;

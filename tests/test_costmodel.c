@@ -196,6 +196,23 @@ Test(costfit, recovers_a_send_recv_factor) {
     }
 }
 
+/* Local timings flat up to 512 KiB (the overhead alone) and steep past it: a knee at
+ * 512 KiB would fit them with no cost per byte below it (a bandwidth of 1e15), which the
+ * fit refuses as a candidate; it keeps a finite local bandwidth. */
+Test(costfit, no_knee_that_makes_bytes_free) {
+    ldt_cost_sample s[96];
+    ldt_cost_model m = truth(), f = start();
+    int n = synth(s, &m);
+    for (int i = 0; i < n; i++)
+        if (s[i].collective == LDT_COLL_LOCAL_CHUNK || s[i].collective == LDT_COLL_LOCAL_PAD) {
+            double past = s[i].bytes > 524288 ? (double)(s[i].bytes - 524288) : 0;
+            s[i].seconds = 5e-6 + past / 1e9;
+        }
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    cr_expect_lt(f.local_bandwidth_Bps, 1e15, "local bandwidth %g", f.local_bandwidth_Bps);
+    cr_expect_neq(f.cache_bytes, 524288);
+}
+
 Test(costfit, rejects_an_outlier) {
     ldt_cost_sample s[96];
     ldt_cost_model m = truth(), f = start();
