@@ -324,7 +324,7 @@ int bench_costmodel(const bench_opts *o, bench_results *out) {
         ldt_cost_model cm;
         /* medians, as the cases below are measured: on a loaded machine the fastest of
          * repeats would price every case below what its median sees */
-        ldt_calibrate_options copt = {o->quick, 0, 1};
+        ldt_calibrate_options copt = {o->quick, 0, 1, NULL};
         double base;
         int got = 0;
         if (ldt_mesh_parse(meshes[mi], LDT_DEVICE_CPU, &mesh) != LDT_OK) return 1;
@@ -337,6 +337,11 @@ int bench_costmodel(const bench_opts *o, bench_results *out) {
         }
         nr += got;
         ldt_mesh_destroy(mesh);
+        if (verbose()) { /* the profile the cases are priced by */
+            char js[16384];
+            if (ldt_cost_model_format(&cm, js, sizeof js) > 0)
+                bench_note("costmodel: profile calibrated on %s: %s", meshes[mi], js);
+        }
         for (int k = 0; k < 3; k++) {
             double me, mo;
             if (step(meshes[mi], kinds[k], &cm, o->quick, reps, &me, &mo) != 0) return 1;

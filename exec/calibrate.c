@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "ldt/exec.h"
@@ -15,6 +16,7 @@
 #include "ldt/trace.h"
 #include "planner/profiles.h"
 #include "core/ops.h"
+#include "planner/cost_fit.h"
 
 /* Tensor sizes (bytes of the full f32 tensor): 4 KiB to 64 MiB by 4x; quick: three of them. */
 static const int64_t k_sizes[] = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
@@ -33,17 +35,19 @@ static ldt_shape square_shape(int64_t bytes) {
     return s;
 }
 
+static int cmp_d(const void *a, const void *b);
+
 /* Least seconds of the plan from -> to on `mesh` for shape `shape`; *step gets its one
  * step (*nsteps its step count: the caller keeps only one-step plans of the kind it asked). */
-static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *from,
-                            const ldt_placement *to, int reps, int median, const ldt_cost_model *cm,
-                            double *out, ldt_redist_step *step, int *nsteps) {
+static ldt_status time_plan_to(const ldt_mesh *mesh, const ldt_mesh *to_mesh, const ldt_shape *shape,
+                               const ldt_placement *from, const ldt_placement *to, int reps, int median,
+                               const ldt_cost_model *cm, double *out, ldt_redist_step *step, int *nsteps) {
     ldt_spec src;
     ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
     ldt_redist_plan *plan;
     ldt_status st = LDT_OK;
     LDT_CHECK(ldt_spec_init(&src, mesh, shape, from, ldt_mesh_ndim(mesh), LDT_F32));
-    LDT_CHECK(ldt_redist_plan_create(&src, NULL, to, ldt_mesh_ndim(mesh), &opt, &plan));
+    LDT_CHECK(ldt_redist_plan_create(&src, to_mesh, to, ldt_mesh_ndim(to_mesh ? to_mesh : mesh), &opt, &plan));
     *nsteps = ldt_redist_plan_nsteps(plan);
     if (step && *nsteps == 1) ldt_redist_plan_step(plan, 0, step);
     /* the fastest of `reps` runs, each in a world of its own after a warm-up: on a machine
@@ -56,9 +60,95 @@ static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const 
         st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
         if (st == LDT_OK && t < *out) *out = t;
     }
+    /* a short plan (under 1 ms) gets more repeats, up to 2 ms of runs (at most 101): its
+     * time is a few times the harness's and as noisy, and runs are cheap */
+    if (st == LDT_OK && *out < 1e-3 && reps > 1) {
+        int more = (int)(2e-3 / (*out > 2e-5 ? *out : 2e-5)) | 1;
+        if (more > 101) more = 101;
+        if (more > reps && median) {
+            st = ldt_redistribute_measure(NULL, plan, more, out, NULL);
+        } else {
+            for (int r = reps; r < more && st == LDT_OK; r++) {
+                double t;
+                st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
+                if (st == LDT_OK && t < *out) *out = t;
+            }
+        }
+    }
     ldt_redist_plan_destroy(plan);
     if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
     return LDT_OK;
+}
+
+static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *from,
+                            const ldt_placement *to, int reps, int median, const ldt_cost_model *cm,
+                            double *out, ldt_redist_step *step, int *nsteps) {
+    return time_plan_to(mesh, NULL, shape, from, to, reps, median, cm, out, step, nsteps);
+}
+
+/* time_plan under an MPI world: the plan from -> to (for its steps) and the time of a
+ * compiled program that runs it (an input pinned `from`, redistributed to `to`): the fastest
+ * (or median) of this process's replays. */
+static ldt_status time_plan_world(ldt_comm *world, const ldt_mesh *mesh, const ldt_shape *shape,
+                                  const ldt_placement *from, const ldt_placement *to, int reps,
+                                  int median, const ldt_cost_model *cm, double *out,
+                                  ldt_redist_step *step, int *nsteps) {
+    ldt_spec src;
+    ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
+    ldt_redist_plan *plan;
+    ldt_ctx *ctx = NULL;
+    ldt_exec *ex = NULL;
+    ldt_ctx_options co = {0};
+    ldt_compile_options copt = {0};
+    ldt_tensor *x, *y;
+    int nd = ldt_mesh_ndim(mesh);
+    int64_t n = shape->dims[0] * shape->dims[1];
+    float *d = NULL;
+    double t[64];
+    ldt_status st = LDT_OK;
+    LDT_CHECK(ldt_spec_init(&src, mesh, shape, from, nd, LDT_F32));
+    LDT_CHECK(ldt_redist_plan_create(&src, NULL, to, nd, &opt, &plan));
+    *nsteps = ldt_redist_plan_nsteps(plan);
+    if (step && *nsteps == 1) ldt_redist_plan_step(plan, 0, step);
+    ldt_redist_plan_destroy(plan);
+    if (reps > 64) reps = 64;
+    if (reps < 1) reps = 1;
+    if (!(d = calloc((size_t)n, sizeof *d))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    co.mesh = mesh;
+    co.world = world;
+    LDT_CHECK_GOTO(ldt_ctx_create(&co, &ctx));
+    if (!(x = ldt_input(ctx, "x", shape, LDT_F32)))
+        LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+    LDT_CHECK_GOTO(ldt_input_bind(x, d, n * 4));
+    LDT_CHECK_GOTO(ldt_pin(x, from, nd));
+    if (!(y = ldt_redistribute_to(x, to, nd)))
+        LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+    LDT_CHECK_GOTO(ldt_pin(y, to, nd));
+    copt.plan.cost = cm;
+    copt.overlap = -1;
+    LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
+    LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        LDT_CHECK_GOTO(ldt_replay(ex));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    *out = t[median ? reps / 2 : 0];
+fail:
+    free(d);
+    ldt_ctx_destroy(ctx);
+    return st;
+}
+
+/* time_plan on the mesh's rank threads, or time_plan_world under an MPI world. */
+static ldt_status timed(ldt_comm *world, const ldt_mesh *mesh, const ldt_shape *shape,
+                        const ldt_placement *from, const ldt_placement *to, int reps, int median,
+                        const ldt_cost_model *cm, double *out, ldt_redist_step *step, int *nsteps) {
+    if (world) return time_plan_world(world, mesh, shape, from, to, reps, median, cm, out, step, nsteps);
+    return time_plan(mesh, shape, from, to, reps, median, cm, out, step, nsteps);
 }
 
 /* Repeats per size: the small ones are noisy and cheap, the large ones steady and slow. */
@@ -90,9 +180,16 @@ static void add_sample(sink *k, ldt_collective c, int dim, int64_t group, int64_
  * sent or received bytes; for local ops the bytes written, which the step does not carry,
  * read back from its price under a model whose local op costs one second per byte. */
 static int64_t step_bytes(const ldt_redist_step *s) {
-    if (s->collective <= LDT_COLL_ALL_TO_ALL)
+    if (s->collective <= LDT_COLL_ALL_TO_ALL || s->collective == LDT_COLL_SEND_RECV)
         return s->bytes_sent > s->bytes_recv ? s->bytes_sent : s->bytes_recv;
     return (int64_t)llround(s->seconds);
+}
+
+/* The cores the rank threads share: the processors online (what exec/compile.c weighs
+ * overlap by). */
+static int online_cores(void) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 && c < 1000000 ? (int)c : 1;
 }
 
 /* ---- compute --------------------------------------------------------------------------- */
@@ -111,7 +208,7 @@ enum { OP_GEMM, OP_ADD, OP_GELU, OP_NORM, OP_SOFTMAX, OP_SUM, OP_CHAIN };
  * OP_GELU, OP_NORM (layer_norm), OP_SOFTMAX, OP_SUM (over the last dim) on an [m/256, 256]
  * tensor; OP_CHAIN k adds of one element in a row (dispatch, not work). *flops and *bytes get
  * the op's FLOPs and bytes read and written as the roofline counts them. */
-static ldt_status time_op(const ldt_mesh *mesh, int op, int64_t m, int64_t k, int64_t n,
+static ldt_status time_op(ldt_comm *world, const ldt_mesh *mesh, int op, int64_t m, int64_t k, int64_t n,
                           int reps, int median, double base, double *out, double *flops,
                           double *bytes) {
     ldt_ctx *ctx = NULL;
@@ -134,6 +231,7 @@ static ldt_status time_op(const ldt_mesh *mesh, int op, int64_t m, int64_t k, in
     na = sha->ndim == 2 ? sha->dims[0] * sha->dims[1] : sha->dims[0];
     nb = shb->ndim == 2 ? shb->dims[0] * shb->dims[1] : shb->dims[0];
     co.mesh = mesh;
+    co.world = world;
     if (reps > 64) reps = 64;
     for (int i = 0; i < ldt_mesh_ndim(mesh); i++) rr[i] = ldt_replicate();
     copt.plan.strict = 1; /* no move: every rank computes the whole op */
@@ -220,7 +318,7 @@ static double fill_curve(ldt_eff_curve *e, const double *size, const double *rat
  * the norm, softmax, reduce and transcendental classes' curves: each size's roofline time at
  * efficiency 1 under the peak and bandwidth just measured over its measured time (less the
  * tiny step's, so the launch is not in it). */
-static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, int median,
+static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
                                     ldt_cost_model *m) {
     static const int64_t gemm_n[] = {32, 64, 128, 256, 512, 1024};
     static const int64_t add_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
@@ -230,11 +328,11 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, i
         {OP_SUM, LDT_OPCLASS_REDUCE}, {OP_GELU, LDT_OPCLASS_TRANSCENDENTAL}};
     int ng = quick ? 3 : 6, na = quick ? 3 : 6, nc = quick ? 2 : 4;
     double size[8], rate[8], base, f32 = m->peak_flops[LDT_PREC_F32], peak, t1, t32;
-    LDT_CHECK(time_op(mesh, OP_ADD, 1, 1, 1, 3 * reps, median, 0, &base, NULL, NULL)); /* one tiny add */
+    LDT_CHECK(time_op(world, mesh, OP_ADD, 1, 1, 1, 3 * reps, median, 0, &base, NULL, NULL)); /* one tiny add */
     for (int i = 0; i < ng; i++) {
         int64_t n = gemm_n[i];
         double t;
-        LDT_CHECK(time_op(mesh, OP_GEMM, n, n, n, n >= 512 ? 3 : reps, median, base, &t, NULL, NULL));
+        LDT_CHECK(time_op(world, mesh, OP_GEMM, n, n, n, n >= 512 ? 3 : reps, median, base, &t, NULL, NULL));
         size[i] = 2.0 * (double)n * (double)n * (double)n;
         rate[i] = size[i] / t;
     }
@@ -245,15 +343,14 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, i
     for (int i = 0; i < na; i++) {
         int64_t b = quick ? add_bytes[2 * i] : add_bytes[i];
         double t;
-        LDT_CHECK(time_op(mesh, OP_ADD, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, median, base, &t, NULL, NULL));
+        LDT_CHECK(time_op(world, mesh, OP_ADD, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, median, base, &t, NULL, NULL));
         size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
         rate[i] = size[i] / t;
     }
     m->memory_bandwidth_Bps = fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
-    m->cores = 0;
     /* the launch: what each further instruction of a step adds */
-    LDT_CHECK(time_op(mesh, OP_CHAIN, 1, 1, 1, 3 * reps, median, 0, &t1, NULL, NULL));
-    LDT_CHECK(time_op(mesh, OP_CHAIN, 1, 256, 1, 3 * reps, median, 0, &t32, NULL, NULL));
+    LDT_CHECK(time_op(world, mesh, OP_CHAIN, 1, 1, 1, 3 * reps, median, 0, &t1, NULL, NULL));
+    LDT_CHECK(time_op(world, mesh, OP_CHAIN, 1, 256, 1, 3 * reps, median, 0, &t32, NULL, NULL));
     m->launch_s = t32 > t1 ? (t32 - t1) / 255 : 1e-9;
     if (m->launch_s < 1e-9) m->launch_s = 1e-9;
     for (size_t c = 0; c < sizeof cls / sizeof cls[0]; c++) {
@@ -262,7 +359,7 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, i
         for (int i = 0; i < nc; i++) {
             int64_t b = quick ? cls_bytes[2 * i] : cls_bytes[i];
             double t, fl, by, ideal, f;
-            LDT_CHECK(time_op(mesh, cls[c].op, b / 8, 1, 1, reps, median, base, &t, &fl, &by));
+            LDT_CHECK(time_op(world, mesh, cls[c].op, b / 8, 1, 1, reps, median, base, &t, &fl, &by));
             ideal = fl / m->peak_flops[LDT_PREC_F32] > by / m->memory_bandwidth_Bps
                         ? fl / m->peak_flops[LDT_PREC_F32] : by / m->memory_bandwidth_Bps;
             f = ideal / t; /* t is past the tiny step's launch already */
@@ -272,6 +369,156 @@ static ldt_status calibrate_compute(const ldt_mesh *mesh, int quick, int reps, i
         for (int i = 1; i < e->npoints; i++) /* sizes must increase (rows round down) */
             if (!(e->size[i] > e->size[i - 1])) e->size[i] = e->size[i - 1] * 1.0001;
     }
+    /* The figures are one rank's while every rank shares the cores: with more ranks than
+     * cores, a rank alone would run ranks / cores times faster, and the roofline's slowdown
+     * gives the shared figure back on this mesh (and a fair one on meshes of other sizes). */
+    m->cores = online_cores();
+    if (ldt_mesh_nranks(mesh) > m->cores) {
+        double f = (double)ldt_mesh_nranks(mesh) / m->cores;
+        for (int p = 0; p < LDT_PREC_COUNT; p++) m->peak_flops[p] *= f;
+        m->memory_bandwidth_Bps *= f;
+    }
+    return LDT_OK;
+}
+
+/* A step of k rounds, each a GEMM of n x n on every rank (everything Replicate, as
+ * calibrate_compute's) whose result goes to Shard(0) on every mesh dim (a local chunk) and
+ * back to Replicate (all_gathers: the peers meet), the next round's input. Its replay's time
+ * (fastest or median of reps) in *measured; the step model's time under cm (without any
+ * rendezvous) in *modeled, the meetings it counts in *calls and their compute since the
+ * previous meeting, summed, in *gap (from the model under rendezvous_s 1, then share 1). */
+static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, int k, int reps, int median,
+                              const ldt_cost_model *cm, int meet, double *measured, double *modeled,
+                              double *calls, double *gap) {
+    ldt_ctx *ctx = NULL;
+    ldt_exec *ex = NULL, *ex1 = NULL, *ex2 = NULL;
+    ldt_ctx_options co = {0};
+    ldt_compile_options copt = {0}, copt1, copt2;
+    ldt_cost_model base = *cm, one = *cm, two = *cm;
+    ldt_shape sh = {2, {n, n}};
+    ldt_placement rr[LDT_MAX_DIMS], ss[LDT_MAX_DIMS];
+    ldt_tensor *x, *w, *y;
+    ldt_exec_stats st0, st1, st2;
+    float *dx = NULL, *dw = NULL;
+    double t[64];
+    int nd = ldt_mesh_ndim(mesh), nr = ldt_mesh_nranks(mesh);
+    ldt_status st = LDT_OK;
+    if (reps > 64) reps = 64;
+    if (reps < 1) reps = 1;
+    dx = malloc((size_t)(n * n) * sizeof *dx);
+    dw = malloc((size_t)(n * n) * sizeof *dw);
+    if (!dx || !dw) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    for (int64_t i = 0; i < n * n; i++) {
+        dx[i] = (float)(i % 7) * 0.25f;
+        dw[i] = 1.0f / (float)n; /* row means: values stay bounded over the rounds */
+    }
+    for (int i = 0; i < nd; i++) {
+        rr[i] = ldt_replicate();
+        ss[i] = ldt_shard(0);
+    }
+    co.mesh = mesh;
+    co.world = world;
+    LDT_CHECK_GOTO(ldt_ctx_create(&co, &ctx));
+    x = ldt_input(ctx, "x", &sh, LDT_F32);
+    w = ldt_input(ctx, "w", &sh, LDT_F32);
+    if (!x || !w) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+    LDT_CHECK_GOTO(ldt_input_bind(x, dx, n * n * 4));
+    LDT_CHECK_GOTO(ldt_input_bind(w, dw, n * n * 4));
+    LDT_CHECK_GOTO(ldt_pin(x, rr, nd));
+    LDT_CHECK_GOTO(ldt_pin(w, rr, nd));
+    base.rendezvous_s = base.rendezvous_share = 0;
+    copt.plan.cost = &base;
+    copt.overlap = -1; /* in line, as the model's serial step */
+    copt1 = copt2 = copt;
+    one.rendezvous_s = 1;
+    one.rendezvous_share = 0;
+    copt1.plan.cost = &one;
+    two.rendezvous_s = 0;
+    two.rendezvous_share = 1;
+    copt2.plan.cost = &two;
+    for (int z = 0; z < (meet ? 3 : 1); z++) { /* a compile ends the trace: record it again */
+        y = x;
+        for (int r = 0; r < k && y; r++) {
+            y = ldt_matmul(y, w);
+            if (y && meet) y = ldt_redistribute_to(y, ss, nd);
+            if (y && meet) y = ldt_redistribute_to(y, rr, nd);
+        }
+        if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+        LDT_CHECK_GOTO(ldt_pin(y, rr, nd));
+        LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, z == 2 ? &copt2 : z ? &copt1 : &copt,
+                                   z == 2 ? &ex2 : z ? &ex1 : &ex));
+    }
+    LDT_CHECK_GOTO(ldt_exec_stats_get(ex, &st0));
+    st1 = st2 = st0;
+    if (meet) {
+        LDT_CHECK_GOTO(ldt_exec_stats_get(ex1, &st1));
+        LDT_CHECK_GOTO(ldt_exec_stats_get(ex2, &st2));
+    }
+    LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        LDT_CHECK_GOTO(ldt_replay(ex));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    *measured = t[median ? reps / 2 : 0];
+    *modeled = st0.modeled_step_seconds;
+    *calls = *gap = 0;
+    if (cm->cores > 0 && nr > cm->cores) {
+        double over = (double)nr / cm->cores - 1;
+        *calls = (st1.modeled_step_seconds - st0.modeled_step_seconds) / over;
+        *gap = (st2.modeled_step_seconds - st0.modeled_step_seconds) / over;
+    }
+fail:
+    free(dx);
+    free(dw);
+    ldt_ctx_destroy(ctx);
+    return st;
+}
+
+/* The rendezvous (ldt_cost_model.rendezvous_s and rendezvous_share): steps of 2, 6 and 18
+ * rounds (time_rounds) with GEMMs of 128 and of 384 (27 times the compute between meetings),
+ * each measured beside the same rounds without the meetings (only the GEMMs): the difference
+ * measured against the model's difference (the collectives' own prices) is the waiting,
+ * fitted by least squares (ldt__fit_rendezvous) as a cost per meeting and a share of the
+ * compute before it. The GEMMs' own time cancels, whatever the load did to it since the
+ * compute figures were taken. Only when the mesh has more ranks than cores (otherwise 0). */
+static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
+                                       ldt_cost_model *m) {
+    static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};
+    static const int64_t gemm[] = {128, 384};
+    double calls[6], gap[6], meas[6], mod[6];
+    int nrounds = quick ? 2 : 3, n = 0;
+    m->rendezvous_s = m->rendezvous_share = 0;
+    if (m->cores <= 0 || ldt_mesh_nranks(mesh) <= m->cores) return LDT_OK;
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < nrounds; i++, n++) {
+            int k = quick ? quick_rounds[i] : rounds[i];
+            double m0, t0, c0, g0;
+            LDT_CHECK(time_rounds(world, mesh, gemm[g], k, reps, median, m, 1, &meas[n], &mod[n], &calls[n], &gap[n]));
+            LDT_CHECK(time_rounds(world, mesh, gemm[g], k, reps, median, m, 0, &t0, &m0, &c0, &g0));
+            meas[n] -= t0;
+            mod[n] -= m0;
+        }
+    ldt__fit_rendezvous(calls, gap, meas, mod, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
+                        &m->rendezvous_share, NULL);
+    return LDT_OK;
+}
+
+/* The harness a short timing t (under 1 ms) is less: the lesser of the one measured at the
+ * start (base) and one measured right beside it (rank threads), so a load spike during either
+ * cannot inflate it and push every small timing towards 0; a longer one keeps base. */
+static ldt_status near_base(ldt_comm *world, const ldt_mesh *mesh, const ldt_shape *tiny,
+                            const ldt_placement *rr, double t, int reps, int median,
+                            const ldt_cost_model *probe, double base, double *out) {
+    double b;
+    int nst;
+    *out = base;
+    if (world || t >= 1e-3) return LDT_OK;
+    LDT_CHECK(time_plan(mesh, tiny, rr, rr, reps, median, probe, &b, NULL, &nst));
+    if (b < *out) *out = b;
     return LDT_OK;
 }
 
@@ -279,13 +526,14 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                                  ldt_cost_model *out, ldt_cost_sample *samples, int cap, int *n,
                                  double *rms) {
     int quick = opts ? opts->quick : 0, median = opts ? opts->median != 0 : 0;
+    ldt_comm *world = opts ? opts->world : NULL;
     int reps = opts && opts->reps > 0 ? opts->reps : quick ? 3 : 9;
     const int64_t *sizes = quick ? k_quick_sizes : k_sizes;
     int nsizes = quick ? 3 : 8, nd, nst;
     ldt_cost_model probe, res;
     ldt_placement rr[LDT_MAX_DIMS];
     ldt_shape tiny = {2, {8, 8}};
-    double base;
+    double base, tb;
     sink k = {0};
     ldt_status st = LDT_OK;
     if (!mesh || !out || (cap > 0 && !samples) || cap < 0)
@@ -300,6 +548,9 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     if (opts && (opts->reps < 0 || opts->reps > 1000))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d repeats, expected 0 (the default) to 1000",
                  opts->reps);
+    if (world && ldt_comm_size(world) != ldt_mesh_nranks(mesh))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: the world has %d processes but the mesh %d "
+                 "ranks, expected one process per rank", ldt_comm_size(world), ldt_mesh_nranks(mesh));
     nd = ldt_mesh_ndim(mesh);
     /* The probe model makes a local step's price its byte count (see step_bytes). */
     LDT_CHECK(ldt_cost_model_preset("uniform", &probe));
@@ -314,13 +565,20 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     k.cap = cap;
     k.s = samples;
     if (!k.s) { /* the caller does not want them: room of our own */
-        k.cap = (nd * 4 + 2) * nsizes;
+        k.cap = (nd * 4 + 3) * nsizes;
         if (!(k.s = calloc((size_t)k.cap, sizeof *k.s)))
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     }
     for (int i = 0; i < nd; i++) rr[i] = ldt_replicate();
     /* The harness (two barriers around an empty plan) is not part of any step. */
-    LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, median, &probe, &base, NULL, &nst));
+    if (world) { /* a tiny local chunk's program: the replay's own time */
+        ldt_placement s0[LDT_MAX_DIMS];
+        memcpy(s0, rr, sizeof s0);
+        s0[0] = ldt_shard(0);
+        LDT_CHECK_GOTO(time_plan_world(world, mesh, &tiny, rr, s0, 3 * reps, median, &probe, &base, NULL, &nst));
+    } else {
+        LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, median, &probe, &base, NULL, &nst));
+    }
 
     for (int d = 0; d < nd; d++) {
         int64_t g = ldt_mesh_dim_size(mesh, d);
@@ -342,10 +600,11 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                 memcpy(to, rr, sizeof to);
                 from[d] = kinds[c].from;
                 to[d] = kinds[c].to;
-                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
-                                         &t, &step, &nst));
-                if (nst != 1 || step.collective != kinds[c].c || t - base <= 0) continue;
-                add_sample(&k, kinds[c].c, d, g, step_bytes(&step), t - base);
+                LDT_CHECK_GOTO(timed(world, mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
+                                     &t, &step, &nst));
+                LDT_CHECK_GOTO(near_base(world, mesh, &tiny, rr, t, reps, median, &probe, base, &tb));
+                if (nst != 1 || step.collective != kinds[c].c || t - tb <= 0) continue;
+                add_sample(&k, kinds[c].c, d, g, step_bytes(&step), t - tb);
             }
     }
     /* Local ops on the first dim with more than one rank: Replicate -> Shard (a chunk copy)
@@ -367,18 +626,56 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                     from[d] = ldt_shard(0);
                     to[d] = ldt_partial(LDT_REDUCE_SUM);
                 }
-                LDT_CHECK_GOTO(time_plan(mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
-                                         &t, &step, &nst));
-                if (nst != 1 || step.collective != want || t - base <= 0) continue;
-                add_sample(&k, want, d, 1, step_bytes(&step), t - base);
+                LDT_CHECK_GOTO(timed(world, mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
+                                     &t, &step, &nst));
+                LDT_CHECK_GOTO(near_base(world, mesh, &tiny, rr, t, reps, median, &probe, base, &tb));
+                if (nst != 1 || step.collective != want || t - tb <= 0) continue;
+                add_sample(&k, want, d, 1, step_bytes(&step), t - tb);
             }
         break;
+    }
+    /* Send/recv (rank threads only): Shard(0) from the mesh's ranks in order to the same
+     * ranks rotated by one (a 1-D mesh of all of them each way), so each rank sends its shard
+     * to one peer and receives one: the cross-mesh step, fitted on mesh dim 0's link with
+     * one peer (ldt_cost_seconds prices it on the slowest link by its peers). */
+    if (!world && ldt_mesh_nranks(mesh) >= 2) {
+        int nr = ldt_mesh_nranks(mesh), *ra = NULL, *rb = NULL;
+        int64_t dims1[1] = {nr};
+        ldt_mesh *ma = NULL, *mb = NULL;
+        ldt_placement s0 = ldt_shard(0);
+        ra = malloc((size_t)nr * sizeof *ra);
+        rb = malloc((size_t)nr * sizeof *rb);
+        if (!ra || !rb) {
+            free(ra);
+            free(rb);
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+        }
+        for (int i = 0; i < nr; i++) {
+            ra[i] = ldt_mesh_rank_at(mesh, i);
+            rb[i] = ldt_mesh_rank_at(mesh, (i + 1) % nr);
+        }
+        st = ldt_mesh_create(1, dims1, ra, NULL, LDT_DEVICE_CPU, &ma);
+        if (st == LDT_OK) st = ldt_mesh_create(1, dims1, rb, NULL, LDT_DEVICE_CPU, &mb);
+        free(ra);
+        free(rb);
+        for (int z = 0; z < nsizes && st == LDT_OK; z++) {
+            ldt_shape shape = square_shape(sizes[z]);
+            ldt_redist_step step;
+            double t;
+            st = time_plan_to(ma, mb, &shape, &s0, &s0, reps_for(sizes[z], reps), median, &probe, &t, &step, &nst);
+            if (st == LDT_OK && nst == 1 && step.collective == LDT_COLL_SEND_RECV && t - base > 0)
+                add_sample(&k, LDT_COLL_SEND_RECV, 0, 1, step_bytes(&step), t - base);
+        }
+        ldt_mesh_destroy(ma);
+        ldt_mesh_destroy(mb);
+        if (st != LDT_OK) goto fail;
     }
     if (k.n > k.cap)
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "
                       "pass cap >= %d", k.n, k.cap, k.n);
     LDT_CHECK_GOTO(ldt_cost_model_fit(k.s, k.n, &res, rms));
-    LDT_CHECK_GOTO(calibrate_compute(mesh, quick, reps, median, &res));
+    LDT_CHECK_GOTO(calibrate_compute(world, mesh, quick, reps, median, &res));
+    LDT_CHECK_GOTO(calibrate_rendezvous(world, mesh, quick, reps, median, &res));
     LDT_CHECK_GOTO(ldt_cost_model_check(&res));
     *out = res;
     if (n) *n = k.n;
@@ -395,5 +692,5 @@ ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts
 
 int ldt_calibrate_max_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts) {
     int nsizes = opts && opts->quick ? 3 : 8;
-    return mesh ? (ldt_mesh_ndim(mesh) * 4 + 2) * nsizes : 0;
+    return mesh ? (ldt_mesh_ndim(mesh) * 4 + 3) * nsizes : 0;
 }

@@ -140,6 +140,14 @@ ldt_status ldt_cost_model_check(const ldt_cost_model *m) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "cost model '%.32s': launch %g s, expected a finite value >= 0 (0: the local "
                  "overhead)", m->name, m->launch_s);
+    if (!isfinite(m->rendezvous_s) || m->rendezvous_s < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "cost model '%.32s': rendezvous %g s, expected a finite value >= 0 (0: none)",
+                 m->name, m->rendezvous_s);
+    if (!isfinite(m->rendezvous_share) || m->rendezvous_share < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "cost model '%.32s': rendezvous share %g, expected a finite value >= 0 (0: none)",
+                 m->name, m->rendezvous_share);
     if (m->cores < 0)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "cost model '%.32s': %d cores, expected >= 0 (0: a device per rank)", m->name,
@@ -401,6 +409,11 @@ double ldt_cost_op_seconds(const ldt_cost_model *m, ldt_op_class c, int dt, doub
     return slow * (tf > tb ? tf : tb) + (m->launch_s > 0 ? m->launch_s : m->local_overhead_s);
 }
 
+double ldt__rendezvous_seconds(const ldt_cost_model *m, int nranks, double compute) {
+    if (m->cores <= 0 || nranks <= m->cores) return 0;
+    return (m->rendezvous_s + m->rendezvous_share * compute) * ((double)nranks / m->cores - 1);
+}
+
 /* ---- JSON profiles ------------------------------------------------------------------------ */
 
 static ldt_status num_field(const cJSON *o, const char *key, const char *where, double *out) {
@@ -518,6 +531,18 @@ static ldt_status parse_compute(const cJSON *root, ldt_cost_model *m) {
         if (!(m->launch_s >= 0))
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.launch_s is %g, expected >= 0 "
                      "(0: the local overhead)", m->launch_s);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(c, "rendezvous_s")) {
+        LDT_CHECK(num_field(c, "rendezvous_s", "compute", &m->rendezvous_s));
+        if (!(m->rendezvous_s >= 0) || !isfinite(m->rendezvous_s))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.rendezvous_s is %g, expected a "
+                     "finite value >= 0 (0: none)", m->rendezvous_s);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(c, "rendezvous_share")) {
+        LDT_CHECK(num_field(c, "rendezvous_share", "compute", &m->rendezvous_share));
+        if (!(m->rendezvous_share >= 0) || !isfinite(m->rendezvous_share))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: compute.rendezvous_share is %g, expected a "
+                     "finite value >= 0 (0: none)", m->rendezvous_share);
     }
     eff = cJSON_GetObjectItemCaseSensitive(c, "efficiency");
     if (!eff) return LDT_OK;
@@ -716,6 +741,8 @@ static char *profile_json(const ldt_cost_model *m) {
         cJSON_AddNumberToObject(c, "memory_bandwidth_gbps", m->memory_bandwidth_Bps / GB);
         cJSON_AddNumberToObject(c, "cores", m->cores);
         if (m->launch_s > 0) cJSON_AddNumberToObject(c, "launch_s", m->launch_s);
+        if (m->rendezvous_s > 0) cJSON_AddNumberToObject(c, "rendezvous_s", m->rendezvous_s);
+        if (m->rendezvous_share > 0) cJSON_AddNumberToObject(c, "rendezvous_share", m->rendezvous_share);
     }
     eff = c ? cJSON_AddObjectToObject(c, "efficiency") : NULL;
     for (int k = 0; eff && k < LDT_OPCLASS_COUNT; k++) {

@@ -10,11 +10,21 @@
 #include "ldt/planner.h"
 #include "planner/cost_fit.h"
 
-#define NK 4 /* the kinds the samples can be: all_reduce, reduce_scatter, all_gather, all_to_all */
+#define NK 5 /* the kinds the samples can be: all_reduce, reduce_scatter, all_gather, all_to_all,
+                send_recv (ldt_coll_kind's first five) */
+#define NK_LINK 4 /* the kinds a link's bandwidth is the fastest of (not send_recv) */
 #define MAXP (1 + LDT_MAX_DIMS + 2 * NK * LDT_MAX_DIMS)
 
 static int is_local(ldt_collective c) {
     return c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD;
+}
+
+/* A collective sample's kind (ldt_coll_kind) and hops: send_recv's group is its peers, one
+ * message (one latency) to each, as ldt_cost_seconds prices it. */
+static int kind_of(ldt_collective c) { return c == LDT_COLL_SEND_RECV ? LDT_KIND_SEND_RECV : (int)c; }
+
+static double sample_hops(const ldt_cost_model *m, const ldt_cost_sample *c) {
+    return c->collective == LDT_COLL_SEND_RECV ? (double)c->group : ldt__coll_hops(m, c->collective, c->group);
 }
 
 /* Solves the np x np system a x = b in place by Gaussian elimination with partial pivoting;
@@ -153,8 +163,8 @@ done:
 static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) {
     if (is_local(c->collective))
         return m->local_overhead_s + ldt__eff_bytes(m, LDT_KIND_COUNT, (double)c->bytes) / m->local_bandwidth_Bps;
-    return m->overhead_s + ldt__coll_hops(m, c->collective, c->group) * m->links[c->dim].latency_s +
-           ldt__eff_bytes(m, (int)c->collective, (double)c->bytes) / m->links[c->dim].bandwidth_Bps;
+    return m->overhead_s + sample_hops(m, c) * m->links[c->dim].latency_s +
+           ldt__eff_bytes(m, kind_of(c->collective), (double)c->bytes) / m->links[c->dim].bandwidth_Bps;
 }
 
 /* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
@@ -173,11 +183,11 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
         np = 1 + L + 2 * NK * L;
         memset(A, 0, (size_t)n * MAXP * sizeof *A);
         for (int i = 0; i < n; i++) {
-            int k = (int)s[i].collective, cu = 1 + L + 2 * (s[i].dim * NK + k);
+            int k = kind_of(s[i].collective), cu = 1 + L + 2 * (s[i].dim * NK + k);
             double b = (double)s[i].bytes;
             if (is_local(s[i].collective)) continue;
             A[r * np + 0] = 1;
-            A[r * np + 1 + s[i].dim] = ldt__coll_hops(m, s[i].collective, s[i].group);
+            A[r * np + 1 + s[i].dim] = sample_hops(m, &s[i]);
             A[r * np + cu] = b;
             A[r * np + cu + 1] = C > 0 && b > C ? b - C : 0;
             t[r] = s[i].seconds;
@@ -198,12 +208,15 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
                 double umin = INFINITY;
                 int any = 0;
                 if (seen[1 + d]) m->links[d].latency_s = x[1 + d];
-                for (int k = 0; k < NK; k++) {
-                    int cu = 1 + L + 2 * (d * NK + k);
-                    if (!seen[cu]) continue;
-                    any = 1;
-                    if (x[cu] > 0 && x[cu] < umin) umin = x[cu];
-                }
+                /* the link's bandwidth is its fastest collective's (send_recv only when the
+                 * dim measured nothing else), so send_recv's factor may fall below 1 */
+                for (int pass = 0; pass < 2 && !any; pass++)
+                    for (int k = pass ? NK_LINK : 0; k < (pass ? NK : NK_LINK); k++) {
+                        int cu = 1 + L + 2 * (d * NK + k);
+                        if (!seen[cu]) continue;
+                        any = 1;
+                        if (x[cu] > 0 && x[cu] < umin) umin = x[cu];
+                    }
                 if (!any) continue;
                 m->links[d].bandwidth_Bps = isfinite(umin) ? 1 / umin : 1e15;
                 for (int k = 0; k < NK; k++) {
@@ -282,9 +295,9 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
                  "(one per mesh dim)", L, LDT_MAX_DIMS);
     for (int i = 0; i < n; i++) {
         const ldt_cost_sample *c = &s[i];
-        if ((int)c->collective < 0 || c->collective >= LDT_COLL_COUNT || c->collective == LDT_COLL_SEND_RECV)
+        if ((int)c->collective < 0 || c->collective >= LDT_COLL_COUNT)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d has collective %d, expected "
-                     "all_reduce, reduce_scatter, all_gather, all_to_all or a local op", i,
+                     "all_reduce, reduce_scatter, all_gather, all_to_all, send_recv or a local op", i,
                      (int)c->collective);
         if (!isfinite(c->seconds) || c->seconds <= 0)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d measured %g s, expected a "
@@ -292,9 +305,11 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         if (c->bytes < 0)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d moves %lld bytes, expected >= 0",
                      i, (long long)c->bytes);
-        if (!is_local(c->collective) && (c->dim < 0 || c->dim >= L || c->group < 2))
+        if (!is_local(c->collective) &&
+            (c->dim < 0 || c->dim >= L || c->group < (c->collective == LDT_COLL_SEND_RECV ? 1 : 2)))
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d (%s) is on mesh dim %d with a "
-                     "group of %lld ranks, expected a dim in [0, %d) and a group of 2 or more",
+                     "group of %lld ranks, expected a dim in [0, %d) and a group of 2 or more "
+                     "(send_recv: 1 or more peers)",
                      i, ldt_collective_name(c->collective), c->dim, (long long)c->group, L);
         if (is_local(c->collective)) nloc++;
         else ncoll++;
@@ -323,6 +338,10 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
             double loss = 0;
             trial = *m;
             LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], A, t, rw, row_of, &trial));
+            /* a knee that leaves the bytes below it free (a zero slope: bandwidth 1e15) is
+             * not what the timings show (a 256 KiB copy takes longer than a 4 KiB one): its
+             * fit put every byte past the knee; not a candidate */
+            if (q > 0 && nloc > 0 && trial.local_bandwidth_Bps >= 1e15) continue;
             for (int i = 0; i < n; i++) {
                 double e = (s[i].seconds - sample_seconds(&trial, &s[i])) / s[i].seconds;
                 loss += e * e < 1 ? e * e : 1;
@@ -356,4 +375,64 @@ fail:
     free(rw);
     free(row_of);
     return st;
+}
+
+/* Least squares y ~ X[:, cols] by normal equations (at most 3 columns); 0 when singular. */
+static int small_lsq(const double (*X)[3], const double *y, int n, const int *cols, int nc, double *x) {
+    double a[MAXP][MAXP], b[MAXP], z[MAXP];
+    for (int j = 0; j < nc; j++) {
+        b[j] = 0;
+        for (int k = 0; k < nc; k++) a[j][k] = 0;
+        for (int i = 0; i < n; i++) {
+            b[j] += X[i][cols[j]] * y[i];
+            for (int k = 0; k < nc; k++) a[j][k] += X[i][cols[j]] * X[i][cols[k]];
+        }
+    }
+    if (!solve(nc, a, b, z)) return 0;
+    for (int j = 0; j < 3; j++) x[j] = 0;
+    for (int j = 0; j < nc; j++) x[cols[j]] = z[j];
+    return 1;
+}
+
+void ldt__fit_rendezvous(const double *calls, const double *gap, const double *measured,
+                         const double *modeled, int n, int nranks, int cores, double *per_call,
+                         double *share, double *fixed) {
+    double (*X)[3], *y, x[3] = {0, 0, 0}, over;
+    static const int all[3] = {0, 1, 2}, no_share[2] = {0, 1}, no_call[2] = {0, 2};
+    *per_call = *share = 0;
+    if (fixed) *fixed = 0;
+    if (n < 3 || cores <= 0 || nranks <= cores) return;
+    over = (double)nranks / cores - 1;
+    X = malloc((size_t)n * sizeof *X);
+    y = malloc((size_t)n * sizeof *y);
+    if (!X || !y) {
+        free(X);
+        free(y);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        X[i][0] = 1;
+        X[i][1] = calls[i] * over;
+        X[i][2] = gap[i] * over;
+        y[i] = measured[i] - modeled[i];
+    }
+    if (!small_lsq((const double (*)[3])X, y, n, all, 3, x) || x[1] < 0 || x[2] < 0) {
+        double p[3] = {0, 0, 0}, q[3] = {0, 0, 0};
+        int okp = small_lsq((const double (*)[3])X, y, n, no_share, 2, p) && p[1] >= 0;
+        int okq = small_lsq((const double (*)[3])X, y, n, no_call, 2, q) && q[2] >= 0;
+        double rp = 0, rq = 0;
+        for (int i = 0; i < n; i++) {
+            double ep = y[i] - p[0] - p[1] * X[i][1], eq = y[i] - q[0] - q[2] * X[i][2];
+            rp += ep * ep;
+            rq += eq * eq;
+        }
+        if (okp && (!okq || rp <= rq)) memcpy(x, p, sizeof x);
+        else if (okq) memcpy(x, q, sizeof x);
+        else x[0] = x[1] = x[2] = 0;
+    }
+    free(X);
+    free(y);
+    *per_call = x[1] > 0 && isfinite(x[1]) ? x[1] : 0;
+    *share = x[2] > 0 && isfinite(x[2]) ? x[2] : 0;
+    if (fixed) *fixed = x[0];
 }

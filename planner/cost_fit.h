@@ -15,4 +15,16 @@ double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n);
  * local ops; no knee when cache_bytes is 0). */
 double ldt__eff_bytes(const ldt_cost_model *m, int k, double b);
 
+/* The rendezvous fit: steps i = 0..n-1 were measured at measured[i] seconds and modeled at
+ * modeled[i] without any rendezvous; in them peers met calls[i] times, after gap[i] modeled
+ * kernel seconds in all of running apart (each meeting's compute since the previous one,
+ * summed). The excess measured - modeled is fitted by least squares as
+ * a + (w calls + share gap) (nranks / cores - 1), a what the steps share (a replay's own
+ * start), w and share kept >= 0 (a negative one is fixed at 0 and the rest fitted again).
+ * *per_call gets w, *share the share, *fixed (may be NULL) a; all 0 when nranks <= cores,
+ * cores is 0, or fewer than 3 steps. */
+void ldt__fit_rendezvous(const double *calls, const double *gap, const double *measured,
+                         const double *modeled, int n, int nranks, int cores, double *per_call,
+                         double *share, double *fixed);
+
 #endif

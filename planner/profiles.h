@@ -19,5 +19,9 @@ ldt_op_class ldt__op_class(int op);
 double ldt__op_flops(int op, const ldt_shape *out, const ldt_shape *in0, const ldt_shape *in1);
 double ldt__op_seconds(const ldt_cost_model *cm, int op, int dtype, double flops, double bytes,
                        int nranks);
+/* What one meeting of peers inside a step waits for peers sharing the cores, `compute`
+ * modeled kernel seconds after the previous meeting: (rendezvous_s + rendezvous_share
+ * compute) (nranks / cores - 1) when nranks > cores > 0, else 0. */
+double ldt__rendezvous_seconds(const ldt_cost_model *m, int nranks, double compute);
 
 #endif

@@ -153,15 +153,35 @@ static double kernel_seconds(const ldt__program *p, const ldt__instr *x, const l
     return ldt__op_seconds(cm, op, p->vals[x->out].dtype, flops, bytes, ldt_mesh_nranks(mesh));
 }
 
-static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
-                           const ldt_mesh *mesh) {
-    if (x->kind == LDT__I_REDIST) return ldt_redist_plan_seconds(x->plan);
-    if (x->kind == LDT__I_BUCKET) { /* its members' steps (an upper bound: one latency is paid) */
-        double s = 0;
-        for (int k = 0; k < x->nin; k++) s += ldt_redist_plan_seconds(p->bplans[x->bplan + k]);
-        return s;
+/* Collective steps (not local ones) of a redistribution plan: each meets its peers. */
+static int plan_meetings(const ldt_redist_plan *plan) {
+    int n = 0;
+    for (int k = 0; k < ldt_redist_plan_nsteps(plan); k++) {
+        ldt_redist_step s;
+        if (ldt_redist_plan_step(plan, k, &s) == LDT_OK &&
+            (s.collective <= LDT_COLL_ALL_TO_ALL || s.collective == LDT_COLL_SEND_RECV))
+            n++;
     }
-    {
+    return n;
+}
+
+/* A collective instruction: its redistribution plans' prices (or a strategy's all_reduce),
+ * plus the rendezvous its meetings of peers wait when the ranks share the cores: the first
+ * after `since` modeled kernel seconds of running apart, the others (a plan's later steps)
+ * right after it. *met (may be NULL) gets whether it meets any peers. */
+static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
+                           const ldt_mesh *mesh, double since, int *met) {
+    int nr = ldt_mesh_nranks(mesh), meets = 0;
+    double s = 0, wait;
+    if (x->kind == LDT__I_REDIST) {
+        s = ldt_redist_plan_seconds(x->plan);
+        meets = plan_meetings(x->plan);
+    } else if (x->kind == LDT__I_BUCKET) { /* its members' steps (an upper bound: one latency is paid) */
+        for (int k = 0; k < x->nin; k++) {
+            s += ldt_redist_plan_seconds(p->bplans[x->bplan + k]);
+            if (!meets) meets = plan_meetings(p->bplans[x->bplan + k]); /* one call for the bucket */
+        }
+    } else {
         int dims[LDT_MAX_DIMS];
         int64_t n = 1, b = 0;
         for (int d = 0; d < x->ndims; d++) {
@@ -169,27 +189,39 @@ static double coll_seconds(const ldt__program *p, const ldt__instr *x, const ldt
             n *= ldt_mesh_dim_size(mesh, x->dims[d]);
         }
         for (int k = 0; k < x->nin; k++) b += vbytes(p, p->ops[x->in + k]);
-        if (n <= 1) return 0;
-        return ldt_cost_seconds(cm, mesh, x->ndims, dims, LDT_COLL_ALL_REDUCE, 2 * (n - 1) * b / n, 0);
+        if (n > 1) {
+            s = ldt_cost_seconds(cm, mesh, x->ndims, dims, LDT_COLL_ALL_REDUCE, 2 * (n - 1) * b / n, 0);
+            meets = 1;
+        }
     }
+    if (met) *met = meets > 0;
+    if (meets == 0) return s;
+    wait = ldt__rendezvous_seconds(cm, nr, since);
+    if (meets > 1) wait += (meets - 1) * ldt__rendezvous_seconds(cm, nr, 0);
+    return s + wait;
 }
 
+/* The per-op breakdown's price of one instruction: a collective's rendezvous without the
+ * compute before it (which the step's model, below, charges in program order). */
 double ldt__instr_model_seconds(const ldt__program *p, const ldt__instr *x, const ldt_cost_model *cm,
                                 const ldt_mesh *mesh) {
     if (x->kind == LDT__I_WAIT) return 0;
-    return is_coll(x) ? coll_seconds(p, x, cm, mesh) : kernel_seconds(p, x, cm, mesh);
+    return is_coll(x) ? coll_seconds(p, x, cm, mesh, 0, NULL) : kernel_seconds(p, x, cm, mesh);
 }
 
 void ldt__model_step(const ldt__program *p, const ldt_cost_model *cm, const ldt_mesh *mesh,
                      double *serial, double *overlapped) {
-    double compute = 0, comm_free = 0, total = 0;
+    double compute = 0, comm_free = 0, total = 0, since = 0; /* since: kernels since a meeting */
     double *done = malloc((size_t)(p->nins ? p->nins : 1) * sizeof *done);
     for (int64_t i = 0; i < p->nins; i++) {
         const ldt__instr *x = &p->ins[i];
         if (x->kind == LDT__I_WAIT) {
             if (done && done[x->pair] > compute) compute = done[x->pair];
         } else if (is_coll(x)) {
-            double c = coll_seconds(p, x, cm, mesh), begin = compute > comm_free ? compute : comm_free;
+            int met = 0;
+            double c = coll_seconds(p, x, cm, mesh, since, &met),
+                   begin = compute > comm_free ? compute : comm_free;
+            if (met) since = 0;
             total += c;
             comm_free = begin + c;
             if (done) done[i] = comm_free;
@@ -198,6 +230,7 @@ void ldt__model_step(const ldt__program *p, const ldt_cost_model *cm, const ldt_
             double k = kernel_seconds(p, x, cm, mesh);
             total += k;
             compute += k;
+            since += k;
         }
     }
     *serial = total;

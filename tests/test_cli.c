@@ -524,8 +524,8 @@ Test(cli, calibrate_prints_without_out_and_json) {
     cr_expect_str_eq(file, out);
     cr_assert_eq(run("calibrate --quick", out, sizeof out, 1), 2);
     cr_expect(strstr(out, "--mesh is required") != NULL, "%s", out);
-    cr_assert_eq(run("calibrate --mesh 2 --backend mpi", out, sizeof out, 1), 2);
-    cr_expect(strstr(out, "--backend mpi") != NULL, "%s", out);
+    cr_assert_eq(run("calibrate --mesh 2 --backend nccl", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "--backend nccl, expected threads or mpi") != NULL, "%s", out);
 }
 
 /* --json's "fit": every timing with the fitted model's value, which is the profile's own

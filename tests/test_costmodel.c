@@ -9,6 +9,7 @@
 
 #include "ldt/exec.h"
 #include "ldt/planner.h"
+#include "planner/cost_fit.h"
 #include "planner/plan_internal.h"
 #include "tests/test_util.h"
 
@@ -148,6 +149,70 @@ Test(costfit, recovers_kind_factors_and_a_cache_knee) {
     ldt_mesh_destroy(mesh);
 }
 
+/* Send/recv timings (one and three peers, on the outer link) beside every other kind: the
+ * fit gives back send_recv's bytes factor (here 0.6: a plain copy faster than the fastest
+ * collective, which sets the link's bandwidth; and 1.75 in a second case) and its knee
+ * factor; the library's price of each is the truth's. */
+Test(costfit, recovers_a_send_recv_factor) {
+    static const double factors[] = {0.6, 1.75};
+    for (int c = 0; c < 2; c++) {
+        ldt_cost_sample s[128];
+        ldt_cost_model m = truth(), f = start();
+        int64_t dims[2] = {4, 2};
+        ldt_mesh *mesh;
+        int n;
+        m.bytes_extra[LDT_KIND_ALL_GATHER] = 1.25;
+        m.bytes_extra[LDT_KIND_SEND_RECV] = factors[c] - 1;
+        m.cache_bytes = 1048576;
+        m.beyond_cache[LDT_KIND_ALL_GATHER] = 4.0;
+        m.beyond_cache[LDT_KIND_SEND_RECV] = 2.0 + c;
+        n = synth(s, &m);
+        for (int peers = 1; peers <= 3; peers += 2)
+            for (int z = 0; z < 8; z++) {
+                int64_t bytes = (int64_t)5 << (11 + 2 * z);
+                double past = (double)bytes > m.cache_bytes ? (double)bytes - m.cache_bytes : 0;
+                memset(&s[n], 0, sizeof s[n]);
+                s[n].collective = LDT_COLL_SEND_RECV;
+                s[n].dim = 0;
+                s[n].group = peers;
+                s[n].bytes = bytes;
+                s[n].seconds = m.overhead_s + peers * m.links[0].latency_s +
+                               factors[c] * ((double)bytes + m.beyond_cache[LDT_KIND_SEND_RECV] * past) /
+                                   m.links[0].bandwidth_Bps;
+                n++;
+            }
+        cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+        expect_recovers(&f, &m, 1e-6);
+        expect_close(1 + f.bytes_extra[LDT_KIND_SEND_RECV], factors[c], 1e-6, "send_recv bytes factor");
+        expect_close(f.beyond_cache[LDT_KIND_SEND_RECV], m.beyond_cache[LDT_KIND_SEND_RECV], 1e-6,
+                     "send_recv beyond-cache factor");
+        /* priced on the slowest link (dim 0 here) by its peers */
+        cr_assert_eq(ldt_mesh_create(2, dims, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < n; i++)
+            if (s[i].collective == LDT_COLL_SEND_RECV)
+                expect_close(ldt_cost_seconds(&f, mesh, 0, NULL, LDT_COLL_SEND_RECV, s[i].bytes, (int)s[i].group),
+                             s[i].seconds, 1e-6, "send_recv price vs the truth");
+        ldt_mesh_destroy(mesh);
+    }
+}
+
+/* Local timings flat up to 512 KiB (the overhead alone) and steep past it: a knee at
+ * 512 KiB would fit them with no cost per byte below it (a bandwidth of 1e15), which the
+ * fit refuses as a candidate; it keeps a finite local bandwidth. */
+Test(costfit, no_knee_that_makes_bytes_free) {
+    ldt_cost_sample s[96];
+    ldt_cost_model m = truth(), f = start();
+    int n = synth(s, &m);
+    for (int i = 0; i < n; i++)
+        if (s[i].collective == LDT_COLL_LOCAL_CHUNK || s[i].collective == LDT_COLL_LOCAL_PAD) {
+            double past = s[i].bytes > 524288 ? (double)(s[i].bytes - 524288) : 0;
+            s[i].seconds = 5e-6 + past / 1e9;
+        }
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    cr_expect_lt(f.local_bandwidth_Bps, 1e15, "local bandwidth %g", f.local_bandwidth_Bps);
+    cr_expect_neq(f.cache_bytes, 524288);
+}
+
 Test(costfit, rejects_an_outlier) {
     ldt_cost_sample s[96];
     ldt_cost_model m = truth(), f = start();
@@ -200,9 +265,14 @@ Test(costfit, refusals) {
     cr_expect(strstr(ldt_last_error(), "0 links") != NULL, "%s", ldt_last_error());
     f = start();
     bad = s[0];
-    bad.collective = LDT_COLL_SEND_RECV;
+    bad.collective = LDT_COLL_COUNT;
     cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
-    cr_expect(strstr(ldt_last_error(), "collective 7") != NULL, "%s", ldt_last_error());
+    cr_expect(strstr(ldt_last_error(), "collective 8") != NULL, "%s", ldt_last_error());
+    bad = s[0];
+    bad.collective = LDT_COLL_SEND_RECV;
+    bad.group = 0;
+    cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "1 or more peers") != NULL, "%s", ldt_last_error());
     bad = s[0];
     bad.seconds = 0;
     cr_expect_eq(ldt_cost_model_fit(&bad, 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
@@ -225,20 +295,22 @@ Test(costfit, refusals) {
  * is the fitted model's price of it, and too little room or bad repeats are refused. */
 Test(calibrate, measures_every_kind_and_reports_the_fit) {
     ldt_mesh *mesh;
-    ldt_calibrate_options o = {1, 0, 0};
+    ldt_calibrate_options o = {1, 0, 0, NULL};
     ldt_cost_model cm;
     ldt_cost_sample *s;
     int cap, n = 0, seen[LDT_COLL_COUNT] = {0};
     double rms = -1;
     cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
     cap = ldt_calibrate_max_samples(mesh, &o);
-    cr_assert_eq(cap, (4 + 2) * 3);
+    cr_assert_eq(cap, (4 + 3) * 3);
     s = calloc((size_t)cap, sizeof *s);
     cr_assert_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, &rms), LDT_OK, "%s", ldt_last_error());
     cr_expect_str_eq(cm.name, "calibrated");
     cr_expect_geq(rms, 0);
     for (int i = 0; i < n; i++) {
-        double want = ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
+        double want = s[i].collective == LDT_COLL_SEND_RECV
+                          ? ldt_cost_seconds(&cm, mesh, 0, NULL, LDT_COLL_SEND_RECV, s[i].bytes, (int)s[i].group)
+                          : ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
         seen[s[i].collective]++;
         cr_expect_gt(s[i].seconds, 0);
         expect_close(s[i].modeled, want, 1e-12, "a sample's modeled value");
@@ -247,6 +319,7 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
     for (int c = 0; c <= LDT_COLL_ALL_TO_ALL; c++)
         cr_expect_gt(seen[c], 0, "%s never measured", ldt_collective_name((ldt_collective)c));
     cr_expect_gt(seen[LDT_COLL_LOCAL_CHUNK] + seen[LDT_COLL_LOCAL_PAD], 0);
+    cr_expect_gt(seen[LDT_COLL_SEND_RECV], 0, "send_recv never measured");
     cr_expect_eq(ldt_calibrate_samples(mesh, &o, &cm, s, 2, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ldt_last_error(), "pass cap >=") != NULL, "%s", ldt_last_error());
     o.reps = -1;
@@ -254,6 +327,150 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
     cr_expect(strstr(ldt_last_error(), "-1 repeats") != NULL, "%s", ldt_last_error());
     cr_expect_eq(ldt_calibrate_samples(mesh, NULL, &cm, NULL, 5, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
     free(s);
+    ldt_mesh_destroy(mesh);
+}
+
+/* ---- the rendezvous ---------------------------------------------------------------------- */
+
+/* Steps with known meetings and compute before them, a known shared excess, a known wait
+ * per meeting and share of the compute: the fit gives all three back exactly, and within a
+ * few percent under 1% noise on the measured times; a negative term is fixed at 0. */
+Test(rendezvous, fit_recovers_the_wait_per_meeting_and_share) {
+    static const struct { int ranks, cores; double w, share, fixed; } cases[] = {
+        {4, 2, 3.5e-4, 1.5, 2.0e-4}, {6, 4, 1.25e-3, 0.25, 0}, {8, 2, 7.0e-5, 0, 4.0e-3}, {4, 2, 0, 0.8, 1e-3}};
+    double calls[6] = {2, 6, 18, 2, 6, 18}, gap[6], meas[6], mod[6], fixed = -1, w, sh;
+    for (int i = 0; i < 6; i++) gap[i] = calls[i] * (i < 3 ? 2.5e-4 : 6.75e-3); /* two GEMM sizes */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double over = (double)cases[c].ranks / cases[c].cores - 1;
+        for (int i = 0; i < 6; i++) {
+            mod[i] = 1e-3 * (1 + i * 0.37); /* anything: the fit works on measured - modeled */
+            meas[i] = mod[i] + cases[c].fixed + (calls[i] * cases[c].w + gap[i] * cases[c].share) * over;
+        }
+        ldt__fit_rendezvous(calls, gap, meas, mod, 6, cases[c].ranks, cases[c].cores, &w, &sh, &fixed);
+        cr_expect(fabs(w - cases[c].w) <= 1e-9 * (cases[c].w + 1e-3), "case %zu: per meeting %.9g, expected %.9g",
+                  c, w, cases[c].w);
+        cr_expect(fabs(sh - cases[c].share) <= 1e-9, "case %zu: share %.9g, expected %.9g", c, sh, cases[c].share);
+        cr_expect(fabs(fixed - cases[c].fixed) <= 1e-12, "intercept %g, expected %g", fixed, cases[c].fixed);
+        for (int i = 0; i < 6; i++) /* +-1%, alternating */
+            meas[i] = mod[i] + (cases[c].fixed + (calls[i] * cases[c].w + gap[i] * cases[c].share) * over) *
+                                   (i % 2 ? 1.01 : 0.99);
+        ldt__fit_rendezvous(calls, gap, meas, mod, 6, cases[c].ranks, cases[c].cores, &w, &sh, NULL);
+        if (cases[c].share > 0) expect_close(sh, cases[c].share, 0.05, "share under noise");
+        if (cases[c].w > 1e-4) expect_close(w, cases[c].w, 0.10, "per meeting under noise");
+    }
+    /* no sharing, too few steps: nothing to fit */
+    ldt__fit_rendezvous(calls, gap, meas, mod, 6, 2, 2, &w, &sh, NULL);
+    cr_expect(w == 0 && sh == 0);
+    ldt__fit_rendezvous(calls, gap, meas, mod, 6, 4, 0, &w, &sh, NULL);
+    cr_expect(w == 0 && sh == 0);
+    ldt__fit_rendezvous(calls, gap, meas, mod, 2, 4, 2, &w, &sh, NULL);
+    cr_expect(w == 0 && sh == 0);
+    /* a negative share (steps with more compute waited less): fixed at 0, the wait refitted */
+    for (int i = 0; i < 6; i++) meas[i] = mod[i] + 1e-3 * calls[i] - 0.1 * gap[i];
+    ldt__fit_rendezvous(calls, gap, meas, mod, 6, 4, 2, &w, &sh, NULL);
+    cr_expect(sh == 0 && w >= 0, "share %g, per meeting %g", sh, w);
+    /* timings below the model: both 0, never negative */
+    for (int i = 0; i < 6; i++) meas[i] = mod[i] - 1e-5 * calls[i] - 0.01 * gap[i];
+    ldt__fit_rendezvous(calls, gap, meas, mod, 6, 4, 2, &w, &sh, NULL);
+    cr_expect(w == 0 && sh == 0, "per meeting %g, share %g", w, sh);
+}
+
+/* The profile field: written when set, read back, absent in the shipped profiles, refused
+ * when negative. */
+Test(rendezvous, profile_field) {
+    ldt_cost_model m, back;
+    char buf[16384];
+    cr_assert_eq(ldt_cost_model_preset("cpu-threads", &m), LDT_OK);
+    cr_expect_eq(m.rendezvous_s, 0);
+    cr_assert_gt(ldt_cost_model_format(&m, buf, sizeof buf), 0);
+    cr_expect(strstr(buf, "rendezvous_s") == NULL, "%s", buf);
+    cr_expect(strstr(buf, "rendezvous_share") == NULL, "%s", buf);
+    m.rendezvous_share = 0.75;
+    cr_assert_lt(ldt_cost_model_format(&m, buf, sizeof buf), (int)sizeof buf);
+    cr_assert_eq(ldt_cost_model_parse(buf, &back), LDT_OK, "%s", ldt_last_error());
+    cr_expect_eq(back.rendezvous_share, 0.75);
+    cr_expect_eq(back.rendezvous_s, 0);
+    m.rendezvous_share = 0;
+    m.rendezvous_s = 2.5e-4;
+    cr_assert_lt(ldt_cost_model_format(&m, buf, sizeof buf), (int)sizeof buf);
+    cr_assert_eq(ldt_cost_model_parse(buf, &back), LDT_OK, "%s", ldt_last_error());
+    cr_expect_eq(back.rendezvous_s, 2.5e-4);
+    {
+        static char neg[16400];
+        char *at = strstr(buf, "\"rendezvous_s\":");
+        size_t head;
+        cr_assert_not_null(at, "%s", buf);
+        head = (size_t)(at - buf) + strlen("\"rendezvous_s\":");
+        while (buf[head] == ' ' || buf[head] == '\t' || buf[head] == '\n') head++;
+        memcpy(neg, buf, head);
+        neg[head] = '-'; /* the same figure, negative */
+        strcpy(neg + head + 1, buf + head);
+        cr_expect_eq(ldt_cost_model_parse(neg, &back), LDT_ERR_CORRUPT);
+    }
+    cr_expect(strstr(ldt_last_error(), "compute.rendezvous_s") != NULL, "%s", ldt_last_error());
+    m.rendezvous_s = -1;
+    cr_expect_eq(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "rendezvous") != NULL, "%s", ldt_last_error());
+    m.rendezvous_s = 0;
+    m.rendezvous_share = NAN;
+    cr_expect_eq(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "rendezvous share") != NULL, "%s", ldt_last_error());
+}
+
+/* The modeled step charges each meeting of peers the rendezvous, ranks / cores - 1 times:
+ * three rounds of Replicate -> Shard(0) (a local chunk) -> Replicate (an all_gather) and a
+ * mul on four rank threads sharing two cores add 3 (4/2 - 1) rendezvous_s to the step, and
+ * nothing when the profile gives four cores; the share of compute adds (4/cores - 1) times
+ * the kernels' seconds before the meetings: some, and on one core six times what it adds on
+ * two (three times the factor, and kernels twice as slow: no launch term here). */
+Test(rendezvous, step_model_charges_each_meeting) {
+    static const struct { int cores; double want; } cases[] = {{2, 3 * 1e-3}, {4, 0}, {1, 3 * 3e-3}};
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_shape sh = {2, {64, 32}};
+    ldt_placement r = ldt_replicate(), s0 = ldt_shard(0);
+    ldt_tensor *x, *y;
+    double by_share[3];
+    cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK, "%s", ldt_last_error());
+    x = ldt_input(ctx, "x", &sh, LDT_F32);
+    cr_assert_not_null(x);
+    cr_assert_eq(ldt_pin(x, &r, 1), LDT_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ldt_cost_model cm;
+        ldt_compile_options o = {0};
+        ldt_exec *e[3];
+        ldt_exec_stats st[3];
+        cr_assert_eq(ldt_cost_model_preset("cpu-threads", &cm), LDT_OK);
+        cm.cores = cases[c].cores;
+        cm.launch_s = 1e-300; /* kernels all roofline, so they scale with the sharing */
+        o.plan.cost = &cm;
+        o.overlap = -1;
+        for (int z = 0; z < 3; z++) { /* a compile ends the trace: record it again */
+            y = x;
+            for (int k = 0; k < 3; k++) {
+                y = ldt_redistribute_to(y, &s0, 1);
+                y = ldt_redistribute_to(y, &r, 1);
+                y = ldt_mul(y, y);
+            }
+            cr_assert_not_null(y, "%s", ldt_ctx_errmsg(ctx));
+            cr_assert_eq(ldt_pin(y, &r, 1), LDT_OK);
+            cm.rendezvous_s = z == 1 ? 1e-3 : 0;
+            cm.rendezvous_share = z == 2 ? 1 : 0;
+            cr_assert_eq(ldt_compile(ctx, &y, 1, &o, &e[z]), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_exec_stats_get(e[z], &st[z]), LDT_OK);
+        }
+        cr_expect(fabs(st[1].modeled_step_seconds - st[0].modeled_step_seconds - cases[c].want) <= 1e-12,
+                  "%d cores: the step grew by %.9g s, expected %.9g", cases[c].cores,
+                  st[1].modeled_step_seconds - st[0].modeled_step_seconds, cases[c].want);
+        by_share[c] = st[2].modeled_step_seconds - st[0].modeled_step_seconds;
+    }
+    cr_expect_gt(by_share[0], 0);
+    cr_expect_eq(by_share[1], 0);
+    expect_close(by_share[2], 6 * by_share[0], 1e-9, "the share on one core against two");
+    ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
 }
 

@@ -255,6 +255,11 @@ typedef struct ldt_calibrate_options {
     int median; /* 1: each timing the median of its repeats in one world (what a step or
                    `ldt-bench costmodel` sees on a loaded machine) in place of the fastest
                    of repeats each in a world of its own (the reproducible figure) */
+    struct ldt_comm *world; /* NULL: the mesh's ranks as rank threads; an MPI world
+                               (ldt_mpi_world): every process of it calls ldt_calibrate with
+                               the same arguments, each timing its own replays of compiled
+                               one-redistribution programs (the world's size must be the
+                               mesh's ranks); each gets the fit of its own timings */
 } ldt_calibrate_options;
 
 /* Measures the cost model's constants on `mesh`'s ranks as rank threads: every collective
@@ -265,10 +270,15 @@ typedef struct ldt_calibrate_options {
  * GEMM FLOP/s at square shapes (n = 32 to 1024) and an elementwise add's bandwidth (64 KiB
  * to 64 MiB), with every rank thread of the mesh computing at once (sharing the cores as a
  * step's ranks do), give one rank's f32 peak and memory bandwidth with their efficiency
- * curves, and cores 0 (the sharing is in the figures); a chain of 256 one-element adds
- * against one gives launch_s; layer_norm, softmax, sum and gelu at 64 KiB to 4 MiB give the
- * norm, softmax, reduce and transcendental curves (the roofline's time at efficiency 1 over
- * the measured time). The result starts from the shipped "cpu-threads" (what is not measured
+ * curves; cores is the processors online, and with more ranks than cores the peaks and
+ * bandwidth are scaled by ranks / cores (one rank's unshared figure: the roofline's slowdown
+ * gives the shared one back); a chain of 256 one-element adds against one gives launch_s;
+ * layer_norm, softmax, sum and gelu at 64 KiB to 4 MiB give the norm, softmax, reduce and
+ * transcendental curves (the roofline's time at efficiency 1 over the measured time); with
+ * more ranks than cores, steps of 2, 6 and 18 GEMM + all_gather rounds (GEMMs of 128 and
+ * 384), each beside the same GEMMs without the all_gathers, give rendezvous_s and
+ * rendezvous_share; on rank threads, send/recv (Shard(0) to the ranks rotated by one)
+ * gives its bytes and knee factors. The result starts from the shipped "cpu-threads" (what is not measured
  * keeps its values): a profile named "calibrated" with one link per mesh dim. opts may be
  * NULL. */
 LDT_API ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,

@@ -142,6 +142,13 @@ typedef struct ldt_cost_model {
     int cores; /* CPU cores the ranks share (0: each rank has its own device) */
     double launch_s; /* a kernel's launch (an instruction's dispatch in a replay); 0: the
                         local_overhead_s, as profiles without "launch_s" price it */
+    /* The rendezvous: what a meeting of peers inside a step (a collective) waits, beyond its
+     * own price, for peers that share the cores (ranks > cores > 0):
+     * (rendezvous_s + rendezvous_share * compute) (ranks / cores - 1), compute the step's
+     * modeled kernel seconds since the previous meeting (the longer the ranks run apart, the
+     * further apart they arrive). 0: none (the shipped profiles); `ldt calibrate` fits both. */
+    double rendezvous_s;
+    double rendezvous_share;
 } ldt_cost_model;
 
 /* The shipped profiles, embedded in the library (the same JSON as the repository's
@@ -159,9 +166,10 @@ LDT_API const char *ldt_cost_model_preset_name(int i);
  *  "ranks_per_node":..,"node_link":{..},"network_link":{..}      (link classes),
  *  "algorithms":{"all_reduce":"ring"|"tree"|"direct",...},
  *  "compute":{"peak_tflops":{"f32":..,"bf16":..,"f64":..},"memory_bandwidth_gbps":..,
- *             "cores":..,"launch_s":..,"efficiency":{"matmul":[[size,eff],...],...}},
+ *             "cores":..,"launch_s":..,"rendezvous_s":..,"rendezvous_share":..,
+ *             "efficiency":{"matmul":[[size,eff],...],...}},
  *  "bytes_factor":{kind:factor,...}, "cache":{"bytes":..,"beyond":{kind|"local":..}}}
- * (launch_s, bytes_factor and cache optional)
+ * (launch_s, rendezvous_s, rendezvous_share, bytes_factor and cache optional)
  * Version 1 files (no classes, algorithms or compute, as `ldt calibrate` wrote them) load:
  * ring algorithms, and the compute of before profiles: 50 GFLOP/s at every precision,
  * memory at the local bandwidth, efficiency 1. */

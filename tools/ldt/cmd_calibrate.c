@@ -16,7 +16,7 @@
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
         {"mesh", 1, "device mesh to measure: 4, 2x2, dp=2,tp=2 or [[0,2],[1,3]] (required)", NULL},
-        {"backend", 1, "communicator to measure (default threads; the only one so far)", NULL},
+        {"backend", 1, "communicator to measure: threads (the default) or mpi (under mpirun, one process a rank; rank 0 writes)", NULL},
         {"out", 1, "also write the profile (JSON) to FILE (default: print only)", NULL},
         {"save", 0, "also save it as your profile (the user cache: plans use it by default)", NULL},
         {"quick", 0, "three sizes and 3 repeats (less precise, a second or so)", NULL},
@@ -81,13 +81,14 @@ int cmd_calibrate(int argc, char **argv) {
     ldt_cost_sample *samples = NULL;
     const char *backend;
     char *json = NULL;
-    int rc = 1, n = 0, cap;
+    ldt_comm *world = NULL;
+    int rc = 1, n = 0, cap, lead = 1;
     int64_t reps = 0;
     double rms = 0;
     if (cli_parse("calibrate", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("calibrate", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
-        printf("usage: ldt calibrate --mesh M [--backend threads] [--out FILE] [--save] [--quick] [--median] [--reps N] [--json]\n\n"
+        printf("usage: ldt calibrate --mesh M [--backend threads|mpi] [--out FILE] [--save] [--quick] [--median] [--reps N] [--json]\n\n"
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
                "all_gather, all_to_all) along each mesh dim at eight sizes from 4 KiB to 64 MiB,\n"
                "and the local ops (chunk, pad), as redistributions run them (the fastest of\n"
@@ -99,7 +100,10 @@ int cmd_calibrate(int argc, char **argv) {
                "modeled value and residual); --out FILE also writes it for --profile FILE of\n"
                "plan, redistribute, train; --save makes it your default profile. Also times\n"
                "GEMMs (FLOP/s by size), an elementwise add (memory bandwidth by size), a kernel's\n"
-               "launch, and layer_norm, softmax, sum and gelu (their efficiency curves).\n\n"
+               "launch, and layer_norm, softmax, sum and gelu (their efficiency curves), and the\n"
+               "rendezvous (what a collective in a step waits for peers sharing the cores).\n"
+               "--backend mpi: under mpirun, one process a mesh rank; each times compiled\n"
+               "programs on the MPI communicator, and rank 0 prints and writes its fit.\n\n"
                "flags:\n");
         cli_print_flags(stdout, f, NFLAGS);
         return 0;
@@ -113,14 +117,22 @@ int cmd_calibrate(int argc, char **argv) {
         return 2;
     }
     backend = cli_get(f, NFLAGS, "backend");
-    if (backend && strcmp(backend, "threads") != 0) {
-        fprintf(stderr, "ldt calibrate: --backend %s is not available, expected threads\n", backend);
+    if (backend && strcmp(backend, "threads") != 0 && strcmp(backend, "mpi") != 0) {
+        fprintf(stderr, "ldt calibrate: --backend %s, expected threads or mpi\n", backend);
         return 2;
     }
     if (cli_int("calibrate", f, NFLAGS, "reps", 0, 1, &reps)) return 2;
     opt.quick = cli_has(f, NFLAGS, "quick");
     opt.median = cli_has(f, NFLAGS, "median");
     opt.reps = (int)reps;
+    if (backend && strcmp(backend, "mpi") == 0) { /* every process measures; rank 0 reports */
+        if (ldt_mpi_world(NULL, &world) != LDT_OK) return cli_fail("calibrate");
+        opt.world = world;
+        if (ldt_comm_rank(world) != 0) {
+            if (!freopen("/dev/null", "w", stdout)) goto done;
+            lead = 0;
+        }
+    }
     if (ldt_mesh_parse(cli_get(f, NFLAGS, "mesh"), LDT_DEVICE_CPU, &mesh) != LDT_OK) {
         rc = cli_fail("calibrate");
         goto done;
@@ -138,7 +150,7 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "ldt calibrate: out of memory\n");
         goto done;
     }
-    if (cli_has(f, NFLAGS, "out")) {
+    if (lead && cli_has(f, NFLAGS, "out")) {
         FILE *o = fopen(cli_get(f, NFLAGS, "out"), "wb");
         if (!o || fputs(json, o) < 0 || fputc('\n', o) == EOF) {
             fprintf(stderr, "ldt calibrate: cannot write '%s'\n", cli_get(f, NFLAGS, "out"));
@@ -150,7 +162,7 @@ int cmd_calibrate(int argc, char **argv) {
             goto done;
         }
     }
-    if (cli_has(f, NFLAGS, "save") && ldt_cost_model_save_user(&cm) != LDT_OK) {
+    if (lead && cli_has(f, NFLAGS, "save") && ldt_cost_model_save_user(&cm) != LDT_OK) {
         rc = cli_fail("calibrate");
         goto done;
     }
@@ -186,5 +198,6 @@ done:
     cJSON_free(json);
     free(samples);
     ldt_mesh_destroy(mesh);
+    ldt_mpi_world_destroy(world);
     return rc;
 }
