@@ -46,15 +46,15 @@ static double slot_cost(bb *B, int64_t v, int k) {
     int64_t u = LDT__IN(t)[k]->id;
     int from = LDT__SSET_PL(p->node_ss[u], B->a[u])[0];
     int to = LDT__SSET_PL(p->node_ss[v], B->a[v])[1 + k];
-    ldt__redist_memo *m;
+    double m;
     if (from == to) return 0;
     for (int64_t j = p->use_off[u]; j < p->use_off[u + 1]; j++) {
         int32_t w = p->use_node[j];
         if (w > v || (w == v && p->use_slot[j] >= k)) break; /* uses are in (node, slot) order */
         if (LDT__SSET_PL(p->node_ss[w], B->a[w])[1 + p->use_slot[j]] == to) return 0;
     }
-    m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
-    return m ? m->seconds + (p->opts.strict ? 1e9 : 0) : INFINITY;
+    m = ldt__plan_move_seconds(p, p->node_class[u], from, to);
+    return m + (p->opts.strict ? 1e9 : 0);
 }
 
 static double node_cost(bb *B, int64_t v) {

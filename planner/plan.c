@@ -499,7 +499,7 @@ ldt__redist_memo *ldt__plan_redist(ldt_plan *p, int32_t cls, int from, int to, i
 
 /* The search's price of moving a value of class cls from `from` to `to` into node v;
  * strict mode makes any move not into a redistribute node prohibitive. */
-static double move_cost(ldt_plan *p, int32_t cls, int from, int to, const ldt_tensor *v) {
+double ldt__plan_move_seconds(ldt_plan *p, int32_t cls, int from, int to) {
     ldt__redist_memo *e;
     uint64_t key;
     ldt__price_slot *slot;
@@ -519,6 +519,13 @@ static double move_cost(ldt_plan *p, int32_t cls, int from, int to, const ldt_te
         slot->key = key;
         slot->seconds = c;
     }
+    return c;
+}
+
+static double move_cost(ldt_plan *p, int32_t cls, int from, int to, const ldt_tensor *v) {
+    double c;
+    if (from == to) return 0;
+    c = ldt__plan_move_seconds(p, cls, from, to);
     if (p->opts.strict && v->op != LDT_OP_REDISTRIBUTE) return c + STRICT_PENALTY;
     return c;
 }

@@ -114,6 +114,9 @@ static inline const ldt_placement *ldt__plist(const ldt_plan *p, int id) {
 /* The redistribution of a value of shape class cls from placement list `from` to `to`: its
  * memo entry, priced with the real plan (kept when want_plan). NULL on out of memory. */
 ldt__redist_memo *ldt__plan_redist(ldt_plan *p, int32_t cls, int from, int to, int want_plan);
+/* The same move's modeled seconds (INFINITY when no redistribution makes it) through a small
+ * direct-mapped cache in front of the memo: what the searches' inner loops ask. */
+double ldt__plan_move_seconds(ldt_plan *p, int32_t cls, int from, int to);
 /* The search's price of node v's input k under the chosen strategies (what the search adds
  * for that edge; tests compare it with the plan lowering runs). */
 double ldt__plan_search_price(ldt_plan *p, int64_t v, int k);
