@@ -37,6 +37,22 @@ static ldt_shape square_shape(int64_t bytes) {
 
 static int cmp_d(const void *a, const void *b);
 
+/* Replays ex once to warm it (first touch of the arena), then `reps` times, each timed into
+ * t[0..reps), and returns the median (median != 0) or the least disturbed (fastest) run. */
+static ldt_status time_replays(ldt_exec *ex, int reps, int median, double *t, double *out) {
+    LDT_CHECK(ldt_replay(ex));
+    for (int r = 0; r < reps; r++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        LDT_CHECK(ldt_replay(ex));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    *out = t[median ? reps / 2 : 0];
+    return LDT_OK;
+}
+
 /* Least seconds of the plan from -> to on `mesh` for shape `shape`; *step gets its one
  * step (*nsteps its step count: the caller keeps only one-step plans of the kind it asked). */
 static ldt_status time_plan_to(const ldt_mesh *mesh, const ldt_mesh *to_mesh, const ldt_shape *shape,
@@ -127,16 +143,7 @@ static ldt_status time_plan_world(ldt_comm *world, const ldt_mesh *mesh, const l
     copt.plan.cost = cm;
     copt.overlap = -1;
     LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
-    LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up */
-    for (int r = 0; r < reps; r++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        LDT_CHECK_GOTO(ldt_replay(ex));
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    }
-    qsort(t, (size_t)reps, sizeof *t, cmp_d);
-    *out = t[median ? reps / 2 : 0];
+    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, out));
 fail:
     free(d);
     ldt_ctx_destroy(ctx);
@@ -266,16 +273,8 @@ static ldt_status time_op(ldt_comm *world, const ldt_mesh *mesh, int op, int64_t
     if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
     LDT_CHECK_GOTO(ldt_pin(y, rr, ldt_mesh_ndim(mesh)));
     LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
-    LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up: first touch of the arena */
-    for (int r = 0; r < reps; r++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        LDT_CHECK_GOTO(ldt_replay(ex));
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    }
-    qsort(t, (size_t)reps, sizeof *t, cmp_d); /* the least disturbed run, as time_plan */
-    *out = t[median ? reps / 2 : 0] - base > 1e-9 ? t[median ? reps / 2 : 0] - base : 1e-9;
+    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, out));
+    *out = *out - base > 1e-9 ? *out - base : 1e-9;
     if (flops || bytes) {
         ldt_shape so;
         double outn = 1, fl;
@@ -454,16 +453,7 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
         LDT_CHECK_GOTO(ldt_exec_stats_get(ex1, &st1));
         LDT_CHECK_GOTO(ldt_exec_stats_get(ex2, &st2));
     }
-    LDT_CHECK_GOTO(ldt_replay(ex)); /* warm-up */
-    for (int r = 0; r < reps; r++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        LDT_CHECK_GOTO(ldt_replay(ex));
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        t[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    }
-    qsort(t, (size_t)reps, sizeof *t, cmp_d);
-    *measured = t[median ? reps / 2 : 0];
+    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, measured));
     *modeled = st0.modeled_step_seconds;
     *calls = *gap = 0;
     if (cm->cores > 0 && nr > cm->cores) {
