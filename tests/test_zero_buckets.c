@@ -142,7 +142,6 @@ static int64_t buckets(const run *r, int64_t cap, int zero, const int64_t *order
             idx[b - 1] = t;
         }
     for (int a = 0; a < n; a++) {
-        if (order && a > 0 && order[idx[a]] >= ((int64_t)1 << 40) && order[idx[a - 1]] < ((int64_t)1 << 40)) fill = 0;
         if (fill > 0 && fill + r->bytes[idx[a]] > cap) fill = 0;
         if (fill == 0) nb++;
         fill += r->bytes[idx[a]];
@@ -173,8 +172,7 @@ static void check_mesh(const char *mesh) {
          * parameters that are all_gathered need the norm), a move the search picks across
          * dp in the backward, and the loss's [sum, count] pair where no all_reduce bucket's
          * window meets its own (its backward reads neither; the gradients are divided by the
-         * count after their reduction); on dp=2,tp=2 the interleaved-sharded parameters'
-         * gradients are divided before their reductions, so the pair's bucket closes first */
+         * count after their reduction, the interleaved-sharded ones' on dp=2,tp=2 too) */
         cr_assert(fused.es.dim_collectives[dp] >= rs + ag + ar + 2 &&
                       fused.es.dim_collectives[dp] <= rs + ag + ar + 3,
                      "%s, cap %lld: %lld calls on dp; buckets: %lld reduce_scatter, %lld all_gather, %lld all_reduce",

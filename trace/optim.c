@@ -201,7 +201,8 @@ ldt_status ldt_optim_sync_grads(ldt_optim *o, int mesh_dim) {
  * all_reduce that fusion buckets) or, under ZeRO, its state's (a reduce_scatter). Where the
  * parameter is interleaved-sharded on another dim no op strategy makes that Partial directly:
  * the gradient is redistributed to it first (the other dims' reduction), so the data-parallel
- * reduction is still one all_reduce of its own. Pinned gradients and parameters split on this
+ * reduction is still one all_reduce (a mean loss's gradient before its division by the count,
+ * as the others). Pinned gradients and parameters split on this
  * dim are left as they are. */
 static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g) {
     const ldt_tensor *p = o->params[i], *s = o->m[i];
@@ -222,6 +223,14 @@ static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g) {
         u = LDT__IN(g)[0];
     if (pin && u && !u->pin && u->kind == LDT__NODE) {
         if (ldt_pin(u, pl, nd) != LDT_OK || ldt_pin(g, to, nd) != LDT_OK) return NULL;
+        return g;
+    }
+    if (!pin && u && u->kind == LDT__NODE) {
+        /* interleaved: u redistributed to the parameter's placement with dp Partial (its other
+         * dims' reduction), then divided where the update reads it, so its dp reduction, too,
+         * comes before the count is read and joins the bucket that carries the count */
+        ldt_tensor *r = ldt_redistribute_to(u, pl, nd);
+        if (!r || !(g = ldt_div(r, LDT__IN(g)[1])) || ldt_pin(g, to, nd) != LDT_OK) return NULL;
         return g;
     }
     if (pin) {
