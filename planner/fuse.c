@@ -116,6 +116,22 @@ static ldt_status in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats
     }
     for (int64_t i = 0; i < p->nins; i++)
         for (int k = 0; k < p->ins[i].nin; k++) readers[p->ops[p->ins[i].in + k]]++;
+    { /* divisions whose result nothing reads or keeps are dropped (ldt_grad's division of a
+       * gradient that ldt_optim_sync_grads divides again after its reductions): their reads
+       * would keep a gradient's reduction from being made in place */
+        int64_t k = 0;
+        for (int64_t i = p->nins - 1; i >= 0; i--) {
+            ldt__instr *x = &p->ins[i];
+            if (x->kind != LDT__I_KERNEL || x->op != LDT_OP_DIV || x->nout != 0 || readers[x->out] != 0 ||
+                (keep && keep[x->out]))
+                continue;
+            for (int j = 0; j < x->nin; j++) readers[p->ops[x->in + j]]--;
+            x->kind = LDT__I_COUNT; /* marked: removed below */
+        }
+        for (int64_t i = 0; i < p->nins; i++)
+            if (p->ins[i].kind != LDT__I_COUNT) p->ins[k++] = p->ins[i];
+        p->nins = k;
+    }
     for (int64_t i = 0; i < p->nins; i++) {
         ldt__instr *x = &p->ins[i];
         ldt_redist_step s;
@@ -513,12 +529,13 @@ ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_
 }
 
 /* Before pass 2: kernels that make a few numbers (SINK_BYTES at most) from what a lone
- * all_reduce made (or from such numbers) move down to just before their first reader, or to
- * the end where only the step's outputs read them, so that all_reduce can wait for a later
- * bucket: a mean loss's [sum, count] pair, read by the loss's value and by the gradients'
- * division by the count after their own reduction (docs/replay.md, "Gradient bucketing").
- * Only small values move: work that makes gradients keeps its place, so buckets start as
- * early as before. A kernel moves only when nothing writes its inputs or its output after
+ * all_reduce made (or from such numbers), and divisions by such numbers, move down to just
+ * before their first reader, or to the end where only the step's outputs read them, so that
+ * all_reduce can wait for a later bucket: a mean loss's [sum, count] pair, read by the loss's
+ * value and by the gradients' division by the count after their own reduction (docs/replay.md,
+ * "Gradient bucketing"; the divisions of the gradients reduced first wait for those reduced
+ * later, the interleaved-sharded ones). Otherwise only small values move: work that makes
+ * gradients keeps its place, so buckets start as early as before. A kernel moves only when nothing writes its inputs or its output after
  * it; collectives and every other instruction keep their order. Returns the count moved (-1:
  * out of memory). */
 #define SINK_BYTES 64
@@ -539,15 +556,17 @@ static int64_t sink_late(ldt__program *p) {
     }
     for (int64_t i = 0; i < n; i++) { /* the candidates, fed by a lone all_reduce */
         const ldt__instr *x = &p->ins[i];
-        int c = x->kind == LDT__I_KERNEL && x->nout == 0 && lastw[x->out] == i &&
-                ldt__value_bytes(&p->vals[x->out]) <= SINK_BYTES, r = 0;
+        int w = x->kind == LDT__I_KERNEL && x->nout == 0 && lastw[x->out] == i, r = 0, rs = 0;
+        int c = w && ldt__value_bytes(&p->vals[x->out]) <= SINK_BYTES;
         if (x->kind == LDT__I_ALL_REDUCE && x->nin == 1) reach[x->out] = 1;
-        for (int k = 0; c && k < x->nin; k++) {
-            c = lastw[p->ops[x->in + k]] < i;
-            r |= reach[p->ops[x->in + k]];
+        for (int k = 0; w && k < x->nin; k++) {
+            int32_t v = p->ops[x->in + k];
+            w = lastw[v] < i;
+            r |= reach[v];
+            rs |= reach[v] && ldt__value_bytes(&p->vals[v]) <= SINK_BYTES;
         }
-        cand[i] = (uint8_t)(c && r);
-        if (cand[i]) reach[x->out] = 1;
+        cand[i] = (uint8_t)(w && ((c && r) || (x->op == LDT_OP_DIV && rs)));
+        if (cand[i] && c) reach[x->out] = 1;
     }
     for (int64_t i = n - 1; i >= 0; i--) { /* where each goes: before its first reader */
         const ldt__instr *x = &p->ins[i];
