@@ -32,13 +32,14 @@ static int single_all_reduce(const ldt__instr *x, ldt_redist_step *s) {
  * all_gather's output) lies in this rank's whole local buffer: *nrun runs of *run elements,
  * *stride apart, the first at *off (elements; *cnt = *nrun * *run in all). A piece split on
  * the leading dim is one run; one split on a later dim (a [H, 3H] weight's columns) is one
- * run per row of the dims before it. 0 when it is no such block (then the collective is not
+ * run per row of the dims before it; a piece of an interleaved dim (merged QKV's rows) one
+ * run per row and block. 0 when it is no such block (then the collective is not
  * bucketed). */
 int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, ldt__bucket_piece *pc) {
     const ldt__rstep *s = &pl->steps[0];
     int rs = s->pub.collective == LDT_COLL_REDUCE_SCATTER;
     ldt_region X, Y;
-    int64_t inner = 1, outer = 1;
+    int64_t inner = 1, outer = 1, blocks = 1, step = 0;
     int d0 = -1;
     if (ldt_layout(rs ? &s->before : &s->after, me, &X) != LDT_OK ||
         ldt_layout(rs ? &s->after : &s->before, q, &Y) != LDT_OK)
@@ -48,21 +49,38 @@ int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, ldt__bucket_piec
     pc->nrun = 1;
     pc->run = pc->stride = Y.numel;
     if (Y.numel == 0) return 1;
-    if (X.nslices != 1 || Y.nslices != 1 || X.ndim != Y.ndim) return 0;
-    /* a block: the dims before the first that differs and those after it whole */
+    if (X.ndim != Y.ndim) return 0;
+    /* a block of runs: every dim but one (d0) as the whole buffer has it; on d0 the same
+     * blocks (an interleaved dim's pieces), each a sub-range at one offset within its run */
     for (int d = 0; d < X.ndim; d++) {
-        if (Y.offset[d] < X.offset[d] || Y.offset[d] + Y.local_shape.dims[d] > X.offset[d] + X.local_shape.dims[d])
+        const ldt_dim_runs *a = &X.runs[d], *b = &Y.runs[d];
+        if (b->start == a->start && b->len == a->len && b->blocks == a->blocks &&
+            (a->blocks == 1 || b->block_stride == a->block_stride))
+            continue;
+        if (d0 >= 0 || b->start < a->start) return 0;
+        if (b->blocks == a->blocks && (a->blocks == 1 || b->block_stride == a->block_stride)) {
+            /* the same blocks, a sub-range of each: X's runs lie a->len apart locally */
+            if (b->start + b->len > a->start + a->len) return 0;
+            blocks = a->blocks;
+            step = a->len;
+        } else if (a->blocks == 1 && a->len == b->blocks * b->block_stride &&
+                   b->start - a->start + b->len <= b->block_stride) {
+            blocks = b->blocks; /* X whole over Y's blocks: they lie b->block_stride apart */
+            step = b->block_stride;
+        } else {
             return 0;
-        if (d0 < 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) d0 = d;
-        else if (d0 >= 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) return 0;
+        }
+        d0 = d;
     }
     if (d0 < 0) return 1; /* the whole buffer */
     for (int d = 0; d < d0; d++) outer *= X.local_shape.dims[d];
     for (int d = d0 + 1; d < X.ndim; d++) inner *= X.local_shape.dims[d];
-    pc->off = (Y.offset[d0] - X.offset[d0]) * inner;
-    pc->nrun = outer;
-    pc->run = Y.local_shape.dims[d0] * inner;
-    pc->stride = X.local_shape.dims[d0] * inner;
+    /* run (r, j) of row r before d0 and block j on d0 is run r * blocks + j, step apart: a
+     * row spans blocks * step along d0 in both cases */
+    pc->off = (Y.runs[d0].start - X.runs[d0].start) * inner;
+    pc->nrun = outer * blocks;
+    pc->run = Y.runs[d0].len * inner;
+    pc->stride = step * inner;
     return 1;
 }
 
