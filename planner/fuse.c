@@ -32,13 +32,14 @@ static int single_all_reduce(const ldt__instr *x, ldt_redist_step *s) {
  * all_gather's output) lies in this rank's whole local buffer: *nrun runs of *run elements,
  * *stride apart, the first at *off (elements; *cnt = *nrun * *run in all). A piece split on
  * the leading dim is one run; one split on a later dim (a [H, 3H] weight's columns) is one
- * run per row of the dims before it. 0 when it is no such block (then the collective is not
- * bucketed). */
+ * run per row of the dims before it; where the whole buffer is interleaved (merged QKV's
+ * rows), a piece of each of its blocks: one run per row and block. 0 when it is no such
+ * block (then the collective is not bucketed). */
 int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, ldt__bucket_piece *pc) {
     const ldt__rstep *s = &pl->steps[0];
     int rs = s->pub.collective == LDT_COLL_REDUCE_SCATTER;
     ldt_region X, Y;
-    int64_t inner = 1, outer = 1;
+    int64_t inner = 1, outer = 1, blocks = 1, step = 0;
     int d0 = -1;
     if (ldt_layout(rs ? &s->before : &s->after, me, &X) != LDT_OK ||
         ldt_layout(rs ? &s->after : &s->before, q, &Y) != LDT_OK)
@@ -48,21 +49,34 @@ int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, ldt__bucket_piec
     pc->nrun = 1;
     pc->run = pc->stride = Y.numel;
     if (Y.numel == 0) return 1;
-    if (X.nslices != 1 || Y.nslices != 1 || X.ndim != Y.ndim) return 0;
-    /* a block: the dims before the first that differs and those after it whole */
+    if (X.ndim != Y.ndim) return 0;
+    /* a block of runs: every dim but one (d0) as the whole buffer has it; on d0 the same
+     * blocks (an interleaved dim's pieces), each a sub-range at one offset within its run */
     for (int d = 0; d < X.ndim; d++) {
-        if (Y.offset[d] < X.offset[d] || Y.offset[d] + Y.local_shape.dims[d] > X.offset[d] + X.local_shape.dims[d])
+        const ldt_dim_runs *a = &X.runs[d], *b = &Y.runs[d];
+        if (b->start == a->start && b->len == a->len && b->blocks == a->blocks &&
+            (a->blocks == 1 || b->block_stride == a->block_stride))
+            continue;
+        if (d0 >= 0 || b->start < a->start) return 0;
+        /* the same blocks, a sub-range of each: X's runs lie a->len apart locally (a piece
+         * of Y's own blocks out of a buffer whole on the dim is not taken: bucketing the
+         * tensor-parallel gathers of such pieces on dp=2,tp=2 changed the losses, not yet
+         * understood) */
+        if (b->blocks != a->blocks || (a->blocks > 1 && b->block_stride != a->block_stride) ||
+            b->start + b->len > a->start + a->len)
             return 0;
-        if (d0 < 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) d0 = d;
-        else if (d0 >= 0 && Y.local_shape.dims[d] != X.local_shape.dims[d]) return 0;
+        blocks = a->blocks;
+        step = a->len;
+        d0 = d;
     }
     if (d0 < 0) return 1; /* the whole buffer */
     for (int d = 0; d < d0; d++) outer *= X.local_shape.dims[d];
     for (int d = d0 + 1; d < X.ndim; d++) inner *= X.local_shape.dims[d];
-    pc->off = (Y.offset[d0] - X.offset[d0]) * inner;
-    pc->nrun = outer;
-    pc->run = Y.local_shape.dims[d0] * inner;
-    pc->stride = X.local_shape.dims[d0] * inner;
+    /* run (r, j) of row r before d0 and block j on d0 is run r * blocks + j, step apart */
+    pc->off = (Y.runs[d0].start - X.runs[d0].start) * inner;
+    pc->nrun = outer * blocks;
+    pc->run = Y.runs[d0].len * inner;
+    pc->stride = step * inner;
     return 1;
 }
 
@@ -116,6 +130,22 @@ static ldt_status in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats
     }
     for (int64_t i = 0; i < p->nins; i++)
         for (int k = 0; k < p->ins[i].nin; k++) readers[p->ops[p->ins[i].in + k]]++;
+    { /* divisions whose result nothing reads or keeps are dropped (ldt_grad's division of a
+       * gradient that ldt_optim_sync_grads divides again after its reductions): their reads
+       * would keep a gradient's reduction from being made in place */
+        int64_t k = 0;
+        for (int64_t i = p->nins - 1; i >= 0; i--) {
+            ldt__instr *x = &p->ins[i];
+            if (x->kind != LDT__I_KERNEL || x->op != LDT_OP_DIV || x->nout != 0 || readers[x->out] != 0 ||
+                (keep && keep[x->out]))
+                continue;
+            for (int j = 0; j < x->nin; j++) readers[p->ops[x->in + j]]--;
+            x->kind = LDT__I_COUNT; /* marked: removed below */
+        }
+        for (int64_t i = 0; i < p->nins; i++)
+            if (p->ins[i].kind != LDT__I_COUNT) p->ins[k++] = p->ins[i];
+        p->nins = k;
+    }
     for (int64_t i = 0; i < p->nins; i++) {
         ldt__instr *x = &p->ins[i];
         ldt_redist_step s;
@@ -513,12 +543,13 @@ ldt_status ldt__fuse_buckets(ldt__program *p, const int64_t *bytes, int64_t cap_
 }
 
 /* Before pass 2: kernels that make a few numbers (SINK_BYTES at most) from what a lone
- * all_reduce made (or from such numbers) move down to just before their first reader, or to
- * the end where only the step's outputs read them, so that all_reduce can wait for a later
- * bucket: a mean loss's [sum, count] pair, read by the loss's value and by the gradients'
- * division by the count after their own reduction (docs/replay.md, "Gradient bucketing").
- * Only small values move: work that makes gradients keeps its place, so buckets start as
- * early as before. A kernel moves only when nothing writes its inputs or its output after
+ * all_reduce made (or from such numbers), and divisions by such numbers, move down to just
+ * before their first reader, or to the end where only the step's outputs read them, so that
+ * all_reduce can wait for a later bucket: a mean loss's [sum, count] pair, read by the loss's
+ * value and by the gradients' division by the count after their own reduction (docs/replay.md,
+ * "Gradient bucketing"; the divisions of the gradients reduced first wait for those reduced
+ * later, the interleaved-sharded ones). Otherwise only small values move: work that makes
+ * gradients keeps its place, so buckets start as early as before. A kernel moves only when nothing writes its inputs or its output after
  * it; collectives and every other instruction keep their order. Returns the count moved (-1:
  * out of memory). */
 #define SINK_BYTES 64
@@ -539,15 +570,17 @@ static int64_t sink_late(ldt__program *p) {
     }
     for (int64_t i = 0; i < n; i++) { /* the candidates, fed by a lone all_reduce */
         const ldt__instr *x = &p->ins[i];
-        int c = x->kind == LDT__I_KERNEL && x->nout == 0 && lastw[x->out] == i &&
-                ldt__value_bytes(&p->vals[x->out]) <= SINK_BYTES, r = 0;
+        int w = x->kind == LDT__I_KERNEL && x->nout == 0 && lastw[x->out] == i, r = 0, rs = 0;
+        int c = w && ldt__value_bytes(&p->vals[x->out]) <= SINK_BYTES;
         if (x->kind == LDT__I_ALL_REDUCE && x->nin == 1) reach[x->out] = 1;
-        for (int k = 0; c && k < x->nin; k++) {
-            c = lastw[p->ops[x->in + k]] < i;
-            r |= reach[p->ops[x->in + k]];
+        for (int k = 0; w && k < x->nin; k++) {
+            int32_t v = p->ops[x->in + k];
+            w = lastw[v] < i;
+            r |= reach[v];
+            rs |= reach[v] && ldt__value_bytes(&p->vals[v]) <= SINK_BYTES;
         }
-        cand[i] = (uint8_t)(c && r);
-        if (cand[i]) reach[x->out] = 1;
+        cand[i] = (uint8_t)(w && ((c && r) || (x->op == LDT_OP_DIV && rs)));
+        if (cand[i] && c) reach[x->out] = 1;
     }
     for (int64_t i = n - 1; i >= 0; i--) { /* where each goes: before its first reader */
         const ldt__instr *x = &p->ins[i];

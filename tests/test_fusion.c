@@ -124,8 +124,8 @@ static void train(const char *mesh_text, int64_t cap, run *out) {
 
 /* Buckets by next fit over the gradients in readiness order (as PyTorch DDP fills them). The
  * interleaved-sharded parameters' gradients (order 2^40 on: reduced over their other dims
- * first, after the backward) are divided by the loss's count before their reductions, so the
- * bucket that carries the count closes before them: they fill buckets of their own. */
+ * first, after the backward) come last; like the others they are divided by the loss's count
+ * after their dp reduction, so they fill the same buckets. */
 static int64_t buckets(const run *r, int64_t cap) {
     int idx[MAXP];
     int64_t n = 0, fill = 0;
@@ -139,7 +139,6 @@ static int64_t buckets(const run *r, int64_t cap) {
         }
     for (int a = 0; a < r->np; a++) {
         int64_t b = r->bytes[idx[a]];
-        if (a > 0 && r->order[idx[a]] >= ((int64_t)1 << 40) && r->order[idx[a - 1]] < ((int64_t)1 << 40)) fill = 0;
         if (fill > 0 && fill + b > cap) fill = 0;
         if (fill == 0) n++;
         fill += b;
@@ -165,9 +164,9 @@ static void check_mesh(const char *mesh) {
                           r->loss[k], unf.loss[k]);
         cr_assert_eq(r->es.packed_all_reduces, 0, "%s: every all_reduce bucket placed back to back", mesh);
         cr_assert_eq(r->es.dim_collectives_unfused[dp], unf.es.dim_collectives_unfused[dp]);
-        if (c == 0) { /* the default cap holds every gradient: one bucket (and one for the
-                       * interleaved-sharded ones on dp=2,tp=2) */
-            cr_assert_eq(want, strcmp(mesh, "dp=4") == 0 ? 1 : 2, "%s: %lld buckets at 25 MiB", mesh, (long long)want);
+        if (c == 0) { /* the default cap holds every gradient: one bucket (the
+                       * interleaved-sharded ones' too, on dp=2,tp=2) */
+            cr_assert_eq(want, 1, "%s: %lld buckets at 25 MiB", mesh, (long long)want);
             /* what else crosses dp: one move of an activation the search picks in the
              * backward (uniform prices). The loss's [sum, count] pair rides in the gradients'
              * bucket (its backward reads neither; the gradients are divided by the count

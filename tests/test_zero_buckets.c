@@ -142,7 +142,6 @@ static int64_t buckets(const run *r, int64_t cap, int zero, const int64_t *order
             idx[b - 1] = t;
         }
     for (int a = 0; a < n; a++) {
-        if (order && a > 0 && order[idx[a]] >= ((int64_t)1 << 40) && order[idx[a - 1]] < ((int64_t)1 << 40)) fill = 0;
         if (fill > 0 && fill + r->bytes[idx[a]] > cap) fill = 0;
         if (fill == 0) nb++;
         fill += r->bytes[idx[a]];
@@ -170,12 +169,12 @@ static void check_mesh(const char *mesh) {
         else cr_assert_gt(rs + ag, 4, "%s: a 16 KiB cap, several buckets", mesh);
         /* on dp besides the buckets: the clipping norm's partial sums (one call, which no
          * bucket can take: the norm needs the reduce_scattered gradients and the updated
-         * parameters that are all_gathered need the norm), and the loss's [sum, count] pair
-         * where no all_reduce bucket's window meets its own (its backward reads neither; the
-         * gradients are divided by the count after their reduction); on dp=2,tp=2 the
-         * interleaved-sharded parameters' gradients are divided before their reductions, so
-         * the pair's bucket may close first. The positions' gradient, broadcast over the
-         * batch, is Partial on dp and bucketed with the parameters' gradients. */
+         * parameters that are all_gathered need the norm), a move the search may pick across
+         * dp in the backward, and the loss's [sum, count] pair where no all_reduce bucket's
+         * window meets its own (its backward reads neither; the gradients are divided by the
+         * count after their reduction, the interleaved-sharded ones' on dp=2,tp=2 too). The
+         * positions' gradient, broadcast over the batch, is Partial on dp and bucketed with
+         * the parameters' gradients. */
         cr_assert(fused.es.dim_collectives[dp] >= rs + ag + ar + 1 &&
                       fused.es.dim_collectives[dp] <= rs + ag + ar + 3,
                      "%s, cap %lld: %lld calls on dp; buckets: %lld reduce_scatter, %lld all_gather, %lld all_reduce",
@@ -248,6 +247,73 @@ Test(zero_buckets, blocks_of_runs) {
         cr_assert_eq(es.collectives_unfused, 2 * K, "a gather and a reduce_scatter per value unfused");
         cr_assert_eq(es.collectives, fused ? 2 : 2 * K, "fused %d: %lld calls", fused, (long long)es.collectives);
         cr_assert_eq(es.fuse_agreed, fused);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+}
+
+/* Pieces of values interleaved on tp (merged QKV's layout, IS0:3) moved over dp on a 2x2
+ * mesh: [6, 8] values split on dim 1 over dp are gathered to Replicate over dp, and
+ * Partial(sum) sums over dp reduce_scattered to that split, the interleaved blocks kept on tp
+ * (each rank's piece: one run per row of its 3 interleaved blocks, ldt__bucket_chunk); each
+ * kind one call fused, every element as the host computes it, on every replay. */
+Test(zero_buckets, interleaved_pieces_over_dp) {
+    enum { K = 3, R = 6, C = 8 };
+    for (int fused = 0; fused < 2; fused++) {
+        ldt_mesh *mesh;
+        ldt_ctx *ctx;
+        ldt_ctx_options co = {0};
+        ldt_compile_options copt = {0};
+        ldt_exec *ex;
+        ldt_exec_stats es;
+        ldt_placement split[2] = {ldt_shard(1), ldt_interleaved_shard(0, 3)};
+        ldt_placement whole[2] = {ldt_replicate(), ldt_interleaved_shard(0, 3)};
+        ldt_placement part[2] = {ldt_partial(LDT_REDUCE_SUM), ldt_interleaved_shard(0, 3)};
+        ldt_placement src_pl[2] = {ldt_shard(0), ldt_interleaved_shard(1, 3)};
+        ldt_tensor *outs[2 * K];
+        double src[K][2 * R * C], got[R * C];
+        int dp;
+        cr_assert_eq(ldt_mesh_parse("dp=2,tp=2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+        cr_assert_eq(ldt_mesh_dim_index(mesh, "dp", &dp), LDT_OK);
+        co.mesh = mesh;
+        cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+        for (int k = 0; k < K; k++) {
+            char name[16];
+            ldt_tensor *x, *a, *y, *s;
+            for (int i = 0; i < 2 * R * C; i++) src[k][i] = (double)((i * 7 + k * 5) % 19) - 9;
+            snprintf(name, sizeof name, "x%d", k);
+            x = ldt_param(ctx, name, &(ldt_shape){2, {R, C}}, LDT_F64);
+            cr_assert_eq(ldt_param_set(x, src[k], R * C * 8), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_pin(x, split, 2), LDT_OK);
+            y = ldt_mul_scalar(x, 1.0); /* made in the arena */
+            cr_assert_eq(ldt_pin(y, split, 2), LDT_OK);
+            outs[k] = ldt_redistribute_to(y, whole, 2); /* an all_gather over dp */
+            snprintf(name, sizeof name, "a%d", k);
+            a = ldt_param(ctx, name, &(ldt_shape){3, {2, R, C}}, LDT_F64);
+            cr_assert_eq(ldt_param_set(a, src[k], 2 * R * C * 8), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_pin(a, src_pl, 2), LDT_OK);
+            s = ldt_sum(a, (int[]){0}, 1, 0); /* Partial(sum) over dp */
+            cr_assert_eq(ldt_pin(s, part, 2), LDT_OK);
+            outs[K + k] = ldt_redistribute_to(s, split, 2); /* a reduce_scatter over dp */
+        }
+        copt.no_fuse = !fused;
+        cr_assert_eq(ldt_compile(ctx, outs, 2 * K, &copt, &ex), LDT_OK, "%s", ldt_last_error());
+        for (int rp = 0; rp < 2; rp++) {
+            cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
+            for (int o = 0; o < 2 * K; o++) {
+                int k = o % K;
+                cr_assert_eq(ldt_exec_read(ex, o, got, sizeof got), LDT_OK, "%s", ldt_last_error());
+                for (int i = 0; i < R * C; i++) {
+                    double want = o < K ? src[k][i] : src[k][i] + src[k][R * C + i];
+                    cr_assert_eq(got[i], want, "fused %d, replay %d, output %d [%d]: %g, expected %g", fused, rp, o,
+                                 i, got[i], want);
+                }
+            }
+        }
+        cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
+        cr_assert_eq(es.dim_collectives_unfused[dp], 2 * K, "a gather and a reduce_scatter over dp per value");
+        cr_assert_eq(es.dim_collectives[dp], fused ? 2 : 2 * K, "fused %d: %lld calls on dp", fused,
+                     (long long)es.dim_collectives[dp]);
         ldt_ctx_destroy(ctx);
         ldt_mesh_destroy(mesh);
     }

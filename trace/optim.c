@@ -201,9 +201,10 @@ ldt_status ldt_optim_sync_grads(ldt_optim *o, int mesh_dim) {
  * all_reduce that fusion buckets) or, under ZeRO, its state's (a reduce_scatter). Where the
  * parameter is interleaved-sharded on another dim no op strategy makes that Partial directly:
  * the gradient is redistributed to it first (the other dims' reduction), so the data-parallel
- * reduction is still one all_reduce of its own. Pinned gradients and parameters split on this
+ * reduction is still one all_reduce (a mean loss's gradient before its division by the count,
+ * as the others). Pinned gradients and parameters split on this
  * dim are left as they are. */
-static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g) {
+static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g, int phase, ldt_tensor **r) {
     const ldt_tensor *p = o->params[i], *s = o->m[i];
     int nd = ldt_mesh_ndim(ldt_ctx_mesh(o->ctx)), pin = 1;
     ldt_placement pl[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
@@ -224,6 +225,17 @@ static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g) {
         if (ldt_pin(u, pl, nd) != LDT_OK || ldt_pin(g, to, nd) != LDT_OK) return NULL;
         return g;
     }
+    if (!pin && u && u->kind == LDT__NODE) {
+        /* interleaved: u redistributed to the parameter's placement with dp Partial (its other
+         * dims' reduction), then divided where the update reads it, so its dp reduction, too,
+         * comes before the count is read and joins the bucket that carries the count. Every
+         * such redistribution is made (phase 0) before any division (phase 1), so the dp
+         * reductions' windows meet. */
+        if (phase == 0) return (*r = ldt_redistribute_to(u, pl, nd));
+        if (!(g = ldt_div(*r, LDT__IN(g)[1])) || ldt_pin(g, to, nd) != LDT_OK) return NULL;
+        return g;
+    }
+    if (phase == 0) return g;
     if (pin) {
         if (ldt_pin(g, pl, nd) != LDT_OK) return NULL;
     } else if (!(g = ldt_redistribute_to(g, pl, nd))) { /* the other dims' reduction first */
@@ -265,17 +277,18 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
     if (!o || !grads) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "optim_step: optim and grads must be given");
     c = &o->cfg;
     ctx = o->ctx;
-    if (!(g = malloc((size_t)o->n * sizeof *g))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "optim_step: out of memory");
+    if (!(g = calloc(2 * (size_t)o->n, sizeof *g))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "optim_step: out of memory");
     for (int i = 0; i < o->n; i++) {
         if (!grads[i] || !ldt_shape_equal(grads[i]->shape, o->params[i]->shape))
             LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "optim_step: grads[%d] is missing or not shaped like its "
                           "parameter", i);
         g[i] = grads[i];
     }
-    for (int i = 0; o->sync_dim >= 0 && i < o->n; i++)
-        if (!(g[i] = synced_grad(o, i, grads[i])))
-            LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_INVALID_ARGUMENT, "optim_step: gradient %d: %s", i,
-                          ctx->status ? ctx->errmsg : ldt_last_error());
+    for (int ph = 0; ph < 2; ph++)
+        for (int i = 0; o->sync_dim >= 0 && i < o->n; i++)
+            if (!(g[i] = synced_grad(o, i, grads[i], ph, &g[o->n + i])))
+                LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_INVALID_ARGUMENT, "optim_step: gradient %d: %s", i,
+                              ctx->status ? ctx->errmsg : ldt_last_error());
     lr = lr_now(o);
     t1 = ldt_add_scalar(o->step, 1); /* this step's 1-based count */
     if (c->clip_norm > 0) { /* by the global norm: one reduction over every gradient */
