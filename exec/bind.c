@@ -107,7 +107,21 @@ static ldt_status w_all_reduce(const ldt__kcall *c) {
     return ldt__all_reduce_bound(g, c->out.data, c->out.data, b->count, c->out.dtype, (ldt_reduce_op)x->reduce);
 }
 
-/* A bucket that could not be placed contiguously: packed into scratch, reduced, unpacked. */
+/* A packed bucket's reduced scratch back into its members. */
+static void all_reduce_unpack(const binstr *b) {
+    const ldt__program *p = b->rs->prog;
+    const ldt__instr *x = &p->ins[b->idx];
+    const char *at = b->scratch;
+    for (int k = 0; k < b->call.nin; k++) {
+        size_t nb = (size_t)ldt__value_bytes(&p->vals[p->ops[x->in + k]]);
+        memcpy(b->call.in[k].data, at, nb);
+        at += nb;
+    }
+}
+
+/* A bucket that could not be placed contiguously: packed into scratch, reduced, unpacked. In
+ * a grouped run the reduction is only queued until the run's last call (w_grouped): the
+ * unpacking waits for it there. */
 static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
     binstr *b = BIN_OF(c);
     rank_state *rs = b->rs;
@@ -122,12 +136,7 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
         at += nb;
     }
     LDT_CHECK(ldt__all_reduce_bound(g, b->scratch, b->scratch, b->count, c->out.dtype, (ldt_reduce_op)x->reduce));
-    at = b->scratch;
-    for (int k = 0; k < c->nin; k++) {
-        size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
-        memcpy(c->in[k].data, at, nb);
-        at += nb;
-    }
+    if (!x->group) all_reduce_unpack(b);
     return LDT_OK;
 }
 
@@ -268,6 +277,12 @@ static ldt_status w_grouped(const ldt__kcall *c) {
     if (g == 3) {
         ldt_status end = ldt_group_end();
         if (st == LDT_OK) st = end;
+        /* the run's calls have run: its packed buckets unpack now */
+        for (int64_t i = b->idx; st == LDT_OK && i >= 0; i--) {
+            const binstr *r = &b->rs->ins[i];
+            if (r->gfn == w_all_reduce_packed && ldt_comm_size(r->comm) > 1) all_reduce_unpack(r);
+            if (b->rs->prog->ins[i].group == 1) break;
+        }
     }
     return st;
 }

@@ -223,17 +223,28 @@ ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_st
     return LDT_OK;
 }
 
+/* Whether all_reduces a and b touch a common value: each reduces its operands in place (a
+ * fused bucket all of its members, not only its first, `out`). */
+static int share_value(const ldt__program *p, const ldt__instr *a, const ldt__instr *b) {
+    for (int m = 0; m < a->nin; m++)
+        for (int k = 0; k < b->nin; k++)
+            if (p->ops[a->in + m] == p->ops[b->in + k]) return 1;
+    return 0;
+}
+
 /* Pass 3: runs of adjacent all_reduces that could not share a bucket (another group, dtype or
- * reduce op) and do not read each other's results are issued as one group (group start/end),
- * so a backend overlaps them. Every rank has the same instructions: the same groups. */
+ * reduce op) and touch no common value are issued as one group (group start/end), so a
+ * backend overlaps them. A value reduced over two mesh dims in two buckets (a Partial on dp
+ * and tp) must see one reduction finish before the other starts: in one group a packed bucket
+ * (exec/bind.c) would copy back its copy of the value over the other's result, and a backend
+ * that runs a group's calls at once would race on it. Every rank has the same instructions:
+ * the same groups. */
 static void group_runs(ldt__program *p, ldt__fuse_stats *st) {
     for (int64_t i = 0; i < p->nins;) {
         int64_t j = i;
         while (j < p->nins && p->ins[j].kind == LDT__I_ALL_REDUCE) {
             int reads_earlier = 0;
-            for (int64_t k = i; k < j && !reads_earlier; k++)
-                for (int m = 0; m < p->ins[j].nin; m++)
-                    if (p->ops[p->ins[j].in + m] == p->ins[k].out) reads_earlier = 1;
+            for (int64_t k = i; k < j && !reads_earlier; k++) reads_earlier = share_value(p, &p->ins[k], &p->ins[j]);
             if (reads_earlier) break;
             j++;
         }

@@ -298,10 +298,19 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
             if (!bucket_put(&bucket[b], it, a)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
     }
     /* bucket members: back to back from their item's offset, in operand order (the fused
-     * call's order, which is value order within the bucket: members are made in order) */
+     * call's order, which is value order within the bucket: members are made in order). A
+     * value reduced in two buckets (over dp, then over tp) belongs to one group, the last
+     * that took it: it is placed once, where it first appears, so each group's values fill
+     * its item exactly and no more (a bucket with another group's member is not contiguous;
+     * exec/bind.c packs it) */
     if (gitem) {
         int64_t *at = malloc((size_t)p->ngroups * sizeof *at);
-        if (!at) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
+        uint8_t *placed = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
+        if (!at || !placed) {
+            free(at);
+            free(placed);
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "memory: out of memory");
+        }
         for (int32_t g = 0; g < p->ngroups; g++) at[g] = -1;
         for (int32_t a = 0; a < n; a++)
             if (it[a].v < 0) at[-1 - it[a].v] = it[a].off;
@@ -312,12 +321,14 @@ ldt_status ldt__memory_plan(const ldt__program *p, const uint8_t *outside, const
             if ((x->kind != LDT__I_ALL_REDUCE && x->kind != LDT__I_BUCKET) || x->nin < 2) continue;
             for (int k = from; k < from + x->nin; k++) {
                 int32_t v = p->ops[x->in + k], g = p->vgroup[v];
-                if (g < 0 || at[g] < 0) continue;
+                if (g < 0 || at[g] < 0 || placed[v]) continue;
+                placed[v] = 1;
                 out->offset[v] = at[g];
                 at[g] += value_bytes(&p->vals[v]);
             }
         }
         free(at);
+        free(placed);
     }
 fail:
     free(gitem);

@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "planner/fuse.h"
+#include "planner/memory.h"
 #include "planner/program.h"
 
-static const int k_dp[1] = {0};
+static const int k_dp[1] = {0}, k_tp[1] = {1};
 
 typedef struct prog {
     ldt__program *p;
@@ -233,6 +234,75 @@ Test(fuse_agree, a_reader_of_outputs_only_waits_for_the_bucket) {
         if (p->ins[i].kind == LDT__I_KERNEL && p->ops[p->ins[i].in] == a)
             cr_assert(seen, "a is read after the fused call (instruction %lld)", (long long)i);
     }
+    ldt__program_free(p);
+    free(p);
+}
+
+/* Gradients a and b are Partial on dp and tp (sequence parallel): each is reduced over tp,
+ * then over dp, so it is a member of a tp bucket and of a dp bucket (with c, reduced over dp
+ * only, first). The two calls land side by side, the dp one first; they share a and b, so
+ * they are not one group (in a group, the packed dp call would copy its stale copy of a and b
+ * back over the tp call's result). And the memory plan places every value once, inside its
+ * group's bytes: no two values live at one instruction share a byte. */
+Test(fuse_agree, buckets_that_share_a_value_are_not_grouped_and_place_it_once) {
+    prog g;
+    ldt__program *p;
+    ldt__fuse_stats st;
+    ldt__mem_plan m;
+    int agreed = -1, nar = 0;
+    int32_t a, b, c, x;
+    int64_t *first, *last, at[2] = {-1, -1};
+    prog_open(&g);
+    x = fill(&g, 64); /* live throughout, placed first (the largest) */
+    c = fill(&g, 4);
+    cr_assert_eq(ldt__lower_all_reduce(&g.L, -1, c, LDT_REDUCE_SUM, 1, k_dp), LDT_OK);
+    a = fill(&g, 8);
+    b = fill(&g, 16);
+    cr_assert_eq(ldt__lower_all_reduce(&g.L, -1, a, LDT_REDUCE_SUM, 1, k_tp), LDT_OK);
+    cr_assert_eq(ldt__lower_all_reduce(&g.L, -1, b, LDT_REDUCE_SUM, 1, k_tp), LDT_OK);
+    cr_assert_eq(ldt__lower_all_reduce(&g.L, -1, a, LDT_REDUCE_SUM, 1, k_dp), LDT_OK);
+    cr_assert_eq(ldt__lower_all_reduce(&g.L, -1, b, LDT_REDUCE_SUM, 1, k_dp), LDT_OK);
+    reads(&g, c);
+    reads(&g, a);
+    reads(&g, b);
+    reads(&g, x);
+    p = g.p;
+    cr_assert_eq(ldt__fuse_agreed(&p, 1, 1 << 20, 0, &st, &agreed), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(agreed, 1);
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *y = &p->ins[i];
+        if (y->kind != LDT__I_ALL_REDUCE) continue;
+        cr_assert_eq(y->nin, nar == 0 ? 3 : 2, "call %d: %d members", nar, y->nin);
+        cr_assert_eq(y->dims[0], nar == 0 ? 0 : 1, "the dp call first, then the tp one");
+        cr_assert_eq(y->group, 0, "call %d is not in a group with a call that shares its values", nar);
+        at[nar++] = i;
+    }
+    cr_assert_eq(nar, 2);
+    cr_assert_eq(at[1], at[0] + 1, "the two calls are side by side");
+    cr_assert_eq(ldt__memory_plan(p, NULL, NULL, &m), LDT_OK, "%s", ldt_last_error());
+    first = malloc((size_t)p->nvals * sizeof *first);
+    last = malloc((size_t)p->nvals * sizeof *last);
+    cr_assert(first && last);
+    for (int32_t v = 0; v < p->nvals; v++) first[v] = last[v] = -1;
+    for (int64_t i = 0; i < p->nins; i++) { /* lifetimes: first write to last use */
+        const ldt__instr *y = &p->ins[i];
+        for (int k = -1; k < y->nin; k++) {
+            int32_t v = k < 0 ? y->out : p->ops[y->in + k];
+            if (first[v] < 0) first[v] = i;
+            last[v] = i;
+        }
+    }
+    for (int32_t v = 0; v < p->nvals; v++)
+        for (int32_t w = v + 1; w < p->nvals; w++) {
+            int64_t bv = ldt__value_bytes(&p->vals[v]), bw = ldt__value_bytes(&p->vals[w]);
+            if (first[v] < 0 || first[w] < 0 || first[v] > last[w] || first[w] > last[v]) continue;
+            cr_expect(m.offset[v] + bv <= m.offset[w] || m.offset[w] + bw <= m.offset[v],
+                      "v%d [%lld, %lld) and v%d [%lld, %lld) overlap while both live", v, (long long)m.offset[v],
+                      (long long)(m.offset[v] + bv), w, (long long)m.offset[w], (long long)(m.offset[w] + bw));
+        }
+    free(first);
+    free(last);
+    ldt__mem_plan_free(&m);
     ldt__program_free(p);
     free(p);
 }
