@@ -177,8 +177,10 @@ static void check_mesh(const char *mesh) {
             cr_assert_geq(unf.es.dim_collectives_unfused[dp] - r->es.dim_collectives[dp], unf.np - 1,
                           "%s: %lld calls on dp unfused, %lld fused: every gradient's reduction but one saved",
                           mesh, (long long)unf.es.dim_collectives_unfused[dp], (long long)r->es.dim_collectives[dp]);
-        } else { /* the same other calls; one call a bucket */
-            cr_assert_eq(r->es.dim_collectives[dp], other + want,
+        } else { /* the same other calls, one call a bucket, and at most one more: with a
+                  * small cap the loss's [sum, count] pair may meet no bucket's window (the
+                  * bucket that would take it closes before the pair is ready) */
+            cr_assert(r->es.dim_collectives[dp] >= other + want && r->es.dim_collectives[dp] <= other + want + 1,
                          "%s, cap %lld: %lld calls on dp, %lld buckets of %d gradients and %lld other calls",
                          mesh, (long long)caps[c], (long long)r->es.dim_collectives[dp], (long long)want, unf.np,
                          (long long)other);
