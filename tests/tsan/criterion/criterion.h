@@ -62,6 +62,8 @@ void ldt_tsan_register(const char *name, void (*fn)(void));
 #define cr_expect_lt(a, b, ...) cr_assert_lt(a, b, __VA_ARGS__)
 #define cr_expect_geq(a, b, ...) cr_assert_geq(a, b, __VA_ARGS__)
 #define cr_expect_leq(a, b, ...) cr_assert_leq(a, b, __VA_ARGS__)
+#define cr_expect_str_eq(a, b, ...) cr_assert_str_eq(a, b, __VA_ARGS__)
+#define cr_expect_str_neq(a, b, ...) cr_assert_str_neq(a, b, __VA_ARGS__)
 #define cr_log_info(...)                                                               \
     do {                                                                               \
         fprintf(stderr, __VA_ARGS__);                                                  \
