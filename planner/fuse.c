@@ -420,6 +420,11 @@ static ldt_status buckets_by_ready(ldt__program *p, const int64_t *bytes, int64_
         for (int64_t c = 0; c < nb; c++) {
             int clash = 0;
             if (c == b || pos[c] <= pos[b] || pos[c] >= need_all) continue;
+            /* c is placed after a member of b (or of a bucket at b's point) because it reads
+             * what that member makes (an all_gather of a reduce_scatter's result): b stays
+             * before it */
+            if (bucket_of[pos[c]] >= 0 && (bucket_of[pos[c]] == b || pos[bucket_of[pos[c]]] == pos[b]))
+                continue;
             for (int64_t d = 0; d < nb && !clash; d++)
                 clash = (d == b || pos[d] == pos[b]) && same_group(p, &p->ins[bs[d].m[0]], &p->ins[bs[c].m[0]]);
             if (clash) continue;

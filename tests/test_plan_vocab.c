@@ -331,3 +331,22 @@ Test(plan_vocab, sequence_parallel_losses_equal_one_device_at_small_bucket_caps)
                       caps[c], i, got[i], ref[i]);
     }
 }
+
+/* A profile (tests/data/profile_rs_then_ag.json, from a calibration perturbed at random) under
+ * which the plan takes the loss's row max by reduce_scatter (Pmax -> S0) and then all_gathers
+ * it: the fusion pass once placed the all_gather's one-member bucket at the reduce_scatter's
+ * point ahead of it ("memory: value v91 is read at instruction 91 before it is written").
+ * The f64 losses equal one device's. */
+Test(plan_vocab, an_all_gather_of_a_reduce_scatter_stays_after_it) {
+    const char *sizes = "--layers 2 --hidden 256 --heads 4 --vocab 256 --seq 64 --batch 8 --dtype f64";
+    char flags[512];
+    double ref[2], got[2];
+    snprintf(flags, sizeof flags, "%s --mesh 1", sizes);
+    cli_losses(flags, ref, 2);
+    snprintf(flags, sizeof flags, "%s --mesh 4 --profile %s/tests/data/profile_rs_then_ag.json", sizes,
+             LDT_SOURCE_DIR);
+    cli_losses(flags, got, 2);
+    for (int i = 0; i < 2; i++)
+        cr_expect(fabs(got[i] - ref[i]) <= 1e-9 * fabs(ref[i]), "step %d: %.15g, one device %.15g", i,
+                  got[i], ref[i]);
+}
