@@ -191,11 +191,14 @@ Test(zero_buckets, dp4) { check_mesh("dp=4"); }
 
 Test(zero_buckets, dp2_tp2) { check_mesh("dp=2,tp=2"); }
 
-/* Buckets whose pieces are blocks of runs (ldt__bucket_chunk): values split on dim 1 (each
- * rank's piece of a [6, 8] value is 6 runs of 2), gathered to Replicate and reduce_scattered
- * from Partial(sum) sums, each kind one call fused, every element as the host computes it
- * (integer values: the sums are exact) on every replay. */
-Test(zero_buckets, blocks_of_runs) {
+/* K values of [R, C] on mesh_text, each fused kind one call: x (pinned split, made again in
+ * the arena) gathered to `whole`, and the Partial(sum) of a [nslices, R, C] source (pinned
+ * src_pl) reduce_scattered to `split`; every element as the host computes it (integer values:
+ * the sums are exact) on two replays, fused and not. Calls are counted on mesh dim `dim`, or
+ * in all with dim NULL. */
+static void check_blocks(const char *mesh_text, int nd, int nslices, const ldt_placement *split,
+                         const ldt_placement *whole, const ldt_placement *part,
+                         const ldt_placement *src_pl, const char *dim) {
     enum { K = 3, R = 6, C = 8 };
     for (int fused = 0; fused < 2; fused++) {
         ldt_mesh *mesh;
@@ -204,30 +207,32 @@ Test(zero_buckets, blocks_of_runs) {
         ldt_compile_options copt = {0};
         ldt_exec *ex;
         ldt_exec_stats es;
-        ldt_placement s0 = ldt_shard(0), s1 = ldt_shard(1), rep = ldt_replicate(), part = ldt_partial(LDT_REDUCE_SUM);
         ldt_tensor *outs[2 * K];
         double src[K][4 * R * C], got[R * C];
-        cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
+        int d = -1;
+        cr_assert(nslices <= 4);
+        cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &mesh), LDT_OK);
+        if (dim) cr_assert_eq(ldt_mesh_dim_index(mesh, dim, &d), LDT_OK);
         co.mesh = mesh;
         cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
         for (int k = 0; k < K; k++) {
             char name[16];
             ldt_tensor *x, *a, *y, *s;
-            for (int i = 0; i < 4 * R * C; i++) src[k][i] = (double)((i * 7 + k * 5) % 19) - 9;
+            for (int i = 0; i < nslices * R * C; i++) src[k][i] = (double)((i * 7 + k * 5) % 19) - 9;
             snprintf(name, sizeof name, "x%d", k);
             x = ldt_param(ctx, name, &(ldt_shape){2, {R, C}}, LDT_F64);
             cr_assert_eq(ldt_param_set(x, src[k], R * C * 8), LDT_OK, "%s", ldt_last_error());
-            cr_assert_eq(ldt_pin(x, &s1, 1), LDT_OK);
-            y = ldt_mul_scalar(x, 1.0); /* made in the arena, split on dim 1 */
-            cr_assert_eq(ldt_pin(y, &s1, 1), LDT_OK);
-            outs[k] = ldt_redistribute_to(y, &rep, 1); /* an all_gather of blocks */
+            cr_assert_eq(ldt_pin(x, split, nd), LDT_OK);
+            y = ldt_mul_scalar(x, 1.0); /* made in the arena */
+            cr_assert_eq(ldt_pin(y, split, nd), LDT_OK);
+            outs[k] = ldt_redistribute_to(y, whole, nd); /* an all_gather of blocks */
             snprintf(name, sizeof name, "a%d", k);
-            a = ldt_param(ctx, name, &(ldt_shape){3, {4, R, C}}, LDT_F64);
-            cr_assert_eq(ldt_param_set(a, src[k], 4 * R * C * 8), LDT_OK, "%s", ldt_last_error());
-            cr_assert_eq(ldt_pin(a, &s0, 1), LDT_OK);
+            a = ldt_param(ctx, name, &(ldt_shape){3, {nslices, R, C}}, LDT_F64);
+            cr_assert_eq(ldt_param_set(a, src[k], (int64_t)nslices * R * C * 8), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_pin(a, src_pl, nd), LDT_OK);
             s = ldt_sum(a, (int[]){0}, 1, 0); /* a Partial(sum) of each rank's slice */
-            cr_assert_eq(ldt_pin(s, &part, 1), LDT_OK);
-            outs[K + k] = ldt_redistribute_to(s, &s1, 1); /* a reduce_scatter to blocks */
+            cr_assert_eq(ldt_pin(s, part, nd), LDT_OK);
+            outs[K + k] = ldt_redistribute_to(s, split, nd); /* a reduce_scatter to blocks */
         }
         copt.no_fuse = !fused;
         cr_assert_eq(ldt_compile(ctx, outs, 2 * K, &copt, &ex), LDT_OK, "%s", ldt_last_error());
@@ -237,85 +242,40 @@ Test(zero_buckets, blocks_of_runs) {
                 int k = o % K;
                 cr_assert_eq(ldt_exec_read(ex, o, got, sizeof got), LDT_OK, "%s", ldt_last_error());
                 for (int i = 0; i < R * C; i++) {
-                    double want = o < K ? src[k][i] : src[k][i] + src[k][R * C + i] + src[k][2 * R * C + i] +
-                                                          src[k][3 * R * C + i];
-                    cr_assert_eq(got[i], want, "fused %d, replay %d, output %d [%d]: %g, expected %g", fused, rp, o,
-                                 i, got[i], want);
+                    double want = 0;
+                    if (o < K) want = src[k][i];
+                    else
+                        for (int j = 0; j < nslices; j++) want += src[k][j * R * C + i];
+                    cr_assert_eq(got[i], want, "%s, fused %d, replay %d, output %d [%d]: %g, expected %g",
+                                 mesh_text, fused, rp, o, i, got[i], want);
                 }
             }
         }
         cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
-        cr_assert_eq(es.collectives_unfused, 2 * K, "a gather and a reduce_scatter per value unfused");
-        cr_assert_eq(es.collectives, fused ? 2 : 2 * K, "fused %d: %lld calls", fused, (long long)es.collectives);
-        cr_assert_eq(es.fuse_agreed, fused);
+        cr_assert_eq(d < 0 ? es.collectives_unfused : es.dim_collectives_unfused[d], 2 * K,
+                     "%s: a gather and a reduce_scatter per value unfused", mesh_text);
+        cr_assert_eq(d < 0 ? es.collectives : es.dim_collectives[d], fused ? 2 : 2 * K, "%s, fused %d: %lld calls",
+                     mesh_text, fused, (long long)(d < 0 ? es.collectives : es.dim_collectives[d]));
+        if (d < 0) cr_assert_eq(es.fuse_agreed, fused);
         ldt_ctx_destroy(ctx);
         ldt_mesh_destroy(mesh);
     }
 }
 
+/* Buckets whose pieces are blocks of runs (ldt__bucket_chunk): values split on dim 1 over 4
+ * ranks (each rank's piece of a [6, 8] value is 6 runs of 2). */
+Test(zero_buckets, blocks_of_runs) {
+    ldt_placement s0 = ldt_shard(0), s1 = ldt_shard(1), rep = ldt_replicate(), part = ldt_partial(LDT_REDUCE_SUM);
+    check_blocks("4", 1, 4, &s1, &rep, &part, &s0, NULL);
+}
+
 /* Pieces of values interleaved on tp (merged QKV's layout, IS0:3) moved over dp on a 2x2
- * mesh: [6, 8] values split on dim 1 over dp are gathered to Replicate over dp, and
- * Partial(sum) sums over dp reduce_scattered to that split, the interleaved blocks kept on tp
- * (each rank's piece: one run per row of its 3 interleaved blocks, ldt__bucket_chunk); each
- * kind one call fused, every element as the host computes it, on every replay. */
+ * mesh: split on dim 1 over dp, the interleaved blocks kept on tp (each rank's piece: one run
+ * per row of its 3 interleaved blocks, ldt__bucket_chunk); calls counted on dp. */
 Test(zero_buckets, interleaved_pieces_over_dp) {
-    enum { K = 3, R = 6, C = 8 };
-    for (int fused = 0; fused < 2; fused++) {
-        ldt_mesh *mesh;
-        ldt_ctx *ctx;
-        ldt_ctx_options co = {0};
-        ldt_compile_options copt = {0};
-        ldt_exec *ex;
-        ldt_exec_stats es;
-        ldt_placement split[2] = {ldt_shard(1), ldt_interleaved_shard(0, 3)};
-        ldt_placement whole[2] = {ldt_replicate(), ldt_interleaved_shard(0, 3)};
-        ldt_placement part[2] = {ldt_partial(LDT_REDUCE_SUM), ldt_interleaved_shard(0, 3)};
-        ldt_placement src_pl[2] = {ldt_shard(0), ldt_interleaved_shard(1, 3)};
-        ldt_tensor *outs[2 * K];
-        double src[K][2 * R * C], got[R * C];
-        int dp;
-        cr_assert_eq(ldt_mesh_parse("dp=2,tp=2", LDT_DEVICE_CPU, &mesh), LDT_OK);
-        cr_assert_eq(ldt_mesh_dim_index(mesh, "dp", &dp), LDT_OK);
-        co.mesh = mesh;
-        cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
-        for (int k = 0; k < K; k++) {
-            char name[16];
-            ldt_tensor *x, *a, *y, *s;
-            for (int i = 0; i < 2 * R * C; i++) src[k][i] = (double)((i * 7 + k * 5) % 19) - 9;
-            snprintf(name, sizeof name, "x%d", k);
-            x = ldt_param(ctx, name, &(ldt_shape){2, {R, C}}, LDT_F64);
-            cr_assert_eq(ldt_param_set(x, src[k], R * C * 8), LDT_OK, "%s", ldt_last_error());
-            cr_assert_eq(ldt_pin(x, split, 2), LDT_OK);
-            y = ldt_mul_scalar(x, 1.0); /* made in the arena */
-            cr_assert_eq(ldt_pin(y, split, 2), LDT_OK);
-            outs[k] = ldt_redistribute_to(y, whole, 2); /* an all_gather over dp */
-            snprintf(name, sizeof name, "a%d", k);
-            a = ldt_param(ctx, name, &(ldt_shape){3, {2, R, C}}, LDT_F64);
-            cr_assert_eq(ldt_param_set(a, src[k], 2 * R * C * 8), LDT_OK, "%s", ldt_last_error());
-            cr_assert_eq(ldt_pin(a, src_pl, 2), LDT_OK);
-            s = ldt_sum(a, (int[]){0}, 1, 0); /* Partial(sum) over dp */
-            cr_assert_eq(ldt_pin(s, part, 2), LDT_OK);
-            outs[K + k] = ldt_redistribute_to(s, split, 2); /* a reduce_scatter over dp */
-        }
-        copt.no_fuse = !fused;
-        cr_assert_eq(ldt_compile(ctx, outs, 2 * K, &copt, &ex), LDT_OK, "%s", ldt_last_error());
-        for (int rp = 0; rp < 2; rp++) {
-            cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
-            for (int o = 0; o < 2 * K; o++) {
-                int k = o % K;
-                cr_assert_eq(ldt_exec_read(ex, o, got, sizeof got), LDT_OK, "%s", ldt_last_error());
-                for (int i = 0; i < R * C; i++) {
-                    double want = o < K ? src[k][i] : src[k][i] + src[k][R * C + i];
-                    cr_assert_eq(got[i], want, "fused %d, replay %d, output %d [%d]: %g, expected %g", fused, rp, o,
-                                 i, got[i], want);
-                }
-            }
-        }
-        cr_assert_eq(ldt_exec_stats_get(ex, &es), LDT_OK);
-        cr_assert_eq(es.dim_collectives_unfused[dp], 2 * K, "a gather and a reduce_scatter over dp per value");
-        cr_assert_eq(es.dim_collectives[dp], fused ? 2 : 2 * K, "fused %d: %lld calls on dp", fused,
-                     (long long)es.dim_collectives[dp]);
-        ldt_ctx_destroy(ctx);
-        ldt_mesh_destroy(mesh);
-    }
+    ldt_placement split[2] = {ldt_shard(1), ldt_interleaved_shard(0, 3)};
+    ldt_placement whole[2] = {ldt_replicate(), ldt_interleaved_shard(0, 3)};
+    ldt_placement part[2] = {ldt_partial(LDT_REDUCE_SUM), ldt_interleaved_shard(0, 3)};
+    ldt_placement src_pl[2] = {ldt_shard(0), ldt_interleaved_shard(1, 3)};
+    check_blocks("dp=2,tp=2", 2, 2, split, whole, part, src_pl, "dp");
 }
