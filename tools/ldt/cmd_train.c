@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 30
+#define NFLAGS 31
 /* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
 #define TRAIN_SIZES 2, 128, 4, 256, 64, 8
 static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
@@ -32,6 +32,7 @@ static cli_flag *flag_table(void) {
         {"sp", 0, "sequence parallel: norms, dropouts and the residual stream split on the sequence "
                   "over tp (pins megatron-sp)", NULL},
         CLI_BUCKET_FLAG,
+        {"no-fuse", 0, "keep every collective a call of its own (no gradient buckets; the losses are the same)", NULL},
         CLI_PROFILE_FLAG,
         {"backend", 1, "threads (default: every rank a thread here), mpi (one process per rank, "
                        "under mpirun -np <ranks>; rank 0 prints) or nccl (mpi's processes, a GPU each, "
@@ -232,7 +233,7 @@ int cmd_train(int argc, char **argv) {
         printf("usage: ldt train [--model gpt] [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16|f16] [--dropout P] [--data FILE]\n"
-               "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X]\n"
+               "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X] [--no-fuse]\n"
                "                 [--profile P] [--backend threads|mpi|nccl] [--device cpu|cuda]\n"
                "                 [--save DIR [--save-every N]] [--load DIR | --resume DIR] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
@@ -339,6 +340,7 @@ int cmd_train(int argc, char **argv) {
     cfg.train = dropout > 0;
     json = cli_has(f, NFLAGS, "json");
     copt.trace_path = cli_get(f, NFLAGS, "trace");
+    copt.no_fuse = cli_has(f, NFLAGS, "no-fuse");
     text = cli_has(f, NFLAGS, "data") ? read_file(cli_get(f, NFLAGS, "data"), &len)
                                       : arithmetic_corpus((uint64_t)seed, &len);
     if (!text || len < cfg.seq + 2) {
@@ -556,6 +558,7 @@ int cmd_train(int argc, char **argv) {
             cli_config_json(stdout, "gpt", &cfg, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron", mesh);
             putchar(',');
             cli_profile_json(stdout, &cm);
+            printf(",\"fused\":%s", copt.no_fuse ? "false" : "true");
             printf(",\"first_step\":%lld,\"losses\":[", (long long)start);
             /* every digit: runs are compared with each other to 1e-9 (scripts/gpu-check.sh) */
             for (int k = (int)start; k < steps; k++) printf("%s%.17g", k > start ? "," : "", losses[k]);
