@@ -211,7 +211,7 @@ static int64_t in_flight_chunks(sched_kind sk, int64_t P, int64_t V, int64_t i, 
 int cmd_predict(int argc, char **argv) {
     cli_flag *f = flag_table();
     int64_t L = 0, H = 0, A = 0, S = 0, Vocab = 0, G = 0, mb = 0, dims[3], plan_limit = 0;
-    int64_t P, D, T, Vv = 1, nmb, lps, lpc;
+    int64_t P, D, T, Vv = 1, nmb, lps, lpc, nstage;
     const char *rc_text, *sched_text, *dt_text, *pins;
     recompute_kind rk = RC_NONE;
     sched_kind sk = SCHED_1F1B;
@@ -316,10 +316,23 @@ int cmd_predict(int argc, char **argv) {
     cfg = ldt_model_config_default("gpt");
     cfg.hidden = H, cfg.heads = A, cfg.vocab = Vocab, cfg.seq = S, cfg.positions = S;
     cfg.batch = mb * D, cfg.dtype = plan_dt, cfg.dropout = 0;
+    /* the stage: its L/P layers (at least 2) with the embedding and head; and one layer, so
+     * that the difference over the layers between is one layer's figures */
+    cfg.layers = L / P > 1 ? L / P : 2;
+    if (plan_stage(mesh, &cm, &cfg, pins, plan_limit, &two) != LDT_OK) goto fail;
+    nstage = cfg.layers;
     cfg.layers = 1;
     if (plan_stage(mesh, &cm, &cfg, pins, plan_limit, &one) != LDT_OK) goto fail;
-    cfg.layers = 2;
-    if (plan_stage(mesh, &cm, &cfg, pins, plan_limit, &two) != LDT_OK) goto fail;
+    {
+        double k = (double)(nstage - 1);
+        two.compute = one.compute + (two.compute - one.compute) / k;
+        two.comm = one.comm + (two.comm - one.comm) / k;
+        two.fwd_comm = one.fwd_comm + (two.fwd_comm - one.fwd_comm) / k;
+        two.gemm = one.gemm + (two.gemm - one.gemm) / k;
+        two.fwd_gemm = one.fwd_gemm + (two.fwd_gemm - one.fwd_gemm) / k;
+        two.saved = one.saved + (two.saved - one.saved) / (nstage - 1);
+        two.param_elems = one.param_elems + (two.param_elems - one.param_elems) / (nstage - 1);
+    }
     {
         /* one layer (the difference of the two plans) and the rest (embedding, final norm, head, loss) */
         double e = (double)ldt_dtype_size(dt), peak = cm.peak_flops[plan_dt == LDT_F32 ? LDT_PREC_F32 : LDT_PREC_BF16];
