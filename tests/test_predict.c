@@ -206,6 +206,8 @@ Test(predict, refusals_name_the_problem) {
     refused("--global-batch 8 --micro-batch 1 --mesh tp=2,pp=2", "--mesh 'tp=2,pp=2': expected pp=P,dp=D,tp=T");
     refused("--global-batch 8 --micro-batch 1 --mesh pp=0", "--mesh 'pp=0': expected pp=P,dp=D,tp=T");
     refused("--global-batch 8 --micro-batch 1 --mesh dp=2,", "expected pp=P,dp=D,tp=T");
+    refused("--global-batch 8 --micro-batch 1 --mesh pp=65536,dp=65536,tp=2", "has 8589934592 ranks, expected at most 2^32");
+    refused("--global-batch 4 --micro-batch 8 --mesh dp=2", "--global-batch 4 is not divisible by --micro-batch 8 x dp 2");
     refused("--global-batch 6 --micro-batch 2 --mesh dp=2",
             "--global-batch 6 is not divisible by --micro-batch 2 x dp 2");
     refused("--global-batch 8 --micro-batch 1 --mesh pp=3", "--layers 8 is not divisible by pp 3 x 1 virtual stages");

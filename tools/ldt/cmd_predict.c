@@ -260,6 +260,11 @@ int cmd_predict(int argc, char **argv) {
     }
     if (parse_mesh(cli_get(f, NFLAGS, "mesh"), dims)) return 2;
     P = dims[0], D = dims[1], T = dims[2];
+    if ((double)P * (double)D * (double)T > (double)(1LL << 32)) {
+        fprintf(stderr, "ldt " CMD ": --mesh %s has %.0f ranks, expected at most 2^32\n", cli_get(f, NFLAGS, "mesh"),
+                (double)P * (double)D * (double)T);
+        return 2;
+    }
     rc_text = cli_has(f, NFLAGS, "recompute") ? cli_get(f, NFLAGS, "recompute") : "none";
     if (strcmp(rc_text, "none") == 0) rk = RC_NONE;
     else if (strcmp(rc_text, "selective") == 0) rk = RC_SELECTIVE;
@@ -289,7 +294,7 @@ int cmd_predict(int argc, char **argv) {
         return 2;
     }
     plan_dt = dt == LDT_F32 ? LDT_F32 : LDT_BF16; /* f16 has bf16's bytes, policy and peak */
-    if (G % (mb * D) != 0) {
+    if (mb > G || D > G / mb || G % (mb * D) != 0) {
         fprintf(stderr, "ldt " CMD ": --global-batch %lld is not divisible by --micro-batch %lld x dp %lld "
                         "(expected whole micro-batches on every data-parallel replica)\n",
                 (long long)G, (long long)mb, (long long)D);
