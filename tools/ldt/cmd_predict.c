@@ -403,7 +403,8 @@ int cmd_predict(int argc, char **argv) {
             else if (rk == RC_SELECTIVE) per_layer = (double)lsaved;
             else per_layer = (double)lsaved + lp.core_stored;
             stored = (double)chunks * (double)lpc * per_layer + (last ? (double)xsaved : 0);
-            working = rk == RC_FULL ? (double)lsaved : 0; /* the layer being recomputed */
+            /* the layer being recomputed keeps, until its backward, what no recomputation keeps */
+            working = rk == RC_FULL ? (double)lsaved + lp.core_stored : 0;
             v[0] = elems * (int64_t)e;
             v[1] = v[0];
             v[2] = elems * (plan_dt == LDT_F32 ? 8 : 12);
