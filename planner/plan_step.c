@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/ops.h"
+#include "planner/profiles.h"
 #include "planner/memory.h"
 #include "planner/plan_internal.h"
 #include "planner/redistribute.h"
@@ -69,6 +71,30 @@ ldt_status ldt__plan_step_fold(ldt_plan *plan, const ldt__program *p) {
             if (b[m][c] > s->comm_bytes[m][c]) s->comm_bytes[m][c] = b[m][c];
     free(b);
     ldt__model_step(p, &plan->cost, plan->mesh, &serial, &overlapped);
+    if (serial > s->modeled_step_seconds || (s->compute_seconds == 0 && s->comm_seconds == 0)) {
+        /* the split of the busiest rank's time: kernels and moves, forward and the rest */
+        double k = 0, c = 0, fk = 0, fc = 0, cls[LDT_OPCLASS_COUNT] = {0}, fcls[LDT_OPCLASS_COUNT] = {0};
+        for (int64_t i = 0; i < p->nins; i++) {
+            const ldt__instr *x = &p->ins[i];
+            double t = ldt__instr_model_seconds(p, x, &plan->cost, plan->mesh);
+            int comm = x->kind == LDT__I_REDIST || x->kind == LDT__I_ALL_REDUCE || x->kind == LDT__I_BUCKET,
+                fwd = plan->step_boundary > 0 && x->node < plan->step_boundary;
+            if (x->kind == LDT__I_WAIT) continue;
+            if (comm) c += t, fc += fwd ? t : 0;
+            else {
+                int oc = x->kind == LDT__I_KERNEL ? (int)ldt__op_class(x->op) : (int)LDT_OPCLASS_ELEMENTWISE;
+                k += t, fk += fwd ? t : 0;
+                cls[oc] += t, fcls[oc] += fwd ? t : 0;
+            }
+        }
+        /* the instructions' own prices add up to the serial figure but for the rendezvous
+         * (CPU profiles with more ranks than cores): that goes with the communication */
+        if (serial > k + c) c = serial - k;
+        s->compute_seconds = k, s->comm_seconds = c;
+        s->forward_compute_seconds = fk, s->forward_comm_seconds = fc;
+        memcpy(s->class_seconds, cls, sizeof cls);
+        memcpy(s->forward_class_seconds, fcls, sizeof fcls);
+    }
     if (serial > s->modeled_step_seconds) s->modeled_step_seconds = serial;
     if (plan->step_boundary > 0) {
         LDT_CHECK(saved_bytes(p, plan->step_boundary, &saved));

@@ -315,7 +315,7 @@ Test(cli, rand_text_help_and_bad_input) {
 Test(cli, every_command_has_whole_help) {
     static char out[1 << 16];
     static const char *cmds[] = {"layout", "info", "redistribute", "plan", "run", "train", "step-bench",
-                                 "meta-init", "calibrate", "rand", "ckpt", "spec"};
+                                 "meta-init", "calibrate", "rand", "ckpt", "spec", "predict"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
         snprintf(args, sizeof args, "%s --help", cmds[i]);
@@ -328,7 +328,7 @@ Test(cli, every_command_has_whole_help) {
 /* ---- version, help, defaults -------------------------------------------------------------- */
 
 static const char *const k_cmds[] = {"layout", "info", "redistribute", "plan", "run", "train", "step-bench",
-                                     "meta-init", "calibrate", "rand", "ckpt", "spec"};
+                                     "meta-init", "calibrate", "rand", "ckpt", "spec", "predict"};
 #define NCMDS (sizeof k_cmds / sizeof k_cmds[0])
 
 /* `ldt --version` is the CMake project's version; -h, --help and `ldt help CMD` print the same. */

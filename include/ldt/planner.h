@@ -522,6 +522,15 @@ typedef struct ldt_plan_step {
     /* per-rank traffic (bytes_per_rank summed) by the set of mesh dims a collective spans
      * (bit d: mesh dim d) and collective (LDT_COLL_ALL_REDUCE ... LDT_COLL_SEND_RECV) */
     int64_t comm_bytes[LDT_PLAN_DIM_SETS][LDT_COLL_COUNT];
+    /* modeled_step_seconds split, on the same rank's program (the one whose serial time is
+     * the largest): its kernels (compute_seconds) and its collectives and redistributions
+     * (comm_seconds), the two summing to modeled_step_seconds; and the parts of each in the
+     * forward (instructions of trace nodes before the boundary; 0 without one). */
+    double compute_seconds, comm_seconds;
+    double forward_compute_seconds, forward_comm_seconds;
+    /* compute_seconds by op class (ldt_op_class; instructions that are no kernel, such as
+     * loads and fills, count as elementwise), and the forward's part of each */
+    double class_seconds[LDT_OPCLASS_COUNT], forward_class_seconds[LDT_OPCLASS_COUNT];
 } ldt_plan_step;
 /* The figures above for plan p; boundary (may be NULL) is the last node of the forward (the
  * loss of a training step) that saved_bytes is measured at. */

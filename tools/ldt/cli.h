@@ -120,5 +120,6 @@ int cmd_step_bench(int argc, char **argv);
 int cmd_rand(int argc, char **argv);
 int cmd_ckpt(int argc, char **argv);
 int cmd_spec(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const command k_commands[] = {
     {"run", cmd_run, "compile a model's forward pass and replay it on rank threads (--trace FILE)"},
     {"train", cmd_train, "train a character-level GPT by a captured step, compiled once and replayed"},
     {"step-bench", cmd_step_bench, "capture a training step, replay it, report where the time goes"},
+    {"predict", cmd_predict, "predict the step time and memory per rank of a large GPT training job (pp x dp x tp)"},
     {"meta-init", cmd_meta_init, "describe a model on a meta mesh and report its memory per rank"},
     {"calibrate", cmd_calibrate, "measure latency and bandwidth per mesh dim into a cost profile"},
     {"rand", cmd_rand, "make a random tensor sharded on a mesh; its hash is the same on every mesh"},
