@@ -792,12 +792,12 @@ fail:
 
 /* The real cost of a choice: each distinct (producer, target placements) move once, priced
  * with the redistribution planner. */
-static double price(ldt_plan *p, const int32_t *choice) {
+static double price_of(ldt_plan *p, const int32_t *choice, int with_memory) {
     double c = 0;
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
         if (is_leaf(t)) { /* the memory term (a weight of 0 makes none) */
-            if (p->node_ss[v]->own) c += p->node_ss[v]->own[choice[v]];
+            if (with_memory && p->node_ss[v]->own) c += p->node_ss[v]->own[choice[v]];
             continue;
         }
         if (p->node_ss[v]->own) c += p->node_ss[v]->own[choice[v]];
@@ -818,15 +818,10 @@ static double price(ldt_plan *p, const int32_t *choice) {
     return c;
 }
 
-double ldt__plan_price(ldt_plan *p, const int32_t *choice) { return price(p, choice); }
+/* The search's objective: seconds and, under a memory weight, the memory term. */
+static double price(ldt_plan *p, const int32_t *choice) { return price_of(p, choice, 1); }
 
-/* The memory term of a choice: what price() adds for the persistent tensors' shards. */
-static double memory_term(const ldt_plan *p, const int32_t *choice) {
-    double c = 0;
-    for (int64_t v = 0; v < p->nnodes; v++)
-        if (is_leaf(p->ctx->nodes[v]) && p->node_ss[v]->own) c += p->node_ss[v]->own[choice[v]];
-    return c;
-}
+double ldt__plan_price(ldt_plan *p, const int32_t *choice) { return price(p, choice); }
 
 /* ---------------------------------------------------------------------------------------
  * Create and destroy.
@@ -1118,8 +1113,10 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         p->gap = (p->cost_chosen - p->bound) / p->cost_chosen;
     if (p->gap > 1) p->gap = 1;
     /* the reported costs are seconds: the memory term was the search's only */
-    p->cost_chosen -= memory_term(p, p->choice);
-    p->cost_greedy -= memory_term(p, greedy);
+    if (p->opts.memory_weight > 0) {
+        p->cost_chosen = price_of(p, p->choice, 0);
+        p->cost_greedy = price_of(p, greedy, 0);
+    }
     p->plan_seconds = now_s() - t0;
     *out = p;
     p = NULL;

@@ -523,7 +523,8 @@ LDT_API ldt_status ldt_plan_move_seconds(ldt_plan *p, int64_t node, int k, int f
 LDT_API ldt_status ldt_plan_choice(const ldt_plan *p, int32_t *out, int64_t n);
 /* The cost of a full assignment choice[0..n) under the planner's prices: each non-leaf node's
  * own seconds plus, per value, each distinct placement list its consumers need that differs
- * from what it is (one move per list): what ldt_plan_cost reports for the chosen one. */
+ * from what it is (one move per list): what ldt_plan_cost reports for the chosen one (under a
+ * memory_weight, plus each persistent tensor's memory term: the search's objective). */
 LDT_API ldt_status ldt_plan_price(ldt_plan *p, const int32_t *choice, int64_t n, double *out);
 /* Plans ctx with fixed[i] >= 0 forcing node i's strategy and -1 leaving it to the search
  * (n = ldt_trace_nodes); refused like ldt_plan_create, and when a fixed index is out of range
