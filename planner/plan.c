@@ -1229,6 +1229,9 @@ ldt_status ldt_plan_create_budget(ldt_ctx *ctx, const ldt_plan_options *opts, co
         }
         ldt_plan_destroy(pl);
         pl = NULL;
+        /* past 16^5 times the scale a byte outweighs the step a million times: higher weights
+         * plan alike, so a budget nothing fits ends here */
+        if (!best && hi > scale * 1048576 * 1.5) break;
     }
 done:
     info->plans = made;

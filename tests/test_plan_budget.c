@@ -144,6 +144,14 @@ Test(plan_budget, search_fits_or_returns_the_least_peak) {
     cr_assert_eq(info.peak, 16384);
     cr_assert_eq(shard_bytes(plan, g.mesh, g.w) + shard_bytes(plan, g.mesh, g.w2), 16384);
     ldt_plan_destroy(plan);
+    /* without a limit of plans: the unweighted one, then weights 16^0 .. 16^5 times the scale
+     * (higher ones plan alike) */
+    b.max_plans = 0;
+    cr_assert_eq(ldt_plan_create_budget(g.ctx, NULL, &b, &plan, &info), LDT_OK, "%s", ldt_last_error());
+    cr_assert(!info.fits);
+    cr_assert_eq(info.plans, 7);
+    cr_assert_eq(info.peak, 16384);
+    ldt_plan_destroy(plan);
     drop(&g);
 }
 

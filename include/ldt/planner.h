@@ -486,8 +486,8 @@ typedef struct ldt_plan_budget_info {
 
 /* Plans the trace under a memory budget: the plan without a memory weight if its peak fits,
  * else the least-cost fitting plan of those made with memory weights found by a deterministic
- * search (doubling, then bisection in log scale; a count of plans, never a time, so every
- * rank plans alike). When none fits, the plan of the least peak with info->fits 0 (the
+ * search (up by 16 from cost / peak of the unweighted plan, at most to 16^5 times that, then
+ * bisection in log scale; a count of plans, never a time, so every rank plans alike). When none fits, the plan of the least peak with info->fits 0 (the
  * caller refuses it, naming its parts). opts->memory_weight is ignored. Errors: a NULL
  * argument or peak function, budget <= 0, max_plans out of range, and ldt_plan_create's and
  * the peak function's. */
