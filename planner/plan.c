@@ -1177,6 +1177,7 @@ ldt_status ldt_plan_create_budget(ldt_ctx *ctx, const ldt_plan_options *opts, co
     double lo = 0, hi, w, best_w = 0, least_w = 0, scale;
     int max, made = 0;
     ldt_status st = LDT_OK;
+    double t0 = now_s();
     if (!ctx || !b || !out || !info)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan budget: ctx, budget, out and info must not be NULL");
     *out = NULL;
@@ -1235,6 +1236,7 @@ ldt_status ldt_plan_create_budget(ldt_ctx *ctx, const ldt_plan_options *opts, co
     }
 done:
     info->plans = made;
+    info->seconds = now_s() - t0;
     if (best) {
         info->fits = 1;
         info->memory_weight = best_w;

@@ -621,6 +621,8 @@ Test(meta, cli_plan_memory_budget) {
     cr_assert_gt((int64_t)jnum(j, "memory_iterations"), 1);
     cr_assert_eq((int64_t)jnum(j, "memory_peak_unconstrained"), peak);
     cr_assert_str_neq(cJSON_GetObjectItem(j, "memory_binding")->valuestring, "none");
+    /* the top level's plan_seconds is the whole search's, every plan's together */
+    cr_assert_gt(jnum(j, "plan_seconds"), jnum(cJSON_GetObjectItem(j, "totals"), "plan_seconds"));
     cr_assert_lt((int64_t)jnum(mpr, "params") + (int64_t)jnum(mpr, "optimizer"), params + optimizer,
                  "the resident parameters and states shrink");
     cJSON_Delete(j);

@@ -482,6 +482,7 @@ typedef struct ldt_plan_budget_info {
     int64_t peak;         /* the returned plan's peak */
     int64_t peak_free;    /* the plan without a memory weight: its peak */
     double cost_free;     /* ... and its cost (ldt_plan_cost) */
+    double seconds;       /* wall time of the whole search (every plan, its peak measured) */
 } ldt_plan_budget_info;
 
 /* Plans the trace under a memory budget: the plan without a memory weight if its peak fits,

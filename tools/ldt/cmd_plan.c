@@ -452,7 +452,7 @@ int cmd_plan(int argc, char **argv) {
                    binfo.memory_weight, binfo.plans, (long long)binfo.peak_free);
         printf(",\"modeled_step_seconds\":%.9g,", ps->modeled_step_seconds);
         comm_by_dim_json(ps, mesh);
-        printf(",\"plan_seconds\":%.9g}\n", ldt_plan_seconds(plan));
+        printf(",\"plan_seconds\":%.9g}\n", budget > 0 ? binfo.seconds : ldt_plan_seconds(plan));
     } else if (print_table(json, mesh, kind) != 0) {
         rc = 1;
         goto done;
