@@ -8,7 +8,10 @@
  *    backward pass fixes sinks first, then each node given its fixed consumers; then passes of
  *    single-node improvements. Exact on chains and in-trees; on DAGs a heuristic, so both
  *    plans are priced with the real redistribution plans and the cheaper is kept.
- * Ties go to the lower strategy index (enumeration order), never to addresses or hashes. */
+ * Ties go to the lower strategy index (enumeration order), never to addresses or hashes.
+ * Under a memory weight (ldt_plan_options.memory_weight) persistent tensors' strategies cost
+ * the weight times their resident shard's bytes; ldt_plan_create_budget searches the weight
+ * that keeps a plan within a per-rank budget (docs/planner.md, "Memory budget"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
