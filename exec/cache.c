@@ -105,6 +105,7 @@ static ldt_status plan_key(ldt_ctx *ctx, const ldt_plan_options *po, kbuf *k) {
     put_i64(k, po ? po->strict : 0);
     put_i64(k, po ? po->no_compute_cost : 0);
     put_i64(k, po ? po->plan_limit : 0);
+    put(k, &(double){po ? po->memory_weight : 0}, sizeof(double)); /* it changes the plan */
     /* the persistent tensors read, in trace order */
     for (int64_t v = 0; v < ctx->nnodes; v++)
         if (ctx->nodes[v]->kind == LDT__PERSISTENT) {

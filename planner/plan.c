@@ -8,7 +8,10 @@
  *    backward pass fixes sinks first, then each node given its fixed consumers; then passes of
  *    single-node improvements. Exact on chains and in-trees; on DAGs a heuristic, so both
  *    plans are priced with the real redistribution plans and the cheaper is kept.
- * Ties go to the lower strategy index (enumeration order), never to addresses or hashes. */
+ * Ties go to the lower strategy index (enumeration order), never to addresses or hashes.
+ * Under a memory weight (ldt_plan_options.memory_weight) persistent tensors' strategies cost
+ * the weight times their resident shard's bytes; ldt_plan_create_budget searches the weight
+ * that keeps a plan within a per-rank budget (docs/planner.md, "Memory budget"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,10 +335,27 @@ static double pieces(const ldt_plan *p, const ldt_placement *pl) {
     return n;
 }
 
+/* The bytes of the largest shard of t under placement list pl: what a rank keeps resident. */
+static double shard_bytes(const ldt_plan *p, const ldt_tensor *t, const ldt_placement *pl) {
+    return ceil((double)ldt__nbytes(t) / pieces(p, pl));
+}
+
+/* A persistent tensor's strategies cost the memory weight times the bytes of the shard each
+ * keeps on a rank (parameters and optimizer states: what a memory budget bounds first). */
+static ldt_status leaf_costs(ldt_plan *p, const ldt_tensor *t, ldt__sset *ss) {
+    if (!(p->opts.memory_weight > 0) || ss->n == 0) return LDT_OK;
+    if (!(ss->own = malloc((size_t)ss->n * sizeof *ss->own)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+    for (int s = 0; s < ss->n; s++)
+        ss->own[s] = p->opts.memory_weight * shard_bytes(p, t, ldt__plist(p, LDT__SSET_PL(ss, s)[0]));
+    return LDT_OK;
+}
+
 static ldt_status own_costs(ldt_plan *p, const ldt_tensor *t, ldt__sset *ss) {
     const ldt__op_strategy *row = NULL;
     double flops = 0;
-    if (t->kind == LDT__PERSISTENT || ss->n == 0) return LDT_OK;
+    if (t->kind == LDT__PERSISTENT) return leaf_costs(p, t, ss);
+    if (ss->n == 0) return LDT_OK;
     if (t->op < LDT_OP_COUNT) row = ldt__op_strategy_of(t->op);
     if (!(row && row->comm) && !p->compute) return LDT_OK;
     if (!(ss->own = malloc((size_t)ss->n * sizeof *ss->own)))
@@ -775,11 +795,14 @@ fail:
 
 /* The real cost of a choice: each distinct (producer, target placements) move once, priced
  * with the redistribution planner. */
-static double price(ldt_plan *p, const int32_t *choice) {
+static double price_of(ldt_plan *p, const int32_t *choice, int with_memory) {
     double c = 0;
     for (int64_t v = 0; v < p->nnodes; v++) {
         const ldt_tensor *t = p->ctx->nodes[v];
-        if (is_leaf(t)) continue;
+        if (is_leaf(t)) { /* the memory term (a weight of 0 makes none) */
+            if (with_memory && p->node_ss[v]->own) c += p->node_ss[v]->own[choice[v]];
+            continue;
+        }
         if (p->node_ss[v]->own) c += p->node_ss[v]->own[choice[v]];
         for (int k = 0; k < t->nin; k++) {
             int64_t u = LDT__IN(t)[k]->id;
@@ -797,6 +820,9 @@ static double price(ldt_plan *p, const int32_t *choice) {
     }
     return c;
 }
+
+/* The search's objective: seconds and, under a memory weight, the memory term. */
+static double price(ldt_plan *p, const int32_t *choice) { return price_of(p, choice, 1); }
 
 double ldt__plan_price(ldt_plan *p, const int32_t *choice) { return price(p, choice); }
 
@@ -1000,6 +1026,10 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         LDT_CHECK_GOTO(ldt_cost_model_default(NULL, ctx->mesh, &p->cost, NULL));
     }
     p->opts.cost = NULL; /* not kept: the copy is */
+    if (!(p->opts.memory_weight >= 0) || !isfinite(p->opts.memory_weight))
+        LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT,
+                      "plan: memory_weight %g, expected a finite number of seconds per byte >= 0 (0: off)",
+                      p->opts.memory_weight);
     p->compute = !p->opts.no_compute_cost;
     p->node_ss = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->node_ss);
     p->choice = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->choice);
@@ -1033,6 +1063,10 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         p->method = "heuristic";
         /* the exact search (limit 0 only computes the lower bound) */
         if (forced || (p->opts.search == LDT_PLAN_GREEDY && !fixed) || limit < 0) limit = 0;
+        /* the exact searches price non-leaf nodes' own seconds only: under a memory weight the
+         * heuristic plans (it weighs the persistent tensors' shards too); the bound stays a
+         * bound (the memory term is >= 0) */
+        if (p->opts.memory_weight > 0) limit = 0;
         LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, !p->opts.no_tying,
                                          p->choice, &p->bound, &solved, &tied));
         if (solved) {
@@ -1081,6 +1115,11 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
     if (p->cost_chosen > 0 && p->cost_chosen - p->bound > 1e-12 * p->cost_chosen)
         p->gap = (p->cost_chosen - p->bound) / p->cost_chosen;
     if (p->gap > 1) p->gap = 1;
+    /* the reported costs are seconds: the memory term was the search's only */
+    if (p->opts.memory_weight > 0) {
+        p->cost_chosen = price_of(p, p->choice, 0);
+        p->cost_greedy = price_of(p, greedy, 0);
+    }
     p->plan_seconds = now_s() - t0;
     *out = p;
     p = NULL;
@@ -1109,6 +1148,115 @@ ldt_status ldt_plan_create_fixed(ldt_ctx *ctx, const ldt_plan_options *opts, con
 ldt_status ldt__plan_create_forced(ldt_ctx *ctx, const ldt_plan_options *opts,
                                    const int32_t *forced, ldt_plan **out) {
     return plan_create(ctx, opts, forced, NULL, out);
+}
+
+/* One plan of the budget search: made with memory weight w, its peak measured. */
+static ldt_status budget_try(ldt_ctx *ctx, const ldt_plan_options *opts, const ldt_plan_budget *b,
+                             double w, ldt_plan **plan, int64_t *peak) {
+    ldt_plan_options o = *opts;
+    ldt_status st;
+    o.memory_weight = w;
+    *plan = NULL;
+    LDT_CHECK(plan_create(ctx, &o, NULL, NULL, plan));
+    if ((st = b->peak(*plan, b->user, peak)) != LDT_OK) {
+        ldt_plan_destroy(*plan);
+        *plan = NULL;
+        return st;
+    }
+    if (*peak < 0) {
+        ldt_plan_destroy(*plan);
+        *plan = NULL;
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan budget: the peak function gave %lld bytes, expected >= 0",
+                 (long long)*peak);
+    }
+    return LDT_OK;
+}
+
+ldt_status ldt_plan_create_budget(ldt_ctx *ctx, const ldt_plan_options *opts, const ldt_plan_budget *b,
+                                  ldt_plan **out, ldt_plan_budget_info *info) {
+    ldt_plan_options o0;
+    ldt_plan *best = NULL, *least = NULL, *pl = NULL; /* the cheapest that fits; the least peak */
+    int64_t peak = 0, least_peak = 0, best_peak = 0;
+    double lo = 0, hi, w, best_w = 0, least_w = 0, scale;
+    int max, made = 0;
+    ldt_status st = LDT_OK;
+    double t0 = now_s();
+    if (!ctx || !b || !out || !info)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan budget: ctx, budget, out and info must not be NULL");
+    *out = NULL;
+    memset(info, 0, sizeof *info);
+    if (b->budget <= 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan budget: budget %lld bytes, expected > 0",
+                 (long long)b->budget);
+    if (!b->peak)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan budget: no peak function, expected the figure the "
+                 "budget bounds (bytes per rank of a plan)");
+    max = b->max_plans ? b->max_plans : LDT_PLAN_BUDGET_PLANS;
+    if (max < 2 || max > 64)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan budget: max_plans %d, expected 2 to 64 (0: %d)",
+                 b->max_plans, LDT_PLAN_BUDGET_PLANS);
+    if (opts) o0 = *opts;
+    else memset(&o0, 0, sizeof o0);
+    /* without a weight first: a budget that does not bind changes nothing */
+    LDT_CHECK(budget_try(ctx, &o0, b, 0, &least, &least_peak));
+    made = 1;
+    info->peak_free = least_peak;
+    info->cost_free = ldt_plan_cost(least);
+    if (least_peak <= b->budget) {
+        best = least, best_peak = least_peak;
+        least = NULL;
+        goto done;
+    }
+    /* the scale: the weight at which the whole peak costs as much as the plan's seconds */
+    scale = info->cost_free > 0 ? info->cost_free / (double)least_peak : 1e-12;
+    hi = scale;
+    while (made < max) {
+        /* up by 16 until a plan fits, then bisect [lo, hi] in log scale (lo 0: hi / 16) */
+        w = best ? (lo > 0 ? sqrt(lo * hi) : hi / 16) : hi;
+        LDT_CHECK_GOTO(budget_try(ctx, &o0, b, w, &pl, &peak));
+        made++;
+        if (peak <= b->budget) {
+            if (!best || ldt_plan_cost(pl) < ldt_plan_cost(best)) {
+                ldt_plan_destroy(best);
+                best = pl, best_peak = peak, best_w = w;
+                pl = NULL;
+            }
+            hi = w;
+        } else {
+            if (peak < least_peak) {
+                ldt_plan_destroy(least);
+                least = pl, least_peak = peak, least_w = w;
+                pl = NULL;
+            }
+            lo = w;
+            if (!best) hi = w * 16;
+        }
+        ldt_plan_destroy(pl);
+        pl = NULL;
+        /* past 16^5 times the scale a byte outweighs the step a million times: higher weights
+         * plan alike, so a budget nothing fits ends here */
+        if (!best && hi > scale * 1048576 * 1.5) break;
+    }
+done:
+    info->plans = made;
+    info->seconds = now_s() - t0;
+    if (best) {
+        info->fits = 1;
+        info->memory_weight = best_w;
+        info->peak = best_peak;
+        *out = best;
+        best = NULL;
+    } else {
+        info->memory_weight = least_w;
+        info->peak = least_peak;
+        *out = least;
+        least = NULL;
+    }
+fail:
+    ldt_plan_destroy(pl);
+    ldt_plan_destroy(best);
+    ldt_plan_destroy(least);
+    return st;
 }
 
 int ldt__plan_nstrategies(const ldt_plan *plan, int64_t id) {

@@ -183,13 +183,20 @@ Test(replay, plan_cache_hits_and_misses) {
         cr_assert_eq(ldt_compile(s.ctx, &loss, 1, &o, &c), LDT_OK);
         cr_assert_neq(c, a);
     }
+    { /* a memory weight changes the plan: a miss */
+        ldt_compile_options o = {0};
+        o.plan.memory_weight = 1e-6;
+        loss = ldt_model_forward(s.m);
+        cr_assert_eq(ldt_compile(s.ctx, &loss, 1, &o, &c), LDT_OK, "%s", ldt_last_error());
+        cr_assert_neq(c, a);
+    }
     /* a different graph (one more op): a miss */
     loss = ldt_mul_scalar(ldt_model_forward(s.m), 2.0);
     cr_assert_eq(ldt_compile(s.ctx, &loss, 1, NULL, &c), LDT_OK);
     cr_assert_neq(c, a);
     cr_assert_eq(ldt_exec_cache_stats(s.ctx, &hits, &misses), LDT_OK);
     cr_assert_eq(hits, 1);
-    cr_assert_eq(misses, 4);
+    cr_assert_eq(misses, 5);
     sm_close(&s);
 }
 

@@ -410,6 +410,12 @@ typedef struct ldt_plan_options {
      * repeats one made before on equal tables (repeated layers) reuses its table and counts no
      * work (ldt_plan_tied says whether that happened; the plan is the same optimum). */
     int no_tying;
+    /* The memory weight, seconds per byte (>= 0; 0: off): each persistent tensor's strategy
+     * (parameters, optimizer states) costs this times the bytes of the shard a rank keeps
+     * resident, so the search trades step time for memory (docs/planner.md, "Memory
+     * budget"). ldt_plan_create_budget finds the weight a budget needs. The plan's costs
+     * (ldt_plan_cost) stay seconds: the term is the search's only. */
+    double memory_weight;
 } ldt_plan_options;
 
 #define LDT_PLAN_LIMIT_DEFAULT 5000000
@@ -454,6 +460,43 @@ LDT_API double ldt_plan_gap(const ldt_plan *p);
 LDT_API int ldt_plan_tied(const ldt_plan *p);
 
 /* ---------------------------------------------------------------------------------------
+ * A per-rank memory budget as a constraint of the search (docs/planner.md, "Memory budget").
+ */
+/* The peak memory per rank of plan, in bytes: what a budget bounds (the caller's figure, e.g.
+ * parameters, gradients and optimizer states at their shards plus ldt_plan_arena_bytes). */
+typedef ldt_status (*ldt_plan_peak_fn)(ldt_plan *plan, void *user, int64_t *peak);
+
+typedef struct ldt_plan_budget {
+    int64_t budget;        /* bytes per rank, > 0 */
+    ldt_plan_peak_fn peak; /* the figure the budget bounds (required) */
+    void *user;            /* passed to peak */
+    int max_plans;         /* plans the search may make, 2 to 64 (0: LDT_PLAN_BUDGET_PLANS) */
+} ldt_plan_budget;
+
+#define LDT_PLAN_BUDGET_PLANS 10
+
+typedef struct ldt_plan_budget_info {
+    int fits;             /* the plan returned is within the budget */
+    double memory_weight; /* the weight it was planned with (0: the budget did not bind) */
+    int plans;            /* plans made (each a whole search) */
+    int64_t peak;         /* the returned plan's peak */
+    int64_t peak_free;    /* the plan without a memory weight: its peak */
+    double cost_free;     /* ... and its cost (ldt_plan_cost) */
+    double seconds;       /* wall time of the whole search (every plan, its peak measured) */
+} ldt_plan_budget_info;
+
+/* Plans the trace under a memory budget: the plan without a memory weight if its peak fits,
+ * else the least-cost fitting plan of those made with memory weights found by a deterministic
+ * search (up by 16 from cost / peak of the unweighted plan, at most to 16^5 times that, then
+ * bisection in log scale; a count of plans, never a time, so every rank plans alike). When none fits, the plan of the least peak with info->fits 0 (the
+ * caller refuses it, naming its parts). opts->memory_weight is ignored. Errors: a NULL
+ * argument or peak function, budget <= 0, max_plans out of range, and ldt_plan_create's and
+ * the peak function's. */
+LDT_API ldt_status ldt_plan_create_budget(ldt_ctx *ctx, const ldt_plan_options *opts,
+                                         const ldt_plan_budget *budget, ldt_plan **out,
+                                         ldt_plan_budget_info *info);
+
+/* ---------------------------------------------------------------------------------------
  * Strategy probes: check a plan against an independent search. Node i is ldt_trace_node(ctx,
  * i) of the planned trace; strategy s of a node is an index below ldt_plan_strategy_count, in
  * the planner's fixed enumeration order (0: all-Replicate, or a pinned leaf's pin). A refused
@@ -481,7 +524,8 @@ LDT_API ldt_status ldt_plan_move_seconds(ldt_plan *p, int64_t node, int k, int f
 LDT_API ldt_status ldt_plan_choice(const ldt_plan *p, int32_t *out, int64_t n);
 /* The cost of a full assignment choice[0..n) under the planner's prices: each non-leaf node's
  * own seconds plus, per value, each distinct placement list its consumers need that differs
- * from what it is (one move per list): what ldt_plan_cost reports for the chosen one. */
+ * from what it is (one move per list): what ldt_plan_cost reports for the chosen one (under a
+ * memory_weight, plus each persistent tensor's memory term: the search's objective). */
 LDT_API ldt_status ldt_plan_price(ldt_plan *p, const int32_t *choice, int64_t n, double *out);
 /* Plans ctx with fixed[i] >= 0 forcing node i's strategy and -1 leaving it to the search
  * (n = ldt_trace_nodes); refused like ldt_plan_create, and when a fixed index is out of range

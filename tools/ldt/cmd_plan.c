@@ -29,7 +29,8 @@ static cli_flag *flag_table(void) {
         {"meta", 0, "plan on a meta mesh (no data; what huge models use)", NULL},
         {"dtype", 1, "f32 or bf16: bf16 parameters, activations and gradients with f32 master weights "
                      "and Adam states (default f32)", NULL},
-        {"memory-budget", 1, "bytes per rank: refuse a plan whose peak memory exceeds it", NULL},
+        {"memory-budget", 1, "bytes per rank: the search keeps each rank's peak memory within it (a plan "
+                             "that cannot is refused)", NULL},
         {"sp", 0, "with --pins megatron: sequence parallel (pins megatron-sp: the gpt's norms, dropouts "
                   "and residual stream split on the sequence over tp)", NULL},
         {"help", 0, "this help", NULL},
@@ -230,14 +231,36 @@ static void comm_by_dim_json(const ldt_plan_step *ps, const ldt_mesh *mesh) {
     putchar('}');
 }
 
-/* The part of the memory per rank that takes the most: what binds first under a budget. */
-static const char *memory_binding(const cli_memory *m) {
-    const char *name = "params";
-    int64_t most = m->params;
-    if (m->grads > most) name = "grads", most = m->grads;
-    if (m->optimizer > most) name = "optimizer", most = m->optimizer;
-    if (m->activations_peak > most) name = "activations_peak";
-    return name;
+/* What the budget bound: "none" when the plan without it fits, else the part of the memory
+ * per rank it cut the most from that plan's (free) to the chosen one's (m). */
+static const char *memory_binding(const cli_memory *free_, const cli_memory *m, int bound) {
+    const char *nm[4] = {"params", "grads", "optimizer", "activations_peak"};
+    int64_t cut[4] = {free_->params - m->params, free_->grads - m->grads, free_->optimizer - m->optimizer,
+                      free_->activations_peak - m->activations_peak};
+    int best = 0;
+    if (!bound) return "none";
+    for (int i = 1; i < 4; i++)
+        if (cut[i] > cut[best]) best = i;
+    return nm[best];
+}
+
+/* The budget search's figure (ldt_plan_create_budget): the memory per rank's peak; the first
+ * plan's parts kept (the plan without a memory weight). */
+typedef struct budget_ctx {
+    ldt_model *model;
+    const ldt_mesh *mesh;
+    int n;
+    cli_memory free_;
+} budget_ctx;
+
+static ldt_status budget_peak(ldt_plan *plan, void *user, int64_t *peak) {
+    budget_ctx *b = user;
+    cli_memory m;
+    ldt_status st = cli_memory_per_rank(plan, b->model, b->mesh, &m);
+    if (st != LDT_OK) return st;
+    if (b->n++ == 0) b->free_ = m;
+    *peak = m.peak;
+    return LDT_OK;
 }
 
 /* The rest of a training step after the forward: gradients of every parameter and an AdamW
@@ -279,6 +302,8 @@ int cmd_plan(int argc, char **argv) {
     cli_memory mpr;
     ldt_plan_step *ps = NULL;
     ldt_tensor *loss = NULL;
+    ldt_plan_budget_info binfo;
+    budget_ctx bctx;
     int64_t budget = 0;
     char *json = NULL;
     const char *kind, *pins;
@@ -346,7 +371,15 @@ int cmd_plan(int argc, char **argv) {
         goto fail;
     }
     if (cli_has(f, NFLAGS, "train") && train_step(model, loss) != LDT_OK) goto fail;
-    if (ldt_plan_create(ctx, &po, &plan) != LDT_OK) goto fail;
+    memset(&binfo, 0, sizeof binfo);
+    memset(&bctx, 0, sizeof bctx);
+    if (budget > 0) { /* the budget constrains the search (docs/planner.md, "Memory budget") */
+        ldt_plan_budget b = {budget, budget_peak, &bctx, 0};
+        bctx.model = model, bctx.mesh = mesh;
+        if (ldt_plan_create_budget(ctx, &po, &b, &plan, &binfo) != LDT_OK) goto fail;
+    } else if (ldt_plan_create(ctx, &po, &plan) != LDT_OK) {
+        goto fail;
+    }
     if (cli_has(f, NFLAGS, "json") || budget > 0) {
         /* memory per rank (the saved activations of a training step), the step's figures, and
          * the budget's verdict before anything is printed */
@@ -358,7 +391,7 @@ int cmd_plan(int argc, char **argv) {
             cli_memory_per_rank(plan, model, mesh, &mpr) != LDT_OK)
             goto fail;
         if (cli_has(f, NFLAGS, "train")) mpr.activations_saved = ps->saved_bytes;
-        if (budget > 0 && mpr.peak > budget) {
+        if (budget > 0 && (!binfo.fits || mpr.peak > budget)) {
             const char *nm[4] = {"optimizer", "params", "grads", "activations_peak"};
             int64_t v[4] = {mpr.optimizer, mpr.params, mpr.grads, mpr.activations_peak};
             for (int i = 1; i < 4; i++) /* largest first */
@@ -368,10 +401,11 @@ int cmd_plan(int argc, char **argv) {
                     v[k] = v[k - 1], nm[k] = nm[k - 1];
                     v[k - 1] = t, nm[k - 1] = tn;
                 }
-            fprintf(stderr, "ldt plan: the plan's peak memory per rank, %lld bytes (%.2f GiB), exceeds "
-                            "--memory-budget %lld bytes (%.2f GiB); its parts, largest first: %s %lld, %s %lld, "
-                            "%s %lld, %s %lld (dtype %s)\n",
-                    (long long)mpr.peak, mpr.peak / 1073741824.0, (long long)budget, budget / 1073741824.0,
+            fprintf(stderr, "ldt plan: no plan fits --memory-budget %lld bytes (%.2f GiB) per rank: the least "
+                            "peak of the %d plans searched (memory weight %.3g s/byte) is %lld bytes "
+                            "(%.2f GiB); its parts, largest first: %s %lld, %s %lld, %s %lld, %s %lld (dtype %s)\n",
+                    (long long)budget, budget / 1073741824.0, binfo.plans, binfo.memory_weight,
+                    (long long)mpr.peak, mpr.peak / 1073741824.0,
                     nm[0], (long long)v[0], nm[1], (long long)v[1], nm[2], (long long)v[2], nm[3], (long long)v[3],
                     ldt_dtype_name(cfg.dtype));
             rc = 1;
@@ -411,16 +445,22 @@ int cmd_plan(int argc, char **argv) {
         cli_profile_json(stdout, &cm);
         putchar(',');
         cli_memory_json(stdout, &mpr);
-        if (budget > 0) printf(",\"memory_budget\":%lld,\"memory_binding\":\"%s\"", (long long)budget, memory_binding(&mpr));
+        if (budget > 0)
+            printf(",\"memory_budget\":%lld,\"memory_binding\":\"%s\",\"memory_lambda\":%.9g,"
+                   "\"memory_iterations\":%d,\"memory_peak_unconstrained\":%lld",
+                   (long long)budget, memory_binding(&bctx.free_, &mpr, binfo.memory_weight > 0),
+                   binfo.memory_weight, binfo.plans, (long long)binfo.peak_free);
         printf(",\"modeled_step_seconds\":%.9g,", ps->modeled_step_seconds);
         comm_by_dim_json(ps, mesh);
-        printf(",\"plan_seconds\":%.9g}\n", ldt_plan_seconds(plan));
+        printf(",\"plan_seconds\":%.9g}\n", budget > 0 ? binfo.seconds : ldt_plan_seconds(plan));
     } else if (print_table(json, mesh, kind) != 0) {
         rc = 1;
         goto done;
     } else if (budget > 0) {
-        printf("memory per rank: peak %lld bytes within --memory-budget %lld (largest part: %s)\n",
-               (long long)mpr.peak, (long long)budget, memory_binding(&mpr));
+        printf("memory per rank: peak %lld bytes within --memory-budget %lld (binding: %s; %d plans, "
+               "memory weight %.3g s/byte; without the budget the peak is %lld)\n",
+               (long long)mpr.peak, (long long)budget, memory_binding(&bctx.free_, &mpr, binfo.memory_weight > 0),
+               binfo.plans, binfo.memory_weight, (long long)binfo.peak_free);
     }
     if (cli_has(f, NFLAGS, "program")) {
         int64_t only = -1;
