@@ -272,7 +272,10 @@ LDT_API double ldt_cost_kind_seconds(const ldt_cost_model *m, ldt_link l, int64_
  * `seconds`. The fit fills `modeled` (the fitted model's seconds) and `weight` (the robust
  * weight it ended with: 1 a fully trusted point, 0 one rejected as an outlier). */
 typedef struct ldt_cost_sample {
-    ldt_collective collective;
+    ldt_collective collective; /* ignored when broadcast is 1 */
+    int broadcast; /* 1: a broadcast (ldt_broadcast, which no redistribution step issues)
+                      along mesh dim `dim`, `bytes` the buffer's: the kind's bytes factor and
+                      knee factor are fitted from these; 0: the collective's */
     int dim;       /* mesh dim (link) of a collective; ignored for local ops */
     int64_t group; /* ranks in the group; ignored for local ops */
     int64_t bytes;

@@ -53,7 +53,8 @@ static char *profile_with_fit(const ldt_cost_model *cm, const ldt_cost_sample *s
         cJSON *o = cJSON_CreateObject();
         double r = (s[i].seconds - s[i].modeled) / s[i].seconds;
         if (!o) break;
-        cJSON_AddStringToObject(o, "collective", ldt_collective_name(s[i].collective));
+        cJSON_AddStringToObject(o, "collective",
+                                s[i].broadcast ? "broadcast" : ldt_collective_name(s[i].collective));
         cJSON_AddNumberToObject(o, "mesh_dim", s[i].dim);
         cJSON_AddNumberToObject(o, "group", (double)s[i].group);
         cJSON_AddNumberToObject(o, "bytes", (double)s[i].bytes);
