@@ -1,6 +1,6 @@
 /* Calibration: times every collective kind the redistribution planner issues (all_reduce,
- * reduce_scatter, all_gather, all_to_all) along each mesh dim, and the local ops (chunk,
- * pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing included), so
+ * reduce_scatter, all_gather, all_to_all) and broadcast along each mesh dim, and the local
+ * ops (chunk, pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing included), so
  * the planner prices what the engine does; then fits the cost model's constants to the
  * fastest of repeats with ldt_cost_model_fit (robust least squares on relative error). */
 #include <math.h>
