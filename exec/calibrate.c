@@ -1,7 +1,7 @@
 /* Calibration: times every collective kind the redistribution planner issues (all_reduce,
  * reduce_scatter, all_gather, all_to_all) and broadcast along each mesh dim, and the local
- * ops (chunk, pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing included), so
- * the planner prices what the engine does; then fits the cost model's constants to the
+ * ops (chunk, pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing
+ * included), so the planner prices what the engine does; then fits the cost model's constants to the
  * fastest of repeats with ldt_cost_model_fit (robust least squares on relative error). */
 #include <math.h>
 #include <stdio.h>
@@ -247,10 +247,14 @@ fail:
 
 /* Broadcasts along each mesh dim of two or more ranks at every size (the tensor's bytes, the
  * buffer each non-root receives), on the mesh's rank threads or the MPI world: samples of the
- * broadcast kind, less their harness. A size under 1 MiB gets 101 repeats (each run is tens
+ * broadcast kind, less their harness (on rank threads only for a mesh of ranks 0..n-1, the
+ * threads' world ranks; others keep broadcast's factors). A size under 1 MiB gets 101 repeats (each run is tens
  * of microseconds, as noisy as the harness it is less). */
 static ldt_status time_broadcasts(ldt_comm *world, const ldt_mesh *mesh, const int64_t *sizes, int nsizes,
                                   int reps, int median, sink *k) {
+    int nr = ldt_mesh_nranks(mesh);
+    for (int i = 0; i < nr && !world; i++) /* rank threads 0..nr-1 are the mesh's ranks */
+        if (ldt_mesh_rank_at(mesh, i) < 0 || ldt_mesh_rank_at(mesh, i) >= nr) return LDT_OK;
     for (int d = 0; d < ldt_mesh_ndim(mesh); d++) {
         int64_t g = ldt_mesh_dim_size(mesh, d);
         if (g < 2) continue;
@@ -258,7 +262,7 @@ static ldt_status time_broadcasts(ldt_comm *world, const ldt_mesh *mesh, const i
             bcast_job j = {mesh, d, sizes[z] < (1 << 20) && reps > 1 ? 101 : reps_for(sizes[z], reps), median,
                            world != NULL, sizes[z], 0, 0};
             if (world) LDT_CHECK(bcast_rank(world, &j));
-            else LDT_CHECK(ldt_threads_launch(ldt_mesh_nranks(mesh), NULL, bcast_rank, &j));
+            else LDT_CHECK(ldt_threads_launch(nr, NULL, bcast_rank, &j));
             if (j.bcast - j.harness > 0) add_sample_of(k, LDT_COLL_ALL_GATHER, 1, d, g, sizes[z], j.bcast - j.harness);
         }
     }
