@@ -91,9 +91,9 @@ int cmd_calibrate(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt calibrate --mesh M [--backend threads|mpi] [--out FILE] [--save] [--quick] [--median] [--reps N] [--json]\n\n"
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
-               "all_gather, all_to_all) along each mesh dim at eight sizes from 4 KiB to 64 MiB,\n"
-               "and the local ops (chunk, pad), as redistributions run them (the fastest of\n"
-               "repeats), then fits the cost model by robust least squares on relative error:\n"
+               "all_gather, all_to_all) and broadcast along each mesh dim at eight sizes from\n"
+               "4 KiB to 64 MiB, and the local ops (chunk, pad), as redistributions run them\n"
+               "(the fastest of repeats), then fits the cost model by robust least squares on relative error:\n"
                "per mesh dim a latency (seconds per ring hop) and a bandwidth, per kind a bytes\n"
                "factor, a cache knee with per-kind factors past it, the overhead of one\n"
                "collective, the local op overhead and bandwidth. Prints them with the fit's\n"
