@@ -27,6 +27,8 @@
                   "and time waiting in collectives and outside kernels and collectives")       \
     X(costmodel, "does the model predict time? a profile calibrated by the bench, then random "  \
                  "redistributions and captured steps on 4 and 2x2 threads, measured vs modeled") \
+    X(calibrate_repro, "does calibration reproduce? two consecutive calibrations of 4 rank threads, "  \
+                       "each bandwidth, FLOP/s, factor and latency of the two side by side (ratio)")  \
     X(rng, "random values per second on one core from the stream's CPU fillers: uniform, "   \
            "normal, trunc_normal, randint (GB/s of f32)")                                     \
     X(gpu_replay, "one GPU: an MLP step replayed as a CUDA Graph against the same launches "  \

@@ -1,7 +1,7 @@
 /* Calibration: times every collective kind the redistribution planner issues (all_reduce,
- * reduce_scatter, all_gather, all_to_all) along each mesh dim, and the local ops (chunk,
- * pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing included), so
- * the planner prices what the engine does; then fits the cost model's constants to the
+ * reduce_scatter, all_gather, all_to_all) and broadcast along each mesh dim, and the local
+ * ops (chunk, pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing
+ * included), so the planner prices what the engine does; then fits the cost model's constants to the
  * fastest of repeats with ldt_cost_model_fit (robust least squares on relative error). */
 #include <math.h>
 #include <stdio.h>
@@ -170,17 +170,103 @@ typedef struct sink {
     int cap, n;
 } sink;
 
-static void add_sample(sink *k, ldt_collective c, int dim, int64_t group, int64_t bytes, double t) {
+/* A sample of collective c, or of a broadcast (bcast 1; c is then ignored). */
+static void add_sample_of(sink *k, ldt_collective c, int bcast, int dim, int64_t group, int64_t bytes,
+                          double t) {
     if (k->n < k->cap) {
         ldt_cost_sample *x = &k->s[k->n];
         memset(x, 0, sizeof *x);
         x->collective = c;
+        x->broadcast = bcast;
         x->dim = dim;
         x->group = group;
         x->bytes = bytes;
         x->seconds = t;
     }
     k->n++;
+}
+
+static void add_sample(sink *k, ldt_collective c, int dim, int64_t group, int64_t bytes, double t) {
+    add_sample_of(k, c, 0, dim, group, bytes, t);
+}
+
+/* ---- broadcast ------------------------------------------------------------------------ */
+
+/* One broadcast timing: `bytes` from group rank 0 along mesh dim `dim`, each run between two
+ * barriers of the group, interleaved with as many runs of the harness (the two barriers
+ * alone); *bcast and *harness get the fastest (or median) of each, as world rank 0 saw them
+ * (every process its own under MPI: mine). */
+typedef struct bcast_job {
+    const ldt_mesh *mesh;
+    int dim, reps, median, mine;
+    int64_t bytes;
+    double bcast, harness;
+} bcast_job;
+
+static double mono_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static ldt_status bcast_rank(ldt_comm *world, void *arg) {
+    bcast_job *j = arg;
+    ldt_comm *g = NULL;
+    int64_t count = j->bytes / 4;
+    float *buf = calloc((size_t)(count > 0 ? count : 1), sizeof *buf);
+    double *tb = malloc((size_t)j->reps * sizeof *tb), *th = malloc((size_t)j->reps * sizeof *th);
+    ldt_status st = LDT_OK;
+    if (!buf || !tb || !th) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    LDT_CHECK_GOTO(ldt_comm_mesh_dim(world, j->mesh, j->dim, &g));
+    LDT_CHECK_GOTO(ldt_broadcast(g, buf, count, LDT_F32, 0)); /* warm-up: first touch */
+    for (int r = 0; r < j->reps; r++) {
+        double t0;
+        LDT_CHECK_GOTO(ldt_barrier(g));
+        t0 = mono_s();
+        LDT_CHECK_GOTO(ldt_barrier(g));
+        th[r] = mono_s() - t0;
+        LDT_CHECK_GOTO(ldt_barrier(g));
+        t0 = mono_s();
+        LDT_CHECK_GOTO(ldt_broadcast(g, buf, count, LDT_F32, 0));
+        LDT_CHECK_GOTO(ldt_barrier(g));
+        tb[r] = mono_s() - t0;
+    }
+    if (j->mine || ldt_comm_rank(world) == 0) {
+        qsort(tb, (size_t)j->reps, sizeof *tb, cmp_d);
+        qsort(th, (size_t)j->reps, sizeof *th, cmp_d);
+        j->bcast = tb[j->median ? j->reps / 2 : 0];
+        j->harness = th[j->median ? j->reps / 2 : 0];
+    }
+fail:
+    ldt_comm_destroy(g);
+    free(buf);
+    free(tb);
+    free(th);
+    return st;
+}
+
+/* Broadcasts along each mesh dim of two or more ranks at every size (the tensor's bytes, the
+ * buffer each non-root receives), on the mesh's rank threads or the MPI world: samples of the
+ * broadcast kind, less their harness (on rank threads only for a mesh of ranks 0..n-1, the
+ * threads' world ranks; others keep broadcast's factors). A size under 1 MiB gets 101 repeats (each run is tens
+ * of microseconds, as noisy as the harness it is less). */
+static ldt_status time_broadcasts(ldt_comm *world, const ldt_mesh *mesh, const int64_t *sizes, int nsizes,
+                                  int reps, int median, sink *k) {
+    int nr = ldt_mesh_nranks(mesh);
+    for (int i = 0; i < nr && !world; i++) /* rank threads 0..nr-1 are the mesh's ranks */
+        if (ldt_mesh_rank_at(mesh, i) < 0 || ldt_mesh_rank_at(mesh, i) >= nr) return LDT_OK;
+    for (int d = 0; d < ldt_mesh_ndim(mesh); d++) {
+        int64_t g = ldt_mesh_dim_size(mesh, d);
+        if (g < 2) continue;
+        for (int z = 0; z < nsizes; z++) {
+            bcast_job j = {mesh, d, sizes[z] < (1 << 20) && reps > 1 ? 101 : reps_for(sizes[z], reps), median,
+                           world != NULL, sizes[z], 0, 0};
+            if (world) LDT_CHECK(bcast_rank(world, &j));
+            else LDT_CHECK(ldt_threads_launch(nr, NULL, bcast_rank, &j));
+            if (j.bcast - j.harness > 0) add_sample_of(k, LDT_COLL_ALL_GATHER, 1, d, g, sizes[z], j.bcast - j.harness);
+        }
+    }
+    return LDT_OK;
 }
 
 /* The bytes ldt_cost_seconds takes for a measured step: for collectives the busiest rank's
@@ -555,7 +641,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     k.cap = cap;
     k.s = samples;
     if (!k.s) { /* the caller does not want them: room of our own */
-        k.cap = (nd * 4 + 3) * nsizes;
+        k.cap = (nd * 5 + 3) * nsizes;
         if (!(k.s = calloc((size_t)k.cap, sizeof *k.s)))
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     }
@@ -597,6 +683,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                 add_sample(&k, kinds[c].c, d, g, step_bytes(&step), t - tb);
             }
     }
+    LDT_CHECK_GOTO(time_broadcasts(world, mesh, sizes, nsizes, reps, median, &k));
     /* Local ops on the first dim with more than one rank: Replicate -> Shard (a chunk copy)
      * and Shard -> Partial (a zero-padded copy). */
     for (int d = 0; d < nd; d++) {
@@ -682,5 +769,5 @@ ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts
 
 int ldt_calibrate_max_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts) {
     int nsizes = opts && opts->quick ? 3 : 8;
-    return mesh ? (ldt_mesh_ndim(mesh) * 4 + 3) * nsizes : 0;
+    return mesh ? (ldt_mesh_ndim(mesh) * 5 + 3) * nsizes : 0;
 }

@@ -328,6 +328,11 @@ double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n) {
     return n <= 1 ? 0 : hops(m->algo[k], k, n);
 }
 
+double ldt__kind_hops(const ldt_cost_model *m, ldt_coll_kind k, int64_t n) {
+    if (n <= 1 || (int)k < 0 || k >= LDT_KIND_COUNT) return 0;
+    return k == LDT_KIND_SEND_RECV ? (double)(n - 1) : hops(m->algo[k], k, n);
+}
+
 double ldt__eff_bytes(const ldt_cost_model *m, int k, double b) {
     double over = m->cache_bytes > 0 && b > m->cache_bytes ? b - m->cache_bytes : 0;
     double e = b + m->beyond_cache[k] * over;
@@ -339,9 +344,8 @@ double ldt_cost_kind_seconds(const ldt_cost_model *m, ldt_link l, int64_t n, ldt
     double b;
     if (n <= 1 || (int)k < 0 || k >= LDT_KIND_COUNT) return 0;
     b = ldt__eff_bytes(m, k, (double)bytes);
-    if (k == LDT_KIND_SEND_RECV) /* one message to each peer, whatever the algorithm */
-        return m->overhead_s + (double)(n - 1) * l.latency_s + b / l.bandwidth_Bps;
-    return m->overhead_s + hops(m->algo[k], k, n) * l.latency_s + b / l.bandwidth_Bps;
+    /* send_recv: one message to each peer, whatever the algorithm */
+    return m->overhead_s + ldt__kind_hops(m, k, n) * l.latency_s + b / l.bandwidth_Bps;
 }
 
 double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,

@@ -10,8 +10,8 @@
 #include "ldt/planner.h"
 #include "planner/cost_fit.h"
 
-#define NK 5 /* the kinds the samples can be: all_reduce, reduce_scatter, all_gather, all_to_all,
-                send_recv (ldt_coll_kind's first five) */
+#define NK LDT_KIND_COUNT /* the kinds the samples can be: all_reduce, reduce_scatter, all_gather,
+                            all_to_all, send_recv, broadcast (ldt_coll_kind) */
 #define NK_LINK 4 /* the kinds a link's bandwidth is the fastest of (not send_recv) */
 #define MAXP (1 + LDT_MAX_DIMS + 2 * NK * LDT_MAX_DIMS)
 
@@ -19,11 +19,18 @@ static int is_local(ldt_collective c) {
     return c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD;
 }
 
+static int sample_local(const ldt_cost_sample *c) { return !c->broadcast && is_local(c->collective); }
+
 /* A collective sample's kind (ldt_coll_kind) and hops: send_recv's group is its peers, one
- * message (one latency) to each, as ldt_cost_seconds prices it. */
-static int kind_of(ldt_collective c) { return c == LDT_COLL_SEND_RECV ? LDT_KIND_SEND_RECV : (int)c; }
+ * message (one latency) to each, as ldt_cost_seconds prices it; a broadcast's hops are its
+ * algorithm's over the group, as ldt_cost_kind_seconds prices it. */
+static int kind_of(const ldt_cost_sample *c) {
+    if (c->broadcast) return LDT_KIND_BROADCAST;
+    return c->collective == LDT_COLL_SEND_RECV ? LDT_KIND_SEND_RECV : (int)c->collective;
+}
 
 static double sample_hops(const ldt_cost_model *m, const ldt_cost_sample *c) {
+    if (c->broadcast) return ldt__kind_hops(m, LDT_KIND_BROADCAST, c->group);
     return c->collective == LDT_COLL_SEND_RECV ? (double)c->group : ldt__coll_hops(m, c->collective, c->group);
 }
 
@@ -114,22 +121,26 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Robust fit of one problem: relative least squares, then Huber and bisquare reweighting on
- * the relative residuals' MAD scale. rw gets each row's final robust weight, x the solution. */
-static int robust_fit(int nrow, int np, const double *A, const double *t, const int *use,
-                      double *x, double *rw) {
+ * the relative residuals' MAD scale. The model of row i is off[i] + A x (off NULL: 0), its
+ * residual relative to t[i]. rw gets each row's final robust weight, x the solution. */
+static int robust_fit(int nrow, int np, const double *A, const double *t, const double *off,
+                      const int *use, double *x, double *rw) {
     double *w = malloc((size_t)nrow * sizeof *w), *e = malloc((size_t)nrow * sizeof *e),
-           *ae = malloc((size_t)nrow * sizeof *ae);
+           *ae = malloc((size_t)nrow * sizeof *ae), *y = malloc((size_t)nrow * sizeof *y);
     int ok = 0;
-    if (!w || !e || !ae) goto done;
-    for (int i = 0; i < nrow; i++) rw[i] = 1;
+    if (!w || !e || !ae || !y) goto done;
+    for (int i = 0; i < nrow; i++) {
+        rw[i] = 1;
+        y[i] = t[i] - (off ? off[i] : 0);
+    }
     for (int it = 0; it < 40; it++) {
         double s, change = 0;
         for (int i = 0; i < nrow; i++) w[i] = rw[i] / (t[i] * t[i]);
-        if (!(ok = nnls_solve(nrow, np, A, t, w, use, x))) goto done;
+        if (!(ok = nnls_solve(nrow, np, A, y, w, use, x))) goto done;
         for (int i = 0; i < nrow; i++) {
             double m = 0;
             for (int j = 0; j < np; j++) m += A[i * np + j] * x[j];
-            e[i] = (t[i] - m) / t[i];
+            e[i] = (y[i] - m) / t[i];
             ae[i] = fabs(e[i]);
         }
         qsort(ae, (size_t)nrow, sizeof *ae, cmp_double);
@@ -151,20 +162,76 @@ static int robust_fit(int nrow, int np, const double *A, const double *t, const 
     }
     /* the weights the last solve used are the reported ones; x is that solve's */
     for (int i = 0; i < nrow; i++) w[i] = rw[i] / (t[i] * t[i]);
-    ok = nnls_solve(nrow, np, A, t, w, use, x);
+    ok = nnls_solve(nrow, np, A, y, w, use, x);
 done:
     free(w);
     free(e);
     free(ae);
+    free(y);
+    return ok;
+}
+
+/* The fit of one problem with a knee, in two stages, so the slopes below the knee do not
+ * depend on which knee is chosen: first every column but the past-knee ones (vcol[j]) from
+ * the rows at or below `split` bytes (rb: each row's bytes; split the smallest knee tried, so
+ * every candidate fits the same rows), then the past-knee columns from every row with the
+ * first stage's model as the offset. Falls back to one joint fit when the rows at or below
+ * the split do not constrain every column the first stage needs (a column only large sizes
+ * measured) or are too few. x and rw as robust_fit's (rw from the second stage). */
+static int staged_fit(int nrow, int np, const double *A, const double *t, const double *rb,
+                      double split, const int *vcol, double *x, double *rw) {
+    int use[MAXP], use2[MAXP], ns = 0, need = 0, ok = 0;
+    double x2[MAXP], *As = malloc((size_t)(nrow ? nrow : 1) * np * sizeof *As),
+                     *ts = malloc((size_t)(nrow ? nrow : 1) * sizeof *ts),
+                     *off = calloc((size_t)(nrow ? nrow : 1), sizeof *off);
+    for (int j = 0; j < np; j++) use[j] = 1;
+    if (!As || !ts || !off) goto done;
+    for (int i = 0; i < nrow; i++)
+        if (rb[i] <= split) {
+            memcpy(&As[ns * np], &A[i * np], (size_t)np * sizeof *As);
+            ts[ns++] = t[i];
+        }
+    for (int j = 0; j < np; j++) {
+        int all = 0, small = 0;
+        use2[j] = vcol[j];
+        if (vcol[j]) continue;
+        for (int i = 0; i < nrow; i++) all |= A[i * np + j] != 0;
+        for (int i = 0; i < ns; i++) small |= As[i * np + j] != 0;
+        if (all && !small) ns = 0; /* this column needs large sizes: fit jointly */
+        use[j] = all;
+        need += all;
+    }
+    if (ns <= need) {
+        for (int j = 0; j < np; j++) use[j] = 1;
+        ok = robust_fit(nrow, np, A, t, NULL, use, x, rw);
+        goto done;
+    }
+    for (int j = 0; j < np; j++)
+        if (vcol[j]) use[j] = 0;
+    if (!(ok = robust_fit(ns, np, As, ts, NULL, use, x, rw))) goto done;
+    for (int i = 0; i < nrow; i++) {
+        off[i] = 0;
+        for (int j = 0; j < np; j++) off[i] += A[i * np + j] * x[j];
+    }
+    if (robust_fit(nrow, np, A, t, off, use2, x2, rw)) {
+        for (int j = 0; j < np; j++)
+            if (vcol[j]) x[j] = x2[j];
+    } else { /* no row past the knee: nothing to add */
+        for (int i = 0; i < nrow; i++) rw[i] = 1;
+    }
+done:
+    free(As);
+    free(ts);
+    free(off);
     return ok;
 }
 
 /* The model's seconds for one sample, by the formula pricing uses. */
 static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) {
-    if (is_local(c->collective))
+    if (sample_local(c))
         return m->local_overhead_s + ldt__eff_bytes(m, LDT_KIND_COUNT, (double)c->bytes) / m->local_bandwidth_Bps;
     return m->overhead_s + sample_hops(m, c) * m->links[c->dim].latency_s +
-           ldt__eff_bytes(m, kind_of(c->collective), (double)c->bytes) / m->links[c->dim].bandwidth_Bps;
+           ldt__eff_bytes(m, kind_of(c), (double)c->bytes) / m->links[c->dim].bandwidth_Bps;
 }
 
 /* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
@@ -173,28 +240,34 @@ static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) 
  * (1 / least u), and per kind bytes_extra = u beta - 1 and beyond_cache = v / u (geometric
  * and arithmetic means over the links that measured the kind). Local ops: local overhead,
  * seconds per byte, and per byte past the knee. */
-static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, double C, double *A,
-                                double *t, double *rw, int *row_of, ldt_cost_model *m) {
-    int L = m->nlinks, np, use[MAXP];
+static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, double C, double split,
+                                double *A, double *t, double *rw, int *row_of, double *rb,
+                                ldt_cost_model *m) {
+    int L = m->nlinks, np, use[MAXP], vcol[MAXP];
     double x[MAXP];
     m->cache_bytes = C;
     if (ncoll > 0) {
-        int r = 0;
+        int r = 0, ok;
         np = 1 + L + 2 * NK * L;
         memset(A, 0, (size_t)n * MAXP * sizeof *A);
         for (int i = 0; i < n; i++) {
-            int k = kind_of(s[i].collective), cu = 1 + L + 2 * (s[i].dim * NK + k);
+            int k = kind_of(&s[i]), cu = 1 + L + 2 * (s[i].dim * NK + k);
             double b = (double)s[i].bytes;
-            if (is_local(s[i].collective)) continue;
+            if (sample_local(&s[i])) continue;
             A[r * np + 0] = 1;
             A[r * np + 1 + s[i].dim] = sample_hops(m, &s[i]);
             A[r * np + cu] = b;
             A[r * np + cu + 1] = C > 0 && b > C ? b - C : 0;
             t[r] = s[i].seconds;
+            rb[r] = b;
             row_of[r++] = i;
         }
-        for (int j = 0; j < np; j++) use[j] = 1;
-        if (!robust_fit(r, np, A, t, use, x, rw))
+        for (int j = 0; j < np; j++) {
+            use[j] = 1;
+            vcol[j] = j > L && (j - 1 - L) % 2 == 1;
+        }
+        ok = C > 0 ? staged_fit(r, np, A, t, rb, split, vcol, x, rw) : robust_fit(r, np, A, t, NULL, use, x, rw);
+        if (!ok)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the collective timings constrain "
                      "nothing (every column is zero)");
         {
@@ -240,21 +313,25 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
         for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
     }
     if (nloc > 0) {
-        int r = 0, any_bytes = 0;
+        int r = 0, any_bytes = 0, ok;
         np = 3;
         memset(A, 0, (size_t)n * MAXP * sizeof *A);
         for (int i = 0; i < n; i++) {
             double b = (double)s[i].bytes;
-            if (!is_local(s[i].collective)) continue;
+            if (!sample_local(&s[i])) continue;
             A[r * np + 0] = 1;
             A[r * np + 1] = b;
             A[r * np + 2] = C > 0 && b > C ? b - C : 0;
             any_bytes |= s[i].bytes > 0;
             t[r] = s[i].seconds;
+            rb[r] = b;
             row_of[r++] = i;
         }
         use[0] = use[1] = use[2] = 1;
-        if (!robust_fit(r, np, A, t, use, x, rw))
+        vcol[0] = vcol[1] = 0;
+        vcol[2] = 1;
+        ok = C > 0 ? staged_fit(r, np, A, t, rb, split, vcol, x, rw) : robust_fit(r, np, A, t, NULL, use, x, rw);
+        if (!ok)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
         m->local_overhead_s = x[0];
         if (any_bytes) {
@@ -272,10 +349,10 @@ static int distinct_sizes(const ldt_cost_sample *s, int n, int local) {
     int d = 0, any = 0;
     for (int i = 0; i < n; i++) {
         int seen = 0;
-        if (is_local(s[i].collective) != local) continue;
+        if (sample_local(&s[i]) != local) continue;
         any = 1;
         for (int j = 0; j < i && !seen; j++)
-            seen = is_local(s[j].collective) == local && s[j].bytes == s[i].bytes;
+            seen = sample_local(&s[j]) == local && s[j].bytes == s[i].bytes;
         d += !seen;
     }
     return any ? d : 1 << 30;
@@ -284,7 +361,7 @@ static int distinct_sizes(const ldt_cost_sample *s, int n, int local) {
 ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms) {
     ldt_status st = LDT_OK;
     int L, ncoll = 0, nloc = 0;
-    double *A = NULL, *t = NULL, *rw = NULL, sum = 0, wsum = 0;
+    double *A = NULL, *t = NULL, *rw = NULL, *rb = NULL, sum = 0, wsum = 0;
     int *row_of = NULL;
     if (!m || (n > 0 && !s) || n < 0)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: m must not be NULL, and s must hold n >= 0 "
@@ -295,7 +372,10 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
                  "(one per mesh dim)", L, LDT_MAX_DIMS);
     for (int i = 0; i < n; i++) {
         const ldt_cost_sample *c = &s[i];
-        if ((int)c->collective < 0 || c->collective >= LDT_COLL_COUNT)
+        if (c->broadcast != 0 && c->broadcast != 1)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d has broadcast %d, expected 0 "
+                     "(the collective's kind) or 1 (a broadcast)", i, c->broadcast);
+        if (!c->broadcast && ((int)c->collective < 0 || c->collective >= LDT_COLL_COUNT))
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d has collective %d, expected "
                      "all_reduce, reduce_scatter, all_gather, all_to_all, send_recv or a local op", i,
                      (int)c->collective);
@@ -305,20 +385,23 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         if (c->bytes < 0)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d moves %lld bytes, expected >= 0",
                      i, (long long)c->bytes);
-        if (!is_local(c->collective) &&
-            (c->dim < 0 || c->dim >= L || c->group < (c->collective == LDT_COLL_SEND_RECV ? 1 : 2)))
+        if (!sample_local(c) &&
+            (c->dim < 0 || c->dim >= L ||
+             c->group < (!c->broadcast && c->collective == LDT_COLL_SEND_RECV ? 1 : 2)))
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: sample %d (%s) is on mesh dim %d with a "
                      "group of %lld ranks, expected a dim in [0, %d) and a group of 2 or more "
                      "(send_recv: 1 or more peers)",
-                     i, ldt_collective_name(c->collective), c->dim, (long long)c->group, L);
-        if (is_local(c->collective)) nloc++;
+                     i, c->broadcast ? "broadcast" : ldt_collective_name(c->collective), c->dim,
+                     (long long)c->group, L);
+        if (sample_local(c)) nloc++;
         else ncoll++;
     }
     A = calloc((size_t)(n ? n : 1) * MAXP, sizeof *A);
     t = malloc((size_t)(n ? n : 1) * sizeof *t);
     rw = malloc((size_t)(n ? n : 1) * sizeof *rw);
     row_of = malloc((size_t)(n ? n : 1) * sizeof *row_of);
-    if (!A || !t || !rw || !row_of) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
+    rb = malloc((size_t)(n ? n : 1) * sizeof *rb);
+    if (!A || !t || !rw || !row_of || !rb) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
 
     /* The cache knee is chosen from candidates by the fit itself: for each, the robust fits
      * below, scored by a bounded loss over every sample (mean of min(e^2, 1), e the relative
@@ -337,7 +420,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         for (size_t q = 0; q < nq; q++) {
             double loss = 0;
             trial = *m;
-            LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], A, t, rw, row_of, &trial));
+            LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], knees[1], A, t, rw, row_of, rb, &trial));
             /* a knee that leaves the bytes below it free (a zero slope: bandwidth 1e15) is
              * not what the timings show (a 256 KiB copy takes longer than a 4 KiB one): its
              * fit put every byte past the knee; not a candidate */
@@ -354,7 +437,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         }
         *m = best;
         /* the chosen fit's robust weights */
-        LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, m->cache_bytes, A, t, rw, row_of, &trial));
+        LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, m->cache_bytes, knees[1], A, t, rw, row_of, rb, &trial));
     }
     /* the fitted model's own prices, with the formula pricing uses */
     for (int i = 0; i < n; i++) {
@@ -374,6 +457,7 @@ fail:
     free(t);
     free(rw);
     free(row_of);
+    free(rb);
     return st;
 }
 

@@ -10,6 +10,10 @@
  * ceil(log2 n); all_reduce twice that). */
 double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n);
 
+/* Hops m charges a collective of kind k over a group of n ranks, by the kind's algorithm (as
+ * ldt_cost_kind_seconds prices it; send_recv: n - 1, one message to each peer). */
+double ldt__kind_hops(const ldt_cost_model *m, ldt_coll_kind k, int64_t n);
+
 /* The bytes term's effective byte count for kind index k (LDT_KIND_COUNT: local ops) under
  * m: (1 + bytes_extra[k]) (b + beyond_cache[k] max(0, b - cache_bytes)) (no bytes_extra for
  * local ops; no knee when cache_bytes is 0). */

@@ -15,7 +15,7 @@ int main(void) {
     ldt_cost_model cm;
     ldt_cost_sample *s = NULL;
     char spec[16];
-    int cap, n = 0, total = 0, seen[LDT_COLL_COUNT] = {0};
+    int cap, n = 0, total = 0, seen[LDT_COLL_COUNT] = {0}, bcasts = 0;
     double rms = -1;
     if (ldt_mpi_world(NULL, &world) != LDT_OK) {
         fprintf(stderr, "mpi world: %s\n", ldt_last_error());
@@ -32,14 +32,18 @@ int main(void) {
     CHECK(ldt_cost_model_check(&cm) == LDT_OK, "the profile: %s", ldt_last_error());
     CHECK(rms >= 0, "rms %g", rms);
     for (int i = 0; i < n; i++) {
-        double want = ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
-        seen[s[i].collective]++;
+        double want = s[i].broadcast
+                          ? ldt_cost_kind_seconds(&cm, cm.links[s[i].dim], s[i].group, LDT_KIND_BROADCAST, s[i].bytes)
+                          : ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
+        bcasts += s[i].broadcast;
+        if (!s[i].broadcast) seen[s[i].collective]++;
         CHECK(s[i].seconds > 0, "sample %d: %g s", i, s[i].seconds);
         CHECK(fabs(s[i].modeled - want) <= 1e-12 * fabs(want), "sample %d modeled %g, its price %g", i,
               s[i].modeled, want);
     }
     for (int c = 0; c <= LDT_COLL_ALL_TO_ALL; c++)
         CHECK(seen[c] > 0, "%s never measured", ldt_collective_name((ldt_collective)c));
+    CHECK(bcasts > 0, "broadcast never measured");
     CHECK(cm.links[0].bandwidth_Bps > 0 && cm.peak_flops[0] > 0, "bandwidth %g, peak %g",
           cm.links[0].bandwidth_Bps, cm.peak_flops[0]);
     /* a mesh of another size than the world: refused, naming both */

@@ -196,6 +196,89 @@ Test(costfit, recovers_a_send_recv_factor) {
     }
 }
 
+/* Broadcast timings (their own samples: no redistribution step issues one) beside every other
+ * kind, on both links (groups of 4 and 2), under a tree algorithm (ceil(log2 n) hops: 2 and
+ * 1), with a bytes factor of 1.4 and a knee factor of 2.5: the fit gives both back and the
+ * library's price of each broadcast (ldt_cost_kind_seconds) is the truth's. */
+Test(costfit, recovers_a_broadcast_factor) {
+    ldt_cost_sample s[160];
+    ldt_cost_model m = truth(), f = start();
+    const int64_t groups[2] = {4, 2};
+    const double tree_hops[2] = {2, 1};
+    int n;
+    m.bytes_extra[LDT_KIND_ALL_GATHER] = 1.25;
+    m.bytes_extra[LDT_KIND_BROADCAST] = 0.4;
+    m.cache_bytes = 1048576;
+    m.beyond_cache[LDT_KIND_ALL_GATHER] = 4.0;
+    m.beyond_cache[LDT_KIND_BROADCAST] = 2.5;
+    m.algo[LDT_KIND_BROADCAST] = LDT_ALGO_TREE;
+    f.algo[LDT_KIND_BROADCAST] = LDT_ALGO_TREE;
+    n = synth(s, &m);
+    for (int d = 0; d < 2; d++)
+        for (int z = 0; z < 8; z++) {
+            int64_t bytes = (int64_t)1 << (12 + 2 * z); /* 4 KiB .. 64 MiB */
+            double past = (double)bytes > m.cache_bytes ? (double)bytes - m.cache_bytes : 0;
+            memset(&s[n], 0, sizeof s[n]);
+            s[n].broadcast = 1;
+            s[n].dim = d;
+            s[n].group = groups[d];
+            s[n].bytes = bytes;
+            s[n].seconds = m.overhead_s + tree_hops[d] * m.links[d].latency_s +
+                           1.4 * ((double)bytes + 2.5 * past) / m.links[d].bandwidth_Bps;
+            n++;
+        }
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    expect_recovers(&f, &m, 1e-6);
+    cr_expect_eq(f.cache_bytes, m.cache_bytes);
+    expect_close(1 + f.bytes_extra[LDT_KIND_BROADCAST], 1.4, 1e-6, "broadcast bytes factor");
+    expect_close(f.beyond_cache[LDT_KIND_BROADCAST], 2.5, 1e-6, "broadcast beyond-cache factor");
+    for (int i = 0; i < n; i++) {
+        if (!s[i].broadcast) continue;
+        expect_close(ldt_cost_kind_seconds(&f, f.links[s[i].dim], s[i].group, LDT_KIND_BROADCAST, s[i].bytes),
+                     s[i].seconds, 1e-6, "broadcast price vs the truth");
+        expect_close(s[i].modeled, s[i].seconds, 1e-6, "broadcast modeled vs measured");
+    }
+    /* refused: a broadcast flag other than 0 or 1, a broadcast over one rank */
+    s[n - 1].broadcast = 2;
+    cr_expect_eq(ldt_cost_model_fit(&s[n - 1], 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "broadcast 2, expected 0") != NULL, "%s", ldt_last_error());
+    s[n - 1].broadcast = 1;
+    s[n - 1].group = 1;
+    cr_expect_eq(ldt_cost_model_fit(&s[n - 1], 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "(broadcast) is on mesh dim 1 with a group of 1") != NULL, "%s",
+              ldt_last_error());
+}
+
+/* The slopes below the knee come from the sizes below the smallest knee tried (512 KiB), so
+ * what the large sizes do cannot move them: timings with a knee at 1 MiB, and the same with
+ * every timing past 512 KiB 1.3 times slower (a loaded machine's memory), give the same link
+ * and local bandwidths, overhead, latencies and bytes factors; only the past-knee factors
+ * move (and the knee may). */
+Test(costfit, bandwidths_do_not_follow_the_large_sizes) {
+    ldt_cost_sample s[96], s2[96];
+    ldt_cost_model m = truth(), f = start(), f2 = start();
+    int n;
+    m.bytes_extra[LDT_KIND_ALL_GATHER] = 1.25;
+    m.bytes_extra[LDT_KIND_ALL_TO_ALL] = 2.0;
+    m.cache_bytes = 1048576;
+    for (int k = 0; k < 4; k++) m.beyond_cache[k] = 1.5 + k;
+    m.beyond_cache[LDT_KIND_COUNT] = 5.0;
+    n = synth(s, &m);
+    memcpy(s2, s, sizeof s);
+    for (int i = 0; i < n; i++)
+        if (s2[i].bytes > 524288) s2[i].seconds *= 1.3;
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_cost_model_fit(s2, n, &f2, NULL), LDT_OK, "%s", ldt_last_error());
+    cr_expect_gt(f2.cache_bytes, 0, "the slower large sizes still show a knee");
+    expect_recovers(&f2, &f, 1e-6);
+    expect_recovers(&f, &m, 1e-6);
+    for (int k = 0; k < 4; k++)
+        expect_close(1 + f2.bytes_extra[k], 1 + m.bytes_extra[k], 1e-6, "bytes factor");
+    cr_expect_gt(f2.beyond_cache[LDT_KIND_COUNT], f.beyond_cache[LDT_KIND_COUNT] * 1.1,
+                 "the local past-knee factor takes the slowdown: %g against %g",
+                 f2.beyond_cache[LDT_KIND_COUNT], f.beyond_cache[LDT_KIND_COUNT]);
+}
+
 /* Local timings flat up to 512 KiB (the overhead alone) and steep past it: a knee at
  * 512 KiB would fit them with no cost per byte below it (a bandwidth of 1e15), which the
  * fit refuses as a candidate; it keeps a finite local bandwidth. */
@@ -298,20 +381,27 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
     ldt_calibrate_options o = {1, 0, 0, NULL};
     ldt_cost_model cm;
     ldt_cost_sample *s;
-    int cap, n = 0, seen[LDT_COLL_COUNT] = {0};
+    int cap, n = 0, seen[LDT_COLL_COUNT] = {0}, bcasts = 0;
     double rms = -1;
     cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
     cap = ldt_calibrate_max_samples(mesh, &o);
-    cr_assert_eq(cap, (4 + 3) * 3);
+    cr_assert_eq(cap, (5 + 3) * 3);
     s = calloc((size_t)cap, sizeof *s);
     cr_assert_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, &rms), LDT_OK, "%s", ldt_last_error());
     cr_expect_str_eq(cm.name, "calibrated");
     cr_expect_geq(rms, 0);
     for (int i = 0; i < n; i++) {
-        double want = s[i].collective == LDT_COLL_SEND_RECV
+        double want = s[i].broadcast
+                          ? ldt_cost_kind_seconds(&cm, cm.links[s[i].dim], s[i].group, LDT_KIND_BROADCAST, s[i].bytes)
+                      : s[i].collective == LDT_COLL_SEND_RECV
                           ? ldt_cost_seconds(&cm, mesh, 0, NULL, LDT_COLL_SEND_RECV, s[i].bytes, (int)s[i].group)
                           : ldt_cost_seconds(&cm, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
-        seen[s[i].collective]++;
+        if (s[i].broadcast) {
+            bcasts++;
+            cr_expect_eq(s[i].group, 4);
+        } else {
+            seen[s[i].collective]++;
+        }
         cr_expect_gt(s[i].seconds, 0);
         expect_close(s[i].modeled, want, 1e-12, "a sample's modeled value");
     }
@@ -320,6 +410,7 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
         cr_expect_gt(seen[c], 0, "%s never measured", ldt_collective_name((ldt_collective)c));
     cr_expect_gt(seen[LDT_COLL_LOCAL_CHUNK] + seen[LDT_COLL_LOCAL_PAD], 0);
     cr_expect_gt(seen[LDT_COLL_SEND_RECV], 0, "send_recv never measured");
+    cr_expect_gt(bcasts, 0, "broadcast never measured");
     cr_expect_eq(ldt_calibrate_samples(mesh, &o, &cm, s, 2, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ldt_last_error(), "pass cap >=") != NULL, "%s", ldt_last_error());
     o.reps = -1;

@@ -278,7 +278,8 @@ typedef struct ldt_calibrate_options {
  * more ranks than cores, steps of 2, 6 and 18 GEMM + all_gather rounds (GEMMs of 128 and
  * 384), each beside the same GEMMs without the all_gathers, give rendezvous_s and
  * rendezvous_share; on rank threads, send/recv (Shard(0) to the ranks rotated by one)
- * gives its bytes and knee factors. The result starts from the shipped "cpu-threads" (what is not measured
+ * gives its bytes and knee factors; ldt_broadcast along each mesh dim (on the rank threads
+ * or the MPI world), less two barriers alone, gives broadcast's (samples with broadcast 1). The result starts from the shipped "cpu-threads" (what is not measured
  * keeps its values): a profile named "calibrated" with one link per mesh dim. opts may be
  * NULL. */
 LDT_API ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts,

@@ -272,7 +272,10 @@ LDT_API double ldt_cost_kind_seconds(const ldt_cost_model *m, ldt_link l, int64_
  * `seconds`. The fit fills `modeled` (the fitted model's seconds) and `weight` (the robust
  * weight it ended with: 1 a fully trusted point, 0 one rejected as an outlier). */
 typedef struct ldt_cost_sample {
-    ldt_collective collective;
+    ldt_collective collective; /* ignored when broadcast is 1 */
+    int broadcast; /* 1: a broadcast (ldt_broadcast, which no redistribution step issues)
+                      along mesh dim `dim`, `bytes` the buffer's: the kind's bytes factor and
+                      knee factor are fitted from these; 0: the collective's */
     int dim;       /* mesh dim (link) of a collective; ignored for local ops */
     int64_t group; /* ranks in the group; ignored for local ops */
     int64_t bytes;
@@ -292,7 +295,12 @@ typedef struct ldt_cost_sample {
  * (cache_bytes) is the candidate (none, 512 KiB, 1, 2 or 4 MiB) whose fit has the least
  * bounded loss, mean of min(e^2, 1) over the samples, a knee replacing a smaller one only
  * when it cuts the loss by a quarter, and only with five or more distinct sizes in each
- * group (collectives, local ops). Constants no sample constrains keep m's values. Noiseless timings give the parameters back exactly (to rounding). Each
+ * group (collectives, local ops). With a knee, two stages: the overhead, latencies and
+ * slopes below the knee from the samples at or below the smallest knee tried, then the
+ * past-knee slopes from every sample with those fixed (so the bandwidths do not depend on
+ * which knee wins). Broadcast samples (broadcast 1) fit broadcast's bytes and knee factors,
+ * with the hops of the profile's broadcast algorithm. Constants no sample constrains keep
+ * m's values. Noiseless timings give the parameters back exactly (to rounding). Each
  * sample's modeled and weight are set; *rms (may be NULL) gets the root mean square of the
  * relative residuals (measured - modeled) / measured over the samples the fit kept. */
 LDT_API ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, double *rms);

@@ -53,7 +53,8 @@ static char *profile_with_fit(const ldt_cost_model *cm, const ldt_cost_sample *s
         cJSON *o = cJSON_CreateObject();
         double r = (s[i].seconds - s[i].modeled) / s[i].seconds;
         if (!o) break;
-        cJSON_AddStringToObject(o, "collective", ldt_collective_name(s[i].collective));
+        cJSON_AddStringToObject(o, "collective",
+                                s[i].broadcast ? "broadcast" : ldt_collective_name(s[i].collective));
         cJSON_AddNumberToObject(o, "mesh_dim", s[i].dim);
         cJSON_AddNumberToObject(o, "group", (double)s[i].group);
         cJSON_AddNumberToObject(o, "bytes", (double)s[i].bytes);
@@ -90,9 +91,9 @@ int cmd_calibrate(int argc, char **argv) {
     if (cli_has(f, NFLAGS, "help")) {
         printf("usage: ldt calibrate --mesh M [--backend threads|mpi] [--out FILE] [--save] [--quick] [--median] [--reps N] [--json]\n\n"
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
-               "all_gather, all_to_all) along each mesh dim at eight sizes from 4 KiB to 64 MiB,\n"
-               "and the local ops (chunk, pad), as redistributions run them (the fastest of\n"
-               "repeats), then fits the cost model by robust least squares on relative error:\n"
+               "all_gather, all_to_all) and broadcast along each mesh dim at eight sizes from\n"
+               "4 KiB to 64 MiB, and the local ops (chunk, pad), as redistributions run them\n"
+               "(the fastest of repeats), then fits the cost model by robust least squares on relative error:\n"
                "per mesh dim a latency (seconds per ring hop) and a bandwidth, per kind a bytes\n"
                "factor, a cache knee with per-kind factors past it, the overhead of one\n"
                "collective, the local op overhead and bandwidth. Prints them with the fit's\n"
