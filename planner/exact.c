@@ -1407,7 +1407,7 @@ static void relax_free(ldt_plan *p, relax *R) {
 ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying,
                              int32_t *choice, double *bound, int *solved, int *tied) {
     relax R;
-    int32_t *cand = NULL;
+    int32_t *cand = NULL, *best = NULL;
     double best_lb, best_ub = INFINITY;
     int64_t used = 0;
     int any = 0;
@@ -1418,7 +1418,8 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     st = solve(p, fixed, limit, tying, &R, choice, bound, solved, tied, &used);
     for (int64_t u = 0; u < p->nnodes && !any; u++) any = R.on[u];
     if (st != LDT_OK || *solved || limit <= 0 || !any) goto out;
-    if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)))
+    if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)) ||
+        !(best = malloc((size_t)p->nnodes * sizeof *best)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     best_lb = *bound;
     R.active = 1;
@@ -1433,10 +1434,12 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         fc = ldt__plan_price(p, cand);
         if (fc < best_ub) {
             best_ub = fc;
-            memcpy(choice, cand, (size_t)p->nnodes * sizeof *cand);
+            memcpy(best, cand, (size_t)p->nnodes * sizeof *cand);
             *tied = ti;
         }
         if (isfinite(best_ub) && best_ub - best_lb <= 1e-12 * best_ub) {
+            /* only a proven plan is handed back: the fallbacks start from choice as it was */
+            memcpy(choice, best, (size_t)p->nnodes * sizeof *best);
             *solved = 1;
             break;
         }
@@ -1446,6 +1449,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
 out:
 fail:
     free(cand);
+    free(best);
     relax_free(p, &R);
     return st;
 }
