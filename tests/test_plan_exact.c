@@ -498,9 +498,10 @@ Test(plan_exact, optimal_on_random_dags) {
 /* ---------------------------------------------------------------------------------------
  * Past the work limit: the relaxation (each move of a value read by several consumers paid in
  * weighted shares by the uses that may ask it), the branch and bound and the heuristic. Under
- * small limits the exact elimination cannot finish on most of these DAGs; whatever decides
- * the plan, a plan said exact is the optimum with gap 0, and any other's bound,
- * cost * (1 - gap), is at most the optimum (the relaxation's minimum is a lower bound).
+ * the smaller limits the exact elimination cannot finish on most of these DAGs (at 500
+ * entries the relaxation proves 11 of the 48 optimal that would otherwise end heuristic);
+ * whatever decides the plan, a plan said exact is the optimum with gap 0, and any other's
+ * bound, cost * (1 - gap), is at most the optimum (the relaxation's minimum is a lower bound).
  */
 Test(plan_exact, bounds_past_the_limit) {
     const char *meshes[] = {"4", "3", "2x2"};
