@@ -570,31 +570,55 @@ static int relax_factors(solver *S, int32_t u, double *lb) {
     ldt_plan *p = S->p;
     relax *R = S->R;
     int64_t a = p->use_off[u], b = p->use_off[u + 1];
-    for (int64_t j0 = a; j0 < b; j0++) {
+    int nt = R->ntl[u], mu = S->nd[u], r = 1;
+    /* the move from each of u's strategies to each target, priced once (0 where it gives it) */
+    double *mvc = malloc((size_t)mu * (size_t)(nt ? nt : 1) * sizeof *mvc);
+    int64_t *jj = malloc((size_t)(b - a) * sizeof *jj);
+    int *kk = malloc((size_t)(b - a) * sizeof *kk);
+    if (!mvc || !jj || !kk) {
+        r = 0;
+        goto out;
+    }
+    for (int su = 0; su < mu; su++) {
+        int from = LDT__SSET_PL(p->node_ss[u], S->dom[u][su])[0];
+        for (int k = 0; k < nt; k++) {
+            double mv = 0;
+            if (R->tl[u][k] != from) {
+                ldt__redist_memo *m = ldt__plan_redist(p, p->node_class[u], from, R->tl[u][k], 0);
+                mv = m ? m->seconds : INFINITY;
+                if (p->opts.strict) mv += STRICT_PENALTY;
+            }
+            mvc[(int64_t)su * nt + k] = mv;
+        }
+    }
+    for (int64_t j0 = a; j0 < b && r == 1; j0++) {
         int32_t w = p->use_node[j0];
-        int dup = 0, mu = S->nd[u], mw = S->nd[w];
+        int dup = 0, mw = S->nd[w];
         double *tab, mn = INFINITY;
         for (int64_t i = a; i < j0 && !dup; i++) dup = p->use_node[i] == w;
         if (dup) continue; /* one table per consumer, for all its uses of u */
-        if (!(tab = malloc((size_t)mu * (size_t)mw * sizeof *tab))) return 0;
-        for (int su = 0; su < mu; su++) {
-            int from = LDT__SSET_PL(p->node_ss[u], S->dom[u][su])[0];
-            for (int sw = 0; sw < mw; sw++) {
+        if (!(tab = malloc((size_t)mu * (size_t)mw * sizeof *tab))) {
+            r = 0;
+            break;
+        }
+        for (int sw = 0; sw < mw; sw++) {
+            int nk = 0;
+            /* w's uses of u under sw: the target each asks (a target not listed — none are:
+             * the lists come from the same domains — pays nothing) */
+            for (int64_t j = j0; j < b; j++) {
+                int to, k;
+                if (p->use_node[j] != w) continue;
+                to = slot_req(S, j, sw);
+                for (k = 0; k < nt && R->tl[u][k] != to; k++) {}
+                if (k == nt) continue;
+                jj[nk] = j;
+                kk[nk++] = k;
+            }
+            for (int su = 0; su < mu; su++) {
                 double c = 0;
-                for (int64_t j = j0; j < b; j++) {
-                    int to, k;
-                    if (p->use_node[j] != w) continue;
-                    to = slot_req(S, j, sw);
-                    if (to == from) continue;
-                    for (k = 0; k < R->ntl[u] && R->tl[u][k] != to; k++) {}
-                    /* a weight of 0 pays nothing (0 * inf would be NaN); a target not listed
-                     * (none: the lists come from the same domains) would pay nothing too */
-                    if (k < R->ntl[u] && R->lam[u][(j - a) * R->ntl[u] + k] > 0) {
-                        ldt__redist_memo *m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
-                        double mv = m ? m->seconds : INFINITY;
-                        if (p->opts.strict) mv += STRICT_PENALTY;
-                        c += R->lam[u][(j - a) * R->ntl[u] + k] * mv;
-                    }
+                for (int q = 0; q < nk; q++) {
+                    double l = R->lam[u][(jj[q] - a) * nt + kk[q]];
+                    if (l > 0) c += l * mvc[(int64_t)su * nt + kk[q]]; /* 0 x inf would be NaN */
                 }
                 tab[(int64_t)su * mw + sw] = c;
                 if (c < mn) mn = c;
@@ -602,19 +626,19 @@ static int relax_factors(solver *S, int32_t u, double *lb) {
         }
         *lb += mn;
         if (mu > 1 && mw > 1) {
-            int r;
             if (w < u) { /* rows by the lower id */
                 double *t2 = malloc((size_t)mu * (size_t)mw * sizeof *t2);
                 if (!t2) {
                     free(tab);
-                    return 0;
+                    r = 0;
+                    break;
                 }
                 for (int su = 0; su < mu; su++)
                     for (int sw = 0; sw < mw; sw++) t2[(int64_t)sw * mu + su] = tab[(int64_t)su * mw + sw];
                 free(tab);
                 tab = t2;
             }
-            if ((r = pair_factor(S, u < w ? u : w, u < w ? w : u, tab)) != 1) return r;
+            r = pair_factor(S, u < w ? u : w, u < w ? w : u, tab);
         } else {
             for (int su = 0; su < mu; su++)
                 for (int sw = 0; sw < mw; sw++) {
@@ -626,7 +650,11 @@ static int relax_factors(solver *S, int32_t u, double *lb) {
             free(tab);
         }
     }
-    return 1;
+out:
+    free(mvc);
+    free(jj);
+    free(kk);
+    return r;
 }
 
 /* The neighbours of v among live factors (ascending, v left out) into out; their count (-1:
