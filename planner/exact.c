@@ -44,6 +44,9 @@
 
 #define STRICT_PENALTY 1e9
 
+/* Passes of the relaxation (ldt__search_exact) at most; together within the work limit. */
+#define RELAX_PASSES 8
+
 typedef struct fac {
     int nv;
     int32_t *vars; /* ascending node ids, each with a domain of 2 or more */
@@ -72,8 +75,19 @@ typedef struct memo {
     int64_t *mht, mhtcap; /* entry index + 1, 0 empty */
 } memo;
 
+/* The relaxation (relax_factors): per value whose moves the exact search splits by target, its
+ * distinct targets and a weight per (use, target); the weights of a target sum to 1. */
+typedef struct relax {
+    unsigned char *on; /* per node: its moves are relaxed (the exact pass split them by target) */
+    int **tl;          /* per relaxed value: its distinct targets */
+    int *ntl;
+    double **lam; /* per relaxed value: [use - use_off[u]][target] */
+    int active;   /* 1: producer_factor builds the relaxed factors */
+} relax;
+
 typedef struct solver {
     ldt_plan *p;
+    relax *R;
     int64_t n;     /* node variables: 0..n */
     int64_t nvars; /* and request variables: n..nvars */
     int64_t capvars;
@@ -400,6 +414,8 @@ static int64_t producer_key(solver *S, int32_t u, const int32_t *vars, int nv, i
  * table grows with the distinct lists asked, not with the consumers' strategies. Variables
  * with a domain of 1 are constants and join no table (a scope of none adds to the constant).
  * 1 done, 0 out of memory, -1 over the limit. */
+static int relax_factors(solver *S, int32_t u, double *lb);
+
 static int producer_factor(solver *S, int32_t u, double *lb) {
     ldt_plan *p = S->p;
     int64_t a = p->use_off[u], b = p->use_off[u + 1], size, nslot = b - a;
@@ -410,6 +426,7 @@ static int producer_factor(solver *S, int32_t u, double *lb) {
     double *tab, mn = INFINITY;
     int req_mode;
     if (a == b) return 1;
+    if (S->R && S->R->active && S->R->on[u]) return relax_factors(S, u, lb);
     for (int64_t j = a; j < b; j++) {
         int32_t w = p->use_node[j];
         if (S->nd[w] < 2) continue;
@@ -418,6 +435,7 @@ static int producer_factor(solver *S, int32_t u, double *lb) {
         else if (!ncons) ncons = 1;
     }
     req_mode = ncons > 1;
+    if (req_mode && S->R && !S->R->active) S->R->on[u] = 1; /* the relaxation splits these */
     vars = malloc((size_t)(nslot + 1) * sizeof *vars);
     svar = malloc((size_t)nslot * sizeof *svar);
     tg = malloc((size_t)nslot * sizeof *tg);
@@ -539,6 +557,104 @@ over:
     free(svar);
     free(tg);
     return -1;
+}
+
+/* The relaxed moves of value u (Lagrangian, issue 24's dp=8,tp=8 training graphs): the move to
+ * each distinct target t is paid once however many uses ask it, which ties u and all its
+ * consumers in one table. Here use j pays lam[j][t] of it instead, the weights of t summing to
+ * 1: sum_t price(t) * [some use asks t] >= sum_t price(t) * sum_{j asks t} lam[j][t] for every
+ * assignment, so the minimum of the relaxed sum is a lower bound of the optimum, and the
+ * relaxed sum splits into one table per (u, consumer). Equal where every asked target's
+ * weights lie on the uses that ask it. 1 done, 0 out of memory, -1 over the limit. */
+static int relax_factors(solver *S, int32_t u, double *lb) {
+    ldt_plan *p = S->p;
+    relax *R = S->R;
+    int64_t a = p->use_off[u], b = p->use_off[u + 1];
+    int nt = R->ntl[u], mu = S->nd[u], r = 1;
+    /* the move from each of u's strategies to each target, priced once (0 where it gives it) */
+    double *mvc = malloc((size_t)mu * (size_t)(nt ? nt : 1) * sizeof *mvc);
+    int64_t *jj = malloc((size_t)(b - a) * sizeof *jj);
+    int *kk = malloc((size_t)(b - a) * sizeof *kk);
+    if (!mvc || !jj || !kk) {
+        r = 0;
+        goto out;
+    }
+    for (int su = 0; su < mu; su++) {
+        int from = LDT__SSET_PL(p->node_ss[u], S->dom[u][su])[0];
+        for (int k = 0; k < nt; k++) {
+            double mv = 0;
+            if (R->tl[u][k] != from) {
+                ldt__redist_memo *m = ldt__plan_redist(p, p->node_class[u], from, R->tl[u][k], 0);
+                mv = m ? m->seconds : INFINITY;
+                if (p->opts.strict) mv += STRICT_PENALTY;
+            }
+            mvc[(int64_t)su * nt + k] = mv;
+        }
+    }
+    for (int64_t j0 = a; j0 < b && r == 1; j0++) {
+        int32_t w = p->use_node[j0];
+        int dup = 0, mw = S->nd[w];
+        double *tab, mn = INFINITY;
+        for (int64_t i = a; i < j0 && !dup; i++) dup = p->use_node[i] == w;
+        if (dup) continue; /* one table per consumer, for all its uses of u */
+        if (!(tab = malloc((size_t)mu * (size_t)mw * sizeof *tab))) {
+            r = 0;
+            break;
+        }
+        for (int sw = 0; sw < mw; sw++) {
+            int nk = 0;
+            /* w's uses of u under sw: the target each asks (a target not listed — none are:
+             * the lists come from the same domains — pays nothing) */
+            for (int64_t j = j0; j < b; j++) {
+                int to, k;
+                if (p->use_node[j] != w) continue;
+                to = slot_req(S, j, sw);
+                for (k = 0; k < nt && R->tl[u][k] != to; k++) {}
+                if (k == nt) continue;
+                jj[nk] = j;
+                kk[nk++] = k;
+            }
+            for (int su = 0; su < mu; su++) {
+                double c = 0;
+                for (int q = 0; q < nk; q++) {
+                    double l = R->lam[u][(jj[q] - a) * nt + kk[q]];
+                    if (l > 0) c += l * mvc[(int64_t)su * nt + kk[q]]; /* 0 x inf would be NaN */
+                }
+                tab[(int64_t)su * mw + sw] = c;
+                if (c < mn) mn = c;
+            }
+        }
+        *lb += mn;
+        if (mu > 1 && mw > 1) {
+            if (w < u) { /* rows by the lower id */
+                double *t2 = malloc((size_t)mu * (size_t)mw * sizeof *t2);
+                if (!t2) {
+                    free(tab);
+                    r = 0;
+                    break;
+                }
+                for (int su = 0; su < mu; su++)
+                    for (int sw = 0; sw < mw; sw++) t2[(int64_t)sw * mu + su] = tab[(int64_t)su * mw + sw];
+                free(tab);
+                tab = t2;
+            }
+            r = pair_factor(S, u < w ? u : w, u < w ? w : u, tab);
+        } else {
+            for (int su = 0; su < mu; su++)
+                for (int sw = 0; sw < mw; sw++) {
+                    double c = tab[(int64_t)su * mw + sw];
+                    if (mu > 1) S->unary[u][su] += c;
+                    else if (mw > 1) S->unary[w][sw] += c;
+                    else S->constant += c;
+                }
+            free(tab);
+        }
+    }
+out:
+    free(mvc);
+    free(jj);
+    free(kk);
+    return r;
 }
 
 /* The neighbours of v among live factors (ascending, v left out) into out; their count (-1:
@@ -1084,8 +1200,10 @@ static void solver_free(solver *S) {
     free(S->mark);
 }
 
-ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying,
-                             int32_t *choice, double *bound, int *solved, int *tied) {
+/* One search: exact (R inactive) or relaxed (R active); as ldt__search_exact, and *work the
+ * table entries it made (solved only). */
+static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying, relax *R,
+                        int32_t *choice, double *bound, int *solved, int *tied, int64_t *work) {
     solver S;
     int64_t n = p->nnodes;
     int32_t *nb = NULL, *nb2 = NULL, *pick = NULL;
@@ -1096,6 +1214,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     int r = 1;
     memset(&S, 0, sizeof S);
     S.p = p;
+    S.R = R;
     S.n = n;
     S.limit = limit;
     S.tying = tying;
@@ -1219,6 +1338,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     *bound = S.constant;
     *solved = 1;
     *tied = S.hits > 0;
+    *work = S.work;
 done:
 fail:
     free(h);
@@ -1226,5 +1346,138 @@ fail:
     free(nb2);
     free(pick);
     solver_free(&S);
+    return st;
+}
+
+/* The relaxation's weights to start: each target's split evenly over the uses that may ask it
+ * (their consumers' strategies in the search's domains). 1 done, 0 out of memory. */
+static int relax_init(ldt_plan *p, const int32_t *fixed, relax *R) {
+    int64_t n = p->nnodes;
+    if (!(R->tl = calloc((size_t)n, sizeof *R->tl)) || !(R->ntl = calloc((size_t)n, sizeof *R->ntl)) ||
+        !(R->lam = calloc((size_t)n, sizeof *R->lam)))
+        return 0;
+    for (int64_t u = 0; u < n; u++) {
+        int64_t a = p->use_off[u], b = p->use_off[u + 1];
+        int nt = 0, cap = 0;
+        if (!R->on[u]) continue;
+        for (int pass = 0; pass < 2; pass++) {
+            /* pass 0: the distinct targets; pass 1: each use's share */
+            for (int64_t j = a; j < b; j++) {
+                int32_t w = p->use_node[j];
+                const ldt__sset *ss = p->node_ss[w];
+                int lo = fixed && fixed[w] >= 0 ? fixed[w] : 0, hi = fixed && fixed[w] >= 0 ? fixed[w] + 1 : ss->n;
+                for (int sw = lo; sw < hi; sw++) {
+                    int to = LDT__SSET_PL(ss, sw)[1 + p->use_slot[j]], k;
+                    for (k = 0; k < nt && R->tl[u][k] != to; k++) {}
+                    if (pass == 1) {
+                        R->lam[u][(j - a) * nt + k] = 1; /* may ask: counted below */
+                        continue;
+                    }
+                    if (k < nt) continue;
+                    if (nt == cap) {
+                        int *t2 = realloc(R->tl[u], (size_t)(cap = cap ? 2 * cap : 16) * sizeof *t2);
+                        if (!t2) return 0;
+                        R->tl[u] = t2;
+                    }
+                    R->tl[u][nt++] = to;
+                }
+            }
+            if (pass == 0) {
+                R->ntl[u] = nt;
+                if (!(R->lam[u] = calloc((size_t)(b - a) * (size_t)(nt ? nt : 1), sizeof *R->lam[u]))) return 0;
+            }
+        }
+        for (int k = 0; k < nt; k++) {
+            int cnt = 0;
+            for (int64_t j = a; j < b; j++) cnt += R->lam[u][(j - a) * nt + k] > 0;
+            for (int64_t j = a; j < b; j++)
+                if (R->lam[u][(j - a) * nt + k] > 0) R->lam[u][(j - a) * nt + k] = 1.0 / cnt;
+        }
+    }
+    return 1;
+}
+
+/* Moves the weights halfway toward the assignment c (a relaxed optimum): of each target c
+ * moves to, toward the first use that asks it paying all of it (a subgradient step of the
+ * bound, kept on the simplex); targets c does not ask keep theirs. */
+static void relax_update(ldt_plan *p, relax *R, const int32_t *c) {
+    for (int64_t u = 0; u < p->nnodes; u++) {
+        int64_t a = p->use_off[u], b = p->use_off[u + 1];
+        int nt = R->ntl[u], from;
+        if (!R->on[u]) continue;
+        from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+        for (int k = 0; k < nt; k++) {
+            int64_t first = -1;
+            if (R->tl[u][k] == from) continue;
+            for (int64_t j = a; j < b && first < 0; j++)
+                if (LDT__SSET_PL(p->node_ss[p->use_node[j]], c[p->use_node[j]])[1 + p->use_slot[j]] == R->tl[u][k])
+                    first = j;
+            if (first < 0) continue;
+            for (int64_t j = a; j < b; j++) {
+                double *l = &R->lam[u][(j - a) * nt + k];
+                *l = 0.5 * *l + (j == first ? 0.5 : 0);
+            }
+        }
+    }
+}
+
+static void relax_free(ldt_plan *p, relax *R) {
+    for (int64_t u = 0; R->tl && u < p->nnodes; u++) {
+        free(R->tl[u]);
+        free(R->lam[u]);
+    }
+    free(R->tl);
+    free(R->ntl);
+    free(R->lam);
+    free(R->on);
+}
+
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying,
+                             int32_t *choice, double *bound, int *solved, int *tied) {
+    relax R;
+    int32_t *cand = NULL, *best = NULL;
+    double best_lb, best_ub = INFINITY;
+    int64_t used = 0;
+    int any = 0;
+    ldt_status st;
+    memset(&R, 0, sizeof R);
+    if (!(R.on = calloc((size_t)(p->nnodes ? p->nnodes : 1), 1)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+    st = solve(p, fixed, limit, tying, &R, choice, bound, solved, tied, &used);
+    for (int64_t u = 0; u < p->nnodes && !any; u++) any = R.on[u];
+    if (st != LDT_OK || *solved || limit <= 0 || !any) goto out;
+    if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)) ||
+        !(best = malloc((size_t)p->nnodes * sizeof *best)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+    best_lb = *bound;
+    R.active = 1;
+    used = 0;
+    for (int it = 0; it < RELAX_PASSES && used < limit; it++) {
+        double lbi, fc;
+        int ok = 0, ti = 0;
+        int64_t w = 0;
+        if ((st = solve(p, fixed, limit - used, tying, &R, cand, &lbi, &ok, &ti, &w)) != LDT_OK || !ok) break;
+        used += w;
+        if (lbi > best_lb) best_lb = lbi;
+        fc = ldt__plan_price(p, cand);
+        if (fc < best_ub) {
+            best_ub = fc;
+            memcpy(best, cand, (size_t)p->nnodes * sizeof *cand);
+            *tied = ti;
+        }
+        if (isfinite(best_ub) && best_ub - best_lb <= 1e-12 * best_ub) {
+            /* only a proven plan is handed back: the fallbacks start from choice as it was */
+            memcpy(choice, best, (size_t)p->nnodes * sizeof *best);
+            *solved = 1;
+            break;
+        }
+        relax_update(p, &R, cand);
+    }
+    *bound = best_lb;
+out:
+fail:
+    free(cand);
+    free(best);
+    relax_free(p, &R);
     return st;
 }
