@@ -284,7 +284,9 @@ static ldt_tensor *lr_now(ldt_optim *o) {
 static int ddp_place(const ldt_optim *o, int i, ldt_placement *pl) {
     const ldt_tensor *p = o->params[i];
     int nd = ldt_mesh_ndim(ldt_ctx_mesh(o->ctx));
-    if (o->sync_dim < 0 || (o->m[i] && o->m[i]->pin) || (!p->pin && nd > 1)) return 0;
+    if (o->sync_dim < 0 || (o->m[i] && o->m[i]->pin && o->m[i]->pin[o->sync_dim].kind != LDT_PLACE_REPLICATE) ||
+        (!p->pin && nd > 1))
+        return 0; /* (a state pinned whole on dp: pinned here at an earlier step) */
     for (int d = 0; d < nd; d++) pl[d] = p->pin ? p->pin[d] : ldt_replicate();
     return pl[o->sync_dim].kind == LDT_PLACE_REPLICATE;
 }
