@@ -327,13 +327,19 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
              * no dp reduction of its own (only the other dims' partial sums are reduced) */
             ldt_tensor *s2 = NULL;
             int ddp = sq2 && ddp_place(o, i, pl), nd = ldt_mesh_ndim(ldt_ctx_mesh(ctx));
-            if (ddp && !sq2->pin && ldt_pin(sq2, pl, nd) != LDT_OK) sq2 = NULL;
+            if (ddp && !sq2->pin && (st = ldt_pin(sq2, pl, nd)) != LDT_OK) {
+                free(part);
+                goto fail;
+            }
             s2 = ldt_sum(sq2, NULL, 0, 0);
             if (s2 && ddp) { /* the local sum: a partial sum over the dims the gradient is split on */
                 for (int d = 0; d < nd; d++)
                     pl[d] = pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD
                                 ? ldt_partial(LDT_REDUCE_SUM) : ldt_replicate();
-                if (ldt_pin(s2, pl, nd) != LDT_OK) s2 = NULL;
+                if ((st = ldt_pin(s2, pl, nd)) != LDT_OK) {
+                    free(part);
+                    goto fail;
+                }
             }
             if ((part[np] = ldt_reshape(s2, &(ldt_shape){1, {1}})) != NULL) np++;
         }
