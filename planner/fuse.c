@@ -292,7 +292,7 @@ ldt_status ldt__program_dim_members(const ldt__program *p, int dim, ldt__dim_mem
             lastw[x->out] = i;
             continue;
         }
-        if (x->kind == LDT__I_WAIT) continue; /* its collective wrote its operands */
+        if (x->kind == LDT__I_WAIT || x->out < 0) continue; /* (a wait: its collective wrote its operands) */
         { /* work: what it makes depends on what it reads */
             int32_t d = 0;
             for (int k = 0; k < x->nin; k++)
