@@ -3,15 +3,18 @@
  *     AdamW with clipping; ldt train's) on dp=4 and on dp=2,tp=2 rank threads, the gradients
  *     reduced over dp (ldt_optim_sync_grads), at the default bucket cap (25 MiB):
  *     `dp_collective_calls` (calls per step that span the dp mesh dim; params mesh, fused),
- *     `dp_buckets` (the buckets the cap implies: next fit over the gradients' bytes on a rank
- *     in the order the backward makes them; params mesh), `collective_calls` (all dims) and
+ *     `dp_buckets` (the buckets the cap implies for the plan that runs, ldt_exec_stats
+ *     .dim_buckets: its dp collectives grouped by phase and kind, each group filled by next fit
+ *     in readiness order; params mesh, zero), `collective_calls` (all dims) and
  *     `step_seconds` with `step_seconds_cpu` (the process's CPU time over the same replays:
  *     every rank thread's), params graph=gpt_train_step, mesh, fused. Fused and unfused
  *     replays alternate, several rounds; medians. Each row also has param zero: "true" rows
  *     split the optimizer states over dp as well (ldt_optim_shard_states, ZeRO): their
- *     gradients are reduce_scattered and their parameters all_gathered after the update, and
- *     `dp_buckets` counts the reduce_scatter, all_gather and all_reduce buckets the cap
- *     implies (gradients in the order the backward makes them, parameters in update order).
+ *     gradients are reduce_scattered and their parameters all_gathered after the update.
+ *     `dp_call` (fused rows): one result per dp call of the step, value its bytes on a rank,
+ *     params mesh, zero, call (its place), collective, group_dims (mesh dims its group
+ *     spans), phase (0: reads no dp call's result; k: reads a phase k-1 call's) and members
+ *     (collectives fused into it): what `dp_collective_calls` counts, call by call.
  *     `pack_buckets`: fused calls per step that copy through a staging buffer (every
  *     reduce_scatter and all_gather bucket stages one side); `packed_all_reduces`: of them,
  *     all_reduce buckets not placed back to back (0: zero-copy), params mesh, zero.
@@ -24,14 +27,6 @@
 
 #include "bench_util.h"
 #include "ldt/ldt.h"
-
-/* When gradient g is ready: its node, or where it is a mean loss's gradient divided by the
- * count after its reduction (div(u, count), docs/autodiff.md) the node of u. */
-static int64_t ready_node(const ldt_tensor *g) {
-    if (strcmp(ldt_tensor_op(g), "div") == 0 && ldt_tensor_ninputs(g) == 2)
-        return ldt_tensor_node(ldt_tensor_input(g, 0));
-    return ldt_tensor_node(g);
-}
 
 /* CPU seconds of the whole process (every thread). */
 static double cpu_now(void) {
@@ -49,9 +44,6 @@ typedef struct step {
     ldt_optim *o;
     ldt_exec *ex;
     int dp, np;
-    int64_t bytes[MAXP]; /* per parameter: its gradient's bytes on a rank (whole over dp) */
-    int64_t order[MAXP]; /* per parameter: the trace node its gradient is made at */
-    int zero[MAXP];      /* per parameter: its state split over dp (ZeRO) */
 } step;
 
 static void step_close(step *s) {
@@ -59,23 +51,6 @@ static void step_close(step *s) {
     ldt_model_destroy(s->m);
     ldt_ctx_destroy(s->ctx);
     ldt_mesh_destroy(s->mesh);
-}
-
-/* The gradient's bytes on a rank: its parameter's shape split as the parameter is pinned. */
-static int64_t shard_bytes(const ldt_tensor *p, const ldt_mesh *mesh) {
-    ldt_placement pl[LDT_MAX_DIMS];
-    ldt_shape s;
-    int pinned = 0;
-    int64_t n = (int64_t)ldt_dtype_size(ldt_tensor_dtype(p));
-    ldt_tensor_shape(p, &s);
-    if (ldt_tensor_pin(p, pl, LDT_MAX_DIMS, &pinned) == LDT_OK)
-        for (int d = 0; pinned && d < ldt_mesh_ndim(mesh); d++)
-            if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
-                int64_t k = ldt_mesh_dim_size(mesh, d);
-                s.dims[pl[d].dim] = (s.dims[pl[d].dim] + k - 1) / k;
-            }
-    for (int d = 0; d < s.ndim; d++) n *= s.dims[d];
-    return n;
 }
 
 /* Traces and compiles the demo step on mesh_text; 0 on success. */
@@ -111,42 +86,10 @@ static int step_open(step *s, const char *mesh_text, int fused, int zero, int qu
     ldt_input_bind(ldt_model_input(s->m, 1, NULL), tok, n * 8);
     free(tok);
     if (!(loss = ldt_model_forward(s->m)) || ldt_grad(loss, ps, s->np, g) != LDT_OK) return 1;
-    for (int i = 0; i < s->np; i++) {
-        ldt_placement pl[LDT_MAX_DIMS];
-        int pinned = 0;
-        s->order[i] = ready_node(g[i]);
-        s->bytes[i] = shard_bytes(ps[i], s->mesh);
-        s->zero[i] = ldt_tensor_pin(ldt_optim_state(s->o, i, 0), pl, LDT_MAX_DIMS, &pinned) == LDT_OK && pinned &&
-                     pl[s->dp].kind == LDT_PLACE_SHARD;
-    }
     copt.no_fuse = !fused;
     return ldt_optim_step(s->o, g) != LDT_OK || ldt_compile(s->ctx, &loss, 1, &copt, &s->ex) != LDT_OK ||
            ldt_replay(s->ex) != LDT_OK;
 }
-
-/* Next fit, cap 25 MiB (the default), over the parameters with zero[i] == zero: in the order
- * their gradients are made (by_grad), else in parameter (update) order. */
-static int64_t next_fit(const step *s, int zero, int by_grad) {
-    int idx[MAXP], k = 0;
-    int64_t n = 0, fill = 0, cap = 25 << 20;
-    for (int i = 0; i < s->np; i++)
-        if (s->zero[i] == zero) idx[k++] = i;
-    for (int a = 1; by_grad && a < k; a++)
-        for (int b = a; b > 0 && s->order[idx[b]] < s->order[idx[b - 1]]; b--) {
-            int t = idx[b];
-            idx[b] = idx[b - 1];
-            idx[b - 1] = t;
-        }
-    for (int a = 0; a < k; a++) {
-        if (fill > 0 && fill + s->bytes[idx[a]] > cap) fill = 0;
-        n += fill == 0;
-        fill += s->bytes[idx[a]];
-    }
-    return n;
-}
-
-/* The buckets the cap implies: all_reduces, and under ZeRO reduce_scatters and all_gathers. */
-static int64_t buckets(const step *s) { return next_fit(s, 0, 1) + next_fit(s, 1, 1) + next_fit(s, 1, 0); }
 
 static int bench_gpt(const bench_opts *o, bench_results *out) {
     const char *meshes[2] = {"dp=4", "dp=2,tp=2"};
@@ -194,9 +137,23 @@ static int bench_gpt(const bench_opts *o, bench_results *out) {
             bench_param_str(out, idx, "zero", zs);
             bench_param_str(out, idx, "fused", f ? "true" : "false");
             if (f) {
-                idx = bench_add(out, "dp_buckets", (double)buckets(&s[f]), "buckets");
+                ldt_exec_call calls[64];
+                int nc = 0;
+                idx = bench_add(out, "dp_buckets", (double)es.dim_buckets[s[f].dp], "buckets");
                 bench_param_str(out, idx, "mesh", meshes[mi]);
                 bench_param_str(out, idx, "zero", zs);
+                /* every dp call of the fused step: its collective, phase, members and bytes */
+                if (ldt_exec_dim_calls(s[f].ex, s[f].dp, calls, 64, &nc) != LDT_OK) nc = 0;
+                for (int k = 0; k < nc && k < 64; k++) {
+                    idx = bench_add(out, "dp_call", (double)calls[k].bytes, "bytes");
+                    bench_param_str(out, idx, "mesh", meshes[mi]);
+                    bench_param_str(out, idx, "zero", zs);
+                    bench_param_int(out, idx, "call", k);
+                    bench_param_str(out, idx, "collective", ldt_collective_name(calls[k].collective));
+                    bench_param_int(out, idx, "group_dims", calls[k].ndims);
+                    bench_param_int(out, idx, "phase", calls[k].phase);
+                    bench_param_int(out, idx, "members", calls[k].members);
+                }
                 idx = bench_add(out, "pack_buckets", (double)es.pack_buckets, "buckets");
                 bench_param_str(out, idx, "mesh", meshes[mi]);
                 bench_param_str(out, idx, "zero", zs);

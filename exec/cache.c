@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "exec/comm.h"
 #include "exec/exec_internal.h"
+#include "planner/fuse.h"
 
 /* An eager step's strategies: the choice its search made, by the key of the trace it planned. */
 typedef struct choice_entry {
@@ -254,6 +255,49 @@ ldt_status ldt_exec_cache_stats(const ldt_ctx *ctx, int64_t *hits, int64_t *miss
     return LDT_OK;
 }
 
+ldt_status ldt_exec_dim_calls(const ldt_exec *e, int dim, ldt_exec_call *out, int cap, int *n) {
+    const ldt__program *p = NULL;
+    ldt__dim_member *m = NULL;
+    int64_t nm = 0, most = -1;
+    if (!e || !n) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec_dim_calls: the executable and n must be given");
+    *n = 0;
+    if (dim < 0 || dim >= ldt_mesh_ndim(e->mesh))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec_dim_calls: mesh dim %d; expected 0 to %d", dim,
+                 ldt_mesh_ndim(e->mesh) - 1);
+    if (cap < 0 || (cap > 0 && !out))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec_dim_calls: cap %d with out %s; expected cap >= 0 and out for cap > 0",
+                 cap, out ? "given" : "NULL");
+    for (int r = 0; r < e->nprogs; r++) /* the busiest rank: the most calls on the dim */
+        if (e->progs[r] && ldt__program_collectives_on(e->progs[r], dim) > most) {
+            p = e->progs[r];
+            most = ldt__program_collectives_on(p, dim);
+        }
+    if (!p) return LDT_OK;
+    LDT_CHECK(ldt__program_dim_members(p, dim, &m, &nm));
+    for (int64_t i = 0; i < nm; i++) {
+        ldt_exec_call *c;
+        int64_t k = m[i].call;
+        if (k >= *n) { /* a new call */
+            *n = (int)k + 1;
+            if (k >= cap) continue;
+            c = &out[k];
+            memset(c, 0, sizeof *c);
+            c->collective = (ldt_collective)m[i].coll;
+            c->ndims = m[i].ndims;
+            for (int d = 0; d < m[i].ndims; d++) c->dims[d] = m[i].dims[d];
+            c->dtype = (ldt_dtype)m[i].dtype;
+            c->phase = m[i].phase;
+        }
+        if (k >= cap) continue;
+        c = &out[k];
+        c->members++;
+        c->bytes += m[i].bytes;
+        if (m[i].phase > c->phase) c->phase = m[i].phase;
+    }
+    free(m);
+    return LDT_OK;
+}
+
 ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
     if (!e || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "exec stats: NULL argument");
     memset(out, 0, sizeof *out);
@@ -267,6 +311,7 @@ ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out) {
     for (int d = 0; d < LDT_MAX_DIMS; d++) {
         out->dim_collectives[d] = e->dim_collectives[d];
         out->dim_collectives_unfused[d] = e->dim_collectives_unfused[d];
+        out->dim_buckets[d] = e->dim_buckets[d];
     }
     out->pack_buckets = e->pack_buckets;
     out->packed_all_reduces = e->packed_all_reduces;

@@ -193,8 +193,10 @@ count:
         if (!p) continue;
         if (ldt__program_collectives(p) > e->collectives) e->collectives = ldt__program_collectives(p);
         for (int d = 0; d < ldt_mesh_ndim(e->mesh) && d < LDT_MAX_DIMS; d++) {
-            int64_t c = ldt__program_collectives_on(p, d);
+            int64_t c = ldt__program_collectives_on(p, d), nb;
             if (c > e->dim_collectives[d]) e->dim_collectives[d] = c;
+            LDT_CHECK(ldt__program_dim_buckets(p, d, cap, &nb));
+            if (nb > e->dim_buckets[d]) e->dim_buckets[d] = nb;
         }
         for (int64_t i = 0; i < p->nins; i++)
             if (p->ins[i].kind == LDT__I_KERNEL && (p->ins[i].op == LDT_OP_MATMUL || p->ins[i].op == LDT_OP_LINEAR))

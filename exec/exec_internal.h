@@ -173,6 +173,7 @@ struct ldt_exec {
     int64_t arena_bytes, bound_bytes, instructions;
     int64_t collectives, collectives_unfused, pack_buckets, packed_all_reduces, moved_starts, collective_groups;
     int64_t dim_collectives[LDT_MAX_DIMS], dim_collectives_unfused[LDT_MAX_DIMS]; /* per mesh dim */
+    int64_t dim_buckets[LDT_MAX_DIMS]; /* per mesh dim, the buckets the cap implies (ldt__program_dim_buckets) */
     int fuse_agreed; /* the ranks' buckets were one decision and were applied (planner/fuse.c) */
     int64_t early_all_reduces; /* in-place all_reduce calls with matmul work after them */
     double model_serial, model_overlap;

@@ -215,6 +215,143 @@ int64_t ldt__program_collectives_on(const ldt__program *p, int dim) {
 
 int64_t ldt__program_collectives(const ldt__program *p) { return ldt__program_collectives_on(p, -1); }
 
+/* Adds a member to *m (grown as needed); 0 when out of memory. */
+static int add_member(ldt__dim_member **m, int64_t *n, int64_t *cap, const ldt__dim_member *x) {
+    if (*n == *cap) {
+        int64_t c = *cap ? 2 * *cap : 64;
+        ldt__dim_member *nm = realloc(*m, (size_t)c * sizeof *nm);
+        if (!nm) return 0;
+        *m = nm;
+        *cap = c;
+    }
+    (*m)[(*n)++] = *x;
+    return 1;
+}
+
+ldt_status ldt__program_dim_members(const ldt__program *p, int dim, ldt__dim_member **out, int64_t *n) {
+    int32_t *dep = calloc((size_t)(p->nvals ? p->nvals : 1), sizeof *dep);
+    int64_t *lastw = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *lastw), cap = 0, call = 0;
+    ldt__dim_member *m = NULL;
+    *out = NULL;
+    *n = 0;
+    if (!dep || !lastw) goto oom;
+    for (int32_t v = 0; v < p->nvals; v++) lastw[v] = -1;
+    for (int64_t i = 0; i < p->nins; i++) {
+        const ldt__instr *x = &p->ins[i];
+        ldt__dim_member mb;
+        memset(&mb, 0, sizeof mb);
+        mb.at = i;
+        if (x->kind == LDT__I_ALL_REDUCE || x->kind == LDT__I_BUCKET) {
+            int on = spans(x->dims, x->ndims, dim), nm = x->nin;
+            mb.call = call;
+            mb.coll = x->kind == LDT__I_BUCKET ? x->coll : LDT_COLL_ALL_REDUCE;
+            mb.reduce = x->reduce;
+            mb.ndims = x->ndims;
+            memcpy(mb.dims, x->dims, sizeof mb.dims);
+            for (int j = 0; j < nm; j++) {
+                int32_t a = p->ops[x->in + j], b = x->kind == LDT__I_BUCKET ? p->ops[x->in + x->nin + j] : a;
+                int64_t ba = ldt__value_bytes(&p->vals[a]), bb = ldt__value_bytes(&p->vals[b]);
+                int32_t d = dep[a];
+                if (on) {
+                    mb.ready = lastw[a];
+                    mb.bytes = ba > bb ? ba : bb;
+                    mb.phase = d;
+                    mb.dtype = p->vals[b].dtype;
+                    if (!add_member(&m, n, &cap, &mb)) goto oom;
+                }
+                dep[b] = on ? d + 1 : d;
+                lastw[b] = i;
+            }
+            call += on;
+            continue;
+        }
+        if (x->kind == LDT__I_REDIST) {
+            int32_t a = p->ops[x->in], d = dep[a];
+            int64_t ba = ldt__value_bytes(&p->vals[a]), bb = ldt__value_bytes(&p->vals[x->out]);
+            for (int s = 0; s < ldt_redist_plan_nsteps(x->plan); s++) {
+                ldt_redist_step rs;
+                uint8_t dims[LDT_MAX_DIMS];
+                ldt_redist_plan_step(x->plan, s, &rs);
+                memset(dims, 0, sizeof dims);
+                for (int k = 0; k < rs.ndims && k < LDT_MAX_DIMS; k++) dims[k] = (uint8_t)rs.dims[k];
+                if (!((rs.collective <= LDT_COLL_ALL_TO_ALL || rs.collective == LDT_COLL_SEND_RECV) &&
+                      spans(dims, rs.ndims < LDT_MAX_DIMS ? rs.ndims : LDT_MAX_DIMS, dim)))
+                    continue;
+                mb.call = call++;
+                mb.ready = lastw[a];
+                mb.bytes = ba > bb ? ba : bb;
+                mb.phase = d++;
+                mb.coll = (uint8_t)rs.collective;
+                mb.reduce = (uint8_t)rs.op;
+                mb.dtype = p->vals[x->out].dtype;
+                mb.ndims = (uint8_t)(rs.ndims < LDT_MAX_DIMS ? rs.ndims : LDT_MAX_DIMS);
+                memcpy(mb.dims, dims, sizeof dims);
+                if (!add_member(&m, n, &cap, &mb)) goto oom;
+            }
+            dep[x->out] = d;
+            lastw[x->out] = i;
+            continue;
+        }
+        if (x->kind == LDT__I_WAIT || x->out < 0) continue; /* (a wait: its collective wrote its operands) */
+        { /* work: what it makes depends on what it reads */
+            int32_t d = 0;
+            for (int k = 0; k < x->nin; k++)
+                if (dep[p->ops[x->in + k]] > d) d = dep[p->ops[x->in + k]];
+            dep[x->out] = d;
+            lastw[x->out] = i;
+            for (int k = 0; k < x->nout; k++) {
+                dep[p->ops[x->in + x->nin + k]] = d;
+                lastw[p->ops[x->in + x->nin + k]] = i;
+            }
+        }
+    }
+    free(dep);
+    free(lastw);
+    *out = m;
+    return LDT_OK;
+oom:
+    free(dep);
+    free(lastw);
+    free(m);
+    *n = 0;
+    LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "fuse: out of memory");
+}
+
+/* Phase, kind, then readiness (then position): the order next fit walks. */
+static int member_cmp(const void *a_, const void *b_) {
+    const ldt__dim_member *a = a_, *b = b_;
+    int c;
+    if (a->phase != b->phase) return a->phase < b->phase ? -1 : 1;
+    if (a->coll != b->coll) return a->coll < b->coll ? -1 : 1;
+    if (a->reduce != b->reduce) return a->reduce < b->reduce ? -1 : 1;
+    if (a->dtype != b->dtype) return a->dtype < b->dtype ? -1 : 1;
+    if (a->ndims != b->ndims) return a->ndims < b->ndims ? -1 : 1;
+    if ((c = memcmp(a->dims, b->dims, a->ndims)) != 0) return c;
+    if (a->ready != b->ready) return a->ready < b->ready ? -1 : 1;
+    return a->at < b->at ? -1 : a->at > b->at;
+}
+
+ldt_status ldt__program_dim_buckets(const ldt__program *p, int dim, int64_t cap_bytes, int64_t *out) {
+    ldt__dim_member *m;
+    int64_t n, nb = 0, fill = 0;
+    *out = 0;
+    LDT_CHECK(ldt__program_dim_members(p, dim, &m, &n));
+    if (n > 1) qsort(m, (size_t)n, sizeof *m, member_cmp);
+    for (int64_t i = 0; i < n; i++) {
+        int same = i > 0 && m[i].phase == m[i - 1].phase && m[i].coll == m[i - 1].coll &&
+                   m[i].reduce == m[i - 1].reduce && m[i].dtype == m[i - 1].dtype &&
+                   m[i].ndims == m[i - 1].ndims && !memcmp(m[i].dims, m[i - 1].dims, m[i].ndims);
+        if (!same || fill + m[i].bytes > cap_bytes) { /* a new bucket (next fit) */
+            nb++;
+            fill = 0;
+        }
+        fill += m[i].bytes;
+    }
+    free(m);
+    *out = nb;
+    return LDT_OK;
+}
+
 ldt_status ldt__fuse_in_place(ldt__program *p, const uint8_t *keep, ldt__fuse_stats *st) {
     memset(st, 0, sizeof *st);
     st->collectives_before = ldt__program_collectives(p);

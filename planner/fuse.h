@@ -51,4 +51,27 @@ int ldt__bucket_chunk(const ldt_redist_plan *pl, int me, int q, ldt__bucket_piec
 ldt_status ldt__fuse_agreed(ldt__program *const *progs, int nprogs, int64_t cap_bytes, int zero,
                             ldt__fuse_stats *st, int *agreed);
 
+/* A collective on one mesh dim as the program issues it (ldt__program_dim_members): one member
+ * of call `call` (the how-manyth call on the dim, in program order; a fused call has several
+ * members, a redistribution of several steps on the dim is one call per step). */
+typedef struct ldt__dim_member {
+    int64_t call;
+    int64_t at;    /* its instruction */
+    int64_t ready; /* the last write of what it reads before `at` (-1: none) */
+    int64_t bytes; /* on this rank: an all_reduce's buffer, the larger of the input and output
+                      (a reduce_scatter's input, an all_gather's output) */
+    int phase;     /* 0: reads no result of a call on the dim; k: reads what a phase k-1 call
+                      on the dim made (through any work between) */
+    uint8_t coll, reduce, dtype, ndims;
+    uint8_t dims[LDT_MAX_DIMS];
+} ldt__dim_member;
+/* Every member of every call of p on mesh dim `dim`, in program order, into *out (malloc'd,
+ * *n of them). */
+ldt_status ldt__program_dim_members(const ldt__program *p, int dim, ldt__dim_member **out, int64_t *n);
+/* The buckets cap_bytes implies on mesh dim `dim` of p: its members (above) grouped by phase
+ * and kind (collective, the group's dims, dtype, reduce op), each group filled by next fit in
+ * the order its members become ready; the count into *out. A call fused or not counts alike,
+ * so the figure is the same for p before and after fusion. */
+ldt_status ldt__program_dim_buckets(const ldt__program *p, int dim, int64_t cap_bytes, int64_t *out);
+
 #endif

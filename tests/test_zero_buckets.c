@@ -181,6 +181,13 @@ static void check_mesh(const char *mesh) {
                      "%s, cap %lld: %lld calls on dp; buckets: %lld reduce_scatter, %lld all_gather, %lld all_reduce",
                      mesh, (long long)caps[c], (long long)fused.es.dim_collectives[dp], (long long)rs, (long long)ag,
                      (long long)ar);
+        /* the goal: at most one call a bucket the sizes imply, phase by phase (the clip
+         * norm's call a phase of its own: docs/replay.md, "What is counted") */
+        cr_assert_leq(fused.es.dim_collectives[dp], fused.es.dim_buckets[dp], "%s, cap %lld: %lld calls, %lld buckets",
+                      mesh, (long long)caps[c], (long long)fused.es.dim_collectives[dp],
+                      (long long)fused.es.dim_buckets[dp]);
+        if (c == 0) /* the unfused run's figure is at the default cap */
+            cr_assert_eq(fused.es.dim_buckets[dp], unf.es.dim_buckets[dp], "%s: the same figure unfused", mesh);
         cr_assert_gt(unf.es.dim_collectives[dp], 2 * nzero, "%s: unfused, a reduce_scatter and an all_gather each",
                      mesh);
         cr_assert_eq(fused.es.pack_buckets > 0, 1, "%s: a bucket's pieces by rank are staged", mesh);

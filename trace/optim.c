@@ -232,6 +232,10 @@ static ldt_tensor *synced_grad(ldt_optim *o, int i, ldt_tensor *g, int phase, ld
          * such redistribution is made (phase 0) before any division (phase 1), so the dp
          * reductions' windows meet. */
         if (phase == 0) return (*r = ldt_redistribute_to(u, pl, nd));
+        /* ldt_grad's own division of u, which the update no longer reads, is placed where u's
+         * redistribution reads u (dp Partial): the search would otherwise split it over dp, a
+         * reduce_scatter of u for a value nothing reads (fusion drops the division) */
+        if (!g->pin && ldt_pin(g, pl, nd) != LDT_OK) return NULL;
         if (!(g = ldt_div(*r, LDT__IN(g)[1])) || ldt_pin(g, to, nd) != LDT_OK) return NULL;
         return g;
     }
@@ -269,6 +273,24 @@ static ldt_tensor *lr_now(ldt_optim *o) {
                        &(ldt_shape){0, {0}});
 }
 
+/* Data parallel without split states (DDP, docs/replay.md "Gradient bucketing"): where
+ * parameter i's update runs when its gradient is synchronised over the data-parallel dim and
+ * its states are not split there (ZeRO): its parameter's placement, whole on that dim as the
+ * reduced gradient is, into pl. 0 when it is not such a case (no sync, split states, a
+ * parameter not pinned on a mesh of more than one dim, or one split on the dp dim). Left to
+ * itself the search splits the update's elementwise work over dp at the price of all_gathers
+ * of its results and of the clip norm's own reduction: collectives a replicated update has
+ * none of. */
+static int ddp_place(const ldt_optim *o, int i, ldt_placement *pl) {
+    const ldt_tensor *p = o->params[i];
+    int nd = ldt_mesh_ndim(ldt_ctx_mesh(o->ctx));
+    if (o->sync_dim < 0 || (o->m[i] && o->m[i]->pin && o->m[i]->pin[o->sync_dim].kind != LDT_PLACE_REPLICATE) ||
+        (!p->pin && nd > 1))
+        return 0; /* (a state pinned whole on dp: pinned here at an earlier step) */
+    for (int d = 0; d < nd; d++) pl[d] = p->pin ? p->pin[d] : ldt_replicate();
+    return pl[o->sync_dim].kind == LDT_PLACE_REPLICATE;
+}
+
 ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
     const ldt_optim_config *c;
     ldt_tensor **g, *lr, *scale = NULL, *t1;
@@ -298,9 +320,29 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
         /* each gradient's sum of squares, side by side in one vector before any is used: where
          * the gradients are split over ranks (ZeRO) the partial sums are reduced in one call,
          * not one each */
-        for (int i = 0; i < o->n; i++)
-            if ((part[np] = ldt_reshape(ldt_sum(ldt_mul(g[i], g[i]), NULL, 0, 0), &(ldt_shape){1, {1}})) != NULL)
-                np++;
+        for (int i = 0; i < o->n; i++) {
+            ldt_placement pl[LDT_MAX_DIMS];
+            ldt_tensor *sq2 = ldt_mul(g[i], g[i]);
+            /* DDP: the squares where the reduced gradient is (whole on dp), so the norm needs
+             * no dp reduction of its own (only the other dims' partial sums are reduced) */
+            ldt_tensor *s2 = NULL;
+            int ddp = sq2 && ddp_place(o, i, pl), nd = ldt_mesh_ndim(ldt_ctx_mesh(ctx));
+            if (ddp && !sq2->pin && (st = ldt_pin(sq2, pl, nd)) != LDT_OK) {
+                free(part);
+                goto fail;
+            }
+            s2 = ldt_sum(sq2, NULL, 0, 0);
+            if (s2 && ddp) { /* the local sum: a partial sum over the dims the gradient is split on */
+                for (int d = 0; d < nd; d++)
+                    pl[d] = pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD
+                                ? ldt_partial(LDT_REDUCE_SUM) : ldt_replicate();
+                if ((st = ldt_pin(s2, pl, nd)) != LDT_OK) {
+                    free(part);
+                    goto fail;
+                }
+            }
+            if ((part[np] = ldt_reshape(s2, &(ldt_shape){1, {1}})) != NULL) np++;
+        }
         for (int i = 0, j = 0; i < o->n && np == o->n; i++) { /* summed by dtype, in order */
             ldt_dtype dt = (ldt_dtype)g[i]->dtype;
             ldt_tensor *s;
@@ -321,6 +363,9 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
     }
     for (int i = 0; i < o->n; i++) {
         /* half parameters: the update runs on the f32 master, the parameter gets its rounding */
+        int64_t from = ctx->nnodes; /* the update's nodes are made from here */
+        int nd_ = ldt_mesh_ndim(ldt_ctx_mesh(ctx));
+        ldt_placement pl_ddp[LDT_MAX_DIMS];
         ldt_tensor *p = o->master[i] ? o->master[i] : o->params[i], *upd, *lrp;
         ldt_tensor *gi = o->master[i] ? ldt_cast(g[i], LDT_F32) : g[i];
         ldt_dtype dt = (ldt_dtype)p->dtype;
@@ -345,7 +390,16 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
             if ((st = ldt_assign(o->m[i], m)) != LDT_OK || (st = ldt_assign(o->v[i], v)) != LDT_OK) goto fail;
             upd = ldt_sub(pd, ldt_mul(lrp, ldt_div(ldt_div(m, bc1), den)));
         }
-        if (o->m[i] && o->m[i]->pin) {
+        if (ddp_place(o, i, pl_ddp)) { /* the whole update where its parameter is */
+            for (int64_t k = from; k < ctx->nnodes; k++) {
+                ldt_tensor *t = ctx->nodes[k];
+                if (!t->pin && ldt_shape_equal(t->shape, p->shape) && (st = ldt_pin(t, pl_ddp, nd_)) != LDT_OK) goto fail;
+            }
+            for (int k = 0; k < 2; k++) {
+                ldt_tensor *sk = k ? o->v[i] : o->m[i];
+                if (sk && !sk->pin && (st = ldt_pin(sk, pl_ddp, nd_)) != LDT_OK) goto fail;
+            }
+        } else if (o->m[i] && o->m[i]->pin) {
             /* ZeRO: the update where the state is split; the parameter's all_gather then moves
              * the new values, read by nothing else in the step, so fusion can bucket them */
             ldt_tensor *sm = o->m[i];

@@ -376,6 +376,13 @@ typedef struct ldt_exec_stats {
                                               (busiest rank, after fusion): on a dp dim, the
                                               gradient buckets and what else crosses it */
     int64_t dim_collectives_unfused[LDT_MAX_DIMS]; /* the same before fusion */
+    int64_t dim_buckets[LDT_MAX_DIMS]; /* per mesh dim, the buckets the bucket cap implies for
+                                          the program that runs (busiest rank): its calls on the
+                                          dim (ldt_exec_dim_calls) grouped by phase and kind
+                                          (collective, group, dtype, reduce op), each group
+                                          filled by next fit in readiness order; the same fused
+                                          or not. Fusion's goal: dim_collectives <= this
+                                          (docs/replay.md, "What is counted") */
     double modeled_step_seconds;    /* compute (roofline estimate) + communication, in series */
     double modeled_overlap_seconds; /* the same with collectives overlapping compute */
     int64_t overlapped_collectives; /* collectives with other work between start and wait */
@@ -398,6 +405,24 @@ typedef struct ldt_exec_stats {
 } ldt_exec_stats;
 /* The executable's figures above, as of its last replay. */
 LDT_API ldt_status ldt_exec_stats_get(const ldt_exec *e, ldt_exec_stats *out);
+/* One collective call a replay makes on a mesh dim (ldt_exec_dim_calls). */
+typedef struct ldt_exec_call {
+    ldt_collective collective; /* LDT_COLL_ALL_REDUCE, LDT_COLL_REDUCE_SCATTER, ... */
+    int ndims;                 /* the mesh dims its group spans */
+    int dims[LDT_MAX_DIMS];
+    ldt_dtype dtype;
+    int members;   /* collectives fused into it (1: a call of its own; a redistribution of
+                      several steps on the dim is one call per step) */
+    int64_t bytes; /* its members' bytes on the rank: an all_reduce's buffers, a
+                      reduce_scatter's input, an all_gather's output */
+    int phase;     /* 0: reads no result of a call on the dim (the backward's gradients);
+                      k: reads what a phase k-1 call made (ZeRO: the clip norm of the
+                      reduce_scattered gradients 1, the parameters' gathers after it 2) */
+} ldt_exec_call;
+/* The calls one replay of e makes on mesh dim `dim`, on the rank that makes the most, in
+ * program order: the first cap of them into out[], their count into *n (which may exceed
+ * cap). */
+LDT_API ldt_status ldt_exec_dim_calls(const ldt_exec *e, int dim, ldt_exec_call *out, int cap, int *n);
 /* The last profiled replay's time by op (kernels by op name, collectives by kind, loads), on
  * its busiest rank: calls, seconds, floating-point operations (GEMM-like ops) and bytes
  * moved (collectives: per rank, as the ring algorithms move them). Needs profile or
