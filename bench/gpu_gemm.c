@@ -1,6 +1,6 @@
 /* ldt-bench gpu_gemm: what one GPU's kernels achieve, the measurements the device profiles'
  * efficiency curves stand for (docs/prediction.md, "The profile's numbers and their sources").
- *  - gemm_tflops (params m, n, k, dtype, us): C[m,n] = A[m,k] B[k,n] through the library's
+ *  - gemm_tflops (params m, n, k, dtype, ns: one GEMM's time): C[m,n] = A[m,k] B[k,n] through the library's
  *    CUDA backend (cuBLAS GemmEx, f32 accumulation; f32 with TF32 off, cuBLAS's default math),
  *    2mnk FLOPs over the time of one GEMM; gemm_efficiency: the same over the peak of the
  *    shipped profile for the device's name (A100: a100-80g; H100, H200: h100-80g), else over
@@ -9,10 +9,10 @@
  *    their tp = 8 shards (bf16): 22B (h 6144, b*s 4*2048) and 175B (h 12288, b*s 2048), each
  *    linear forward [b*s, k] x [k, n], its input gradient [b*s, n] x [n, k] and its weight
  *    gradient [k, b*s] x [b*s, n] (row-major, no transposes: cuBLAS's NN layout).
- *  - membw_gbps (params kernel, elements, dtype, bytes): an elementwise add (3 e n bytes), a
- *    layer norm over the last dim and a softmax over the last dim (2 e n bytes each) at the
- *    checks' activation sizes; param efficiency_pct: over the profile's (else the runtime's)
- *    memory bandwidth.
+ *  - membw_gbps (params kernel, rows, cols, dtype, bytes, ns): an elementwise add (3 e n
+ *    bytes), a layer norm over the last dim and a softmax over the last dim (2 e n bytes each)
+ *    at the checks' activation sizes; param efficiency_pct: over the runtime's memory
+ *    bandwidth (memory clock x bus width), else the profile's.
  * One GEMM's time is the slope between CUDA Graph replays of R and 2R independent copies
  * (R chosen so a replay holds about 1e11 FLOPs), which removes the launch and wait of a
  * replay; the median of 3 rounds. Without a CUDA device (or a CUDA build) it says so and
@@ -144,12 +144,14 @@ static double time_one(kind k, ldt_dtype t, int64_t m, int64_t n, int64_t kk, do
     }
     int R = (int)ceil((k == K_GEMM ? 1e11 : 2e9) / (work > 1 ? work : 1));
     R = R < 1 ? 1 : R > 32 ? 32 : R;
-    /* replays: about 0.1 s of work at the peak (989 TFLOP/s, 2 TB/s if not known) a round,
+    if (ldt_cuda_emulated()) R = 1; /* CPU timings: the copies only cost time */
+    /* replays: about 0.05 s of work at the peak (989 TFLOP/s, 2 TB/s if not known) a round,
      * at least 2 */
     double est = R * work / (peak > 0 ? peak : k == K_GEMM ? 989e12 : 2e12);
-    int reps = (int)(0.1 / (est > 1e-6 ? est : 1e-6));
+    int reps = (int)(0.05 / (est > 1e-6 ? est : 1e-6));
     reps = reps < 2 ? 2 : reps > 200 ? 200 : reps;
     if (quick) reps = reps > 5 ? 5 : reps;
+    if (ldt_cuda_emulated()) reps = 2;
     double t1 = time_copies(k, t, m, n, kk, R, reps, *host);
     double t2 = t1 < 0 ? -1 : time_copies(k, t, m, n, kk, 2 * R, reps, *host);
     if (t2 < 0) return -1;
@@ -180,7 +182,7 @@ static void gemm(bench_results *out, const dev_info *d, host_buf *hb, ldt_dtype 
         bench_param_int(out, i, "n", n);
         bench_param_int(out, i, "k", k);
         bench_param_str(out, i, "dtype", dt_name(t));
-        bench_param_int(out, i, "us", (int64_t)llround(sec * 1e6));
+        bench_param_int(out, i, "ns", (int64_t)llround(sec * 1e9));
         if (layer) bench_param_str(out, i, "layer", layer);
     }
 }
@@ -197,7 +199,7 @@ static void membw(bench_results *out, const dev_info *d, host_buf *hb, kind k, i
     bench_param_int(out, i, "cols", cols);
     bench_param_str(out, i, "dtype", dt_name(t));
     bench_param_int(out, i, "bytes", (int64_t)bytes);
-    bench_param_int(out, i, "us", (int64_t)llround(sec * 1e6));
+    bench_param_int(out, i, "ns", (int64_t)llround(sec * 1e9));
     if (d->mem_Bps > 0)
         bench_param_int(out, i, "efficiency_pct", (int64_t)llround(100.0 * bytes / sec / d->mem_Bps));
     bench_param_str(out, i, "size_of", what);
@@ -217,7 +219,7 @@ static void describe(dev_info *d) {
     if (prof && ldt_cost_model_preset(prof, &cm) == LDT_OK) {
         d->peak[0] = d->peak[1] = cm.peak_flops[LDT_PREC_BF16];
         d->peak[2] = cm.peak_flops[LDT_PREC_F32];
-        d->mem_Bps = cm.memory_bandwidth_Bps;
+        if (d->mem_Bps <= 0) d->mem_Bps = cm.memory_bandwidth_Bps;
         d->peak_from = prof;
     } else if ((cc == 80 || cc == 90) && sms > 0 && clock > 0) {
         /* dense 16-bit tensor-core and f32 FLOPs per SM-clock (A100: 2048 and 128; H100: 4096
