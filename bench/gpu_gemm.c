@@ -1,7 +1,7 @@
 /* ldt-bench gpu_gemm: what one GPU's kernels achieve, the measurements the device profiles'
  * efficiency curves stand for (docs/prediction.md, "The profile's numbers and their sources").
- *  - gemm_tflops (params m, n, k, dtype, ns: one GEMM's time): C[m,n] = A[m,k] B[k,n] through the library's
- *    CUDA backend (cuBLAS GemmEx, f32 accumulation; f32 with TF32 off, cuBLAS's default math),
+ *  - gemm_tflops (params m, n, k, dtype, ns: one GEMM's time): C[m,n] = A[m,k] B[k,n]
+ *    through the library's CUDA backend (cuBLAS GemmEx, f32 accumulation; f32 with TF32 off, cuBLAS's default math),
  *    2mnk FLOPs over the time of one GEMM; gemm_efficiency: the same over the peak of the
  *    shipped profile for the device's name (A100: a100-80g; H100, H200: h100-80g), else over
  *    SMs x clock x the architecture's dense FLOPs per SM-clock (sm_80, sm_90), else not given.
@@ -201,7 +201,8 @@ static void membw(bench_results *out, const dev_info *d, host_buf *hb, kind k, i
     bench_param_int(out, i, "bytes", (int64_t)bytes);
     bench_param_int(out, i, "ns", (int64_t)llround(sec * 1e9));
     if (d->mem_Bps > 0)
-        bench_param_int(out, i, "efficiency_pct", (int64_t)llround(100.0 * bytes / sec / d->mem_Bps));
+        bench_param_int(out, i, "efficiency_pct",
+                        (int64_t)llround(100.0 * bytes / sec / d->mem_Bps));
     bench_param_str(out, i, "size_of", what);
 }
 
@@ -210,7 +211,8 @@ static void describe(dev_info *d) {
     double clock = 0, mem = 0;
     memset(d, 0, sizeof *d);
     d->peak_from = "unknown";
-    if (!ldt_cuda_emulated()) ldt__cuda_device_info(d->name, sizeof d->name, &sms, &cc, &clock, &mem);
+    if (!ldt_cuda_emulated())
+        ldt__cuda_device_info(d->name, sizeof d->name, &sms, &cc, &clock, &mem);
     d->mem_Bps = mem;
     const char *prof = strstr(d->name, "A100") ? "a100-80g"
                        : strstr(d->name, "H100") || strstr(d->name, "H200") ? "h100-80g"
