@@ -2,9 +2,10 @@
  * efficiency curves stand for (docs/prediction.md, "The profile's numbers and their sources").
  *  - gemm_tflops (params m, n, k, dtype, ns: one GEMM's time): C[m,n] = A[m,k] B[k,n]
  *    through the library's CUDA backend (cuBLAS GemmEx, f32 accumulation; f32 with TF32
- *    off, cuBLAS's default math), 2mnk FLOPs over the time of one GEMM; gemm_efficiency:
- *    the same over the peak of the shipped profile for the device's name (A100: a100-80g; H100, H200: h100-80g), else over
- *    SMs x clock x the architecture's dense FLOPs per SM-clock (sm_80, sm_90), else not given.
+ *    off, cuBLAS's default math), 2mnk FLOPs over the time of one GEMM. gemm_efficiency:
+ *    the same over the peak of the shipped profile the device's name matches (A100:
+ *    a100-80g; H100, H200: h100-80g), else over SMs x clock x the architecture's dense FLOPs
+ *    per SM-clock (sm_80, sm_90), else not given.
  *  - Sizes: squares 512..16384 (bf16, f16, f32) and the linears of issue 26's four checks on
  *    their tp = 8 shards (bf16): 22B (h 6144, b*s 4*2048) and 175B (h 12288, b*s 2048), each
  *    linear forward [b*s, k] x [k, n], its input gradient [b*s, n] x [n, k] and its weight
