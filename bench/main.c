@@ -32,7 +32,10 @@
     X(rng, "random values per second on one core from the stream's CPU fillers: uniform, "   \
            "normal, trunc_normal, randint (GB/s of f32)")                                     \
     X(gpu_replay, "one GPU: an MLP step replayed as a CUDA Graph against the same launches "  \
-                  "issued one by one (us per step); reports nothing without a device")
+                  "issued one by one (us per step); reports nothing without a device")         \
+    X(gpu_gemm, "one GPU: cuBLAS GEMM TFLOP/s and efficiency (bf16, f16, f32 without TF32) "   \
+                "at squares and issue 26's layer shapes, and memory GB/s of add, layer norm "  \
+                "and softmax; reports nothing without a device")
 
 #define BENCH_DECL(name, desc) int bench_##name(const bench_opts *o, bench_results *out);
 LDT_BENCHES(BENCH_DECL)

@@ -21,6 +21,13 @@
 
 typedef struct ldt__cuda_exec ldt__cuda_exec;
 
+/* The current CUDA device as the runtime describes it (for benchmarks: bench/gpu_gemm.c):
+ * its name (into name[0..n)), multiprocessors, compute capability (major x 10 + minor), peak
+ * SM clock in Hz and memory bandwidth in bytes/s (memory clock x 2 transfers x bus width).
+ * Returns 1, or 0 (outputs zeroed) without CUDA, on the emulator, or on any runtime error. */
+int ldt__cuda_device_info(char *name, size_t n, int *sms, int *cc, double *clock_hz,
+                          double *mem_Bps);
+
 /* Whether the CUDA backend can run program p: LDT_ERR_UNSUPPORTED naming the first
  * instruction it cannot (a collective, a redistribution, arange, a custom op, an op with no
  * CUDA kernel yet). Needs no device. */

@@ -1,4 +1,7 @@
 /* What the build holds (CUDA, NCCL, MPI) and how many CUDA devices the runtime sees. */
+#include <stdio.h>
+
+#include "exec/backend_cuda.h"
 #include "ldt/exec.h"
 
 #ifdef LDT_HAVE_CUDA
@@ -14,6 +17,33 @@ int ldt_cuda_device_count(void) {
         return 0;
     }
     return n;
+#else
+    return 0;
+#endif
+}
+
+int ldt__cuda_device_info(char *name, size_t n, int *sms, int *cc, double *clock_hz,
+                          double *mem_Bps) {
+    if (name && n) name[0] = 0;
+    *sms = *cc = 0;
+    *clock_hz = *mem_Bps = 0;
+#if defined(LDT_HAVE_CUDA) && !defined(LDT_CUDA_EMU)
+    int dev = 0, nsm = 0, clk = 0, mclk = 0, bus = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&mclk, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (name && n) snprintf(name, n, "%s", prop.name);
+    *sms = nsm;
+    *cc = prop.major * 10 + prop.minor;
+    *clock_hz = clk * 1e3;
+    *mem_Bps = mclk * 1e3 * 2.0 * (bus / 8.0);
+    return 1;
 #else
     return 0;
 #endif

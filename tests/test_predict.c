@@ -281,3 +281,56 @@ Test(predict, plan_step_splits_its_time) {
     ldt_ctx_destroy(ctx);
     ldt_mesh_destroy(mesh);
 }
+
+/* ldt-bench gpu_gemm, the measurements the profiles' efficiency curves stand for
+ * (docs/prediction.md): without a device it measures nothing and exits 0; with one (the CUDA
+ * emulator of an LDT_CUDA=EMU build) every figure is its FLOPs or bytes over its time, by hand,
+ * and the squares, the checks' twelve layer GEMMs and the three bandwidth kernels are there. */
+Test(predict, gpu_gemm_bench_figures) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s gpu_gemm --quick --json 2>/dev/null", LDT_BENCH_PATH);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    size_t got = fread(g_out, 1, OUT_CAP - 1, f);
+    g_out[got] = '\0';
+    int st = pclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ldt-bench gpu_gemm failed: %s", g_out);
+    cJSON *j = cJSON_Parse(g_out);
+    cr_assert_not_null(j, "ldt-bench printed no JSON object: %s", g_out);
+    const cJSON *res = cJSON_GetObjectItem(j, "results");
+    cr_assert(cJSON_IsArray(res));
+    int n = cJSON_GetArraySize(res);
+    if (ldt_cuda_device_count() == 0) {
+        cr_expect_eq(n, 0, "no device, yet %d results", n);
+        cJSON_Delete(j);
+        return;
+    }
+    int squares[3] = {0, 0, 0}, layers = 0, kernels = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, res) {
+        const char *name = cJSON_GetObjectItem(r, "name")->valuestring;
+        const cJSON *p = cJSON_GetObjectItem(r, "params");
+        double v = num(r, "value"), ns = num(p, "ns");
+        cr_assert(ns > 0 && v > 0, "%s: value %g in %g ns", name, v, ns);
+        if (strcmp(name, "gemm_tflops") == 0) {
+            double m = num(p, "m"), nn = num(p, "n"), k = num(p, "k");
+            expect_rel(v, 2 * m * nn * k / ns / 1e3, 1e-3, "gemm_tflops = 2mnk / time");
+            const char *dt = cJSON_GetObjectItem(p, "dtype")->valuestring;
+            if (cJSON_GetObjectItem(p, "layer")) layers++;
+            else squares[strcmp(dt, "bf16") == 0 ? 0 : strcmp(dt, "f16") == 0 ? 1 : 2]++;
+        } else if (strcmp(name, "membw_gbps") == 0) {
+            const char *kn = cJSON_GetObjectItem(p, "kernel")->valuestring;
+            double bytes = num(p, "bytes"), e = (strcmp(kn, "add") == 0 ? 3 : 2) * 2;
+            expect_rel(bytes, e * num(p, "rows") * num(p, "cols"), 1e-12, "membw bytes");
+            expect_rel(v, bytes / ns, 1e-3, "membw_gbps = bytes / time");
+            kernels++;
+        } else {
+            cr_expect_str_eq(name, "gemm_efficiency");
+        }
+    }
+    cr_expect(squares[0] >= 2 && squares[1] >= 2 && squares[2] >= 2, "squares %d %d %d",
+              squares[0], squares[1], squares[2]);
+    cr_expect_eq(layers, 12, "the 22B layer's 4 linears x fwd, dgrad, wgrad: %d", layers);
+    cr_expect_eq(kernels, 3, "add, layer_norm, softmax: %d", kernels);
+    cJSON_Delete(j);
+}
