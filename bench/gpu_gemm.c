@@ -6,7 +6,7 @@
  *    the same over the peak of the shipped profile the device's name matches (A100:
  *    a100-80g; H100, H200: h100-80g), else over SMs x clock x the architecture's dense FLOPs
  *    per SM-clock (sm_80, sm_90), else not given.
- *  - Sizes: squares 512..16384 (bf16, f16, f32) and the linears of issue 26's four checks on
+ *  - Sizes: squares 512..8192 (bf16, f16, f32) and the linears of issue 26's four checks on
  *    their tp = 8 shards (bf16): 22B (h 6144, b*s 4*2048) and 175B (h 12288, b*s 2048), each
  *    linear forward [b*s, k] x [k, n], its input gradient [b*s, n] x [n, k] and its weight
  *    gradient [k, b*s] x [b*s, n] (row-major, no transposes: cuBLAS's NN layout).
@@ -249,7 +249,7 @@ int bench_gpu_gemm(const bench_opts *o, bench_results *out) {
     if (emu) bench_note("gpu_gemm: the CUDA emulator (LDT_CUDA=EMU): these are CPU timings");
     else bench_note("gpu_gemm: %s, efficiency over %s", d.name, d.peak_from);
     /* squares */
-    int64_t lo = emu ? 32 : 512, hi = emu ? (o->quick ? 64 : 128) : o->quick ? 4096 : 16384;
+    int64_t lo = emu ? 32 : 512, hi = emu ? (o->quick ? 64 : 128) : o->quick ? 4096 : 8192;
     for (int di = 0; di < 3; di++)
         for (int64_t s = lo; s <= hi; s *= 2) gemm(out, &d, &hb, dts[di], s, s, s, NULL, o->quick);
     /* the checks' linears on tp = 8 shards; the emulator: h and b*s divided by 64 */
