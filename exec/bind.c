@@ -489,11 +489,27 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
             LDT_CHECK_GOTO(ldt__commq_start(rs, nasync));
         }
     }
+    { /* a built-in kernel's call, copied back to back with the others': its replay reads the
+       * hot pair, this call, its operands and its plan, and no cold record (a wrapper finds its
+       * record from its call, BIN_OF, so wrapped instructions keep pointing there) */
+        int64_t nk = 0;
+        for (int64_t i = 0; i < p->nins; i++)
+            nk += p->ins[i].kind == LDT__I_KERNEL && !rs->ins[i].custom && rs->ins[i].fn != w_grouped;
+        rs->kcalls = aligned_alloc(64, ((size_t)(nk ? nk : 1) * sizeof *rs->kcalls + 63) / 64 * 64);
+        if (!rs->kcalls) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        nk = 0;
+        for (int64_t i = 0; i < p->nins; i++)
+            if (p->ins[i].kind == LDT__I_KERNEL && !rs->ins[i].custom && rs->ins[i].fn != w_grouped) {
+                rs->kcalls[nk] = rs->ins[i].call;
+                rs->ins[i].hcall = &rs->kcalls[nk++];
+            }
+    }
     for (int64_t i = 0; i < p->nins; i++) { /* the hot array: the functions chosen above */
         rs->hot[i].fn = rs->ins[i].fn;
         /* a custom op's argument is its call, on a line of its own (w_custom) */
         rs->hot[i].call = rs->ins[i].custom ? (const ldt__kcall *)(const void *)rs->ins[i].custom
-                                            : &rs->ins[i].call;
+                          : rs->ins[i].hcall ? rs->ins[i].hcall
+                                             : &rs->ins[i].call;
     }
 fail:
     free(outside);

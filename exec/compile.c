@@ -119,6 +119,7 @@ void ldt__exec_destroy(ldt_exec *e) {
         free(rs->val_now);
         free(rs->whole_input);
         free(rs->hot);
+        free(rs->kcalls);
         free(rs->ins);
         free(rs->opnds);
         free(rs->rand);

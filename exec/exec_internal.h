@@ -57,6 +57,8 @@ struct binstr {
     ldt_comm *comm;   /* ALL_REDUCE: the group, made at the first replay */
     ldt_redist_runner *runner; /* REDIST: made at the first replay */
     ldt__custom_call *custom; /* KERNEL of a custom op: its call (rank_state.ccalls), else NULL */
+    ldt__kcall *hcall; /* KERNEL of a built-in op: the copy of `call` the hot array points at
+                          (rank_state.kcalls), kept in step with it; else NULL */
     int64_t count;  /* ALL_REDUCE: elements reduced (a fused one: in the bucket) */
     void *scratch;  /* fused ALL_REDUCE that must pack: the bucket's staging buffer; BUCKET:
                        its packed side (reduce_scatter's input, all_gather's output) */
@@ -102,6 +104,9 @@ struct rank_state {
     uint8_t *whole_input; /* per binding: this rank holds the whole input */
     ldt__hot *hot; /* what the replay loop walks (64-byte aligned) */
     binstr *ins;   /* the cold records, in program order (64-byte aligned) */
+    ldt__kcall *kcalls; /* the built-in kernels' calls, copied out of their cold records in
+                           program order, back to back: what a kernel's replay reads (64-byte
+                           aligned) */
     int64_t nins;
     ldt__operand *opnds;
     ldt__rand_slot *rand;

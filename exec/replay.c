@@ -50,6 +50,7 @@ static void patch_pointers(rank_state *rs) {
             if (rs->ins[i].custom) rs->ins[i].custom->in[j] = rs->opnds[k].data;
         }
         rs->ins[i].call.out.data = rs->val_now[x->out];
+        if (rs->ins[i].hcall) rs->ins[i].hcall->out.data = rs->ins[i].call.out.data;
         if (rs->ins[i].custom) rs->ins[i].custom->out = rs->ins[i].call.out.data;
     }
 }

@@ -600,8 +600,9 @@ static ldt_status counting_noop(const ldt__kcall *c) {
     return LDT_OK;
 }
 
-/* The replay loop walks 16-byte (function, call) pairs whose call is the cold record's first
- * member; a measurement binding (ldt__exec_bind_noop) swaps every function, the loop calls it
+/* The replay loop walks 16-byte (function, call) pairs; a built-in kernel's call is a copy of
+ * its cold record's first member, back to back with the other kernels' (rank_state.kcalls),
+ * while the other instructions' wrappers get the cold record's own; a measurement binding (ldt__exec_bind_noop) swaps every function, the loop calls it
  * once per instruction on every rank, and binding NULL puts the kernels back. */
 Test(replay, hot_array_and_noop_binding) {
     ldt_mesh *mesh;
@@ -623,12 +624,24 @@ Test(replay, hot_array_and_noop_binding) {
         const rank_state *rs = ex->ranks[r];
         cr_assert_not_null(rs);
         cr_assert_eq((uintptr_t)rs->hot & 63, 0, "the hot array is 64-byte aligned");
+        cr_assert_eq((uintptr_t)rs->kcalls & 63, 0, "the kernels' calls are 64-byte aligned");
+        int64_t nk = 0;
         for (int64_t i = 0; i < rs->nins; i++) {
             cr_assert_null(rs->ins[i].custom, "adds only: no custom call");
-            cr_assert_eq(rs->hot[i].call, &rs->ins[i].call);
-            cr_assert_eq(BIN_OF(rs->hot[i].call), &rs->ins[i]);
             cr_assert(rs->hot[i].fn == rs->ins[i].fn);
+            if (rs->prog->ins[i].kind != LDT__I_KERNEL) {
+                cr_assert_null(rs->ins[i].hcall);
+                cr_assert_eq(rs->hot[i].call, &rs->ins[i].call);
+                cr_assert_eq(BIN_OF(rs->hot[i].call), &rs->ins[i]);
+                continue;
+            }
+            const ldt__kcall *k = &rs->kcalls[nk++], *c = &rs->ins[i].call;
+            cr_assert_eq(rs->hot[i].call, k, "instruction %lld: its call back to back, in program order", (long long)i);
+            cr_assert_eq(rs->ins[i].hcall, k);
+            cr_assert(k->op == c->op && k->in == c->in && k->nin == c->nin && k->out.data == c->out.data &&
+                      k->plan == c->plan && k->plan != NULL, "the copy is the cold record's call");
         }
+        cr_assert_eq(nk, 5, "five adds");
         total += rs->nins;
     }
     for (int i = 0; i < 6; i++) x[i] = (float)i - 2;
@@ -689,7 +702,7 @@ Test(replay, custom_calls_on_lines_of_their_own) {
         const rank_state *rs = ex->ranks[0];
         for (int64_t i = 0; i < rs->nins; i++) {
             if (!rs->ins[i].custom) {
-                cr_assert_eq(rs->hot[i].call, &rs->ins[i].call);
+                cr_assert_eq(rs->hot[i].call, rs->ins[i].hcall ? rs->ins[i].hcall : &rs->ins[i].call);
                 continue;
             }
             cr_assert_eq((const void *)rs->hot[i].call, (const void *)rs->ins[i].custom,
