@@ -22,6 +22,7 @@
 
 #include "ldt/ldt.h"
 #include "ldt/models.h"
+#include "tests/bucket_step.h"
 
 #define STEPS 2
 #define MAXP 64
@@ -36,24 +37,11 @@ typedef struct run {
     int zero[MAXP];      /* per parameter: its states split over dp */
 } run;
 
-static int64_t local_bytes(const ldt_shape *s, const ldt_placement *pl, int pinned, const ldt_mesh *m) {
-    ldt_shape l = *s;
-    int64_t n = 8; /* f64 */
-    for (int d = 0; pinned && d < ldt_mesh_ndim(m); d++)
-        if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
-            int64_t k = ldt_mesh_dim_size(m, d);
-            l.dims[pl[d].dim] = (l.dims[pl[d].dim] + k - 1) / k;
-        }
-    for (int d = 0; d < l.ndim; d++) n *= l.dims[d];
-    return n;
-}
-
 /* STEPS steps of the demo's step (small) on mesh_text; zero: states split over dp; fused:
  * fusion on at the default cap; preset: the cost profile. */
 static void train(const char *mesh_text, int zero, int fused, const char *preset, run *out) {
-    ldt_ctx_options co = {0};
+    bucket_step S;
     ldt_model_config cfg = ldt_model_config_default("gpt");
-    ldt_optim_config oc = {0};
     ldt_compile_options copt = {0};
     ldt_cost_model cm;
     ldt_mesh *mesh;
@@ -65,35 +53,17 @@ static void train(const char *mesh_text, int zero, int fused, const char *preset
     memset(out, 0, sizeof *out);
     cfg.layers = 2, cfg.hidden = 32, cfg.heads = 4, cfg.vocab = 128, cfg.seq = 16, cfg.batch = 8;
     cfg.dtype = LDT_F64, cfg.dropout = 0.1, cfg.train = 1;
-    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &mesh), LDT_OK);
-    cr_assert_eq(ldt_mesh_dim_index(mesh, "dp", &dp), LDT_OK);
-    co.mesh = mesh;
-    co.seed = 3;
-    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
-    cr_assert_eq(ldt_model_create(ctx, "gpt", &cfg, &m), LDT_OK, "%s", ldt_last_error());
-    cr_assert_eq(ldt_model_init(m, 3), LDT_OK);
-    cr_assert_eq(ldt_model_pin(m, "megatron"), LDT_OK);
-    out->np = ldt_model_nparams(m);
-    cr_assert_leq(out->np, MAXP);
-    for (int i = 0; i < out->np; i++) ps[i] = ldt_model_param(m, i, NULL);
-    oc.kind = LDT_OPTIM_ADAMW, oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
-    oc.weight_decay = 0.01, oc.clip_norm = 1.0, oc.total_steps = STEPS;
-    cr_assert_eq(ldt_optim_create(ctx, &oc, ps, out->np, &o), LDT_OK, "%s", ldt_last_error());
+    bucket_step_open(&S, mesh_text, &cfg, 3, STEPS, ps, MAXP);
+    mesh = S.mesh, ctx = S.ctx, m = S.m, o = S.o, dp = S.dp, out->np = S.np;
     cr_assert_eq(ldt_optim_sync_grads(o, dp), LDT_OK);
     if (zero) cr_assert_eq(ldt_optim_shard_states(o, dp), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(ldt_cost_model_preset(preset, &cm), LDT_OK);
     copt.plan.cost = &cm;
     copt.no_fuse = !fused;
     for (int k = 0; k < STEPS; k++) {
-        int64_t tok[128], tgt[128];
         ldt_tensor *loss, *g[MAXP];
         ldt_exec *ex;
-        for (int i = 0; i < cfg.batch * cfg.seq; i++) {
-            tok[i] = (i * 7 + k * 3) % cfg.vocab;
-            tgt[i] = i % 11 == 3 ? -1 : (i * 5 + k + 1) % cfg.vocab; /* some ignored (-1) */
-        }
-        cr_assert_eq(ldt_input_bind(ldt_model_input(m, 0, NULL), tok, cfg.batch * cfg.seq * 8), LDT_OK);
-        cr_assert_eq(ldt_input_bind(ldt_model_input(m, 1, NULL), tgt, cfg.batch * cfg.seq * 8), LDT_OK);
+        bucket_step_batch(&S, &cfg, k, 1);
         cr_assert(loss = ldt_model_forward(m), "%s", ldt_last_error());
         cr_assert_eq(ldt_grad(loss, ps, out->np, g), LDT_OK, "%s", ldt_last_error());
         for (int i = 0; k == 0 && i < out->np; i++) {
@@ -102,7 +72,7 @@ static void train(const char *mesh_text, int zero, int fused, const char *preset
             int pinned = 0;
             ldt_tensor_shape(ps[i], &s);
             cr_assert_eq(ldt_tensor_pin(ps[i], pl, LDT_MAX_DIMS, &pinned), LDT_OK);
-            out->bytes[i] = local_bytes(&s, pl, pinned, mesh);
+            out->bytes[i] = bucket_local_bytes(&s, pl, pinned, mesh, 8);
             cr_assert_eq(ldt_tensor_pin(ldt_optim_state(o, i, 0), pl, LDT_MAX_DIMS, &pinned), LDT_OK);
             out->zero[i] = pinned && pl[dp].kind == LDT_PLACE_SHARD;
         }
@@ -114,10 +84,7 @@ static void train(const char *mesh_text, int zero, int fused, const char *preset
         cr_assert_eq(ldt_exec_dim_calls(ex, dp, out->calls, MAXC, &out->ncalls), LDT_OK, "%s", ldt_last_error());
     }
     out->dp = dp;
-    ldt_optim_destroy(o);
-    ldt_model_destroy(m);
-    ldt_ctx_destroy(ctx);
-    ldt_mesh_destroy(mesh);
+    bucket_step_close(&S);
 }
 
 /* Buckets next fit makes of the parameters with zero[i] == zero (plus `extra` bytes, the loss

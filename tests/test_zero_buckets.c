@@ -13,6 +13,7 @@
 
 #include "ldt/ldt.h"
 #include "ldt/models.h"
+#include "tests/bucket_step.h"
 
 #define STEPS 3
 #define MAXP 64
@@ -26,32 +27,11 @@ typedef struct run {
     int zero[MAXP];      /* per parameter: its state split over dp (reduce_scatter, all_gather) */
 } run;
 
-/* When gradient g is ready: its node, or where it is a mean loss's gradient divided by the
- * count after its reduction (div(u, count), docs/autodiff.md) the node of u. */
-static int64_t ready_node(const ldt_tensor *g) {
-    if (strcmp(ldt_tensor_op(g), "div") == 0 && ldt_tensor_ninputs(g) == 2)
-        return ldt_tensor_node(ldt_tensor_input(g, 0));
-    return ldt_tensor_node(g);
-}
-
-static int64_t local_bytes(const ldt_shape *s, const ldt_placement *pl, int pinned, const ldt_mesh *m, size_t es) {
-    ldt_shape l = *s;
-    int64_t n = (int64_t)es;
-    for (int d = 0; pinned && d < ldt_mesh_ndim(m); d++)
-        if (pl[d].kind == LDT_PLACE_SHARD || pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD) {
-            int64_t k = ldt_mesh_dim_size(m, d);
-            l.dims[pl[d].dim] = (l.dims[pl[d].dim] + k - 1) / k;
-        }
-    for (int d = 0; d < l.ndim; d++) n *= l.dims[d];
-    return n;
-}
-
 /* STEPS steps with ZeRO on `mesh_text`, fusion off (cap < 0) or at cap (0: the default);
  * overlap: collectives on each rank's communication thread (ldt_compile_options.overlap). */
 static void train(const char *mesh_text, int64_t cap, int overlap, run *out) {
-    ldt_ctx_options co = {0};
+    bucket_step S;
     ldt_model_config cfg = ldt_model_config_default("gpt");
-    ldt_optim_config oc = {0};
     ldt_compile_options copt = {0};
     ldt_cost_model cm;
     ldt_mesh *mesh;
@@ -62,20 +42,8 @@ static void train(const char *mesh_text, int64_t cap, int overlap, run *out) {
     int dp, late = 0, is[MAXP];
     cfg.layers = 2, cfg.hidden = 32, cfg.heads = 4, cfg.vocab = 256, cfg.seq = 32, cfg.batch = 8;
     cfg.dtype = LDT_F64, cfg.dropout = 0.1, cfg.train = 1;
-    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_CPU, &mesh), LDT_OK);
-    cr_assert_eq(ldt_mesh_dim_index(mesh, "dp", &dp), LDT_OK);
-    co.mesh = mesh;
-    co.seed = 5;
-    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
-    cr_assert_eq(ldt_model_create(ctx, "gpt", &cfg, &m), LDT_OK, "%s", ldt_last_error());
-    cr_assert_eq(ldt_model_init(m, 5), LDT_OK);
-    cr_assert_eq(ldt_model_pin(m, "megatron"), LDT_OK);
-    out->np = ldt_model_nparams(m);
-    cr_assert_leq(out->np, MAXP);
-    for (int i = 0; i < out->np; i++) ps[i] = ldt_model_param(m, i, NULL);
-    oc.kind = LDT_OPTIM_ADAMW, oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8;
-    oc.weight_decay = 0.01, oc.clip_norm = 1.0, oc.total_steps = STEPS;
-    cr_assert_eq(ldt_optim_create(ctx, &oc, ps, out->np, &o), LDT_OK, "%s", ldt_last_error());
+    bucket_step_open(&S, mesh_text, &cfg, 5, STEPS, ps, MAXP);
+    mesh = S.mesh, ctx = S.ctx, m = S.m, o = S.o, dp = S.dp, out->np = S.np;
     cr_assert_eq(ldt_optim_shard_states(o, dp), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(ldt_optim_sync_grads(o, dp), LDT_OK);
     /* the plan under the uniform preset, as test_fusion: this test counts buckets, and the
@@ -86,15 +54,9 @@ static void train(const char *mesh_text, int64_t cap, int overlap, run *out) {
     else copt.bucket_bytes = cap;
     copt.overlap = overlap ? 1 : -1;
     for (int k = 0; k < STEPS; k++) {
-        int64_t tok[512], tgt[512];
         ldt_tensor *loss, *g[MAXP];
         ldt_exec *ex;
-        for (int i = 0; i < cfg.batch * cfg.seq; i++) {
-            tok[i] = (i * 7 + k * 3) % cfg.vocab;
-            tgt[i] = i % 11 == 3 ? -1 : (i * 5 + k + 1) % cfg.vocab; /* some ignored (-1) */
-        }
-        cr_assert_eq(ldt_input_bind(ldt_model_input(m, 0, NULL), tok, cfg.batch * cfg.seq * 8), LDT_OK);
-        cr_assert_eq(ldt_input_bind(ldt_model_input(m, 1, NULL), tgt, cfg.batch * cfg.seq * 8), LDT_OK);
+        bucket_step_batch(&S, &cfg, k, 1);
         cr_assert(loss = ldt_model_forward(m), "%s", ldt_last_error());
         cr_assert_eq(ldt_grad(loss, ps, out->np, g), LDT_OK, "%s", ldt_last_error());
         for (int i = 0; k == 0 && i < out->np; i++) {
@@ -103,8 +65,8 @@ static void train(const char *mesh_text, int64_t cap, int overlap, run *out) {
             int pinned = 0;
             ldt_tensor_shape(ps[i], &s);
             cr_assert_eq(ldt_tensor_pin(ps[i], pl, LDT_MAX_DIMS, &pinned), LDT_OK);
-            out->bytes[i] = local_bytes(&s, pl, pinned, mesh, 8);
-            out->order[i] = ready_node(g[i]);
+            out->bytes[i] = bucket_local_bytes(&s, pl, pinned, mesh, 8);
+            out->order[i] = bucket_ready_node(g[i]);
             is[i] = 0;
             for (int d = 0; pinned && d < ldt_mesh_ndim(mesh); d++) is[i] |= pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD;
             cr_assert_eq(ldt_tensor_pin(ldt_optim_state(o, i, 0), pl, LDT_MAX_DIMS, &pinned), LDT_OK);
@@ -122,10 +84,7 @@ static void train(const char *mesh_text, int64_t cap, int overlap, run *out) {
         cr_assert_eq(ldt_exec_stats_get(ex, &out->es), LDT_OK);
     }
     out->dp = dp;
-    ldt_optim_destroy(o);
-    ldt_model_destroy(m);
-    ldt_ctx_destroy(ctx);
-    ldt_mesh_destroy(mesh);
+    bucket_step_close(&S);
 }
 
 /* Next fit over the parameters with zero[i] == zero in `order` (NULL: parameter order). */
