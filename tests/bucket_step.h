@@ -59,6 +59,17 @@ static inline void bucket_step_batch(const bucket_step *s, const ldt_model_confi
     free(tgt);
 }
 
+/* Step k's batch bound (ignore: as bucket_step_batch), its forward's loss, and the gradients
+ * of the first np parameters ps into g. */
+static inline ldt_tensor *bucket_step_grads(const bucket_step *s, const ldt_model_config *cfg, int k, int ignore,
+                                           ldt_tensor **ps, ldt_tensor **g) {
+    ldt_tensor *loss;
+    bucket_step_batch(s, cfg, k, ignore);
+    cr_assert(loss = ldt_model_forward(s->m), "%s", ldt_last_error());
+    cr_assert_eq(ldt_grad(loss, ps, s->np, g), LDT_OK, "%s", ldt_last_error());
+    return loss;
+}
+
 static inline void bucket_step_close(bucket_step *s) {
     ldt_optim_destroy(s->o);
     ldt_model_destroy(s->m);
@@ -87,6 +98,15 @@ static inline int64_t bucket_local_bytes(const ldt_shape *s, const ldt_placement
         }
     for (int d = 0; d < l.ndim; d++) n *= l.dims[d];
     return n;
+}
+
+/* Parameter p's pin into pl (*pinned) and its f64 bytes on a rank of s's mesh. */
+static inline int64_t bucket_param_bytes(const bucket_step *s, const ldt_tensor *p, ldt_placement *pl, int *pinned) {
+    ldt_shape sh;
+    *pinned = 0;
+    ldt_tensor_shape(p, &sh);
+    cr_assert_eq(ldt_tensor_pin(p, pl, LDT_MAX_DIMS, pinned), LDT_OK);
+    return bucket_local_bytes(&sh, pl, *pinned, s->mesh, 8);
 }
 
 #endif

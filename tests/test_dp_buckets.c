@@ -44,9 +44,7 @@ static void train(const char *mesh_text, int zero, int fused, const char *preset
     ldt_model_config cfg = ldt_model_config_default("gpt");
     ldt_compile_options copt = {0};
     ldt_cost_model cm;
-    ldt_mesh *mesh;
     ldt_ctx *ctx;
-    ldt_model *m;
     ldt_optim *o;
     ldt_tensor *ps[MAXP];
     int dp;
@@ -54,25 +52,19 @@ static void train(const char *mesh_text, int zero, int fused, const char *preset
     cfg.layers = 2, cfg.hidden = 32, cfg.heads = 4, cfg.vocab = 128, cfg.seq = 16, cfg.batch = 8;
     cfg.dtype = LDT_F64, cfg.dropout = 0.1, cfg.train = 1;
     bucket_step_open(&S, mesh_text, &cfg, 3, STEPS, ps, MAXP);
-    mesh = S.mesh, ctx = S.ctx, m = S.m, o = S.o, dp = S.dp, out->np = S.np;
+    ctx = S.ctx, o = S.o, dp = S.dp, out->np = S.np;
     cr_assert_eq(ldt_optim_sync_grads(o, dp), LDT_OK);
     if (zero) cr_assert_eq(ldt_optim_shard_states(o, dp), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(ldt_cost_model_preset(preset, &cm), LDT_OK);
     copt.plan.cost = &cm;
     copt.no_fuse = !fused;
     for (int k = 0; k < STEPS; k++) {
-        ldt_tensor *loss, *g[MAXP];
+        ldt_tensor *g[MAXP], *loss = bucket_step_grads(&S, &cfg, k, 1, ps, g);
         ldt_exec *ex;
-        bucket_step_batch(&S, &cfg, k, 1);
-        cr_assert(loss = ldt_model_forward(m), "%s", ldt_last_error());
-        cr_assert_eq(ldt_grad(loss, ps, out->np, g), LDT_OK, "%s", ldt_last_error());
         for (int i = 0; k == 0 && i < out->np; i++) {
             ldt_placement pl[LDT_MAX_DIMS];
-            ldt_shape s;
-            int pinned = 0;
-            ldt_tensor_shape(ps[i], &s);
-            cr_assert_eq(ldt_tensor_pin(ps[i], pl, LDT_MAX_DIMS, &pinned), LDT_OK);
-            out->bytes[i] = bucket_local_bytes(&s, pl, pinned, mesh, 8);
+            int pinned;
+            out->bytes[i] = bucket_param_bytes(&S, ps[i], pl, &pinned);
             cr_assert_eq(ldt_tensor_pin(ldt_optim_state(o, i, 0), pl, LDT_MAX_DIMS, &pinned), LDT_OK);
             out->zero[i] = pinned && pl[dp].kind == LDT_PLACE_SHARD;
         }

@@ -32,14 +32,13 @@ static void train(const char *mesh_text, int64_t cap, run *out) {
     ldt_cost_model cm;
     ldt_mesh *mesh;
     ldt_ctx *ctx;
-    ldt_model *m;
     ldt_optim *o;
     ldt_tensor *ps[MAXP];
     int dp, late = 0, is[MAXP];
     cfg.layers = 2, cfg.hidden = 32, cfg.heads = 4, cfg.vocab = 256, cfg.seq = 32, cfg.batch = 8;
     cfg.dtype = LDT_F64, cfg.dropout = 0.1, cfg.train = 1;
     bucket_step_open(&S, mesh_text, &cfg, 5, STEPS, ps, MAXP);
-    mesh = S.mesh, ctx = S.ctx, m = S.m, o = S.o, dp = S.dp, out->np = S.np;
+    mesh = S.mesh, ctx = S.ctx, o = S.o, dp = S.dp, out->np = S.np;
     cr_assert_eq(ldt_optim_sync_grads(o, dp), LDT_OK);
     /* a data-parallel plan, whose gradient reductions the buckets fuse: on cpu-threads 4 rank
      * threads share 2 cores and the roofline makes splitting replicated work worth moving
@@ -49,18 +48,12 @@ static void train(const char *mesh_text, int64_t cap, run *out) {
     if (cap < 0) copt.no_fuse = 1;
     else copt.bucket_bytes = cap;
     for (int k = 0; k < STEPS; k++) {
-        ldt_tensor *loss, *g[MAXP];
+        ldt_tensor *g[MAXP], *loss = bucket_step_grads(&S, &cfg, k, 0, ps, g);
         ldt_exec *ex;
-        bucket_step_batch(&S, &cfg, k, 0);
-        cr_assert(loss = ldt_model_forward(m), "%s", ldt_last_error());
-        cr_assert_eq(ldt_grad(loss, ps, out->np, g), LDT_OK, "%s", ldt_last_error());
         for (int i = 0; k == 0 && i < out->np; i++) {
             ldt_placement pl[LDT_MAX_DIMS];
-            ldt_shape s;
-            int pinned = 0;
-            ldt_tensor_shape(ps[i], &s);
-            cr_assert_eq(ldt_tensor_pin(ps[i], pl, LDT_MAX_DIMS, &pinned), LDT_OK);
-            out->bytes[i] = bucket_local_bytes(&s, pl, pinned, mesh, 8);
+            int pinned;
+            out->bytes[i] = bucket_param_bytes(&S, ps[i], pl, &pinned);
             out->order[i] = bucket_ready_node(g[i]);
             is[i] = 0;
             for (int d = 0; pinned && d < ldt_mesh_ndim(mesh); d++) is[i] |= pl[d].kind == LDT_PLACE_INTERLEAVED_SHARD;
