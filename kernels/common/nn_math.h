@@ -97,35 +97,52 @@ LDT_HD double ldt__cross_entropy_row_f64(const double *x, int64_t n, int64_t t) 
     return ldt__log_sum_exp_shifted_f64(x, n, m) - (x[t] - m);
 }
 
+/* The norms' sums are taken in LDT__NORM_LANES lanes: lane l adds the terms of j = l, l + L,
+ * l + 2L, ... in that order, and the lanes are then joined pairwise (w = L/2, ..., 1: s[l] +=
+ * s[l + w] for l < w). A CUDA block takes a row in exactly that order, a thread a lane
+ * (kernels/cuda/nn.cu), so the CPU and the GPU give the same bits, and the GPU reads the row
+ * coalesced instead of one thread walking it alone. */
+#define LDT__NORM_LANES 32
+LDT_HD double ldt__norm_lanes_join(double *s) {
+    for (int w = LDT__NORM_LANES / 2; w > 0; w >>= 1)
+        for (int l = 0; l < w; l++) s[l] = s[l] + s[l + w];
+    return s[0];
+}
+
 /* Mean (0 when !center: rms_norm) and 1/sqrt(var + eps) of a row of m > 0 values, in double
- * and in two passes: the second sums squares around the mean, so a row far from 0 (1e4 + small
- * noise) keeps its variance where E[x^2] - E[x]^2 would cancel it away. For rms_norm the
- * "variance" is mean(x^2). */
+ * and in two passes, each summed in lanes (above): the second sums squares around the mean,
+ * so a row far from 0 (1e4 + small noise) keeps its variance where E[x^2] - E[x]^2 would
+ * cancel it away. For rms_norm the "variance" is mean(x^2). LDT__NORM_LANE_SUM: the lanes'
+ * partial sums of x (sum) or of (x - mu)^2 (!sum), joined. */
+#define LDT__NORM_LANE_SUM(x, m, sum, mu, out)                                                 \
+    do {                                                                                       \
+        double s_[LDT__NORM_LANES];                                                            \
+        for (int l_ = 0; l_ < LDT__NORM_LANES; l_++) s_[l_] = 0.0;                             \
+        for (int64_t j_ = 0; j_ < (m); j_++) {                                                 \
+            double d_ = (double)(x)[j_] - (mu);                                                \
+            s_[j_ % LDT__NORM_LANES] += (sum) ? (double)(x)[j_] : d_ * d_;                     \
+        }                                                                                      \
+        (out) = ldt__norm_lanes_join(s_);                                                      \
+    } while (0)
 LDT_HD void ldt__norm_stats_f32(const float *x, int64_t m, int center, double eps, double *mean,
                                 double *rstd) {
-    double mu = 0.0, v = 0.0;
+    double mu = 0.0, v;
     if (center) {
-        for (int64_t j = 0; j < m; j++) mu += x[j];
+        LDT__NORM_LANE_SUM(x, m, 1, 0.0, mu);
         mu /= (double)m;
     }
-    for (int64_t j = 0; j < m; j++) {
-        double d = (double)x[j] - mu;
-        v += d * d;
-    }
+    LDT__NORM_LANE_SUM(x, m, 0, mu, v);
     *mean = mu;
     *rstd = 1.0 / sqrt(v / (double)m + eps);
 }
 LDT_HD void ldt__norm_stats_f64(const double *x, int64_t m, int center, double eps, double *mean,
                                 double *rstd) {
-    double mu = 0.0, v = 0.0;
+    double mu = 0.0, v;
     if (center) {
-        for (int64_t j = 0; j < m; j++) mu += x[j];
+        LDT__NORM_LANE_SUM(x, m, 1, 0.0, mu);
         mu /= (double)m;
     }
-    for (int64_t j = 0; j < m; j++) {
-        double d = x[j] - mu;
-        v += d * d;
-    }
+    LDT__NORM_LANE_SUM(x, m, 0, mu, v);
     *mean = mu;
     *rstd = 1.0 / sqrt(v / (double)m + eps);
 }

@@ -2,8 +2,9 @@
 // rms_norm, cross_entropy, dropout.
 //
 // The formulas are kernels/common/nn_math.h's, element by element in the CPU's order: one
-// thread per row (softmax, norms), reading the row where it lies (no row buffer: launchers
-// never allocate). Row max in the row's compute type, sums and norm statistics in double,
+// thread per short softmax row, a block per long one, and 32 threads per norm row in the
+// lanes nn_math.h sums norm statistics in; rows are read where they lie (launchers never
+// allocate). Row max in the row's compute type, sums and norm statistics in double,
 // exp in the row's type (expf for f32 and the halves), each output rounded once. Products in
 // double go through __dmul_rn / __dadd_rn so nvcc cannot contract them into FMAs the C build
 // does not make: the norms then equal the CPU bitwise; softmax and cross-entropy differ by
@@ -159,25 +160,50 @@ __global__ void k_softmax_rows(int64_t rows, int64_t n, int log_form,
     }
 }
 
-// layer_norm, rms_norm over the last dims: x is [rows, m]; w and b are [m] or NULL.
+// layer_norm, rms_norm over the last dims: x is [rows, m]; w and b are [m] or NULL. A row is
+// taken by LDT__NORM_LANES threads, thread l a lane of nn_math.h's order (j = l, l + L, ...),
+// the lanes joined in its pairwise tree: the CPU's bits, read coalesced. NN_NORM_ROWS rows a
+// block, a grid-stride loop over row groups (every thread of a block meets every barrier).
+#define NN_NORM_ROWS (NN_ROW_BLOCK / LDT__NORM_LANES)
+
+// The lanes' values v joined as ldt__norm_lanes_join; sh holds this row's LDT__NORM_LANES
+// doubles. Every thread of the block calls it; every lane of the row gets the result.
+__device__ double nn_norm_join(double v, double *sh, int lane) {
+    sh[lane] = v;
+    __syncthreads();
+    for (int w = LDT__NORM_LANES / 2; w > 0; w >>= 1) {
+        if (lane < w) sh[lane] = __dadd_rn(sh[lane], sh[lane + w]);
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
 template <typename D>
 __global__ void k_norm(int64_t rows, int64_t m, int center, double eps,
                        const typename ldt__el<D>::S *x, const void *w, const void *b,
                        typename ldt__el<D>::S *y) {
     typedef ldt__el<D> E;
-    LDT__CUDA_FOR(r, rows) {
-        const typename E::S *xr = x + r * m;
-        double mu = 0.0, v = 0.0; // ldt__norm_stats_*: two passes
+    __shared__ double sh[NN_ROW_BLOCK];
+    const int lane = (int)(threadIdx.x % LDT__NORM_LANES), g = (int)(threadIdx.x / LDT__NORM_LANES);
+    double *gs = sh + g * LDT__NORM_LANES;
+    for (int64_t r0 = (int64_t)blockIdx.x * NN_NORM_ROWS; r0 < rows;
+         r0 += (int64_t)gridDim.x * NN_NORM_ROWS) {
+        const int64_t r = r0 + g, n = r < rows ? m : 0; // a group past the end sums nothing
+        const typename E::S *xr = x + (r < rows ? r : 0) * m;
+        double mu = 0.0, s = 0.0; // ldt__norm_stats_*: two passes
         if (center) {
-            for (int64_t j = 0; j < m; j++) mu += (double)E::load(xr[j]);
-            mu /= (double)m;
+            for (int64_t j = lane; j < n; j += LDT__NORM_LANES) s = __dadd_rn(s, (double)E::load(xr[j]));
+            mu = nn_norm_join(s, gs, lane) / (double)m;
+            s = 0.0;
         }
-        for (int64_t j = 0; j < m; j++) {
+        for (int64_t j = lane; j < n; j += LDT__NORM_LANES) {
             double d = (double)E::load(xr[j]) - mu;
-            v = __dadd_rn(v, __dmul_rn(d, d));
+            s = __dadd_rn(s, __dmul_rn(d, d));
         }
-        double rstd = 1.0 / sqrt(v / (double)m + eps);
-        for (int64_t j = 0; j < m; j++) {
+        double rstd = 1.0 / sqrt(nn_norm_join(s, gs, lane) / (double)m + eps);
+        for (int64_t j = lane; j < n; j += LDT__NORM_LANES) {
             double t = __dmul_rn(__dmul_rn((double)E::load(xr[j]) - mu, rstd), nn_param<D>(w, j, 1.0));
             nn_store_once<D>(y, r * m + j, __dadd_rn(t, nn_param<D>(b, j, 0.0)));
         }
@@ -278,7 +304,9 @@ struct launch_norm {
                     const void *b, void *y, cudaStream_t s) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
-            LDT__CUDA_LAUNCH(k_norm<D>, ldt__cuda_blocks(rows), LDT__CUDA_THREADS, 0, s)(
+            if (rows <= 0) return;
+            int64_t nb = (rows + NN_NORM_ROWS - 1) / NN_NORM_ROWS;
+            LDT__CUDA_LAUNCH(k_norm<D>, (int)(nb < 65535 ? nb : 65535), NN_ROW_BLOCK, 0, s)(
                 rows, m, center, eps, (const S *)x, w, b, (S *)y);
         }
     }
