@@ -11,6 +11,9 @@
 #include "ldt/ldt.h"
 #include "ldt/models.h"
 #include "ldt/planner.h"
+#include "cli_run.h"
+
+#include <cjson/cJSON.h>
 
 #define STEPS 3
 #define MAXP 64
@@ -25,15 +28,15 @@ static ldt_model_config tiny(void) {
     return cfg;
 }
 
-typedef struct run {
+typedef struct train_run {
     double loss[STEPS];
     double grad[MAXG]; /* the last step's gradients, every parameter's in order */
     int64_t ngrad;
-} run;
+} train_run;
 
 /* STEPS AdamW steps of the tiny GPT (pinned megatron) on mesh_text with every layer's
  * recomputation `mode`, each a compiled step (loss and every gradient its outputs). */
-static void train(const char *mesh_text, const char *mode, run *out) {
+static void train(const char *mesh_text, const char *mode, train_run *out) {
     ldt_model_config cfg = tiny();
     ldt_ctx_options co = {0};
     ldt_optim_config oc = {0};
@@ -105,7 +108,7 @@ static void expect_close(double got, double want, const char *what, const char *
 
 static void same_as_none(const char *mesh_text) {
     static const char *const modes[2] = {"selective", "full"};
-    run ref, r;
+    train_run ref, r;
     train(mesh_text, "none", &ref);
     for (int k = 1; k < STEPS; k++) cr_assert_neq(ref.loss[k], ref.loss[0], "the steps train");
     for (int mi = 0; mi < 2; mi++) {
@@ -123,7 +126,7 @@ Test(recompute, same_losses_and_gradients_dp2) { same_as_none("dp=2"); }
 /* Dropout really draws (the losses differ without it), so the equal losses above say the
  * recomputed dropouts drew the forward's masks. */
 Test(recompute, dropout_draws) {
-    run a, b;
+    train_run a, b;
     train("1", "full", &a);
     g_dropout = 0;
     train("1", "full", &b);
@@ -228,4 +231,94 @@ Test(recompute, refusals) {
     ldt_model_destroy(mlp);
     ldt_model_destroy(m);
     ldt_ctx_destroy(ctx);
+}
+
+/* ---- the CLI: ldt train / ldt plan --recompute ------------------------------------------ */
+#define PLAN_ARGS "plan --model gpt --train --meta --layers 4 --hidden 64 --heads 4 --vocab 128 --seq 64 --batch 4 --mesh 1"
+
+static cJSON *run_json(const char *args, int want_rc) {
+    static char out[1 << 20];
+    cJSON *j;
+    int rc = run(args, out, sizeof out, 0);
+    cr_assert_eq(rc, want_rc, "ldt %s: exit %d", args, rc);
+    cr_assert(j = cJSON_Parse(out), "ldt %s: not JSON: %.300s", args, out);
+    return j;
+}
+
+static double jnum_at(const cJSON *j, const char *obj, const char *k) {
+    const cJSON *o = obj ? cJSON_GetObjectItem(j, obj) : j, *v = cJSON_GetObjectItem(o, k);
+    cr_assert(cJSON_IsNumber(v), "no %s.%s", obj ? obj : "", k);
+    return v->valuedouble;
+}
+
+/* Every mode's losses of `ldt train --dtype f64` equal none's; the JSON names the mode per layer. */
+Test(recompute, cli_train_losses_and_json) {
+    static const char *const modes[3] = {"none", "selective", "full"};
+    double ref[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        char args[512];
+        cJSON *j, *l, *r;
+        snprintf(args, sizeof args, "train --mesh 1 --layers 2 --hidden 16 --heads 2 --seq 16 --batch 2 --steps 3 "
+                 "--dtype f64 --dropout 0.2 --sample 0 --json --recompute %s", modes[i]);
+        j = run_json(args, 0);
+        l = cJSON_GetObjectItem(j, "losses");
+        r = cJSON_GetObjectItem(j, "recompute");
+        cr_assert_eq(cJSON_GetArraySize(l), 3);
+        cr_assert_eq(cJSON_GetArraySize(r), 2);
+        cr_expect_str_eq(cJSON_GetArrayItem(r, 1)->valuestring, modes[i]);
+        cr_expect_eq(jnum_at(j, "recompute_mix", modes[i]), 2);
+        for (int k = 0; k < 3; k++) {
+            double v = cJSON_GetArrayItem(l, k)->valuedouble;
+            if (i == 0) ref[k] = v;
+            else cr_expect(fabs(v - ref[k]) <= 1e-12 * fabs(ref[k]), "%s step %d: %.17g, none %.17g", modes[i], k, v, ref[k]);
+        }
+        cJSON_Delete(j);
+    }
+}
+
+/* --recompute auto: a budget between the none and full peaks (below selective's) gets a mix
+ * with full layers that fits, no slower than every layer full; one byte under full's peak is
+ * refused, naming that peak. */
+Test(recompute, cli_plan_auto) {
+    static const char *const modes[3] = {"none", "selective", "full"};
+    double peak[3], sec[3];
+    char args[512], out[8192];
+    int64_t budget;
+    cJSON *j, *mix;
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, PLAN_ARGS " --json --recompute %s", modes[i]);
+        j = run_json(args, 0);
+        peak[i] = jnum_at(j, "memory_per_rank", "peak");
+        sec[i] = jnum_at(j, NULL, "modeled_step_seconds");
+        cJSON_Delete(j);
+    }
+    cr_assert(peak[2] < peak[1] && peak[1] < peak[0], "peaks none %g selective %g full %g", peak[0], peak[1], peak[2]);
+    budget = (int64_t)((peak[1] + peak[2]) / 2);
+    snprintf(args, sizeof args, PLAN_ARGS " --json --recompute auto --memory-budget %lld", (long long)budget);
+    j = run_json(args, 0);
+    mix = cJSON_GetObjectItem(j, "recompute_mix");
+    cr_expect_leq(jnum_at(j, "memory_per_rank", "peak"), (double)budget);
+    cr_expect_geq(jnum_at(mix, NULL, "full"), 1, "selective's peak is over the budget: some layer full");
+    cr_expect_eq(jnum_at(mix, NULL, "full") + jnum_at(mix, NULL, "selective") + jnum_at(mix, NULL, "none"), 4);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "recompute")), 4);
+    cr_expect_leq(jnum_at(j, NULL, "modeled_step_seconds"), sec[2], "no slower than every layer full");
+    cr_expect_geq(jnum_at(j, NULL, "recompute_plans"), 3);
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, PLAN_ARGS " --recompute auto --memory-budget %lld", (long long)peak[2] - 1);
+    cr_assert_eq(run_cli(args, out, sizeof out), 1, "%s", out);
+    snprintf(args, sizeof args, "is %lld bytes", (long long)peak[2]);
+    cr_expect(strstr(out, args), "the least peak named: %s", out);
+    cr_expect(strstr(out, "every layer full has the least peak"), "%s", out);
+}
+
+Test(recompute, cli_refusals) {
+    char out[8192];
+    cr_expect_eq(run_cli(PLAN_ARGS " --recompute some", out, sizeof out), 2);
+    cr_expect(strstr(out, "--recompute some, expected none, selective or full"), "%s", out);
+    cr_expect_eq(run_cli(PLAN_ARGS " --recompute auto", out, sizeof out), 2);
+    cr_expect(strstr(out, "--recompute auto needs --train and --memory-budget BYTES"), "%s", out);
+    cr_expect_eq(run_cli("plan --model mlp --recompute full", out, sizeof out), 2);
+    cr_expect(strstr(out, "only the gpt recomputes"), "%s", out);
+    cr_expect_eq(run_cli("train --mesh 1 --steps 1 --recompute auto", out, sizeof out), 2);
+    cr_expect(strstr(out, "ldt train: --recompute auto, expected none, selective or full"), "%s", out);
 }
