@@ -7,6 +7,7 @@
  * positions, biases, attention scaled by 1/sqrt(head_dim) under the causal mask, tied head
  * (tests/test_hf.c compares the logits with a double-precision GPT-2 written from its
  * definition). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "models/model.h"
@@ -110,6 +111,45 @@ static ldt_tensor *residual_dropout(ldt_model *m, ldt_tensor *h, double p, int t
     return d;
 }
 
+/* The attention core unfused, its weights kept for the backward (a MODEL_RC_NONE layer):
+ * scores q k^T / sqrt(D), the causal mask (-inf above the diagonal), softmax, dropout p on the
+ * weights (the stream taken as the fused kernel takes it: the very mask), then the weights
+ * times v. The same function as ldt_scaled_dot_product_attention's; each piece split by whole
+ * heads where the heads divide over tp, as its output. NULL on error (stuck on the context). */
+static ldt_tensor *attention_unfused(ldt_model *m, ldt_tensor *q, ldt_tensor *k, ldt_tensor *v, double p,
+                                     int train) {
+    int64_t S = m->cfg.seq, D = m->cfg.hidden / m->cfg.heads;
+    int heads_split = m->cfg.heads % tp_ranks(m) == 0;
+    double inf = -INFINITY;
+    ldt_tensor *s, *w, *ninf;
+    if (!m->causal_mask) {
+        unsigned char *mask = malloc((size_t)(S * S));
+        if (!mask) {
+            ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "model gpt: out of memory for the [%lld, %lld] causal mask",
+                          (long long)S, (long long)S);
+            return NULL;
+        }
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t j = 0; j < S; j++) mask[i * S + j] = j <= i;
+        m->causal_mask = ldt_constant(m->ctx, &(ldt_shape){2, {S, S}}, LDT_BOOL, mask); /* made once */
+        free(mask);
+        if (!m->causal_mask) return NULL;
+    }
+    if (!m->neg_inf && !(m->neg_inf = ldt_constant(m->ctx, &(ldt_shape){0, {0}}, LDT_F64, &inf))) return NULL;
+    ninf = m->cfg.dtype != LDT_F64 ? ldt_cast(m->neg_inf, m->cfg.dtype) : m->neg_inf;
+    s = ldt_mul_scalar(ldt_matmul(q, ldt_transpose(k, -1, -2)), 1.0 / sqrt((double)D)); /* [B, A, S, S] */
+    if (heads_split) pin_act(m, s, ldt_shard(1));
+    s = ldt_where(m->causal_mask, s, ninf);
+    if (heads_split) pin_act(m, s, ldt_shard(1));
+    w = ldt_softmax(s, -1);
+    if (heads_split) pin_act(m, w, ldt_shard(1));
+    if (train && p > 0) {
+        w = ldt_dropout(w, p, train);
+        if (heads_split) pin_act(m, w, ldt_shard(1));
+    }
+    return ldt_matmul(w, v); /* [B, A, S, D] */
+}
+
 ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     int64_t H = m->cfg.hidden, A = m->cfg.heads, D = H / A, S = m->cfg.seq, B = m->cfg.batch;
     int train = m->cfg.train;
@@ -128,6 +168,8 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     pin_act(m, x, R);
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         ldt_tensor **w = &m->params[2 + PER_LAYER * l], *h, *qkv, *q, *k, *v, *y;
+        int rc = m->recompute ? m->recompute[l] : MODEL_RC_SELECTIVE;
+        if (rc == MODEL_RC_FULL && ldt_recompute_begin(m->ctx) != LDT_OK) return NULL;
         h = ldt_layer_norm(x, 1, w[LN1_W], w[LN1_B], 1e-5);
         pin_act(m, h, R);
         qkv = ldt_linear(h, w[ATTN_W], w[ATTN_B]); /* [B, S, 3H] */
@@ -136,7 +178,8 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         q = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, 0, H, 1), &heads), 1, 2);
         k = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, H, 2 * H, 1), &heads), 1, 2);
         v = ldt_transpose(ldt_reshape(ldt_slice(qkv, -1, 2 * H, 3 * H, 1), &heads), 1, 2);
-        y = ldt_scaled_dot_product_attention(q, k, v, 1, p, 0); /* scale 1/sqrt(D) */
+        y = rc == MODEL_RC_NONE ? attention_unfused(m, q, k, v, p, train)
+                                : ldt_scaled_dot_product_attention(q, k, v, 1, p, 0); /* scale 1/sqrt(D) */
         if (A % tp_ranks(m) == 0) pin_act(m, y, ldt_shard(1)); /* split by whole heads */
         y = ldt_reshape(ldt_transpose(y, 1, 2), &flat);         /* [B, S, H] */
         h = ldt_linear(y, w[PROJ_W], w[PROJ_B]);
@@ -151,6 +194,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         pin_act(m, h, ldt_partial(LDT_REDUCE_SUM));
         x = ldt_add(x, residual_dropout(m, h, p, train));
         pin_act(m, x, R);
+        if (rc == MODEL_RC_FULL && ldt_recompute_end(m->ctx) != LDT_OK) return NULL;
     }
     x = ldt_layer_norm(x, 1, m->params[m->nparams - 2], m->params[m->nparams - 1], 1e-5);
     pin_act(m, x, R);

@@ -238,6 +238,7 @@ void ldt_model_destroy(ldt_model *m) {
     free(m->names);
     free(m->params);
     free(m->init);
+    free(m->recompute);
     free(m);
 }
 
@@ -391,4 +392,37 @@ ldt_tensor *ldt_model_output(const ldt_model *m) { return m ? m->output : NULL; 
 
 void ldt_model_set_train(ldt_model *m, int train) {
     if (m) m->cfg.train = train != 0;
+}
+
+static const char *const k_rc_names[3] = {"none", "selective", "full"};
+
+ldt_status ldt_model_set_recompute(ldt_model *m, int64_t layer, const char *mode) {
+    int rc = -1;
+    if (!m) return ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "model set_recompute: m is NULL (expected a model)");
+    for (int i = 0; i < 3 && mode; i++)
+        if (strcmp(mode, k_rc_names[i]) == 0) rc = i;
+    if (rc < 0)
+        return ldt_set_error(LDT_ERR_INVALID_ARGUMENT,
+                             "model set_recompute: mode %s%s%s, expected none, selective or full",
+                             mode ? "\"" : "", mode ? mode : "NULL", mode ? "\"" : "");
+    if (m->kind != MODEL_GPT)
+        return ldt_set_error(LDT_ERR_UNSUPPORTED,
+                             "model set_recompute: the mlp model has no recomputation (expected a gpt)");
+    if (layer < -1 || layer >= m->cfg.layers)
+        return ldt_set_error(LDT_ERR_INVALID_ARGUMENT,
+                             "model set_recompute: layer %lld, expected -1 (every layer) or 0 to %lld",
+                             (long long)layer, (long long)m->cfg.layers - 1);
+    if (!m->recompute) {
+        if (!(m->recompute = malloc((size_t)m->cfg.layers)))
+            return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "model set_recompute: out of memory");
+        memset(m->recompute, MODEL_RC_SELECTIVE, (size_t)m->cfg.layers);
+    }
+    if (layer < 0) memset(m->recompute, rc, (size_t)m->cfg.layers);
+    else m->recompute[layer] = (unsigned char)rc;
+    return LDT_OK;
+}
+
+const char *ldt_model_recompute(const ldt_model *m, int64_t layer) {
+    if (!m || m->kind != MODEL_GPT || layer < 0 || layer >= m->cfg.layers) return NULL;
+    return k_rc_names[m->recompute ? m->recompute[layer] : MODEL_RC_SELECTIVE];
 }

@@ -8,6 +8,12 @@
 
 typedef enum { MODEL_MLP, MODEL_GPT } model_kind;
 
+/* A gpt layer's recomputation (docs/recompute.md): NONE keeps the attention core's weights
+ * (traced unfused: scores, mask, softmax, dropout, attention over v); SELECTIVE recomputes
+ * them in the backward (the fused sdpa kernel, whose backward recomputes the weights from q,
+ * k and v); FULL records the whole layer as a recomputation segment (ldt_recompute_begin). */
+typedef enum { MODEL_RC_NONE, MODEL_RC_SELECTIVE, MODEL_RC_FULL } model_rc;
+
 /* A parameter's initial value (ldt_model_init): GPT-2's rule, fixed when it is created
  * rather than guessed from its name. */
 typedef enum { MODEL_INIT_NORMAL, MODEL_INIT_ZERO, MODEL_INIT_ONE } model_init;
@@ -26,6 +32,11 @@ struct ldt_model {
     ldt_tensor *positions; /* gpt: the i64 constant 0..S-1 [S] */
     ldt_tensor *output;    /* of the last forward; valid in its trace only */
     int sp;                /* gpt under "megatron-sp": activations whole on tp split on seq */
+    /* gpt: per layer, how its activations are kept for the backward (MODEL_RC_*); NULL: all
+     * MODEL_RC_SELECTIVE (ldt_model_set_recompute) */
+    unsigned char *recompute;
+    ldt_tensor *causal_mask; /* gpt, MODEL_RC_NONE layers: the bool constant [S, S], j <= i */
+    ldt_tensor *neg_inf;     /* and the f64 constant -inf (0-dim); both made once */
 };
 
 /* Adds a parameter called name (printf format) of the given shape and initial value; NULL

@@ -636,6 +636,72 @@ static ldt_tensor *pieces_grad(ldt_tensor *x, slice_pieces *s) {
     return g;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Recomputation segments.
+ */
+ldt_status ldt_recompute_begin(ldt_ctx *ctx) {
+    if (!ctx) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "recompute_begin: ctx is NULL (expected a context)");
+    if (ctx->rc_open)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "recompute_begin: a segment is open since node %%%lld; segments do "
+                 "not nest (expected ldt_recompute_end first)", (long long)ctx->rc_start);
+    ctx->rc_open = 1;
+    ctx->rc_start = ctx->nnodes;
+    return LDT_OK;
+}
+
+ldt_status ldt_recompute_end(ldt_ctx *ctx) {
+    if (!ctx) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "recompute_end: ctx is NULL (expected a context)");
+    if (!ctx->rc_open)
+        LDT_FAIL(LDT_ERR_INVALID_USAGE, "recompute_end: no segment is open (expected ldt_recompute_begin "
+                 "first, in this trace)");
+    ctx->rc_open = 0;
+    if (ctx->nnodes == ctx->rc_start) return LDT_OK; /* empty: nothing to recompute */
+    if (ctx->rc_nseg == ctx->rc_cap) {
+        int32_t cap = ctx->rc_cap ? 2 * ctx->rc_cap : 16;
+        int64_t *n = realloc(ctx->rc_seg, (size_t)cap * 2 * sizeof *n);
+        if (!n) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "recompute_end: out of memory");
+        ctx->rc_seg = n;
+        ctx->rc_cap = cap;
+    }
+    ctx->rc_seg[2 * ctx->rc_nseg] = ctx->rc_start;
+    ctx->rc_seg[2 * ctx->rc_nseg + 1] = ctx->nnodes;
+    ctx->rc_nseg++;
+    return LDT_OK;
+}
+
+/* The forward of segment [b, e) recorded again, into clone[b..e): each node with the same op,
+ * attributes (a random draw's seed and offset: the very values) and pin, reading the clones
+ * of its inputs inside the segment and the originals outside. Leaves stay themselves. */
+static ldt_status clone_segment(ldt_ctx *ctx, int64_t b, int64_t e, ldt_tensor **clone) {
+    int nd = ldt_mesh_ndim(ctx->mesh);
+    for (int64_t u = b; u < e; u++) {
+        ldt_tensor *t = ctx->nodes[u], *in[LDT__MAX_VJP_IN], **inp = in, *c;
+        if (t->kind != LDT__NODE) {
+            clone[u] = t;
+            continue;
+        }
+        if (t->nin > LDT__MAX_VJP_IN && !(inp = malloc((size_t)t->nin * sizeof *inp)))
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+        for (int k = 0; k < t->nin; k++) {
+            ldt_tensor *x = IN(t, k);
+            inp[k] = x->id >= b && x->id < e && ctx->nodes[x->id] == x && clone[x->id] ? clone[x->id] : x;
+        }
+        if (t->attrs != &ctx->no_attrs) {
+            c = ldt__record_a(ctx, t->op, inp, t->nin, t->shape, (ldt_dtype)t->dtype);
+            if (c) *c->attrs = *t->attrs;
+        } else {
+            c = ldt__record(ctx, t->op, inp, t->nin, t->shape, (ldt_dtype)t->dtype);
+        }
+        if (inp != in) free(inp);
+        if (!c) LDT_FAIL(ctx->status ? ctx->status : LDT_ERR_INTERNAL, "grad: recomputing node %%%lld: %s",
+                         (long long)u, ctx->errmsg);
+        if (t->pin && ldt_pin(c, t->pin, nd) != LDT_OK)
+            LDT_FAIL(LDT_ERR_INTERNAL, "grad: recomputing node %%%lld: its pin: %s", (long long)u, ldt_last_error());
+        clone[u] = c;
+    }
+    return LDT_OK;
+}
+
 ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads) {
     ldt_ctx *ctx;
     ldt_tensor *root, *divisor = NULL;
@@ -644,6 +710,9 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
     char *from_wrt = NULL, *to_loss = NULL;
     slice_pieces *pieces = NULL;
     uint32_t *bcast = NULL;
+    int32_t *seg_of = NULL; /* per forward node: its recomputation segment, -1 none */
+    char *seg_done = NULL;
+    ldt_tensor **clone = NULL;
     ldt_status st = LDT_OK;
     if (!loss || n < 0 || (n > 0 && (!wrt || !grads)))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "grad: loss, wrt and grads must be given");
@@ -670,6 +739,15 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
     pieces = calloc((size_t)(nn ? nn : 1), sizeof *pieces);
     bcast = calloc((size_t)(nn ? nn : 1), sizeof *bcast);
     if (!adj || !from_wrt || !to_loss || !pieces || !bcast) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+    if (ctx->rc_nseg > 0) {
+        seg_of = malloc((size_t)(nn ? nn : 1) * sizeof *seg_of);
+        seg_done = calloc((size_t)ctx->rc_nseg, 1);
+        clone = calloc((size_t)(nn ? nn : 1), sizeof *clone);
+        if (!seg_of || !seg_done || !clone) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "grad: out of memory");
+        for (int64_t v = 0; v < nn; v++) seg_of[v] = -1;
+        for (int32_t i = 0; i < ctx->rc_nseg; i++)
+            for (int64_t v = ctx->rc_seg[2 * i]; v < ctx->rc_seg[2 * i + 1] && v < nn; v++) seg_of[v] = i;
+    }
     /* the nodes on a path from some wrt to the loss */
     for (int i = 0; i < n; i++)
         if (wrt[i]->gen == ctx->gen && wrt[i]->id >= 0 && wrt[i]->id < nn && ctx->nodes[wrt[i]->id] == wrt[i])
@@ -727,11 +805,17 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
                 goto fail;
             continue;
         }
+        /* the first backward rule of a recomputation segment: its forward again, here */
+        if (seg_of && seg_of[v] >= 0 && !seg_done[seg_of[v]]) {
+            int32_t i = seg_of[v];
+            seg_done[i] = 1;
+            if ((st = clone_segment(ctx, ctx->rc_seg[2 * i], ctx->rc_seg[2 * i + 1], clone)) != LDT_OK) goto fail;
+        }
         memset(gi, 0, sizeof gi);
         ctx->vjp_need = 0;
         for (int k = 0; k < t->nin && k < 32; k++)
             if (from_wrt[IN(t, k)->id] && to_loss[IN(t, k)->id]) ctx->vjp_need |= 1u << k;
-        rule(t, adj[v], gi);
+        rule(clone && clone[v] ? clone[v] : t, adj[v], gi);
         if (ctx->status != LDT_OK) {
             char msg[1024];
             st = ctx->status;
@@ -761,5 +845,8 @@ fail:
     for (int64_t v = 0; pieces && v < nn; v++) free(pieces[v].p);
     free(pieces);
     free(bcast);
+    free(seg_of);
+    free(seg_done);
+    free(clone);
     return st;
 }

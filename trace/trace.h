@@ -112,6 +112,12 @@ struct ldt_ctx {
     /* while ldt_grad runs a rule: bit k set when input k needs a gradient (rules may skip
      * recording the others) */
     uint32_t vjp_need;
+    /* recomputation segments of the current trace (ldt_recompute_begin/end): node id ranges
+     * [rc_seg[2i], rc_seg[2i + 1]); rc_open: a segment is open since node rc_start */
+    int64_t *rc_seg;
+    int32_t rc_nseg, rc_cap;
+    int32_t rc_open;
+    int64_t rc_start;
     /* compiled executables (exec/cache.c), opaque here: trace never calls down */
     void *exec_cache;
     void (*exec_cache_free)(void *cache);

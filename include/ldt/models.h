@@ -69,6 +69,16 @@ LDT_API ldt_tensor *ldt_model_output(const ldt_model *m);
 LDT_API ldt_status ldt_model_pin(ldt_model *m, const char *scheme);
 /* Switches dropout on (train != 0) or off for later forward passes. */
 LDT_API void ldt_model_set_train(ldt_model *m, int train);
+/* gpt: how layer `layer` (-1: every layer) keeps its activations for the backward
+ * (docs/recompute.md): "none" keeps the attention core's weights (scores, softmax, dropout
+ * traced unfused), "selective" recomputes them in the backward (the fused attention kernel:
+ * the default), "full" recomputes the whole layer from its input (a recomputation segment,
+ * ldt_recompute_begin). Losses and gradients are the same in every mode. Applies to later
+ * forward passes. Refused: an unknown mode, a layer out of range, the mlp model. */
+LDT_API ldt_status ldt_model_set_recompute(ldt_model *m, int64_t layer, const char *mode);
+/* The mode of layer `layer` ("none", "selective" or "full"); NULL when m is not a gpt or the
+ * layer is out of range. */
+LDT_API const char *ldt_model_recompute(const ldt_model *m, int64_t layer);
 
 /* ---- model checkpoints (docs/checkpoint.md, "Model checkpoints") ---------------------
  *   ldt_model_save(m, "ckpt", 0, NULL, NULL);   // the parameters, sharded as pinned

@@ -278,6 +278,17 @@ LDT_API ldt_tensor *ldt_scaled_dot_product_attention(ldt_tensor *q, ldt_tensor *
  * nodes, planned and run like the forward. Ops without a rule yet are an error naming them. */
 LDT_API ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads);
 
+/* Activation recomputation (checkpointing, as torch.utils.checkpoint and Megatron's
+ * recomputation; docs/autodiff.md, "Recomputation"): the nodes recorded between
+ * ldt_recompute_begin and ldt_recompute_end form a segment whose forward ldt_grad records
+ * again (the same ops, attributes, pins and random stream positions: a dropout draws the very
+ * mask) just before the segment's backward, so the backward reads the recomputed values and
+ * the forward's intermediates die in the forward; only the segment's inputs are kept. Values
+ * are unchanged. Segments do not nest; they end with the trace. Refused: begin while a segment
+ * is open, end with none open, a NULL context. */
+LDT_API ldt_status ldt_recompute_begin(ldt_ctx *ctx);
+LDT_API ldt_status ldt_recompute_end(ldt_ctx *ctx);
+
 /* ---- optimizers (graph ops inside the step) ------------------------------------------ */
 typedef enum ldt_optim_kind { LDT_OPTIM_SGD, LDT_OPTIM_ADAMW } ldt_optim_kind;
 typedef enum ldt_lr_schedule {

@@ -107,6 +107,12 @@ typedef struct cli_memory {
 ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mesh, cli_memory *out);
 /* Writes "memory_per_rank":{...} (no braces around it). */
 void cli_memory_json(FILE *f, const cli_memory *m);
+/* --recompute MODE for every layer of gpt model m (none, selective or full; docs/recompute.md):
+ * 0, or 2 after printing "ldt CMD: --recompute MODE, expected ..." (the model's refusal). */
+int cli_recompute_set(const char *cmd, ldt_model *m, const char *mode);
+/* "recompute":["none"|"selective"|"full", one per layer],"recompute_mix":{"none":n,
+ * "selective":n,"full":n} of gpt model m (nothing for another model). */
+void cli_recompute_json(FILE *f, const ldt_model *m);
 
 int cmd_layout(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -234,6 +234,27 @@ void cli_memory_json(FILE *f, const cli_memory *m) {
     fputc('}', f);
 }
 
+int cli_recompute_set(const char *cmd, ldt_model *m, const char *mode) {
+    if (ldt_model_set_recompute(m, -1, mode) == LDT_OK) return 0;
+    fprintf(stderr, "ldt %s: --recompute %s, expected none, selective or full (%s)\n", cmd, mode, ldt_last_error());
+    ldt_clear_error();
+    return 2;
+}
+
+void cli_recompute_json(FILE *f, const ldt_model *m) {
+    static const char *const names[3] = {"none", "selective", "full"};
+    int64_t count[3] = {0, 0, 0}, l;
+    if (!ldt_model_recompute(m, 0)) return;
+    fprintf(f, "\"recompute\":[");
+    for (l = 0; ldt_model_recompute(m, l); l++) {
+        const char *r = ldt_model_recompute(m, l);
+        for (int i = 0; i < 3; i++) count[i] += strcmp(r, names[i]) == 0;
+        fprintf(f, "%s\"%s\"", l ? "," : "", r);
+    }
+    fprintf(f, "],\"recompute_mix\":{\"none\":%lld,\"selective\":%lld,\"full\":%lld}", (long long)count[0],
+            (long long)count[1], (long long)count[2]);
+}
+
 void cli_config_json(FILE *f, const char *kind, const ldt_model_config *c, const char *pins,
                      const ldt_mesh *mesh) {
     char m[256];

@@ -8,7 +8,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 23
+#define NFLAGS 24
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -33,6 +33,8 @@ static cli_flag *flag_table(void) {
                              "that cannot is refused)", NULL},
         {"sp", 0, "with --pins megatron: sequence parallel (pins megatron-sp: the gpt's norms, dropouts "
                   "and residual stream split on the sequence over tp)", NULL},
+        {"recompute", 1, "gpt: none, selective (the default) or full, every layer (docs/recompute.md); auto "
+                         "with --train --memory-budget: the mix of layers that fits with the least modeled step", NULL},
         {"help", 0, "this help", NULL},
     };
     return flags;
@@ -289,6 +291,113 @@ static ldt_status train_step(ldt_model *m, ldt_tensor *loss) {
     return st;
 }
 
+/* --recompute auto (docs/recompute.md): the gpt training step planned with per-layer modes
+ * `modes` (0 none, 1 selective, 2 full; the weights unweighted): its peak memory per rank and
+ * modeled step. */
+static const char *const k_rc[3] = {"none", "selective", "full"};
+
+static ldt_status plan_mix(const char *kind, const ldt_model_config *cfg, const char *pins, const ldt_mesh *mesh,
+                           const ldt_plan_options *po, const unsigned char *modes, int64_t *peak, double *seconds) {
+    ldt_ctx_options co = {0};
+    ldt_ctx *ctx = NULL;
+    ldt_model *model = NULL;
+    ldt_plan *plan = NULL;
+    ldt_tensor *loss;
+    ldt_plan_step ps;
+    cli_memory mpr;
+    ldt_status st;
+    co.mesh = mesh;
+    if ((st = ldt_ctx_create(&co, &ctx)) != LDT_OK || (st = ldt_model_create(ctx, kind, cfg, &model)) != LDT_OK ||
+        (st = ldt_model_pin(model, pins)) != LDT_OK)
+        goto done;
+    for (int64_t l = 0; l < cfg->layers && st == LDT_OK; l++) st = ldt_model_set_recompute(model, l, k_rc[modes[l]]);
+    if (st != LDT_OK) goto done;
+    if (!(loss = ldt_model_forward(model))) {
+        st = ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
+        goto done;
+    }
+    if ((st = train_step(model, loss)) != LDT_OK || (st = ldt_plan_create(ctx, po, &plan)) != LDT_OK ||
+        (st = ldt_plan_step_get(plan, loss, &ps)) != LDT_OK || (st = cli_memory_per_rank(plan, model, mesh, &mpr)) != LDT_OK)
+        goto done;
+    *peak = mpr.peak;
+    *seconds = ps.modeled_step_seconds;
+done:
+    ldt_plan_destroy(plan);
+    ldt_model_destroy(model);
+    ldt_ctx_destroy(ctx);
+    return st;
+}
+
+/* The mix for --recompute auto under `budget` into modes (the first layers full, the next
+ * selective, the rest none): the three uniform mixes planned, each layer's saving and cost
+ * taken as a third of their differences (linear in the counts: layers are alike), every
+ * (full, selective) count ordered by that estimate of the modeled step (then fewer layers
+ * recomputed, then fewer full) and the first whose estimate fits planned, then the next,
+ * until one fits as measured (at most AUTO_PLANS plans in all). None fits: every layer full
+ * (the least peak; the budget search then refuses or buys the rest by splitting weights).
+ * A count of plans, never a time: every run chooses alike. *nplans: plans made. */
+#define AUTO_PLANS 8
+typedef struct mix {
+    int64_t full, sel;
+    double est;
+} mix;
+
+static int by_est(const void *a, const void *b) {
+    const mix *x = a, *y = b;
+    if (x->est != y->est) return x->est < y->est ? -1 : 1;
+    if (x->full + x->sel != y->full + y->sel) return x->full + x->sel < y->full + y->sel ? -1 : 1;
+    return x->full < y->full ? -1 : x->full > y->full;
+}
+
+static ldt_status choose_mix(const char *kind, const ldt_model_config *cfg, const char *pins, const ldt_mesh *mesh,
+                             const ldt_plan_options *po, int64_t budget, unsigned char *modes, int *nplans) {
+    int64_t L = cfg->layers, peak[3], n = 0;
+    double sec[3];
+    mix *c = NULL;
+    ldt_status st = LDT_OK;
+    *nplans = 0;
+    if (L < 1 || L > 100000)
+        return ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "plan --recompute auto: %lld layers, expected 1 to 100000",
+                             (long long)L);
+    for (int u = 0; u < 3; u++) { /* every layer none, selective, full */
+        memset(modes, u, (size_t)L);
+        if ((st = plan_mix(kind, cfg, pins, mesh, po, modes, &peak[u], &sec[u])) != LDT_OK) return st;
+        ++*nplans;
+    }
+    if (!(c = malloc((size_t)((L + 1) * (L + 2) / 2) * sizeof *c)))
+        return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan --recompute auto: out of memory");
+    for (int64_t f = 0; f <= L; f++)
+        for (int64_t s = 0; f + s <= L; s++) {
+            double ep = (double)peak[0] + (double)s * (double)(peak[1] - peak[0]) / (double)L +
+                        (double)f * (double)(peak[2] - peak[0]) / (double)L;
+            if (ep > (double)budget) continue;
+            c[n].full = f, c[n].sel = s;
+            c[n++].est = sec[0] + (double)s * (sec[1] - sec[0]) / (double)L + (double)f * (sec[2] - sec[0]) / (double)L;
+        }
+    qsort(c, (size_t)n, sizeof *c, by_est);
+    memset(modes, 2, (size_t)L); /* none fits: every layer full */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = 0;
+        double t = 0;
+        int u = c[i].full == L ? 2 : c[i].sel == L ? 1 : c[i].full + c[i].sel == 0 ? 0 : -1;
+        if (u >= 0) { /* a uniform mix: measured already */
+            if (peak[u] <= budget) {
+                memset(modes, u, (size_t)L);
+                break;
+            }
+            continue;
+        }
+        if (*nplans >= AUTO_PLANS) break;
+        for (int64_t l = 0; l < L; l++) modes[l] = l < c[i].full ? 2 : l < c[i].full + c[i].sel ? 1 : 0;
+        if ((st = plan_mix(kind, cfg, pins, mesh, po, modes, &p, &t)) != LDT_OK) break;
+        ++*nplans;
+        if (p <= budget) break;
+        memset(modes, 2, (size_t)L);
+    }
+    free(c);
+    return st;
+}
+
 int cmd_plan(int argc, char **argv) {
     cli_flag *f = flag_table();
     ldt_mesh *mesh = NULL;
@@ -305,6 +414,9 @@ int cmd_plan(int argc, char **argv) {
     ldt_plan_budget_info binfo;
     budget_ctx bctx;
     int64_t budget = 0;
+    const char *rc_mode = NULL;
+    unsigned char *modes = NULL;
+    int auto_plans = 0;
     char *json = NULL;
     const char *kind, *pins;
     int rc = 1;
@@ -313,7 +425,8 @@ int cmd_plan(int argc, char **argv) {
         printf("usage: ldt plan --model mlp|gpt [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
                "                [--plan-limit N] [--profile P] [--json] [--dot FILE] [--program [--rank R]]\n"
-               "                [--train] [--meta] [--dtype f32|bf16] [--memory-budget BYTES] [--sp]\n\n"
+               "                [--train] [--meta] [--dtype f32|bf16] [--memory-budget BYTES] [--sp]\n"
+               "                [--recompute none|selective|full|auto]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
                "whole graph under the cost model (pins honoured), and prints every op with its\n"
                "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
@@ -363,9 +476,35 @@ int cmd_plan(int argc, char **argv) {
     if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) goto fail;
     po.cost = &cm;
     co.mesh = mesh;
+    rc_mode = cli_get(f, NFLAGS, "recompute");
+    if (rc_mode && strcmp(kind, "gpt") != 0) {
+        fprintf(stderr, "ldt plan: --recompute with --model %s; only the gpt recomputes\n", kind);
+        rc = 2;
+        goto done;
+    }
+    if (rc_mode && strcmp(rc_mode, "auto") == 0) {
+        if (!cli_has(f, NFLAGS, "train") || budget <= 0) {
+            fprintf(stderr, "ldt plan: --recompute auto needs --train and --memory-budget BYTES (the mix that "
+                            "fits the budget)\n");
+            rc = 2;
+            goto done;
+        }
+        if (!(modes = malloc((size_t)cfg.layers))) {
+            ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+            goto fail;
+        }
+        if (choose_mix(kind, &cfg, pins, mesh, &po, budget, modes, &auto_plans) != LDT_OK) goto fail;
+    }
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_pin(model, pins) != LDT_OK)
         goto fail;
+    if (modes) {
+        for (int64_t l = 0; l < cfg.layers; l++)
+            if (ldt_model_set_recompute(model, l, k_rc[modes[l]]) != LDT_OK) goto fail;
+    } else if (rc_mode && cli_recompute_set("plan", model, rc_mode)) {
+        rc = 2;
+        goto done;
+    }
     if (!(loss = ldt_model_forward(model))) {
         ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
         goto fail;
@@ -408,6 +547,9 @@ int cmd_plan(int argc, char **argv) {
                     (long long)mpr.peak, mpr.peak / 1073741824.0,
                     nm[0], (long long)v[0], nm[1], (long long)v[1], nm[2], (long long)v[2], nm[3], (long long)v[3],
                     ldt_dtype_name(cfg.dtype));
+            if (modes)
+                fprintf(stderr, "ldt plan: --recompute auto: no mix of the %d planned fits; every layer full has "
+                                "the least peak (the one above)\n", auto_plans);
             rc = 1;
             goto done;
         }
@@ -445,6 +587,11 @@ int cmd_plan(int argc, char **argv) {
         cli_profile_json(stdout, &cm);
         putchar(',');
         cli_memory_json(stdout, &mpr);
+        if (strcmp(kind, "gpt") == 0) {
+            putchar(',');
+            cli_recompute_json(stdout, model);
+            if (modes) printf(",\"recompute_plans\":%d", auto_plans);
+        }
         if (budget > 0)
             printf(",\"memory_budget\":%lld,\"memory_binding\":\"%s\",\"memory_lambda\":%.9g,"
                    "\"memory_iterations\":%d,\"memory_peak_unconstrained\":%lld",
@@ -461,6 +608,13 @@ int cmd_plan(int argc, char **argv) {
                "memory weight %.3g s/byte; without the budget the peak is %lld)\n",
                (long long)mpr.peak, (long long)budget, memory_binding(&bctx.free_, &mpr, binfo.memory_weight > 0),
                binfo.plans, binfo.memory_weight, (long long)binfo.peak_free);
+        if (modes) {
+            int64_t cnt[3] = {0, 0, 0};
+            for (int64_t l = 0; l < cfg.layers; l++) cnt[modes[l]]++;
+            printf("recompute (auto, %d mixes planned): %lld layers full, %lld selective, %lld none; modeled step "
+                   "%.6g s\n", auto_plans, (long long)cnt[2], (long long)cnt[1], (long long)cnt[0],
+                   ps->modeled_step_seconds);
+        }
     }
     if (cli_has(f, NFLAGS, "program")) {
         int64_t only = -1;
@@ -490,6 +644,7 @@ fail:
 done:
     free(ps);
     free(json);
+    free(modes);
     ldt_plan_destroy(plan);
     ldt_model_destroy(model);
     ldt_ctx_destroy(ctx);

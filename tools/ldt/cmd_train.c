@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 31
+#define NFLAGS 32
 /* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
 #define TRAIN_SIZES 2, 128, 4, 256, 64, 8
 static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
@@ -31,6 +31,8 @@ static cli_flag *flag_table(void) {
         {"zero", 0, "shard the optimizer state over the dp mesh dim (ZeRO)", NULL},
         {"sp", 0, "sequence parallel: norms, dropouts and the residual stream split on the sequence "
                   "over tp (pins megatron-sp)", NULL},
+        {"recompute", 1, "none, selective (the attention core, the default) or full (each layer from its "
+                         "input): what each layer keeps for the backward (docs/recompute.md; the losses are the same)", NULL},
         CLI_BUCKET_FLAG,
         {"no-fuse", 0, "keep every collective a call of its own (no gradient buckets; the losses are the same)", NULL},
         CLI_PROFILE_FLAG,
@@ -234,6 +236,7 @@ int cmd_train(int argc, char **argv) {
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16|f16] [--dropout P] [--data FILE]\n"
                "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X] [--no-fuse]\n"
+               "                 [--recompute none|selective|full]\n"
                "                 [--profile P] [--backend threads|mpi|nccl] [--device cpu|cuda]\n"
                "                 [--save DIR [--save-every N]] [--load DIR | --resume DIR] [--json]\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
@@ -415,6 +418,10 @@ int cmd_train(int argc, char **argv) {
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, "gpt", &cfg, &model) != LDT_OK ||
         ldt_model_init(model, (uint64_t)seed) != LDT_OK || ldt_model_pin(model, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron") != LDT_OK)
         goto fail;
+    if (cli_has(f, NFLAGS, "recompute") && cli_recompute_set("train", model, cli_get(f, NFLAGS, "recompute"))) {
+        rc = 2;
+        goto done;
+    }
     np = ldt_model_nparams(model);
     if (np > 4096) {
         ldt_set_error(LDT_ERR_UNSUPPORTED, "%d parameters; this command takes up to 4096", np);
@@ -556,6 +563,8 @@ int cmd_train(int argc, char **argv) {
         if (json) {
             printf("{");
             cli_config_json(stdout, "gpt", &cfg, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron", mesh);
+            putchar(',');
+            cli_recompute_json(stdout, model);
             putchar(',');
             cli_profile_json(stdout, &cm);
             printf(",\"fused\":%s", copt.no_fuse ? "false" : "true");
