@@ -201,6 +201,61 @@ static void refused(const char *args, const char *msg) {
     cr_expect(strstr(g_out, msg) != NULL, "ldt %s: '%s' not in:\n%s", cmd, msg, g_out);
 }
 
+/* The update as Megatron-LM (2022) runs it, pass by pass over the rank's N parameter elements
+ * (docs/prediction.md, "The update"), each priced by the profile's roofline; and the gradient
+ * added into the buffer every micro-batch (f16: 6 bytes an element, f32: 12, bf16: none, its
+ * weight-gradient GEMMs accumulate in f32). One stage (P = 1), so N is the params' bytes over e. */
+Test(predict, update_is_megatrons_passes) {
+    static const struct {
+        const char *args;
+        double e, acc;           /* parameter bytes; accumulation bytes an element per micro-batch */
+        double ew[7], red;       /* elementwise passes' bytes an element (0 ends), the norm's */
+        double nmb;
+    } cases[] = {
+        {"--global-batch 4 --micro-batch 1 --mesh tp=2 --dtype f16", 2, 6, {2, 4, 6, 8, 28, 6, 0}, 4, 4},
+        {"--global-batch 4 --micro-batch 2 --mesh tp=2", 2, 0, {4, 8, 28, 6, 0}, 4, 2},
+        {"--global-batch 2 --micro-batch 1 --mesh tp=2 --dtype f32", 4, 12, {4, 8, 28, 0}, 4, 2},
+    };
+    ldt_cost_model cm;
+    cr_assert_eq(ldt_cost_model_preset("a100-80g", &cm), LDT_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cJSON *j = predict(cases[c].args);
+        double n = num(j, "memory_per_rank.params") / cases[c].e, want = 0, acc = 0;
+        for (int k = 0; cases[c].ew[k] > 0; k++)
+            want += ldt_cost_op_seconds(&cm, LDT_OPCLASS_ELEMENTWISE, LDT_F32, 0, cases[c].ew[k] * n, 1);
+        /* bandwidth-bound: a dozen FLOPs an element at most (Adam) against 19.5 TFLOP/s is
+         * well under its bytes against 2,039 GB/s, so the FLOPs do not enter the price */
+        want += ldt_cost_op_seconds(&cm, LDT_OPCLASS_REDUCE, LDT_F32, 0, cases[c].red * n, 1);
+        expect_rel(num(j, "parts.optimizer"), want, 1e-6, cases[c].args);
+        if (cases[c].acc > 0)
+            acc = cases[c].nmb * ldt_cost_op_seconds(&cm, LDT_OPCLASS_ELEMENTWISE, LDT_F32, n, cases[c].acc * n, 1);
+        expect_rel(num(j, "grad_accumulation_seconds"), acc, 1e-6, cases[c].args);
+        cJSON_Delete(j);
+    }
+}
+
+/* Megatron's backward tensor-parallel communication: without sp the conjugates of the forward's
+ * two all_reduces (as much as the forward's); with sp the conjugates of its two all_gathers and
+ * two reduce_scatters and the two norm outputs gathered again for the weight gradients (4
+ * all_gathers and 2 reduce_scatters: 1.5 times the forward's), at micro-batch 2 too, where the
+ * planner keeps the gathered outputs instead of gathering them again. */
+Test(predict, backward_comm_is_megatrons) {
+    static const struct {
+        const char *args;
+        double ratio;
+    } cases[] = {{"--global-batch 4 --micro-batch 2 --mesh tp=4", 1.0},
+                 {"--global-batch 4 --micro-batch 2 --mesh tp=4 --sp", 1.5},
+                 {"--global-batch 4 --micro-batch 1 --mesh tp=4 --sp --recompute selective", 1.5}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cJSON *j = predict(cases[c].args);
+        double f = num(j, "layer.forward_comm_seconds"), b = num(j, "layer.backward_comm_seconds");
+        cr_expect(f > 0, "%s", cases[c].args);
+        cr_expect(b >= cases[c].ratio * f * (1 - 1e-9), "%s: backward %g, forward %g", cases[c].args, b, f);
+        cr_expect(b >= num(j, "layer.plan_comm_seconds") - f - 1e-15, "%s: never less than the plan's", cases[c].args);
+        cJSON_Delete(j);
+    }
+}
+
 Test(predict, refusals_name_the_problem) {
     refused("--global-batch 8 --micro-batch 1 --mesh pp=2,xx=2", "--mesh 'pp=2,xx=2': expected pp=P,dp=D,tp=T");
     refused("--global-batch 8 --micro-batch 1 --mesh tp=2,pp=2", "--mesh 'tp=2,pp=2': expected pp=P,dp=D,tp=T");
