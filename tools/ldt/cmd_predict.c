@@ -30,7 +30,8 @@ static cli_flag *flag_table(void) {
         {"recompute", 1, "none, selective (the attention core) or full (every layer) (default none)", NULL},
         {"schedule", 1, "gpipe, 1f1b or interleaved:V (default 1f1b; L divisible by P x V)", NULL},
         {"dtype", 1, "bf16, f16 or f32 (default bf16: bf16 weights, activations and gradients, f32 "
-                     "master weights and Adam states)", NULL},
+                     "master weights and Adam states; f16: the same bytes, with Megatron's --fp16 gradient "
+                     "bookkeeping)", NULL},
         CLI_PROFILE_FLAG,
         {"json", 0, "one JSON object: modeled_step_seconds, parts, tokens_per_second, mfu, "
                     "memory_per_rank, memory_by_stage (docs/cli.md)", NULL},
