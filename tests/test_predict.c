@@ -1,7 +1,8 @@
 /* ldt predict (docs/prediction.md): the parts add up to the step, the MFU is the issue's
  * formula, the parameter, gradient and optimizer bytes per rank are the model's closed form,
  * the pipeline bubble is (P-1)/V stage times, the activations follow the recomputation as
- * Korthikanti et al. count them; bad input is refused with a message. Small GPTs on meta
+ * Korthikanti et al. count them, the update, gradient accumulation, dp reduction and backward
+ * communication are Megatron-LM's; bad input is refused with a message. Small GPTs on meta
  * meshes: each run plans two small graphs (a fraction of a second). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -232,6 +233,23 @@ Test(predict, update_is_megatrons_passes) {
         expect_rel(num(j, "grad_accumulation_seconds"), acc, 1e-6, cases[c].args);
         cJSON_Delete(j);
     }
+}
+
+/* The dp reduction moves Megatron's gradient buffer: 16-bit with f16, f32 with bf16 (f32
+ * accumulation) as with f32, so bf16's equals f32's (same elements, same bytes) and f16's is less. */
+Test(predict, dp_reduction_moves_the_gradient_buffer) {
+    const char *base = "--global-batch 4 --micro-batch 1 --mesh dp=2,tp=2 --dtype ";
+    double dp[3];
+    const char *dts[3] = {"f16", "bf16", "f32"};
+    for (int i = 0; i < 3; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s%s", base, dts[i]);
+        cJSON *j = predict(args);
+        dp[i] = num(j, "exposed_comm_parts.dp");
+        cJSON_Delete(j);
+    }
+    cr_expect(dp[0] > 0 && dp[0] < dp[1], "f16 %g, bf16 %g", dp[0], dp[1]);
+    expect_rel(dp[1], dp[2], 1e-9, "bf16's f32 buffer against f32's");
 }
 
 /* Megatron's backward tensor-parallel communication: without sp the conjugates of the forward's
