@@ -1,7 +1,8 @@
 /* ldt predict (docs/prediction.md): the parts add up to the step, the MFU is the issue's
  * formula, the parameter, gradient and optimizer bytes per rank are the model's closed form,
  * the pipeline bubble is (P-1)/V stage times, the activations follow the recomputation as
- * Korthikanti et al. count them; bad input is refused with a message. Small GPTs on meta
+ * Korthikanti et al. count them, the update, gradient accumulation, dp reduction and backward
+ * communication are Megatron-LM's; bad input is refused with a message. Small GPTs on meta
  * meshes: each run plans two small graphs (a fraction of a second). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -199,6 +200,78 @@ static void refused(const char *args, const char *msg) {
     rc = run_cli(cmd, g_out, sizeof g_out);
     cr_expect_eq(rc, 2, "ldt %s: exit %d, expected 2\n%s", cmd, rc, g_out);
     cr_expect(strstr(g_out, msg) != NULL, "ldt %s: '%s' not in:\n%s", cmd, msg, g_out);
+}
+
+/* The update as Megatron-LM (2022) runs it, pass by pass over the rank's N parameter elements
+ * (docs/prediction.md, "The update"), each priced by the profile's roofline; and the gradient
+ * added into the buffer every micro-batch (f16: 6 bytes an element, f32: 12, bf16: none, its
+ * weight-gradient GEMMs accumulate in f32). One stage (P = 1), so N is the params' bytes over e. */
+Test(predict, update_is_megatrons_passes) {
+    static const struct {
+        const char *args;
+        double e, acc;           /* parameter bytes; accumulation bytes an element per micro-batch */
+        double ew[7], red;       /* elementwise passes' bytes an element (0 ends), the norm's */
+        double nmb;
+    } cases[] = {
+        {"--global-batch 4 --micro-batch 1 --mesh tp=2 --dtype f16", 2, 6, {2, 4, 6, 8, 28, 6, 0}, 4, 4},
+        {"--global-batch 4 --micro-batch 2 --mesh tp=2", 2, 0, {4, 8, 28, 6, 0}, 4, 2},
+        {"--global-batch 2 --micro-batch 1 --mesh tp=2 --dtype f32", 4, 12, {4, 8, 28, 0}, 4, 2},
+    };
+    ldt_cost_model cm;
+    cr_assert_eq(ldt_cost_model_preset("a100-80g", &cm), LDT_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cJSON *j = predict(cases[c].args);
+        double n = num(j, "memory_per_rank.params") / cases[c].e, want = 0, acc = 0;
+        for (int k = 0; cases[c].ew[k] > 0; k++)
+            want += ldt_cost_op_seconds(&cm, LDT_OPCLASS_ELEMENTWISE, LDT_F32, 0, cases[c].ew[k] * n, 1);
+        /* bandwidth-bound: a dozen FLOPs an element at most (Adam) against 19.5 TFLOP/s is
+         * well under its bytes against 2,039 GB/s, so the FLOPs do not enter the price */
+        want += ldt_cost_op_seconds(&cm, LDT_OPCLASS_REDUCE, LDT_F32, 0, cases[c].red * n, 1);
+        expect_rel(num(j, "parts.optimizer"), want, 1e-6, cases[c].args);
+        if (cases[c].acc > 0)
+            acc = cases[c].nmb * ldt_cost_op_seconds(&cm, LDT_OPCLASS_ELEMENTWISE, LDT_F32, n, cases[c].acc * n, 1);
+        expect_rel(num(j, "grad_accumulation_seconds"), acc, 1e-6, cases[c].args);
+        cJSON_Delete(j);
+    }
+}
+
+/* The dp reduction moves Megatron's gradient buffer: 16-bit with f16, f32 with bf16 (f32
+ * accumulation) as with f32, so bf16's equals f32's (same elements, same bytes) and f16's is less. */
+Test(predict, dp_reduction_moves_the_gradient_buffer) {
+    const char *base = "--global-batch 4 --micro-batch 1 --mesh dp=2,tp=2 --dtype ";
+    double dp[3];
+    const char *dts[3] = {"f16", "bf16", "f32"};
+    for (int i = 0; i < 3; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s%s", base, dts[i]);
+        cJSON *j = predict(args);
+        dp[i] = num(j, "exposed_comm_parts.dp");
+        cJSON_Delete(j);
+    }
+    cr_expect(dp[0] > 0 && dp[0] < dp[1], "f16 %g, bf16 %g", dp[0], dp[1]);
+    expect_rel(dp[1], dp[2], 1e-9, "bf16's f32 buffer against f32's");
+}
+
+/* Megatron's backward tensor-parallel communication: without sp the conjugates of the forward's
+ * two all_reduces (as much as the forward's); with sp the conjugates of its two all_gathers and
+ * two reduce_scatters and the two norm outputs gathered again for the weight gradients (4
+ * all_gathers and 2 reduce_scatters: 1.5 times the forward's), at micro-batch 2 too, where the
+ * planner keeps the gathered outputs instead of gathering them again. */
+Test(predict, backward_comm_is_megatrons) {
+    static const struct {
+        const char *args;
+        double ratio;
+    } cases[] = {{"--global-batch 4 --micro-batch 2 --mesh tp=4", 1.0},
+                 {"--global-batch 4 --micro-batch 2 --mesh tp=4 --sp", 1.5},
+                 {"--global-batch 4 --micro-batch 1 --mesh tp=4 --sp --recompute selective", 1.5}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cJSON *j = predict(cases[c].args);
+        double f = num(j, "layer.forward_comm_seconds"), b = num(j, "layer.backward_comm_seconds");
+        cr_expect(f > 0, "%s", cases[c].args);
+        cr_expect(b >= cases[c].ratio * f * (1 - 1e-9), "%s: backward %g, forward %g", cases[c].args, b, f);
+        cr_expect(b >= num(j, "layer.plan_comm_seconds") - f - 1e-15, "%s: never less than the plan's", cases[c].args);
+        cJSON_Delete(j);
+    }
 }
 
 Test(predict, refusals_name_the_problem) {

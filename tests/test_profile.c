@@ -92,7 +92,8 @@ Test(profile, shipped_figures) {
     cr_expect(close_to(h.network_link.bandwidth_Bps, 50e9)); /* one 400 Gb/s NDR port a GPU */
     cr_expect(close_to(a.peak_flops[LDT_PREC_BF16], 312e12));
     cr_expect(close_to(a.peak_flops[LDT_PREC_F32], 19.5e12));
-    cr_expect(close_to(a.node_link.bandwidth_Bps, 300e9));
+    /* NVLink3's 300 GB/s line rate a direction, as NCCL reaches it (docs/cost-model.md) */
+    cr_expect(close_to(a.node_link.bandwidth_Bps, 230e9));
     cr_expect(close_to(a.network_link.bandwidth_Bps, 25e9));
     cr_expect_eq(c.cores, 2);
     cr_expect_eq(c.ranks_per_node, 0);

@@ -30,7 +30,8 @@ static cli_flag *flag_table(void) {
         {"recompute", 1, "none, selective (the attention core) or full (every layer) (default none)", NULL},
         {"schedule", 1, "gpipe, 1f1b or interleaved:V (default 1f1b; L divisible by P x V)", NULL},
         {"dtype", 1, "bf16, f16 or f32 (default bf16: bf16 weights, activations and gradients, f32 "
-                     "master weights and Adam states)", NULL},
+                     "master weights and Adam states; f16: the same bytes, with Megatron's --fp16 gradient "
+                     "bookkeeping)", NULL},
         CLI_PROFILE_FLAG,
         {"json", 0, "one JSON object: modeled_step_seconds, parts, tokens_per_second, mfu, "
                     "memory_per_rank, memory_by_stage (docs/cli.md)", NULL},
@@ -177,12 +178,56 @@ static layer_prices price_layer(const ldt_cost_model *cm, int dt, double e, doub
                          (nf + 3 * b * s * h / t + 2 * nh) * e);
     p.core_fwd = gemm + softmax_f + dropout_f + gemm;
     p.core_bwd = 2 * gemm + dropout_b + softmax_b + 2 * gemm;
-    p.fused_fwd = 2 * ln_f + gelu_f + 2 * bda_f;
+    /* Megatron-LM's ColumnParallelLinear adds its bias in a kernel of its own unless the bias
+     * is fused further on (skip_bias_add): of the four linears only the q/k/v one does */
+    double qkv_bias = op_s(cm, LDT_OPCLASS_ELEMENTWISE, dt, 3 * b * s * h / t, 2 * e * 3 * b * s * h / t);
+    p.fused_fwd = 2 * ln_f + gelu_f + 2 * bda_f + qkv_bias;
     p.fused_bwd = 2 * ln_b + gelu_b + 2 * bda_b + 2 * resid_b + bias_g;
     p.traced_attn_fwd = op_s(cm, LDT_OPCLASS_MATMUL, dt, 4 * b * heads_loc * s * s * d, 4 * qkv * e);
     p.traced_attn_bwd = 5 * gemm;
     p.core_stored = (2 * e + 1) * sc;
     return p;
+}
+
+/* The update and the gradient bookkeeping as Megatron-LM (2022: local DDP with a contiguous
+ * gradient buffer, Float16OptimizerWithFloat16Params or FP32Optimizer, Apex FusedAdam) runs
+ * them, each a pass over the rank's n parameter elements (docs/prediction.md, "The update"):
+ * bytes per element read and written, and its op class. `per_mb` are the passes every
+ * micro-batch's backward adds (the gradient added into the buffer by a hook; bf16 has the
+ * weight-gradient GEMM accumulate into its f32 buffer instead). Returns the step's seconds. */
+typedef struct update_pass {
+    ldt_op_class c;
+    double bytes, flops;
+} update_pass;
+
+static double update_seconds(const ldt_cost_model *cm, ldt_dtype dt, double n, double *per_mb) {
+    /* f16 (--fp16): 16-bit gradient buffer, loss scaling, master weights */
+    static const update_pass f16[] = {
+        {LDT_OPCLASS_ELEMENTWISE, 2, 1},  /* zero the gradient buffer */
+        {LDT_OPCLASS_ELEMENTWISE, 4, 1},  /* the buffer divided by dp (every step, dp = 1 too) */
+        {LDT_OPCLASS_ELEMENTWISE, 6, 1},  /* gradients to f32 (.float()) */
+        {LDT_OPCLASS_ELEMENTWISE, 8, 2},  /* unscale and the inf/nan check */
+        {LDT_OPCLASS_REDUCE, 4, 2},       /* the gradient norm (multi_tensor_l2norm) */
+        {LDT_OPCLASS_ELEMENTWISE, 28, 12}, /* Adam: read g, p, m, v; write p, m, v */
+        {LDT_OPCLASS_ELEMENTWISE, 6, 1},  /* master weights to the 16-bit parameters */
+    };
+    /* bf16: f32 gradient buffer (forced), no loss scaler, master weights */
+    static const update_pass bf16[] = {
+        {LDT_OPCLASS_ELEMENTWISE, 4, 1}, {LDT_OPCLASS_ELEMENTWISE, 8, 1}, {LDT_OPCLASS_REDUCE, 4, 2},
+        {LDT_OPCLASS_ELEMENTWISE, 28, 12}, {LDT_OPCLASS_ELEMENTWISE, 6, 1},
+    };
+    /* f32: f32 parameters and buffer, no master copy */
+    static const update_pass f32[] = {
+        {LDT_OPCLASS_ELEMENTWISE, 4, 1}, {LDT_OPCLASS_ELEMENTWISE, 8, 1}, {LDT_OPCLASS_REDUCE, 4, 2},
+        {LDT_OPCLASS_ELEMENTWISE, 28, 12},
+    };
+    const update_pass *ps = dt == LDT_F16 ? f16 : dt == LDT_BF16 ? bf16 : f32;
+    size_t np = dt == LDT_F16 ? sizeof f16 / sizeof f16[0] : dt == LDT_BF16 ? sizeof bf16 / sizeof bf16[0]
+                                                                         : sizeof f32 / sizeof f32[0];
+    double t = 0, acc = dt == LDT_F16 ? 6 : dt == LDT_BF16 ? 0 : 12; /* main_grad.add_(grad) */
+    for (size_t i = 0; i < np; i++) t += ldt_cost_op_seconds(cm, ps[i].c, LDT_F32, ps[i].flops * n, ps[i].bytes * n, 1);
+    *per_mb = acc > 0 ? ldt_cost_op_seconds(cm, LDT_OPCLASS_ELEMENTWISE, LDT_F32, n, acc * n, 1) : 0;
+    return t;
 }
 
 /* The link between consecutive pipeline stages: stage boundaries cross a node when some rank
@@ -356,14 +401,23 @@ int cmd_predict(int argc, char **argv) {
         double layer_fwd = gemm_fwd + lp.core_fwd + lp.fused_fwd;
         double layer_compute = layer_fwd + gemm_bwd + lp.core_bwd + lp.fused_bwd;
         double layer_recompute = rk == RC_FULL ? layer_fwd + lfk : rk == RC_SELECTIVE ? lp.core_fwd : 0;
+        /* the layer's backward tp communication as Megatron runs it: the conjugates of the
+         * forward's collectives and, with sp, the all_gathers of the two norm outputs again for
+         * the weight gradients (4 all_gathers and 2 reduce_scatters of the forward's sizes, 1.5
+         * times the forward's 2 + 2); the plan's when it has more (at micro-batch >= 2 the
+         * planner keeps the gathered outputs instead) */
+        double lbk = lk - lfk, mbk = (sp ? 1.5 : 1.0) * lfk;
+        double layer_comm = lfk + (mbk > lbk ? mbk : lbk);
         int across = 0;
         ldt_link link = pp_link(&cm, P, D * T, &across);
         double act_bytes = (double)mb * S * H * e / (double)T; /* a stage's output, per rank */
         double p2p = 0, gather = 0, p2p_mb = 0;
         double stage_compute, stage_recompute, stage_comm, stage_time, bubble, dp_reduce = 0, emb_reduce = 0;
-        double optimizer, step, model_flops, mfu;
+        double optimizer, step, model_flops, mfu, accum_mb = 0;
         int dp_dim = 0, tp_dim = 1;
         int64_t grad_bytes_max = 0;
+        /* the last stage's parameter elements, whose gradients every micro-batch adds up */
+        int64_t last_elems = lps * lpe + (P == 1 ? xpe : wte + 2 * H);
         if (P > 1) {
             p2p = ldt_cost_kind_seconds(&cm, link, 2, LDT_KIND_SEND_RECV, (int64_t)act_bytes);
             /* Megatron's scatter-gather: without sp each tp rank sends its 1/t of the (replicated)
@@ -374,9 +428,10 @@ int cmd_predict(int argc, char **argv) {
             p2p_mb = 2.0 * (double)Vv * (p2p + gather); /* forward activation and backward gradient, per chunk */
         }
         /* the busiest stage: the last (its layers and the head, loss and final norm; P = 1: all) */
-        stage_compute = (double)lps * layer_compute + xc;
+        (void)update_seconds(&cm, dt, (double)last_elems, &accum_mb);
+        stage_compute = (double)lps * layer_compute + xc + accum_mb;
         stage_recompute = (double)lps * layer_recompute;
-        stage_comm = (double)lps * lk + xk + p2p_mb;
+        stage_comm = (double)lps * layer_comm + xk + p2p_mb;
         stage_time = stage_compute + stage_recompute + stage_comm;
         bubble = (double)(P - 1) / (double)Vv * stage_time;
         /* memory per stage, and the stage's gradient bytes for the dp reduction */
@@ -428,7 +483,9 @@ int cmd_predict(int argc, char **argv) {
             ldt_set_error(LDT_ERR_OUT_OF_MEMORY, CMD ": out of memory");
             goto fail;
         }
-        grad_bytes_max = stage_elems_max * (int64_t)e;
+        /* the buffer reduced over dp: 16-bit with f16, f32 with bf16 (Megatron accumulates and
+         * reduces bf16 gradients in f32) and f32 */
+        grad_bytes_max = stage_elems_max * (dt == LDT_F16 ? 2 : 4);
         if (D > 1) {
             /* once per step after the pipeline flush, in buckets of 25 MiB (ring all_reduce):
              * exposed, as Megatron-LM (2022) reduces after the last backward */
@@ -442,13 +499,11 @@ int cmd_predict(int argc, char **argv) {
         }
         if (P > 1) /* the tied embedding's gradient, between the first and last stage */
             emb_reduce = ldt_cost_kind_seconds(&cm, link, 2, LDT_KIND_ALL_REDUCE, wte * (int64_t)e);
-        /* AdamW as Megatron runs it: the gradient norm (a read of every gradient) and one fused
-         * multi-tensor pass reading gradient, parameter, master weight and both moments and
-         * writing all but the gradient; f32: no master copy */
-        optimizer = ldt_cost_op_seconds(&cm, LDT_OPCLASS_REDUCE, LDT_F32, (double)stage_elems_max,
-                                        (double)stage_elems_max * e, 1) +
-                    ldt_cost_op_seconds(&cm, LDT_OPCLASS_ELEMENTWISE, LDT_F32, 12.0 * (double)stage_elems_max,
-                                        (double)stage_elems_max * (plan_dt == LDT_F32 ? 28.0 : 30.0), 1);
+        /* the update as Megatron runs it (update_seconds), over the largest stage's elements */
+        {
+            double unused;
+            optimizer = update_seconds(&cm, dt, (double)stage_elems_max, &unused);
+        }
         step = (double)nmb * stage_time + bubble + dp_reduce + emb_reduce + optimizer;
         model_flops = 72.0 * (double)G * S * L * (double)H * H *
                       (1 + (double)S / (6.0 * H) + (double)Vocab / (12.0 * H * L));
@@ -468,7 +523,7 @@ int cmd_predict(int argc, char **argv) {
                    (double)nmb * stage_recompute, (double)nmb * stage_comm + dp_reduce + emb_reduce, bubble, optimizer);
             printf("\"stage_seconds\":%.9g,\"exposed_comm_parts\":{\"tp\":%.9g,\"p2p\":%.9g,\"dp\":%.9g,"
                    "\"embedding\":%.9g,\"dp_overlap\":\"exposed\",\"p2p_across_nodes\":%s},",
-                   stage_time, (double)nmb * ((double)lps * lk + xk), (double)nmb * p2p_mb, dp_reduce, emb_reduce,
+                   stage_time, (double)nmb * ((double)lps * layer_comm + xk), (double)nmb * p2p_mb, dp_reduce, emb_reduce,
                    across ? "true" : "false");
             printf("\"tokens_per_second\":%.9g,\"mfu\":%.9g,\"model_flops\":%.9g,", (double)G * S / step, mfu,
                    model_flops);
@@ -479,10 +534,11 @@ int cmd_predict(int argc, char **argv) {
             printf("\"layer\":{\"plan_compute_seconds\":%.9g,\"plan_comm_seconds\":%.9g,\"gemm_forward_seconds\":%.9g,"
                    "\"gemm_backward_seconds\":%.9g,\"attention_core_forward_seconds\":%.9g,"
                    "\"attention_core_backward_seconds\":%.9g,\"fused_forward_seconds\":%.9g,"
-                   "\"fused_backward_seconds\":%.9g,\"forward_comm_seconds\":%.9g,\"activations_saved\":%lld,"
-                   "\"params\":%lld},",
+                   "\"fused_backward_seconds\":%.9g,\"forward_comm_seconds\":%.9g,\"backward_comm_seconds\":%.9g,"
+                   "\"activations_saved\":%lld,\"params\":%lld},",
                    lc, lk, gemm_fwd, gemm_bwd, lp.core_fwd, lp.core_bwd, lp.fused_fwd, lp.fused_bwd, lfk,
-                   (long long)lsaved, (long long)lpe);
+                   layer_comm - lfk, (long long)lsaved, (long long)lpe);
+            printf("\"grad_accumulation_seconds\":%.9g,", (double)nmb * accum_mb);
             printf("\"plan_seconds\":%.9g}\n", one.plan_seconds + two.plan_seconds);
         } else {
             printf("\nmodeled step %.4f s on %lld GPUs (%s): compute %.4f, recompute %.4f, exposed comm %.4f, "
