@@ -4,9 +4,9 @@
  * before i that produce a value read at i or later, and of the consumers (before i) of those
  * values (which moves were already paid); those strategies key the memo. A node's cost is
  * its own seconds (a leaf's: its memory term under a memory weight) and, per input, the move
- * from its producer's output unless an earlier use
- * of the same value asked the same placement list (price() in plan.c). Bound: the cost so far
- * plus every later node's least own seconds. Work: nodes visited, past `limit` it gives up. */
+ * from its producer's output unless an earlier use of the same value asked the same placement
+ * list (price() in plan.c). Bound: the cost so far plus every later node's least own seconds.
+ * Work: nodes visited, past `limit` it gives up. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
