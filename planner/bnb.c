@@ -3,9 +3,10 @@
  * frontier. At depth i the cost still to come depends only on the strategies of the nodes
  * before i that produce a value read at i or later, and of the consumers (before i) of those
  * values (which moves were already paid); those strategies key the memo. A node's cost is
- * its own seconds and, per input, the move from its producer's output unless an earlier use
- * of the same value asked the same placement list (price() in plan.c). Bound: the cost so far
- * plus every later node's least own seconds. Work: nodes visited, past `limit` it gives up. */
+ * its own seconds (a leaf's: its memory term under a memory weight) and, per input, the move
+ * from its producer's output unless an earlier use of the same value asked the same placement
+ * list (price() in plan.c). Bound: the cost so far plus every later node's least own seconds.
+ * Work: nodes visited, past `limit` it gives up. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,7 @@ static double node_cost(bb *B, int64_t v) {
     ldt_plan *p = B->p;
     const ldt_tensor *t = p->ctx->nodes[v];
     double c;
-    if (is_leaf(t)) return 0;
+    /* own seconds, or a leaf's memory term (no inputs) */
     c = p->node_ss[v]->own ? p->node_ss[v]->own[B->a[v]] : 0;
     for (int k = 0; k < t->nin; k++) c += slot_cost(B, v, k);
     return c;
@@ -154,9 +155,14 @@ static double solve(bb *B, int64_t i, double budget, int *exact) {
         return B->rest[i];
     }
     fixed_s = B->fixed && B->fixed[i] >= 0 ? B->fixed[i] : -1;
-    /* a leaf nobody reads is free at strategy 0 */
+    /* a leaf nobody reads takes its least memory term (strategy 0 without a weight) */
     m = p->node_ss[i]->n;
-    if (is_leaf(p->ctx->nodes[i]) && p->use_off[i] == p->use_off[i + 1] && fixed_s < 0) fixed_s = 0;
+    if (is_leaf(p->ctx->nodes[i]) && p->use_off[i] == p->use_off[i + 1] && fixed_s < 0) {
+        const double *own = p->node_ss[i]->own;
+        fixed_s = 0;
+        for (int s = 1; own && s < m; s++)
+            if (own[s] < own[fixed_s]) fixed_s = s;
+    }
     for (int s = 0; s < m && !B->over; s++) {
         double c, r, lim;
         int ex;
@@ -210,7 +216,7 @@ ldt_status ldt__search_bnb(ldt_plan *p, const int32_t *fixed, int64_t limit, dou
         const ldt__sset *ss = p->node_ss[i];
         double mn = INFINITY;
         for (int s = 0; s < ss->n; s++) {
-            double c = is_leaf(p->ctx->nodes[i]) || !ss->own ? 0 : ss->own[s];
+            double c = ss->own ? ss->own[s] : 0; /* a leaf's: its memory term */
             if (fixed && fixed[i] >= 0 && s != fixed[i]) continue;
             if (c < mn) mn = c;
         }

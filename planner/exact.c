@@ -3,7 +3,9 @@
  *
  * Variables: one per node, its strategy (the node's domain: every strategy, or the one a
  * bypass or a fixed plan gives it; a node with one strategy is a constant and joins no
- * table). Factors: each non-leaf node's own seconds (unary), and per producer u one factor
+ * table). Factors: each node's own seconds (unary; a leaf's is its memory term under
+ * ldt_plan_options.memory_weight, the weight times its resident shard's bytes, so a budget's
+ * penalized objective is searched exactly too), and per producer u one factor
  * over u and its distinct consumers: the sum over the distinct placement lists its consumers'
  * strategies ask of u, other than the one u's strategy gives, of the move's price (the plan's
  * one price, ldt__plan_redist; a value asked twice the same way moves once, as lowering does).
@@ -1231,18 +1233,26 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int ty
     for (int64_t v = 0; v < n; v++) {
         const ldt__sset *ss = p->node_ss[v];
         const ldt_tensor *t = p->ctx->nodes[v];
-        int m = fixed && fixed[v] >= 0 ? 1 : ss->n;
+        int m = fixed && fixed[v] >= 0 ? 1 : ss->n, only = fixed && fixed[v] >= 0 ? fixed[v] : -1;
         double mn = INFINITY;
-        /* a leaf nobody reads, or a node with one strategy, is a constant */
-        if (is_leaf(t) && p->use_off[v] == p->use_off[v + 1]) m = 1;
+        /* a leaf nobody reads, or a node with one strategy, is a constant: its least memory
+         * term (the first such; strategy 0 without a memory weight) */
+        if (only < 0 && is_leaf(t) && p->use_off[v] == p->use_off[v + 1]) {
+            m = 1;
+            only = 0;
+            for (int s = 1; ss->own && s < ss->n; s++)
+                if (ss->own[s] < ss->own[only]) only = s;
+        }
         S.nd[v] = m;
         S.dom[v] = malloc((size_t)m * sizeof *S.dom[v]);
         S.unary[v] = malloc((size_t)m * sizeof *S.unary[v]);
         if (!S.dom[v] || !S.unary[v]) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
         for (int i = 0; i < m; i++) {
-            int s = fixed && fixed[v] >= 0 ? fixed[v] : i;
+            int s = only >= 0 ? only : i;
             S.dom[v][i] = s;
-            S.unary[v][i] = !is_leaf(t) && ss->own ? ss->own[s] : 0;
+            /* a node's own seconds; a leaf's memory term (memory_weight x its resident shard's
+             * bytes, plan.c's leaf_costs; none without a weight) */
+            S.unary[v][i] = ss->own ? ss->own[s] : 0;
             if (S.unary[v][i] < mn) mn = S.unary[v][i];
         }
         lb += mn;

@@ -4,9 +4,10 @@
 
 #include "ldt/planner.h"
 
-/* Minimises the plan's cost (each node's own seconds and each producer's distinct moves, the
- * objective plan.c's price() computes) over every node's strategies, or over fixed[v] alone
- * where fixed is not NULL and fixed[v] >= 0, by variable elimination. Work past `limit`
+/* Minimises the plan's cost (each node's own seconds, each leaf's memory term under a memory
+ * weight, and each producer's distinct moves: the objective plan.c's price() computes) over
+ * every node's strategies, or over fixed[v] alone where fixed is not NULL and fixed[v] >= 0,
+ * by variable elimination. Work past `limit`
  * (table entries made) stops it: *solved 0, *bound a proven lower bound on the optimum.
  * Solved: choice[] holds an optimum and *bound its cost. tying: an elimination repeated on
  * equal tables (repeated layers) reuses the table made the first time and counts no work;

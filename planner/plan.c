@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "core/mesh.h"
 #include "planner/exact.h"
 #include "planner/passes.h"
 #include "planner/plan_internal.h"
@@ -335,9 +336,18 @@ static double pieces(const ldt_plan *p, const ldt_placement *pl) {
     return n;
 }
 
-/* The bytes of the largest shard of t under placement list pl: what a rank keeps resident. */
+/* The bytes of the largest shard of t under placement list pl: what a rank keeps resident.
+ * Uneven splits follow torch.chunk (chunks of ceil(n/k), trailing ranks short), so the rank at
+ * mesh coordinate 0 holds the largest: its region by the layout function, not nbytes / pieces
+ * (a [6,24] tensor split 4 ways keeps 2 rows, not 1.5). */
 static double shard_bytes(const ldt_plan *p, const ldt_tensor *t, const ldt_placement *pl) {
-    return ceil((double)ldt__nbytes(t) / pieces(p, pl));
+    ldt_spec spec;
+    ldt_region reg;
+    int64_t coord[LDT_MAX_DIMS] = {0};
+    if (ldt_spec_init(&spec, p->mesh, t->shape, pl, p->nd, (ldt_dtype)t->dtype) != LDT_OK)
+        return ceil((double)ldt__nbytes(t) / pieces(p, pl)); /* (strategies passed spec_init) */
+    ldt__layout_coord_checked(&spec, coord, &reg);
+    return (double)reg.numel * (double)ldt_dtype_size((ldt_dtype)t->dtype);
 }
 
 /* A persistent tensor's strategies cost the memory weight times the bytes of the shard each
@@ -1063,10 +1073,6 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         p->method = "heuristic";
         /* the exact search (limit 0 only computes the lower bound) */
         if (forced || (p->opts.search == LDT_PLAN_GREEDY && !fixed) || limit < 0) limit = 0;
-        /* the exact searches price non-leaf nodes' own seconds only: under a memory weight the
-         * heuristic plans (it weighs the persistent tensors' shards too); the bound stays a
-         * bound (the memory term is >= 0) */
-        if (p->opts.memory_weight > 0) limit = 0;
         LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, !p->opts.no_tying,
                                          p->choice, &p->bound, &solved, &tied));
         if (solved) {

@@ -37,6 +37,7 @@ typedef struct model {
     int nin[MAXN];
     int prod[MAXN][MAXIN];
     double own[MAXN][MAXS];
+    double mem[MAXN][MAXS]; /* a leaf's memory term under a memory weight (model_memory); 0 */
     int out[MAXN][MAXS];          /* placement list ids */
     int in[MAXN][MAXS][MAXIN];    /* placement list ids */
     double *mv[MAXN][MAXIN];      /* [su * cnt[v] + sv]: the move into input k of v */
@@ -100,6 +101,38 @@ static void model_read(model *m, ldt_ctx *ctx, ldt_plan *plan) {
         }
 }
 
+/* Under memory weight w, each leaf's strategy costs w times the bytes of the largest shard a
+ * rank keeps under its placements: the maximum over every rank of the layout function's
+ * region (not the planner's figure), into m->mem. */
+static void model_memory(model *m, ldt_ctx *ctx, ldt_plan *plan, double w) {
+    const ldt_mesh *mesh = ldt_ctx_mesh(ctx);
+    int nranks = 1;
+    for (int d = 0; d < m->nd; d++) nranks *= (int)ldt_mesh_dim_size(mesh, d);
+    for (int v = 0; v < m->n; v++) {
+        ldt_tensor *t = ldt_trace_node(ctx, v);
+        ldt_shape sh;
+        if (!m->leaf[v]) continue;
+        ldt_tensor_shape(t, &sh);
+        for (int s = 0; s < m->cnt[v]; s++) {
+            ldt_placement p[LDT_MAX_DIMS];
+            ldt_spec spec;
+            int64_t most = 0;
+            cr_assert_eq(ldt_plan_strategy_placements(plan, v, s, -1, p, LDT_MAX_DIMS), LDT_OK);
+            cr_assert_eq(ldt_spec_init(&spec, mesh, &sh, p, m->nd, ldt_tensor_dtype(t)), LDT_OK, "%s",
+                         ldt_last_error());
+            for (int r = 0; r < nranks; r++) {
+                ldt_region reg;
+                cr_assert_eq(ldt_layout(&spec, r, &reg), LDT_OK);
+                if (reg.numel > most) most = reg.numel;
+            }
+            m->mem[v][s] = w * (double)most * (double)ldt_dtype_size(ldt_tensor_dtype(t));
+        }
+    }
+}
+
+/* What node v costs of its own at strategy s: its seconds, or a leaf's memory term. */
+static double node_own(const model *m, int v, int s) { return m->leaf[v] ? m->mem[v][s] : m->own[v][s]; }
+
 static void model_free(model *m) {
     for (int v = 0; v < m->n; v++)
         for (int k = 0; k < m->nin[v]; k++) free(m->mv[v][k]);
@@ -121,7 +154,7 @@ static double slot_cost(const model *m, const int *a, int v, int k) {
 static double model_cost(const model *m, const int *a) {
     double c = 0;
     for (int v = 0; v < m->n; v++) {
-        if (!m->leaf[v]) c += m->own[v][a[v]];
+        c += node_own(m, v, a[v]);
         for (int k = 0; k < m->nin[v]; k++) c += slot_cost(m, a, v, k);
     }
     return c;
@@ -196,7 +229,7 @@ static double bnb_solve(bnb *b, int i, double budget, int *exact) {
         return b->rest_lb[i];
     }
     for (int s = 0; s < m->cnt[i]; s++) {
-        double c = m->leaf[i] ? 0 : m->own[i][s], r;
+        double c = node_own(m, i, s), r;
         int ex;
         if (b->fix && b->fix[i] >= 0 && s != b->fix[i]) continue;
         b->a[i] = s;
@@ -264,7 +297,7 @@ static double reference(const model *m, const int *fix, int *opt, double ub) {
             double mn = INFINITY;
             for (int s = 0; s < m->cnt[i]; s++)
                 if (!(fix && fix[i] >= 0 && s != fix[i]))
-                    mn = fmin(mn, m->leaf[i] ? 0 : m->own[i][s]);
+                    mn = fmin(mn, node_own(m, i, s));
             b->rest_lb[i] = b->rest_lb[i + 1] + mn;
         }
         /* the key at depth i: producers before i read at i or later, and their consumers before i */
@@ -292,7 +325,7 @@ static double reference(const model *m, const int *fix, int *opt, double ub) {
             for (int i = 0; i < m->n; i++) {
                 int found = 0;
                 for (int s = 0; s < m->cnt[i] && !found; s++) {
-                    double c = m->leaf[i] ? 0 : m->own[i][s], r;
+                    double c = node_own(m, i, s), r;
                     int e2;
                     if (fix && fix[i] >= 0 && s != fix[i]) continue;
                     b->a[i] = s;
@@ -493,6 +526,91 @@ Test(plan_exact, optimal_on_random_dags) {
                 cases, exhaustive, heur_opt, heur_n, heur_ratio_sum / heur_n, heur_worst);
     fprintf(stderr, "plan_exact: %d cases, %d exhaustive; heuristic optimal %d/%d, mean ratio %.4f, worst %.4f\n",
             cases, exhaustive, heur_opt, heur_n, heur_ratio_sum / heur_n, heur_worst);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Under a memory weight (ldt_plan_options.memory_weight, the budget's penalty): the objective
+ * is the plan's seconds plus, per leaf (inputs and parameters), the weight times the bytes of
+ * its largest shard. The reference computes that term itself (model_memory: the layout
+ * function over every rank) and searches every assignment as above; the exact search must
+ * reach its minimum with gap 0 (the gap on the penalized objective), ldt_plan_price is that
+ * objective, and ldt_plan_cost stays the plan's seconds. Mesh 5 splits [12,12] unevenly (3
+ * rows on the first four ranks, none on the last: the largest shard, not a fifth). The weight
+ * is 0.3, 3 or 30 times the unweighted plan's seconds over the leaves' replicated bytes, so
+ * some plans split leaves they otherwise keep whole; the heuristic alone (plan_limit -1) is
+ * checked to bound the same optimum from above and its gap from below.
+ */
+Test(plan_exact, optimal_under_a_memory_weight) {
+    const char *meshes[] = {"4", "5", "2x2"};
+    static const double factors[] = {0.3, 3, 30};
+    int cases = ldt_test_cases(24), changed = 0;
+    for (int i = 0; i < cases; i++) {
+        dag c = {(uint64_t)i * 2246822519u + 101, 5 + i % 5, (i / 3) % 2};
+        ldt_mesh *mesh;
+        ldt_ctx *ctx = open_ctx(meshes[i % 3], &mesh);
+        ldt_plan_options po = {0};
+        ldt_plan *free_, *plan, *heur;
+        model *m = calloc(1, sizeof *m);
+        int32_t ch[MAXN], ch0[MAXN];
+        int opt[MAXN], a[MAXN];
+        double w, leaf_bytes = 0, ref, pc, mem = 0, hp;
+        build(ctx, &c);
+        po.no_compute_cost = (i / 6) % 2;
+        po.plan_limit = 40000000;
+        cr_assert_eq(ldt_plan_create(ctx, &po, &free_), LDT_OK, "%s", ldt_last_error());
+        model_read(m, ctx, free_);
+        for (int v = 0; v < m->n; v++) {
+            ldt_tensor *t = ldt_trace_node(ctx, v);
+            ldt_shape sh;
+            int64_t ne;
+            if (!m->leaf[v]) continue;
+            ldt_tensor_shape(t, &sh);
+            cr_assert_eq(ldt_shape_numel(&sh, &ne), LDT_OK);
+            leaf_bytes += (double)ne * (double)ldt_dtype_size(ldt_tensor_dtype(t));
+        }
+        w = factors[(i / 2) % 3] * (ldt_plan_cost(free_) > 0 ? ldt_plan_cost(free_) : 1e-6) / leaf_bytes;
+        po.memory_weight = w;
+        cr_assert_eq(ldt_plan_create(ctx, &po, &plan), LDT_OK, "%s", ldt_last_error());
+        model_memory(m, ctx, plan, w);
+        cr_assert_eq(ldt_plan_choice(plan, ch, m->n), LDT_OK);
+        cr_assert_eq(ldt_plan_choice(free_, ch0, m->n), LDT_OK);
+        for (int v = 0; v < m->n; v++) a[v] = ch[v];
+        cr_assert_eq(ldt_plan_price(plan, ch, m->n, &pc), LDT_OK, "%s", ldt_last_error());
+        /* the planner's objective is the reference's: seconds plus the memory term */
+        cr_assert_lt(rel(model_cost(m, a), pc), 1e-12, "case %d: reference objective %.17g, price %.17g", i,
+                     model_cost(m, a), pc);
+        for (int v = 0; v < m->n; v++) mem += m->leaf[v] ? m->mem[v][a[v]] : 0;
+        cr_assert_lt(rel(ldt_plan_cost(plan), pc - mem), 1e-9, "case %d: plan cost %.17g, seconds %.17g", i,
+                     ldt_plan_cost(plan), pc - mem);
+        ref = reference(m, NULL, opt, pc);
+        cr_assert_lt(rel(pc, ref), 1e-9, "case %d (mesh %s, %d ops, pins %d, weight %g): plan %.12g, optimum %.12g (%s, gap %g)",
+                     i, meshes[i % 3], c.nops, c.pins, w, pc, ref, ldt_plan_method(plan), ldt_plan_gap(plan));
+        cr_assert_str_eq(ldt_plan_method(plan), "exact", "case %d", i);
+        cr_assert_eq(ldt_plan_gap(plan), 0.0, "case %d", i);
+        for (int v = 0; v < m->n; v++)
+            if (m->leaf[v] && m->out[v][ch[v]] != m->out[v][ch0[v]]) {
+                changed++;
+                break;
+            }
+        /* the heuristic: its penalized price at or above the optimum, its bound at or below */
+        po.plan_limit = -1;
+        cr_assert_eq(ldt_plan_create(ctx, &po, &heur), LDT_OK, "%s", ldt_last_error());
+        cr_assert_str_eq(ldt_plan_method(heur), "heuristic");
+        cr_assert_eq(ldt_plan_choice(heur, ch, m->n), LDT_OK);
+        cr_assert_eq(ldt_plan_price(heur, ch, m->n, &hp), LDT_OK, "%s", ldt_last_error());
+        cr_assert_geq(hp, ref * (1 - 1e-9), "case %d: the heuristic below the optimum", i);
+        cr_assert_leq(hp * (1 - ldt_plan_gap(heur)), ref * (1 + 1e-9) + 1e-15, "case %d: bound above the optimum", i);
+        ldt_plan_destroy(heur);
+        ldt_plan_destroy(plan);
+        ldt_plan_destroy(free_);
+        model_free(m);
+        free(m);
+        ldt_ctx_destroy(ctx);
+        ldt_mesh_destroy(mesh);
+    }
+    /* the weight matters: some optima keep a leaf otherwise than without it */
+    cr_assert_gt(changed, 0, "no case's leaves moved under the weight");
+    fprintf(stderr, "plan_exact: %d cases under a memory weight, %d with a leaf placed otherwise\n", cases, changed);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -461,7 +461,7 @@ LDT_API double ldt_plan_seconds(const ldt_plan *p);
  * p: "". */
 LDT_API const char *ldt_plan_method(const ldt_plan *p);
 /* The proven relative gap (cost - lower bound) / cost: 0 when exact (or the cost is 0), at
- * most 1 otherwise. */
+ * most 1 otherwise; under a memory_weight, of the search's penalized objective (ldt_plan_price). */
 LDT_API double ldt_plan_gap(const ldt_plan *p);
 /* 1 when the exact search decided the plan and reused a table made for an equal, earlier
  * layer (tying: a reduction of its work, the optimum unchanged; docs/planner.md), else 0. */
