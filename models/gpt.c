@@ -110,6 +110,11 @@ static ldt_tensor *residual_dropout(ldt_model *m, ldt_tensor *h, double p, int t
     return d;
 }
 
+/* In a pipelined forward, the ops recorded next belong to virtual stage `stage`. */
+static void pp_tag(ldt_model *m, int stage) {
+    if (m->pp_stage) ldt_pipeline_tag(m->ctx, stage, m->pp_micro);
+}
+
 ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     int64_t H = m->cfg.hidden, A = m->cfg.heads, D = H / A, S = m->cfg.seq, B = m->cfg.batch;
     int train = m->cfg.train;
@@ -120,6 +125,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
      * row-parallel outputs reduce-scattered, the column-parallel inputs all-gathered) */
     ldt_placement R = m->sp ? ldt_shard(1) : ldt_replicate();
     /* [B, S, H] + [S, H] */
+    pp_tag(m, 0); /* the embeddings with the first stage, the head and loss with the last */
     x = ldt_embedding(wte, m->inputs[0]);
     pin_act(m, x, ldt_partial(LDT_REDUCE_SUM)); /* vocab-parallel lookup */
     pos = ldt_embedding(wpe, m->positions); /* [S, H]: no batch dim, whole everywhere */
@@ -128,6 +134,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     pin_act(m, x, R);
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         ldt_tensor **w = &m->params[2 + PER_LAYER * l], *h, *qkv, *q, *k, *v, *y;
+        if (m->pp_stage) pp_tag(m, m->pp_stage[l]);
         h = ldt_layer_norm(x, 1, w[LN1_W], w[LN1_B], 1e-5);
         pin_act(m, h, R);
         qkv = ldt_linear(h, w[ATTN_W], w[ATTN_B]); /* [B, S, 3H] */
@@ -152,9 +159,10 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         x = ldt_add(x, residual_dropout(m, h, p, train));
         pin_act(m, x, R);
     }
+    pp_tag(m, m->pp_last);
     x = ldt_layer_norm(x, 1, m->params[m->nparams - 2], m->params[m->nparams - 1], 1e-5);
     pin_act(m, x, R);
-    logits = ldt_linear(x, wte, NULL); /* [B, S, V]: the head is tied to the token embedding */
+    logits = ldt_linear(x, m->pp_head ? m->pp_head : wte, NULL); /* [B, S, V]: the head is tied to the token embedding */
     pin_act(m, logits, ldt_shard(2));
     m->output = logits;
     return ldt_cross_entropy(logits, m->inputs[1], -1);

@@ -26,6 +26,12 @@ struct ldt_model {
     ldt_tensor *positions; /* gpt: the i64 constant 0..S-1 [S] */
     ldt_tensor *output;    /* of the last forward; valid in its trace only */
     int sp;                /* gpt under "megatron-sp": activations whole on tp split on seq */
+    /* gpt in a pipelined forward (models/pipeline.c): per layer its virtual stage, the last
+     * stage, the micro-batch being recorded and the head's alias of the tied table; NULL
+     * pp_stage outside one */
+    const int *pp_stage;
+    int pp_last, pp_micro;
+    ldt_tensor *pp_head;
 };
 
 /* Adds a parameter called name (printf format) of the given shape and initial value; NULL

@@ -43,6 +43,11 @@ ldt_status ldt_model_pin(ldt_model *m, const char *scheme) {
     tp = find_dim(mesh, "tp", dp >= 0 ? -1 : nd - 1);
     if (dp < 0 && nd >= 2) dp = tp == 0 ? 1 : 0;
     if (dp == tp) dp = -1;
+    { /* a pipeline's dim (pp) is neither: every tensor whole on it (docs/pipeline.md) */
+        int pp = find_dim(mesh, "pp", -2);
+        if (tp == pp) tp = -1;
+        if (dp == pp) dp = -1;
+    }
     ldt_clear_error();
     for (int i = 0; i < m->ninputs; i++) /* the batch on dp, replicated on tp */
         if (pin_one(m->inputs[i], nd, tp, R, dp) != LDT_OK) return ldt__model_fail(m);

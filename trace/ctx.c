@@ -55,6 +55,7 @@ void ldt_ctx_destroy(ldt_ctx *ctx) {
     free(ctx->persist);
     free(ctx->nodes);
     free(ctx->keeps);
+    ldt__pp_free(ctx);
     ldt__arena_destroy(&ctx->arenas[0]);
     ldt__arena_destroy(&ctx->arenas[1]);
     ldt_mesh_destroy(ctx->mesh);
@@ -446,6 +447,7 @@ void ldt__trace_end(ldt_ctx *ctx) {
     for (int64_t i = 0; i < ctx->nkeeps; i++) LDT__P(ctx->keeps[i])->source = NULL;
     ctx->nkeeps = 0;
     ctx->nnodes = 0;
+    ldt__pp_free(ctx); /* the stage tags belong to the trace */
     if (++ctx->gen == 0) ctx->gen = 1; /* 0 is what an unused persistent tensor holds */
     ctx->arena = &ctx->arenas[ctx->gen & 1];
     ldt__arena_reset(ctx->arena);
