@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "ldt/ldt.h"
 #include "ldt/models.h"
@@ -225,4 +226,63 @@ Test(pipeline, refusals_layers_not_divisible) {
     ldt_model_destroy(m);
     ldt_ctx_destroy(r.ctx);
     ldt_mesh_destroy(r.mesh);
+}
+
+/* ldt train's pipeline flags: a run on pp=2,dp=2 loses what --mesh 1 loses on the same
+ * global batch, and the flags' refusals name what was wrong. */
+static int cli(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    FILE *f;
+    size_t n;
+    int st;
+    snprintf(cmd, sizeof cmd, "%s train --dtype f64 --layers 4 --hidden 16 --heads 2 --vocab 128 --seq 8 --steps 3 "
+             "--dropout 0 --sample 0 --json %s 2>&1", LDT_CLI_PATH, args);
+    cr_assert(f = popen(cmd, "r"));
+    n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void losses_of(const char *json, double *l) {
+    const char *at = strstr(json, "\"losses\":[");
+    cr_assert(at, "%s", json);
+    at += strlen("\"losses\":[");
+    for (int k = 0; k < 3; k++) {
+        char *end;
+        l[k] = strtod(at, &end);
+        cr_assert(end != at, "%s", json);
+        at = end + 1;
+    }
+}
+
+Test(pipeline, cli) {
+    static char a[1 << 14], b[1 << 14];
+    double la[3], lb[3];
+    cr_assert_eq(cli("--mesh 1 --batch 8", a, sizeof a), 0, "%s", a);
+    cr_assert_eq(cli("--mesh pp=2,dp=2 --global-batch 8 --micro-batch 2 --schedule gpipe", b, sizeof b), 0, "%s", b);
+    cr_assert(strstr(b, "\"micro_batches\":2") && strstr(b, "\"schedule\":\"gpipe\""), "%s", b);
+    losses_of(a, la);
+    losses_of(b, lb);
+    for (int k = 0; k < 3; k++) cr_assert(fabs(la[k] - lb[k]) <= 1e-9 * fabs(la[k]), "step %d: %.17g vs %.17g", k, la[k], lb[k]);
+}
+
+static void cli_refused(const char *args, const char *want) {
+    static char out[1 << 14];
+    cr_assert_neq(cli(args, out, sizeof out), 0, "%s: expected a refusal", args);
+    cr_assert(strstr(out, want), "%s: expected '%s' in: %s", args, want, out);
+}
+
+Test(pipeline, cli_refusals) {
+    cli_refused("--mesh pp=2,dp=2 --global-batch 6 --micro-batch 2", "not a multiple of --micro-batch 2 x dp 2");
+    cli_refused("--mesh pp=2 --schedule zigzag", "expected gpipe, 1f1b or interleaved:V");
+    cli_refused("--mesh pp=2 --schedule interleaved:1", "expected gpipe, 1f1b or interleaved:V");
+    cli_refused("--mesh pp=2 --global-batch 4 --schedule interleaved:4", "at least one layer a stage");
+    cli_refused("--mesh pp=2 --global-batch 4 --schedule interleaved:3 --layers 9", "multiple of 6");
+    cli_refused("--mesh pp=8 --global-batch 8", "at least one layer a stage");
+    cli_refused("--mesh dp=2 --micro-batch 2", "needs a mesh dim named pp");
+    cli_refused("--mesh pp=2 --stages 1,1", "expected 2 stages (pp 2 x 1 chunks) of --layers 4");
+    cli_refused("--mesh pp=2 --stages 0,4", "expected layers a stage");
+    cli_refused("--mesh pp=2 --stages 1,1,2", "expected 2 stages");
+    cli_refused("--mesh pp=2 --zero", "without --zero");
 }

@@ -504,6 +504,7 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     rows = po.on ? po.global : cfg.batch; /* sequences a step */
+    if (po.on) copt.no_fuse = 1; /* a pipeline's collectives run unfused (docs/pipeline.md) */
     /* the planner's numbers; under mpi, compile broadcasts rank 0's */
     if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) {
         free(text);
