@@ -97,7 +97,7 @@ static void close_run(run *r) {
 }
 
 /* Step k: binds the batch, traces, compiles (the cache returns the step) and replays; the loss. */
-static double step(run *r, const ldt_pipeline_config *pc, int k) {
+static double step_ex(run *r, const ldt_pipeline_config *pc, int k, ldt_exec **exo) {
     int64_t tok[G * S], tgt[G * S];
     ldt_tensor *loss, *g[64];
     ldt_exec *ex;
@@ -120,8 +120,11 @@ static double step(run *r, const ldt_pipeline_config *pc, int k) {
     cr_assert_eq(ldt_compile(r->ctx, &loss, 1, NULL, &ex), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(ldt_replay(ex), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(ldt_exec_read(ex, 0, &l, 8), LDT_OK);
+    if (exo) *exo = ex;
     return l;
 }
+
+static double step(run *r, const ldt_pipeline_config *pc, int k) { return step_ex(r, pc, k, NULL); }
 
 static int nsteps(void) {
     int n = ldt_test_cases(20);
@@ -163,6 +166,27 @@ Test(pipeline, gpipe_pp2_tp2) { check("pp=2,tp=2", LDT_PIPE_GPIPE, 1, 2); }
 Test(pipeline, f1b1_pp2_tp2) { check("pp=2,tp=2", LDT_PIPE_1F1B, 1, 4); }
 Test(pipeline, interleaved_pp2_dp2) { check("pp=2,dp=2", LDT_PIPE_INTERLEAVED, 2, 4); }
 Test(pipeline, interleaved_pp2_tp2) { check("pp=2,tp=2", LDT_PIPE_INTERLEAVED, 2, 2); }
+
+/* Each rank runs only its stage: on pp=4 a rank's program is a fraction of pp=1's (the same
+ * step, every stage on one rank), sends and receives included; the losses agree. */
+Test(pipeline, each_rank_its_stage) {
+    ldt_pipeline_config pc = {LDT_PIPE_1F1B, 1, 4, NULL};
+    ldt_exec_stats s1, s4;
+    ldt_exec *e1, *e4;
+    run r1, r4;
+    double l1, l4;
+    open_run(&r1, "pp=1", 4);
+    open_run(&r4, "pp=4", 4);
+    l1 = step_ex(&r1, &pc, 0, &e1);
+    l4 = step_ex(&r4, &pc, 0, &e4);
+    cr_assert_eq(ldt_exec_stats_get(e1, &s1), LDT_OK);
+    cr_assert_eq(ldt_exec_stats_get(e4, &s4), LDT_OK);
+    cr_assert(fabs(l1 - l4) <= 1e-12 * fabs(l1), "%.17g vs %.17g", l1, l4);
+    cr_assert(s4.instructions * 2 < s1.instructions, "pp=4: %lld instructions on a rank, pp=1: %lld",
+              (long long)s4.instructions, (long long)s1.instructions);
+    close_run(&r1);
+    close_run(&r4);
+}
 
 /* The split balances modeled time: equal layers spread evenly; a heavy head leaves the last
  * stage fewer layers. */
