@@ -188,6 +188,26 @@ Test(pipeline, each_rank_its_stage) {
     close_run(&r4);
 }
 
+/* Memory in flight: GPipe holds every micro-batch's activations before the first backward,
+ * 1F1B at most P on the first stage, so its arena (the memory plan over the schedule's
+ * order) is smaller. */
+Test(pipeline, f1b1_holds_less_than_gpipe) {
+    ldt_pipeline_config g = {LDT_PIPE_GPIPE, 1, 8, NULL}, f = {LDT_PIPE_1F1B, 1, 8, NULL};
+    ldt_exec_stats sg, sf;
+    ldt_exec *eg, *ef;
+    run rg, rf;
+    open_run(&rg, "pp=2", 8);
+    open_run(&rf, "pp=2", 8);
+    step_ex(&rg, &g, 0, &eg);
+    step_ex(&rf, &f, 0, &ef);
+    cr_assert_eq(ldt_exec_stats_get(eg, &sg), LDT_OK);
+    cr_assert_eq(ldt_exec_stats_get(ef, &sf), LDT_OK);
+    cr_assert(sf.arena_bytes < sg.arena_bytes, "arena 1f1b %lld, gpipe %lld (live bound %lld, %lld)",
+              (long long)sf.arena_bytes, (long long)sg.arena_bytes, (long long)sf.bound_bytes, (long long)sg.bound_bytes);
+    close_run(&rg);
+    close_run(&rf);
+}
+
 /* The split balances modeled time: equal layers spread evenly; a heavy head leaves the last
  * stage fewer layers. */
 Test(pipeline, split) {
