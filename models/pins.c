@@ -1,7 +1,8 @@
 /* Sharding schemes for the model builders, set as pins on parameters and inputs (public API
  * only). "megatron": tensor parallel on the mesh dim named "tp" (else the last, unless a dim
  * is named "dp": then none), the batch on the dim named "dp" (else, on a 2-D+ mesh, the first
- * that is not tp), every other parameter Replicate; the planner derives the rest.
+ * that is not tp; a dim named "pp" is neither), every other parameter Replicate; the
+ * planner derives the rest.
  * "megatron-sp": the same parameters, and the gpt's activations that Megatron keeps whole on
  * tp (residual stream, norms, dropouts) split on the sequence there (sequence parallel). */
 #include <string.h>

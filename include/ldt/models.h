@@ -61,7 +61,8 @@ LDT_API ldt_tensor *ldt_model_output(const ldt_model *m);
 /* Pins a sharding scheme on the parameters and inputs (the planner derives the rest):
  * "megatron" (tensor parallel on the mesh dim named "tp", else the last unless one is named
  * "dp": a dp-only mesh is data parallel; the batch on the dim named "dp", else the first
- * non-tp dim of a 2-D+ mesh): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
+ * non-tp dim of a 2-D+ mesh; a dim named "pp" is neither: everything whole there, the
+ * pipeline's, docs/pipeline.md): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
  * IS0:3 (q, k and v each split by heads), attention and MLP output projections S1, c_fc S0,
  * the token embedding (and tied LM head) S0 on the vocab; inputs S0 on dp. "megatron-sp":
  * the same, and the gpt's residual stream, norm outputs and dropouts split on the sequence
