@@ -78,8 +78,8 @@ static ldt_status w_send(const ldt__kcall *k) {
     rank_state *rs = b->rs;
     const ldt__instr *x = &rs->prog->ins[b->idx];
     ldt__op op;
-    ldt_comm *c;
-    int peer;
+    ldt_comm *c = NULL;
+    int peer = 0;
     LDT_CHECK(channel(b, x, &c, &peer));
     if (rs->nsreq == rs->cap_sreq) {
         int64_t cap = rs->cap_sreq ? 2 * rs->cap_sreq : 16;
@@ -103,8 +103,8 @@ static ldt_status w_recv(const ldt__kcall *k) {
     binstr *b = BIN_OF(k);
     const ldt__instr *x = &b->rs->prog->ins[b->idx];
     ldt__op op;
-    ldt_comm *c;
-    int peer;
+    ldt_comm *c = NULL;
+    int peer = 0;
     LDT_CHECK(channel(b, x, &c, &peer));
     memset(&op, 0, sizeof op);
     op.kind = LDT__OP_RECV;
