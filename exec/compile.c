@@ -10,6 +10,7 @@
 #include "core/mesh.h"
 #include "exec/exec_internal.h"
 #include "planner/fuse.h"
+#include "planner/pipeline.h"
 #include "planner/schedule.h"
 
 /* Process mode: the processes must have planned alike (same trace, same numbers). Each hashes
@@ -375,7 +376,19 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     LDT_CHECK_GOTO(ldt__plan_take_programs(plan, &e->progs, &e->nprogs, &e->rplans, &e->nrplans));
     e->nranks = mesh->max_rank + 1;
     if (ctx->pp) { /* pipelines (docs/pipeline.md): each rank its stages; collectives unfused, in line */
-        LDT_CHECK_GOTO(ldt__pipeline_programs(e));
+        int64_t *nodes = malloc((size_t)(e->nout + e->nassign + 1) * sizeof *nodes);
+        const ldt_tensor **asg = malloc((size_t)(e->nassign + 1) * sizeof *asg);
+        ldt__pp_results res = {nodes, e->nout + e->nassign, asg, e->nassign};
+        if (nodes && asg) {
+            for (int i = 0; i < e->nout + e->nassign; i++) nodes[i] = e->outs[i].node;
+            for (int a = 0; a < e->nassign; a++) asg[a] = e->outs[e->nout + a].assign_to;
+            st = ldt__pipeline_programs(ctx, mesh, e->progs, e->nprogs, &res);
+        } else {
+            st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        }
+        free(nodes);
+        free((void *)asg);
+        if (st != LDT_OK) goto fail;
         if (o) pc = *o;
         pc.no_fuse = 1;
         pc.overlap = -1;

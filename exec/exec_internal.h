@@ -265,8 +265,4 @@ ldt__kernel_fn ldt__p2p_fn(int kind);
 ldt_status ldt__p2p_channels(rank_state *rs, ldt_comm *world);
 void ldt__p2p_free(rank_state *rs);
 
-/* exec/pipeline.c: a pipelined trace's programs (docs/pipeline.md): each rank keeps its
- * stages' instructions in the schedule's order, with the sends and receives between stages. */
-ldt_status ldt__pipeline_programs(ldt_exec *e);
-
 #endif

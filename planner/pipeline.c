@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/mesh.h"
-#include "exec/exec_internal.h"
+#include "planner/pipeline.h"
 #include "trace/pipeline.h"
 
 enum { C_LEAF, C_TAGGED, C_FWD, C_WILD };
@@ -157,10 +157,10 @@ static ldt_status node_masks(const ldt_ctx *ctx, uint64_t *mask, uint8_t *cls, l
 }
 
 /* Rank r's kept instructions, their order and what it receives. */
-static ldt_status plan_rank(ldt_exec *e, const ldt__program *p, int c, const uint64_t *mask, const ldt__pp_tag *tag,
-                            const int32_t *pos, rplan *rp) {
-    const ldt__pp *pp = e->ctx->pp;
-    int64_t n = p->nins, tail = 2LL * pp->M * pp->V + 1, nn = e->ctx->nnodes;
+static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, const ldt__program *p, int c,
+                            const uint64_t *mask, const ldt__pp_tag *tag, const int32_t *pos, rplan *rp) {
+    const ldt__pp *pp = ctx->pp;
+    int64_t n = p->nins, tail = 2LL * pp->M * pp->V + 1, nn = ctx->nnodes;
     uint8_t *keep = calloc((size_t)(n ? n : 1), 1), *read = calloc((size_t)(p->nvals ? p->nvals : 1), 1),
             *needed = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
     int64_t *unit = malloc((size_t)(n ? n : 1) * sizeof *unit), *wany = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *wany);
@@ -187,15 +187,15 @@ static ldt_status plan_rank(ldt_exec *e, const ldt__program *p, int c, const uin
             for (int k = 0; k < x->nin; k++) read[p->ops[x->in + k]] = 1;
         }
     }
-    for (int i = 0; i < e->nout + e->nassign; i++) {
-        int32_t v = p->node_val[e->outs[i].node];
+    for (int i = 0; i < res->n; i++) {
+        int32_t v = p->node_val[res->nodes[i]];
         if (v >= 0) read[v] = 1;
     }
     for (int64_t i = 0; i < n; i++) { /* loads: where read, and an assigned tensor's everywhere */
         const ldt__instr *x = &p->ins[i];
         if (x->kind != LDT__I_LOAD) continue;
         keep[i] = read[x->out];
-        for (int a = 0; !keep[i] && a < e->nassign; a++) keep[i] = x->src == e->outs[e->nout + a].assign_to;
+        for (int a = 0; !keep[i] && a < res->nassigned; a++) keep[i] = x->src == res->assigned[a];
     }
     rp->norder = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -237,8 +237,8 @@ static ldt_status plan_rank(ldt_exec *e, const ldt__program *p, int c, const uin
                 if (rp->opos[w] > k || (rp->opos[w] == k && x->out != v))
                     LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: on pp rank %d node %%%d (%s, unit %lld) reads v%d before "
                                   "the schedule writes it (node %%%d, %s, unit %lld)", c, x->node,
-                                  ldt__instr_name(e->ctx, x), (long long)unit[rp->order[k]], v, p->ins[w].node,
-                                  ldt__instr_name(e->ctx, &p->ins[w]), (long long)unit[w]);
+                                  ldt__instr_name(ctx, x), (long long)unit[rp->order[k]], v, p->ins[w].node,
+                                  ldt__instr_name(ctx, &p->ins[w]), (long long)unit[w]);
                 continue;
             }
             if (needed[v]) continue;
@@ -249,8 +249,8 @@ static ldt_status plan_rank(ldt_exec *e, const ldt__program *p, int c, const uin
             rp->needs[rp->nneeds++] = (need){v, lowest_bit(mask[p->ins[wany[v]].node]), k, 0, -1};
         }
     }
-    for (int i = 0; i < e->nout + e->nassign; i++) { /* results reach every rank */
-        int32_t v = p->node_val[e->outs[i].node];
+    for (int i = 0; i < res->n; i++) { /* results reach every rank */
+        int32_t v = p->node_val[res->nodes[i]];
         if (v < 0 || rp->lw[v] >= 0 || needed[v]) continue;
         if (wany[v] < 0 || !mask[p->ins[wany[v]].node])
             LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: output v%d is computed nowhere", v);
@@ -371,11 +371,10 @@ fail:
     return st;
 }
 
-ldt_status ldt__pipeline_programs(ldt_exec *e) {
-    const ldt_ctx *ctx = e->ctx;
+ldt_status ldt__pipeline_programs(const ldt_ctx *ctx, const ldt_mesh *mesh, ldt__program **progs, int nr,
+                                  const ldt__pp_results *res) {
     const ldt__pp *pp = ctx->pp;
-    const ldt_mesh *mesh = e->mesh;
-    int nr = e->nprogs, P, nd = ldt_mesh_ndim(mesh);
+    int P, nd = ldt_mesh_ndim(mesh);
     int64_t nn = ctx->nnodes, nx = 0, npos;
     uint64_t *mask = NULL;
     uint8_t *cls = NULL;
@@ -407,7 +406,7 @@ ldt_status ldt__pipeline_programs(ldt_exec *e) {
     for (int r = 0; r < nr; r++) {
         ppc[r] = -1;
         for (int c = 0; c < P; c++) peer[(int64_t)r * P + c] = -1;
-        if (!e->progs[r]) continue;
+        if (!progs[r]) continue;
         LDT_CHECK_GOTO(ldt_mesh_coord(mesh, r, co[r]));
         ppc[r] = (int)co[r][pp->dim];
     }
@@ -418,20 +417,20 @@ ldt_status ldt__pipeline_programs(ldt_exec *e) {
             if (same) peer[(int64_t)r * P + ppc[q]] = q;
         }
     for (int r = 0; r < nr; r++)
-        if (e->progs[r])
-            LDT_CHECK_GOTO(plan_rank(e, e->progs[r], ppc[r], mask, tag, pos + (int64_t)ppc[r] * npos, &rp[r]));
+        if (progs[r])
+            LDT_CHECK_GOTO(plan_rank(ctx, res, progs[r], ppc[r], mask, tag, pos + (int64_t)ppc[r] * npos, &rp[r]));
     /* the transfers: each receive's sender, and where the sender's last write of it is */
-    for (int r = 0; r < nr; r++) nx += e->progs[r] ? rp[r].nneeds : 0;
+    for (int r = 0; r < nr; r++) nx += progs[r] ? rp[r].nneeds : 0;
     if (!(xs = malloc((size_t)(nx ? nx : 1) * sizeof *xs))) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "pipeline: out of memory");
     nx = 0;
     for (int r = 0; r < nr; r++)
-        for (int64_t j = 0; e->progs[r] && j < rp[r].nneeds; j++) {
+        for (int64_t j = 0; progs[r] && j < rp[r].nneeds; j++) {
             const need *nd_ = &rp[r].needs[j];
             int s = peer[(int64_t)r * P + nd_->src];
-            const ldt__program *ps = s >= 0 ? e->progs[s] : NULL;
+            const ldt__program *ps = s >= 0 ? progs[s] : NULL;
             int64_t w;
-            if (!ps || ps->nvals != e->progs[r]->nvals || (w = rp[s].lw[nd_->v]) < 0 ||
-                !ldt_shape_equal(&ps->vals[nd_->v].shape, &e->progs[r]->vals[nd_->v].shape))
+            if (!ps || ps->nvals != progs[r]->nvals || (w = rp[s].lw[nd_->v]) < 0 ||
+                !ldt_shape_equal(&ps->vals[nd_->v].shape, &progs[r]->vals[nd_->v].shape))
                 LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: rank %d's v%d has no like value on pp rank %d", r, nd_->v,
                               nd_->src);
             xs[nx++] = (xfer){nd_->v, s, r, rp[s].opos[w], 0, nd_->seq, 0};
@@ -463,7 +462,7 @@ ldt_status ldt__pipeline_programs(ldt_exec *e) {
     }
     qsort(xs, (size_t)nx, sizeof *xs, by_send);
     for (int r = 0; r < nr; r++)
-        if (e->progs[r]) LDT_CHECK_GOTO(emit_rank(e->progs[r], &rp[r], xs, nx, r, nch, nr));
+        if (progs[r]) LDT_CHECK_GOTO(emit_rank(progs[r], &rp[r], xs, nx, r, nch, nr));
 fail:
     for (int r = 0; rp && r < nr; r++) rplan_free(&rp[r]);
     free(rp);
