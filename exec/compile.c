@@ -378,7 +378,7 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     if (ctx->pp) { /* pipelines (docs/pipeline.md): each rank its stages; collectives unfused, in line */
         int64_t *nodes = malloc((size_t)(e->nout + e->nassign + 1) * sizeof *nodes);
         const ldt_tensor **asg = malloc((size_t)(e->nassign + 1) * sizeof *asg);
-        ldt__pp_results res = {nodes, e->nout + e->nassign, asg, e->nassign};
+        ldt__pp_results res = {nodes, e->nout + e->nassign, e->nout, asg, e->nassign, e->world != NULL};
         if (nodes && asg) {
             for (int i = 0; i < e->nout + e->nassign; i++) nodes[i] = e->outs[i].node;
             for (int a = 0; a < e->nassign; a++) asg[a] = e->outs[e->nout + a].assign_to;

@@ -187,15 +187,16 @@ static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, cons
             for (int k = 0; k < x->nin; k++) read[p->ops[x->in + k]] = 1;
         }
     }
-    for (int i = 0; i < res->n; i++) {
+    for (int i = 0; i < (res->everywhere ? res->n : res->nout); i++) {
         int32_t v = p->node_val[res->nodes[i]];
         if (v >= 0) read[v] = 1;
     }
-    for (int64_t i = 0; i < n; i++) { /* loads: where read, and an assigned tensor's everywhere */
+    for (int64_t i = 0; i < n; i++) { /* loads: where read (an assigned tensor's everywhere when its
+                                         * value goes everywhere: it is updated in place) */
         const ldt__instr *x = &p->ins[i];
         if (x->kind != LDT__I_LOAD) continue;
         keep[i] = read[x->out];
-        for (int a = 0; !keep[i] && a < res->nassigned; a++) keep[i] = x->src == res->assigned[a];
+        for (int a = 0; !keep[i] && res->everywhere && a < res->nassigned; a++) keep[i] = x->src == res->assigned[a];
     }
     rp->norder = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -249,7 +250,7 @@ static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, cons
             rp->needs[rp->nneeds++] = (need){v, lowest_bit(mask[p->ins[wany[v]].node]), k, 0, -1};
         }
     }
-    for (int i = 0; i < res->n; i++) { /* results reach every rank */
+    for (int i = 0; i < (res->everywhere ? res->n : res->nout); i++) { /* outputs reach every rank */
         int32_t v = p->node_val[res->nodes[i]];
         if (v < 0 || rp->lw[v] >= 0 || needed[v]) continue;
         if (wany[v] < 0 || !mask[p->ins[wany[v]].node])

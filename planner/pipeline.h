@@ -1,7 +1,7 @@
 /* Internal: a pipelined trace's programs (docs/pipeline.md). After every rank's program is
  * lowered for the whole step (every tensor whole on the pp mesh dim), each rank keeps only its
  * stages' instructions, in the schedule's order, with the SENDs and RECVs between stages and
- * a closing SEND_WAIT; the outputs and assigned values reach every rank. */
+ * a closing SEND_WAIT; the outputs reach every rank. */
 #ifndef LDT_PLANNER_PIPELINE_H
 #define LDT_PLANNER_PIPELINE_H
 
@@ -10,10 +10,13 @@
 /* What the step's results are: the trace nodes read after it (outputs and assigned values)
  * and the persistent tensors it assigns (loaded on every rank, so they update in place). */
 typedef struct ldt__pp_results {
-    const int64_t *nodes;
-    int n;
+    const int64_t *nodes; /* the outputs' (nout), then the assigned values' (n - nout) */
+    int n, nout;
     const ldt_tensor *const *assigned;
     int nassigned;
+    /* 1: the assigned values reach every rank too (process mode, where a tensor's host copy
+     * is gathered from the ranks at pp coordinate 0); 0: they stay on their stages' ranks */
+    int everywhere;
 } ldt__pp_results;
 
 /* Rewrites progs[0..nr) (per world rank; NULL entries skipped) of ctx's pipelined trace on

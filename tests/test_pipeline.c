@@ -131,7 +131,25 @@ static int nsteps(void) {
     return n < 3 ? 3 : n;
 }
 
-/* One device's losses over the steps (computed once). */
+/* Every parameter of r, one after the other (malloc'd; *n elements). */
+static double *params_of(run *r, int64_t *n) {
+    double *all = NULL;
+    *n = 0;
+    for (int i = 0; i < r->np; i++) {
+        ldt_shape sh;
+        int64_t k = 1;
+        cr_assert_eq(ldt_tensor_shape(r->ps[i], &sh), LDT_OK);
+        for (int d = 0; d < sh.ndim; d++) k *= sh.dims[d];
+        cr_assert(all = realloc(all, (size_t)(*n + k) * sizeof *all));
+        cr_assert_eq(ldt_read(r->ps[i], all + *n, k * 8), LDT_OK, "%s", ldt_last_error());
+        *n += k;
+    }
+    return all;
+}
+
+/* One device's losses over the steps, and its parameters after them (computed once). */
+static double *ref_params;
+static int64_t ref_nparams;
 static const double *reference(void) {
     static double ref[64];
     static int done;
@@ -139,6 +157,7 @@ static const double *reference(void) {
         run r;
         open_run(&r, "1", 0);
         for (int k = 0; k < nsteps() && k < 64; k++) ref[k] = step(&r, NULL, k);
+        ref_params = params_of(&r, &ref_nparams);
         close_run(&r);
         done = 1;
     }
@@ -154,6 +173,15 @@ static void check(const char *mesh, ldt_pipe_schedule s, int chunks, int micro) 
         double l = step(&r, &pc, k);
         cr_assert(fabs(l - ref[k]) <= 1e-9 * fabs(ref[k]), "%s schedule %d chunks %d: step %d loss %.17g, one device %.17g",
                   mesh, (int)s, chunks, k, l, ref[k]);
+    }
+    { /* the parameters each stage updated, read back (from the ranks of their stages) */
+        int64_t n;
+        double *p = params_of(&r, &n);
+        cr_assert_eq(n, ref_nparams);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(p[i] - ref_params[i]) <= 1e-9 * (1 + fabs(ref_params[i])), "%s: parameter element %lld "
+                      "%.17g, one device %.17g", mesh, (long long)i, p[i], ref_params[i]);
+        free(p);
     }
     close_run(&r);
 }
