@@ -276,6 +276,25 @@ Test(pipeline, refusals) {
     }
 }
 
+/* The tagging API's own refusals. */
+Test(pipeline, tag_refusals) {
+    run r;
+    open_run(&r, "pp=2", 2);
+    cr_assert_eq(ldt_pipeline_tag(r.ctx, 0, 0), LDT_ERR_INVALID_USAGE);
+    cr_assert(strstr(ldt_last_error(), "ldt_pipeline_begin first"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_pipeline_begin(NULL, LDT_PIPE_1F1B, 1, 2), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_pipeline_begin(r.ctx, LDT_PIPE_1F1B, 1, 0), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "0 micro-batches"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_pipeline_begin(r.ctx, LDT_PIPE_1F1B, 1, 2), LDT_OK);
+    cr_assert_eq(ldt_pipeline_tag(r.ctx, 2, 0), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "expected -1 or 0..1"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_pipeline_tag(r.ctx, 1, 2), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "micro-batch 2, expected 0..1"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_pipeline_tag(r.ctx, 1, 1), LDT_OK);
+    cr_assert_eq(ldt_pipeline_tag(r.ctx, -1, 0), LDT_OK);
+    close_run(&r);
+}
+
 Test(pipeline, refusals_layers_not_divisible) {
     /* interleaved: every model chunk as deep (8 layers over pp=3 x 2 chunks) */
     run r;
