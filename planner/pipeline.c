@@ -20,7 +20,6 @@ typedef struct need {
     int src;      /* pp coordinate it comes from */
     int64_t pos;  /* received before the instruction at this position of the order */
     int64_t seq;  /* its place among the rank's receives */
-    int sender;   /* world rank */
 } need;
 
 typedef struct xfer {
@@ -247,7 +246,7 @@ static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, cons
                 LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: v%d (node %%%d) is read on pp rank %d but computed nowhere",
                               v, x->node, c);
             needed[v] = 1;
-            rp->needs[rp->nneeds++] = (need){v, lowest_bit(mask[p->ins[wany[v]].node]), k, 0, -1};
+            rp->needs[rp->nneeds++] = (need){v, lowest_bit(mask[p->ins[wany[v]].node]), k, 0};
         }
     }
     for (int i = 0; i < (res->everywhere ? res->n : res->nout); i++) { /* outputs reach every rank */
@@ -256,7 +255,7 @@ static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, cons
         if (wany[v] < 0 || !mask[p->ins[wany[v]].node])
             LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: output v%d is computed nowhere", v);
         needed[v] = 1;
-        rp->needs[rp->nneeds++] = (need){v, lowest_bit(mask[p->ins[wany[v]].node]), rp->norder, 0, -1};
+        rp->needs[rp->nneeds++] = (need){v, lowest_bit(mask[p->ins[wany[v]].node]), rp->norder, 0};
     }
     qsort(rp->needs, (size_t)rp->nneeds, sizeof *rp->needs, by_need);
     for (int64_t j = 0; j < rp->nneeds; j++) rp->needs[j].seq = j;
@@ -426,15 +425,15 @@ ldt_status ldt__pipeline_programs(const ldt_ctx *ctx, const ldt_mesh *mesh, ldt_
     nx = 0;
     for (int r = 0; r < nr; r++)
         for (int64_t j = 0; progs[r] && j < rp[r].nneeds; j++) {
-            const need *nd_ = &rp[r].needs[j];
-            int s = peer[(int64_t)r * P + nd_->src];
+            const need *nq = &rp[r].needs[j];
+            int s = peer[(int64_t)r * P + nq->src];
             const ldt__program *ps = s >= 0 ? progs[s] : NULL;
             int64_t w;
-            if (!ps || ps->nvals != progs[r]->nvals || (w = rp[s].lw[nd_->v]) < 0 ||
-                !ldt_shape_equal(&ps->vals[nd_->v].shape, &progs[r]->vals[nd_->v].shape))
-                LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: rank %d's v%d has no like value on pp rank %d", r, nd_->v,
-                              nd_->src);
-            xs[nx++] = (xfer){nd_->v, s, r, rp[s].opos[w], 0, nd_->seq, 0};
+            if (!ps || ps->nvals != progs[r]->nvals || (w = rp[s].lw[nq->v]) < 0 ||
+                !ldt_shape_equal(&ps->vals[nq->v].shape, &progs[r]->vals[nq->v].shape))
+                LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: rank %d's v%d has no like value on pp rank %d", r, nq->v,
+                              nq->src);
+            xs[nx++] = (xfer){nq->v, s, r, rp[s].opos[w], 0, nq->seq, 0};
         }
     qsort(xs, (size_t)nx, sizeof *xs, by_send);
     for (int64_t j = 0; j < nx; j++) xs[j].sseq = j;
