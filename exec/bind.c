@@ -465,6 +465,12 @@ ldt_status ldt__bind_rank(ldt_exec *e, rank_state *rs) {
             break;
         case LDT__I_FILL: b->fn = w_fill; break;
         case LDT__I_WAIT: b->fn = ldt__w_wait; break;
+        case LDT__I_SEND:
+        case LDT__I_RECV:
+        case LDT__I_SEND_WAIT:
+            b->fn = ldt__p2p_fn(x->kind);
+            b->count = ldt__value_bytes(&p->vals[x->out]) / (int64_t)ldt__dtype_size(b->call.out.dtype);
+            break;
         default: LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "compile: instruction kind %d", x->kind);
         }
     }
@@ -521,6 +527,7 @@ fail:
  * a collective over its members), so that a replay only calls collectives, which time out
  * and fail the world, and never group creation, which MPI cannot bound. */
 ldt_status ldt__bind_groups(ldt_exec *e, rank_state *rs) {
+    LDT_CHECK(ldt__p2p_channels(rs, e->world)); /* first: each pair's, in one order on both */
     for (int64_t i = 0; i < rs->nins; i++) {
         const ldt__instr *x = &rs->prog->ins[i];
         binstr *b = &rs->ins[i];

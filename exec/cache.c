@@ -10,6 +10,7 @@
 #include "exec/comm.h"
 #include "exec/exec_internal.h"
 #include "planner/fuse.h"
+#include "trace/pipeline.h"
 
 /* An eager step's strategies: the choice its search made, by the key of the trace it planned. */
 typedef struct choice_entry {
@@ -92,6 +93,7 @@ static ldt_status plan_key(ldt_ctx *ctx, const ldt_plan_options *po, kbuf *k) {
     else LDT_CHECK(ldt_cost_model_default(NULL, ctx->mesh, &cm, NULL));
     put_i64(k, (int64_t)ldt_trace_hash(ctx));
     put_i64(k, (int64_t)ldt_passes_hash(ctx)); /* registered passes and this trace's bypass marks */
+    put_i64(k, (int64_t)ldt__pp_hash(ctx)); /* pipeline stages and schedule (docs/pipeline.md) */
     ldt_mesh_format(ctx->mesh, mesh, sizeof mesh);
     put(k, mesh, strlen(mesh) + 1);
     { /* the whole profile, as its JSON text (every field, printed to round-trip) */

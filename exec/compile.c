@@ -10,6 +10,7 @@
 #include "core/mesh.h"
 #include "exec/exec_internal.h"
 #include "planner/fuse.h"
+#include "planner/pipeline.h"
 #include "planner/schedule.h"
 
 /* Process mode: the processes must have planned alike (same trace, same numbers). Each hashes
@@ -95,10 +96,11 @@ void ldt__exec_destroy(ldt_exec *e) {
     ldt__cuda_destroy(e);
     free(e->cuda_src);
     free(e->cuda_ver);
-    for (int r = 0; r < e->nranks; r++) {
+    for (int r = 0; e->ranks && r < e->nranks; r++) {
         rank_state *rs = e->ranks[r];
         if (!rs) continue;
         ldt__commq_stop(rs);
+        ldt__p2p_free(rs);
         for (int64_t i = 0; rs->ins && i < rs->nins; i++) {
             ldt_redist_runner_destroy(rs->ins[i].runner);
             free(rs->ins[i].scratch);
@@ -295,10 +297,11 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
     ldt_plan *plan = NULL;
     ldt_status st = LDT_OK;
     const ldt_mesh *mesh = ctx->mesh;
-    ldt_compile_options oc;
+    ldt_compile_options oc, pc;
     ldt_cost_model cm;
     if (!e) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     memset(&oc, 0, sizeof oc);
+    memset(&pc, 0, sizeof pc);
     e->me = -1;
     e->ctx = ctx;
     e->mesh = mesh;
@@ -372,6 +375,25 @@ ldt_status ldt__exec_build(ldt_ctx *ctx, ldt_tensor *const *outputs, int nout,
             e->bindings[e->nbindings++].t = ctx->nodes[v];
     LDT_CHECK_GOTO(ldt__plan_take_programs(plan, &e->progs, &e->nprogs, &e->rplans, &e->nrplans));
     e->nranks = mesh->max_rank + 1;
+    if (ctx->pp) { /* pipelines (docs/pipeline.md): each rank its stages; collectives unfused, in line */
+        int64_t *nodes = malloc((size_t)(e->nout + e->nassign + 1) * sizeof *nodes);
+        const ldt_tensor **asg = malloc((size_t)(e->nassign + 1) * sizeof *asg);
+        ldt__pp_results res = {nodes, e->nout + e->nassign, e->nout, asg, e->nassign, e->world != NULL};
+        if (nodes && asg) {
+            for (int i = 0; i < e->nout + e->nassign; i++) nodes[i] = e->outs[i].node;
+            for (int a = 0; a < e->nassign; a++) asg[a] = e->outs[e->nout + a].assign_to;
+            st = ldt__pipeline_programs(ctx, mesh, e->progs, e->nprogs, &res);
+        } else {
+            st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        }
+        free(nodes);
+        free((void *)asg);
+        if (st != LDT_OK) goto fail;
+        if (o) pc = *o;
+        pc.no_fuse = 1;
+        pc.overlap = -1;
+        o = &pc;
+    }
     LDT_CHECK_GOTO(fuse_all(e, o));
     LDT_CHECK_GOTO(schedule_all(e, o));
     if (!(e->ranks = calloc((size_t)e->nranks, sizeof *e->ranks)))

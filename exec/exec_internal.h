@@ -122,6 +122,11 @@ struct rank_state {
                              buffer it is written into (in place), or -1 */
     ldt__commq q;
     int has_async;
+    /* pipelines (exec/p2p.c): the program's p2p channels' communicators (made at the first
+     * replay, or at compile in process mode), and the sends posted and not yet waited for */
+    ldt_comm **p2p;
+    struct ldt__send_req **sreq;
+    int64_t nsreq, cap_sreq;
     char err[1024]; /* the communication thread's last error, for the wait that reports it */
 };
 
@@ -252,5 +257,12 @@ ldt_status ldt__cuda_replay(ldt_exec *e);
 ldt_status ldt__cuda_read(ldt_exec *e, int i, void *dst);
 void ldt__cuda_destroy(ldt_exec *e);
 int ldt__cuda_local(const ldt_exec *e, int r);
+
+/* exec/p2p.c (pipelines, docs/pipeline.md): the bound functions of SEND, RECV and SEND_WAIT;
+ * the rank's p2p channels made (each pair's in the one order both members use); and freed
+ * with any send still posted. */
+ldt__kernel_fn ldt__p2p_fn(int kind);
+ldt_status ldt__p2p_channels(rank_state *rs, ldt_comm *world);
+void ldt__p2p_free(rank_state *rs);
 
 #endif

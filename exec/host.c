@@ -32,7 +32,7 @@ ldt_status ldt__host_flush(ldt_ctx *ctx) {
             rank_state *rs = e->ranks[r];
             const binstr *lb;
             const ldt__kregion *kr;
-            if (!rs) continue;
+            if (!rs || rs->assign_load[a] < 0) continue; /* a pipeline's other stage: no copy */
             lb = &rs->ins[rs->assign_load[a]];
             kr = &rs->prog->regions[rs->prog->ins[lb->idx].region];
             if (kr->region.numel)
@@ -53,9 +53,19 @@ static int region_equal(const ldt_region *a, const ldt_region *b) {
     return 1;
 }
 
+/* Whether p writes value v (a pipelined step's rank holds only its stages' values). */
+static int writes(const ldt__program *p, int32_t v) {
+    for (int64_t i = 0; i < p->nins; i++)
+        if (p->ins[i].out == v) return 1;
+    return 0;
+}
+
 /* Which assigned values persist in place: on every rank the tensor is loaded exactly once,
  * and that load's region is the assigned value's, so the value can overwrite the load
- * buffer at the end of a replay and the next replay's load has nothing to do. */
+ * buffer at the end of a replay and the next replay's load has nothing to do. A rank of a
+ * pipelined step that neither computes the value nor loads the tensor (another stage's
+ * parameter) keeps no copy: assign_load stays -1 there, and such a value must be in place
+ * on the ranks that do (docs/pipeline.md). */
 ldt_status ldt__find_inplace(ldt_exec *e) {
     if (!e->nassign || ldt_mesh_device(e->mesh) == LDT_DEVICE_META) return LDT_OK;
     if (!(e->inplace = calloc((size_t)e->nassign, 1))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "compile: out of memory");
@@ -68,7 +78,7 @@ ldt_status ldt__find_inplace(ldt_exec *e) {
     }
     for (int a = 0; a < e->nassign; a++) {
         const ldt__exec_out *o = &e->outs[e->nout + a];
-        int ok = 1;
+        int ok = 1, absent = 0;
         for (int r = 0; r < e->nranks && ok; r++) {
             rank_state *rs = e->ranks[r];
             ldt_region reg;
@@ -76,6 +86,10 @@ ldt_status ldt__find_inplace(ldt_exec *e) {
             int32_t v;
             if (!rs) continue;
             v = rs->prog->node_val[o->node];
+            if (e->ctx->pp && v >= 0 && !writes(rs->prog, v)) {
+                absent = 1;
+                continue;
+            }
             if (v < 0 || ldt_layout(ldt_shards_spec(o->shards), r, &reg) != LDT_OK) {
                 ok = 0;
                 break;
@@ -92,6 +106,10 @@ ldt_status ldt__find_inplace(ldt_exec *e) {
             else rs->assign_load[a] = found;
         }
         e->inplace[a] = (uint8_t)ok;
+        if (absent && !ok)
+            LDT_FAIL(LDT_ERR_UNSUPPORTED, "compile: the pipelined step assigns %s where its stage's ranks cannot "
+                     "update it in place (its value is not laid out as the tensor); expected the two alike",
+                     LDT__P(o->assign_to)->name ? LDT__P(o->assign_to)->name : "a persistent tensor");
     }
     if (e->world) { /* in place only where every process's rank can: gathers are collective */
         int32_t *f = malloc((size_t)e->nassign * sizeof *f);

@@ -12,7 +12,10 @@ static const char *category(const ldt__instr *x) {
     switch ((ldt__ikind)x->kind) {
     case LDT__I_REDIST:
     case LDT__I_BUCKET:
-    case LDT__I_ALL_REDUCE: return "comm";
+    case LDT__I_ALL_REDUCE:
+    case LDT__I_SEND:
+    case LDT__I_RECV:
+    case LDT__I_SEND_WAIT: return "comm";
     case LDT__I_LOAD: return "load";
     default: return "compute";
     }
@@ -146,6 +149,7 @@ static double instr_flops(const ldt__program *p, const ldt__instr *x) {
 
 static double instr_bytes(const ldt_exec *e, const ldt__program *p, const ldt__instr *x) {
     if (x->kind == LDT__I_REDIST) return (double)ldt_redist_plan_bytes(x->plan);
+    if (x->kind == LDT__I_SEND || x->kind == LDT__I_RECV) return (double)ldt__value_bytes(&p->vals[x->out]);
     if (x->kind == LDT__I_BUCKET) {
         double b = 0;
         for (int k = 0; k < x->nin; k++) b += (double)ldt_redist_plan_bytes(p->bplans[x->bplan + k]);

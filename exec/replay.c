@@ -101,7 +101,9 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
         void *dst;
         int32_t v = rs->prog->node_val[e->outs[i].node];
         if (i >= e->nout && e->inplace && e->inplace[i - e->nout]) {
-            void *buf = rs->ins[rs->assign_load[i - e->nout]].call.out.data;
+            void *buf;
+            if (rs->assign_load[i - e->nout] < 0) continue; /* a pipeline's other stage */
+            buf = rs->ins[rs->assign_load[i - e->nout]].call.out.data;
             nb = ldt__value_bytes(&rs->prog->vals[v]);
             if (nb && buf != rs->val_now[v]) memcpy(buf, rs->val_now[v], (size_t)nb);
             continue;
@@ -186,7 +188,8 @@ static ldt_status replay_step(ldt_exec *e) {
         if (e->inplace && e->inplace[a]) {
             LDT__P(t)->version++;
             for (int r = 0; r < e->nranks; r++)
-                if (e->ranks[r]) e->ranks[r]->ins[e->ranks[r]->assign_load[a]].version = LDT__P(t)->version;
+                if (e->ranks[r] && e->ranks[r]->assign_load[a] >= 0)
+                    e->ranks[r]->ins[e->ranks[r]->assign_load[a]].version = LDT__P(t)->version;
             continue;
         }
         if (e->world) LDT_CHECK(ldt__gather_shards(e, e->outs[i].shards));

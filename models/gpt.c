@@ -150,6 +150,11 @@ static ldt_tensor *attention_unfused(ldt_model *m, ldt_tensor *q, ldt_tensor *k,
     return ldt_matmul(w, v); /* [B, A, S, D] */
 }
 
+/* In a pipelined forward, the ops recorded next belong to virtual stage `stage`. */
+static void pp_tag(ldt_model *m, int stage) {
+    if (m->pp_stage) ldt_pipeline_tag(m->ctx, stage, m->pp_micro);
+}
+
 ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     int64_t H = m->cfg.hidden, A = m->cfg.heads, D = H / A, S = m->cfg.seq, B = m->cfg.batch;
     int train = m->cfg.train;
@@ -160,6 +165,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
      * row-parallel outputs reduce-scattered, the column-parallel inputs all-gathered) */
     ldt_placement R = m->sp ? ldt_shard(1) : ldt_replicate();
     /* [B, S, H] + [S, H] */
+    pp_tag(m, 0); /* the embeddings with the first stage, the head and loss with the last */
     x = ldt_embedding(wte, m->inputs[0]);
     pin_act(m, x, ldt_partial(LDT_REDUCE_SUM)); /* vocab-parallel lookup */
     pos = ldt_embedding(wpe, m->positions); /* [S, H]: no batch dim, whole everywhere */
@@ -170,6 +176,7 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         ldt_tensor **w = &m->params[2 + PER_LAYER * l], *h, *qkv, *q, *k, *v, *y;
         int rc = m->recompute ? m->recompute[l] : MODEL_RC_SELECTIVE;
         if (rc == MODEL_RC_FULL && ldt_recompute_begin(m->ctx) != LDT_OK) return NULL;
+        if (m->pp_stage) pp_tag(m, m->pp_stage[l]);
         h = ldt_layer_norm(x, 1, w[LN1_W], w[LN1_B], 1e-5);
         pin_act(m, h, R);
         qkv = ldt_linear(h, w[ATTN_W], w[ATTN_B]); /* [B, S, 3H] */
@@ -196,9 +203,10 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         pin_act(m, x, R);
         if (rc == MODEL_RC_FULL && ldt_recompute_end(m->ctx) != LDT_OK) return NULL;
     }
+    pp_tag(m, m->pp_last);
     x = ldt_layer_norm(x, 1, m->params[m->nparams - 2], m->params[m->nparams - 1], 1e-5);
     pin_act(m, x, R);
-    logits = ldt_linear(x, wte, NULL); /* [B, S, V]: the head is tied to the token embedding */
+    logits = ldt_linear(x, m->pp_head ? m->pp_head : wte, NULL); /* [B, S, V]: the head is tied to the token embedding */
     pin_act(m, logits, ldt_shard(2));
     m->output = logits;
     return ldt_cross_entropy(logits, m->inputs[1], -1);

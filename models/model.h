@@ -37,6 +37,12 @@ struct ldt_model {
     unsigned char *recompute;
     ldt_tensor *causal_mask; /* gpt, MODEL_RC_NONE layers: the bool constant [S, S], j <= i */
     ldt_tensor *neg_inf;     /* and the f64 constant -inf (0-dim); both made once */
+    /* gpt in a pipelined forward (models/pipeline.c): per layer its virtual stage, the last
+     * stage, the micro-batch being recorded and the head's alias of the tied table; NULL
+     * pp_stage outside one */
+    const int *pp_stage;
+    int pp_last, pp_micro;
+    ldt_tensor *pp_head;
 };
 
 /* Adds a parameter called name (printf format) of the given shape and initial value; NULL

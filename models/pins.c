@@ -1,7 +1,8 @@
 /* Sharding schemes for the model builders, set as pins on parameters and inputs (public API
  * only). "megatron": tensor parallel on the mesh dim named "tp" (else the last, unless a dim
  * is named "dp": then none), the batch on the dim named "dp" (else, on a 2-D+ mesh, the first
- * that is not tp), every other parameter Replicate; the planner derives the rest.
+ * that is not tp; a dim named "pp" is neither), every other parameter Replicate; the
+ * planner derives the rest.
  * "megatron-sp": the same parameters, and the gpt's activations that Megatron keeps whole on
  * tp (residual stream, norms, dropouts) split on the sequence there (sequence parallel). */
 #include <string.h>
@@ -43,6 +44,11 @@ ldt_status ldt_model_pin(ldt_model *m, const char *scheme) {
     tp = find_dim(mesh, "tp", dp >= 0 ? -1 : nd - 1);
     if (dp < 0 && nd >= 2) dp = tp == 0 ? 1 : 0;
     if (dp == tp) dp = -1;
+    { /* a pipeline's dim (pp) is neither: every tensor whole on it (docs/pipeline.md) */
+        int pp = find_dim(mesh, "pp", -2);
+        if (tp == pp) tp = -1;
+        if (dp == pp) dp = -1;
+    }
     ldt_clear_error();
     for (int i = 0; i < m->ninputs; i++) /* the batch on dp, replicated on tp */
         if (pin_one(m->inputs[i], nd, tp, R, dp) != LDT_OK) return ldt__model_fail(m);

@@ -25,6 +25,7 @@
 #include "planner/plan_internal.h"
 #include "planner/redistribute.h"
 #include "planner/profiles.h"
+#include "trace/pipeline.h"
 
 #define STRICT_PENALTY 1e9
 /* Graphs up to this many nodes get the branch and bound when the elimination gives up. */
@@ -253,6 +254,8 @@ static ldt_status enumerate(ldt_plan *p, const ldt_tensor *t, const ldt__opts1 *
     const ldt_placement *inp[LDT__SMAX_IN];
     for (int d = 0; d < nd; d++) total *= m;
     for (int k = 0; k < nin && k < LDT__SMAX_IN; k++) inp[k] = ins[k];
+    /* a pipeline's dim (docs/pipeline.md): everything whole on it, option 0 (all Replicate) */
+    int ppd = p->ctx->pp ? p->ctx->pp->dim : -1;
     for (int64_t c = 0; c < total; c++) {
         int64_t r = c;
         int ok = 1;
@@ -261,11 +264,12 @@ static ldt_status enumerate(ldt_plan *p, const ldt_tensor *t, const ldt__opts1 *
          * order is row-major and the all-first-option strategy comes first */
         for (int d = nd - 1; d >= 0; d--) {
             const ldt__opt1 *x = &o->v[r % m];
+            if (d == ppd && r % m != 0) ok = 0;
             r /= m;
             out[d] = x->out;
             for (int k = 0; k < nin; k++) ins[k][d] = x->in[k];
         }
-        if (t->pin && !pl_equal_list(out, t->pin, nd)) continue;
+        if (!ok || (t->pin && !pl_equal_list(out, t->pin, nd))) continue;
         if (spec_fits(p, t->shape, (ldt_dtype)t->dtype, out) != LDT_OK) ok = 0;
         for (int k = 0; ok && k < nin; k++)
             if (spec_fits(p, LDT__IN(t)[k]->shape, (ldt_dtype)LDT__IN(t)[k]->dtype, ins[k]) != LDT_OK)

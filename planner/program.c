@@ -31,6 +31,7 @@ void ldt__program_free(ldt__program *p) {
     free(p->node_val);
     free(p->vgroup);
     free(p->bplans);
+    free(p->p2p);
     memset(p, 0, sizeof *p);
 }
 
@@ -44,6 +45,9 @@ const char *ldt__instr_name(const ldt_ctx *ctx, const ldt__instr *x) {
     case LDT__I_WAIT: return "wait";
     case LDT__I_ARANGE: return "arange";
     case LDT__I_BUCKET: return x->coll == LDT_COLL_REDUCE_SCATTER ? "reduce_scatter" : "all_gather";
+    case LDT__I_SEND: return "send";
+    case LDT__I_RECV: return "recv";
+    case LDT__I_SEND_WAIT: return "send_wait";
     default: return "?";
     }
 }
@@ -107,6 +111,18 @@ ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f
         case LDT__I_ARANGE:
             print_val(f, p, x->out);
             fprintf(f, " = arange %g + %g i by global index", x->fill, x->step);
+            break;
+        case LDT__I_SEND:
+        case LDT__I_RECV:
+            if (x->kind == LDT__I_RECV) {
+                print_val(f, p, x->out);
+                fputs(" = ", f);
+            }
+            fprintf(f, "%s v%d %s rank %d (channel %d)", x->kind == LDT__I_SEND ? "send" : "recv", x->out,
+                    x->kind == LDT__I_SEND ? "to" : "from", p->p2p[x->op][0], p->p2p[x->op][1]);
+            break;
+        case LDT__I_SEND_WAIT:
+            fprintf(f, "send_wait (%d sends)", x->nin);
             break;
         default:
             fprintf(f, "? kind %d", x->kind);

@@ -31,6 +31,11 @@ typedef enum ldt__ikind {
                           over the group of mesh dims: member j reads operand j (j < nin) and
                           writes operand nin + j (nout of them, nout == nin; out is the first),
                           one call for all (planner/fuse.c, docs/replay.md "ZeRO buckets") */
+    LDT__I_SEND,       /* pipelines (docs/pipeline.md): posts operand 0 (== out) to a peer on
+                          p2p channel `op` (the program's p2p table) without waiting */
+    LDT__I_RECV,       /* out = the next message of channel `op`'s peer (waits for it) */
+    LDT__I_SEND_WAIT,  /* waits until every send posted before has been received; its operands
+                          are the values sent, so liveness keeps them until here */
     LDT__I_COUNT
 } ldt__ikind;
 
@@ -91,6 +96,10 @@ typedef struct ldt__program {
     int32_t ngroups;
     const ldt_redist_plan **bplans; /* BUCKET members' plans (owned by the plan), in order */
     int64_t nbplans;
+    /* pipelines: the p2p channels SEND and RECV use, (peer world rank, channel k) each; the
+     * k-th channel between two ranks is the k-th two-rank communicator they make */
+    int32_t (*p2p)[2];
+    int32_t np2p;
 } ldt__program;
 
 /* The bytes of value v (of local shape and dtype). */

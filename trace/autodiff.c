@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "trace/autodiff.h"
+#include "trace/pipeline.h"
 
 /* ---------------------------------------------------------------------------------------
  * Helpers for rules.
@@ -475,7 +476,9 @@ int ldt__conjugate_of(const ldt_tensor *t, int leaf, ldt_placement *pl) {
     for (int d = 0; d < nd; d++) {
         const ldt_placement *p = &t->pin[d];
         split |= p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD;
-        if (p->kind == LDT_PLACE_REPLICATE && t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD)
+        if (t->ctx->pp && d == t->ctx->pp->dim) /* a pipeline's dim: everything whole there */
+            pl[d] = ldt_replicate();
+        else if (p->kind == LDT_PLACE_REPLICATE && t->kind != LDT__NODE && leaf == LDT__PIN_LEAF_GRAD)
             pl[d] = ldt_partial(LDT_REDUCE_SUM);
         else if (p->kind == LDT_PLACE_SHARD || p->kind == LDT_PLACE_INTERLEAVED_SHARD ||
                  p->kind == LDT_PLACE_REPLICATE)
@@ -702,6 +705,13 @@ static ldt_status clone_segment(ldt_ctx *ctx, int64_t b, int64_t e, ldt_tensor *
     return LDT_OK;
 }
 
+/* Pipelines (docs/pipeline.md): the backward ops of node v carry v's stage and micro-batch. */
+static void pp_backward_of(ldt_ctx *ctx, int64_t v) {
+    ldt__pp_tag t = ldt__pp_tag_of(ctx, v);
+    if (t.stage >= 0) t.phase = LDT__PP_BWD;
+    ldt__pp_set(ctx, t);
+}
+
 ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor **grads) {
     ldt_ctx *ctx;
     ldt_tensor *root, *divisor = NULL;
@@ -776,10 +786,12 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
             root = IN(loss, 0);
         }
     }
+    pp_backward_of(ctx, root->id);
     adj[root->id] = ldt_expand(ldt__scalar_const(ctx, (ldt_dtype)root->dtype, 1), root->shape);
     for (int64_t v = root->id; v >= 0; v--) {
         ldt_tensor *t = ctx->nodes[v], *gi[LDT__MAX_VJP_IN];
         ldt__vjp_fn rule;
+        pp_backward_of(ctx, v);
         if (pieces[v].n) { /* every slice of v is done: their gradients as one */
             ldt_tensor *c = pieces_grad(t, &pieces[v]);
             if (!c) LDT_FAIL_GOTO(ctx->status ? ctx->status : LDT_ERR_INTERNAL, "grad: %s", ctx->errmsg);
@@ -832,6 +844,7 @@ ldt_status ldt_grad(ldt_tensor *loss, ldt_tensor *const *wrt, int n, ldt_tensor 
             adj[u] = adj[u] ? ldt_add(adj[u], gi[k]) : gi[k];
         }
     }
+    ldt__pp_set(ctx, (ldt__pp_tag){-1, 0, LDT__PP_NONE}); /* what follows is step-wide */
     for (int i = 0; i < n; i++) {
         ldt_tensor *w = wrt[i];
         int used = w->gen == ctx->gen && w->id >= 0 && w->id < nn && ctx->nodes[w->id] == w;

@@ -56,6 +56,7 @@ void ldt_ctx_destroy(ldt_ctx *ctx) {
     free(ctx->nodes);
     free(ctx->keeps);
     free(ctx->rc_seg);
+    ldt__pp_free(ctx);
     ldt__arena_destroy(&ctx->arenas[0]);
     ldt__arena_destroy(&ctx->arenas[1]);
     ldt_mesh_destroy(ctx->mesh);
@@ -449,6 +450,7 @@ void ldt__trace_end(ldt_ctx *ctx) {
     ctx->nnodes = 0;
     ctx->rc_nseg = 0;
     ctx->rc_open = 0;
+    ldt__pp_free(ctx); /* the stage tags belong to the trace */
     if (++ctx->gen == 0) ctx->gen = 1; /* 0 is what an unused persistent tensor holds */
     ctx->arena = &ctx->arenas[ctx->gen & 1];
     ldt__arena_reset(ctx->arena);

@@ -129,6 +129,8 @@ struct ldt_ctx {
      * host reader or writer of persistent data calls ldt__host_sync first. */
     void *stale_exec;
     ldt_status (*host_flush)(ldt_ctx *ctx);
+    /* the current trace's pipeline stages and schedule (trace/pipeline.c), or NULL */
+    struct ldt__pp *pp;
     /* errors */
     ldt_status status; /* stuck on the current trace */
     char errmsg[1024];
@@ -168,5 +170,7 @@ ldt_tensor *ldt__bad_dim(ldt_ctx *ctx, const char *op, int dim, const ldt_tensor
 int ldt__norm_dim(int dim, int ndim);
 /* Ends the current trace: op results expire, keeps are cleared, a new generation starts. */
 void ldt__trace_end(ldt_ctx *ctx);
+/* Drops the trace's pipeline stage tags and schedule (trace/pipeline.c). */
+void ldt__pp_free(ldt_ctx *ctx);
 
 #endif

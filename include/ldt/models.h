@@ -61,7 +61,8 @@ LDT_API ldt_tensor *ldt_model_output(const ldt_model *m);
 /* Pins a sharding scheme on the parameters and inputs (the planner derives the rest):
  * "megatron" (tensor parallel on the mesh dim named "tp", else the last unless one is named
  * "dp": a dp-only mesh is data parallel; the batch on the dim named "dp", else the first
- * non-tp dim of a 2-D+ mesh): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
+ * non-tp dim of a 2-D+ mesh; a dim named "pp" is neither: everything whole there, the
+ * pipeline's, docs/pipeline.md): mlp W1/b1 S0 and W2 S1; gpt qkv weight and bias
  * IS0:3 (q, k and v each split by heads), attention and MLP output projections S1, c_fc S0,
  * the token embedding (and tied LM head) S0 on the vocab; inputs S0 on dp. "megatron-sp":
  * the same, and the gpt's residual stream, norm outputs and dropouts split on the sequence
@@ -79,6 +80,37 @@ LDT_API ldt_status ldt_model_set_recompute(ldt_model *m, int64_t layer, const ch
 /* The mode of layer `layer` ("none", "selective" or "full"); NULL when m is not a gpt or the
  * layer is out of range. */
 LDT_API const char *ldt_model_recompute(const ldt_model *m, int64_t layer);
+
+/* ---- pipeline parallelism (docs/pipeline.md) -------------------------------------------
+ *   ldt_pipeline_config pc = {LDT_PIPE_1F1B, 1, 4, NULL};   // 4 micro-batches, balanced split
+ *   ldt_tensor *loss = ldt_model_forward_pipeline(m, &pc, tokens, targets);
+ *   ldt_grad(loss, ...); ldt_optim_step(...); ldt_compile(...);   // each rank: its stages
+ */
+typedef struct ldt_pipeline_config {
+    ldt_pipe_schedule schedule;
+    int chunks;             /* model chunks per rank: V of interleaved:V; 0 or 1 otherwise */
+    int micro;              /* micro-batches a step */
+    const int *layer_stage; /* per layer its virtual stage (0 first, ascending, each stage at
+                               least one layer); NULL: ldt_model_pipeline_split's */
+} ldt_pipeline_config;
+/* Splits cfg's layers into `stages` contiguous virtual stages of at least one layer each,
+ * the largest stage's modeled time (forward FLOPs: the embedding with the first stage; the
+ * final norm, the tied head and the loss with the last) as small as it can be; ties give the
+ * earlier stages more layers. layer_stage gets cfg->layers entries. gpt only; refused with
+ * fewer layers than stages. */
+LDT_API ldt_status ldt_model_pipeline_split(const char *kind, const ldt_model_config *cfg, int stages,
+                                            int *layer_stage);
+/* Records a pipelined step's forward on the context's "pp" mesh dim (gpt; starts the trace's
+ * pipeline, ldt_pipeline_begin): micro-batch i reads tokens[i] and targets[i] (inputs shaped
+ * like the model's own, which may be micro-batch 0's). Returns the mean of the micro-batches'
+ * losses: with equal micro-batches, the loss of their whole batch. The LM head reads the tied
+ * table through an alias, so the first and last stages' gradients of it are summed once, at
+ * the end (as Megatron's embedding all-reduce). Refused:
+ * mlp, fewer layers than P x chunks virtual stages, interleaved with layers not a multiple of
+ * P x chunks, a layer_stage that is not ascending from 0 to the last stage (NULL and
+ * ldt_last_error says why). */
+LDT_API ldt_tensor *ldt_model_forward_pipeline(ldt_model *m, const ldt_pipeline_config *pc,
+                                               ldt_tensor *const *tokens, ldt_tensor *const *targets);
 
 /* ---- model checkpoints (docs/checkpoint.md, "Model checkpoints") ---------------------
  *   ldt_model_save(m, "ckpt", 0, NULL, NULL);   // the parameters, sharded as pinned

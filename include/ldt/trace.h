@@ -163,6 +163,25 @@ LDT_API ldt_status ldt_pin(ldt_tensor *t, const ldt_placement *placements, int n
 /* Records an explicit redistribution of t to the given placements. */
 LDT_API ldt_tensor *ldt_redistribute_to(ldt_tensor *t, const ldt_placement *placements, int n);
 
+/* ---- pipeline stages (docs/pipeline.md) ---------------------------------------------- */
+typedef enum ldt_pipe_schedule {
+    LDT_PIPE_GPIPE,       /* every micro-batch's forward, then every backward */
+    LDT_PIPE_1F1B,        /* warm-up forwards, then one forward one backward, then cool-down */
+    LDT_PIPE_INTERLEAVED  /* 1F1B over V model chunks per rank (Megatron's interleaved order) */
+} ldt_pipe_schedule;
+/* Makes the current trace one pipelined step over the mesh dim named "pp" (P ranks): P x
+ * chunks virtual stages (chunks 1 unless interleaved; virtual stage k on pp rank k mod P),
+ * `micro` micro-batches ordered on each rank by `schedule`. Compiling the trace gives each
+ * rank only its stages' work (every tensor whole on pp), joined by send/recv along pp.
+ * Refused: no "pp" mesh dim, micro < 1, chunks < 1, chunks > 1 without interleaved,
+ * interleaved with micro not a multiple of P. Holds until the trace ends. */
+LDT_API ldt_status ldt_pipeline_begin(ldt_ctx *ctx, ldt_pipe_schedule schedule, int chunks, int micro);
+/* Ops recorded from now on are the forward of micro-batch `micro` on virtual stage `stage`
+ * (ldt_grad gives each backward op its forward op's stage and micro-batch); stage -1: none
+ * (step-wide work such as the optimizer, placed by what it reads). Needs ldt_pipeline_begin;
+ * refused outside 0..P x chunks - 1 or 0..micro - 1. */
+LDT_API ldt_status ldt_pipeline_tag(ldt_ctx *ctx, int stage, int micro);
+
 /* ---- ops: elementwise (numpy broadcasting) ----------------------------------------- */
 LDT_API ldt_tensor *ldt_add(ldt_tensor *a, ldt_tensor *b);
 LDT_API ldt_tensor *ldt_sub(ldt_tensor *a, ldt_tensor *b);

@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 32
+#define NFLAGS 36
 /* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
 #define TRAIN_SIZES 2, 128, 4, 256, 64, 8
 static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
@@ -48,6 +48,11 @@ static cli_flag *flag_table(void) {
                      "the model sizes default to its", NULL},
         {"resume", 1, "continue the run saved in DIR: step, optimizer state, random stream and data "
                        "position; --steps is the total; the other settings default to the saved run's", NULL},
+        {"global-batch", 1, "pipelines (a pp mesh dim): sequences a step, in micro-batches (default --batch)", NULL},
+        {"micro-batch", 1, "pipelines: sequences a micro-batch on each dp replica (default 1); --global-batch / "
+                           "(micro-batch x dp) micro-batches a step", NULL},
+        {"schedule", 1, "pipelines: gpipe, 1f1b (default) or interleaved:V (V model chunks a rank)", NULL},
+        {"stages", 1, "pipelines: layers of each (virtual) stage, e.g. 1,3 (default: balanced by modeled time)", NULL},
         {"json", 0, "one JSON object", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -205,6 +210,97 @@ static void print_escaped(const char *s) {
     putchar('\n');
 }
 
+/* A pipeline's settings from the flags (docs/pipeline.md): the micro-batches, the schedule
+ * and the layers of each stage; the model's batch becomes one micro-batch's rows over dp.
+ * Returns 0, or 2 after a message. */
+typedef struct pipe_opts {
+    int on;
+    int64_t global, micro; /* sequences a step; a micro-batch on each dp replica */
+    ldt_pipeline_config pc;
+    int stage[4096];
+    const char *schedule;
+} pipe_opts;
+
+static int pipe_flags(cli_flag *f, const ldt_mesh *mesh, ldt_model_config *cfg, pipe_opts *po) {
+    static const char *const names[4] = {"global-batch", "micro-batch", "schedule", "stages"};
+    const char *s;
+    int d, P, D = 1;
+    memset(po, 0, sizeof *po);
+    if (ldt_mesh_dim_index(mesh, "pp", &d) != LDT_OK) {
+        ldt_clear_error();
+        for (int i = 0; i < 4; i++)
+            if (cli_has(f, NFLAGS, names[i])) {
+                fprintf(stderr, "ldt train: --%s needs a mesh dim named pp (e.g. --mesh pp=2,dp=2)\n", names[i]);
+                return 2;
+            }
+        return 0;
+    }
+    po->on = 1;
+    P = (int)ldt_mesh_dim_size(mesh, d);
+    if (ldt_mesh_dim_index(mesh, "dp", &d) == LDT_OK) D = (int)ldt_mesh_dim_size(mesh, d);
+    ldt_clear_error();
+    if (cli_int("train", f, NFLAGS, "global-batch", cfg->batch, 1, &po->global) ||
+        cli_int("train", f, NFLAGS, "micro-batch", 1, 1, &po->micro))
+        return 2;
+    if (po->global > ((int64_t)1 << 30) || po->global % (po->micro * D) != 0) {
+        fprintf(stderr, "ldt train: --global-batch %lld is not a multiple of --micro-batch %lld x dp %d: expected "
+                "whole micro-batches on every dp replica\n", (long long)po->global, (long long)po->micro, D);
+        return 2;
+    }
+    po->pc.micro = (int)(po->global / (po->micro * D));
+    po->pc.chunks = 1;
+    s = po->schedule = cli_has(f, NFLAGS, "schedule") ? cli_get(f, NFLAGS, "schedule") : "1f1b";
+    if (strcmp(s, "gpipe") == 0) po->pc.schedule = LDT_PIPE_GPIPE;
+    else if (strcmp(s, "1f1b") == 0) po->pc.schedule = LDT_PIPE_1F1B;
+    else {
+        char *end = NULL;
+        long v = strncmp(s, "interleaved:", 12) == 0 ? strtol(s + 12, &end, 10) : 0;
+        if (!end || *end || v < 2 || v > 64) {
+            fprintf(stderr, "ldt train: --schedule %s, expected gpipe, 1f1b or interleaved:V (V = 2..64 model chunks "
+                    "a rank)\n", s);
+            return 2;
+        }
+        po->pc.schedule = LDT_PIPE_INTERLEAVED;
+        po->pc.chunks = (int)v;
+    }
+    if (cli_has(f, NFLAGS, "stages")) {
+        const char *t = cli_get(f, NFLAGS, "stages");
+        int64_t l = 0;
+        int ns = 0;
+        while (*t) {
+            char *end;
+            long n = strtol(t, &end, 10);
+            if (end == t || n < 1 || l + n > cfg->layers || (*end && *end != ',')) {
+                fprintf(stderr, "ldt train: --stages %s, expected layers a stage (each >= 1) summing to --layers "
+                        "%lld\n", cli_get(f, NFLAGS, "stages"), (long long)cfg->layers);
+                return 2;
+            }
+            for (long i = 0; i < n; i++) po->stage[l++] = ns;
+            ns++;
+            t = *end ? end + 1 : end;
+        }
+        if (l != cfg->layers || ns != P * po->pc.chunks) {
+            fprintf(stderr, "ldt train: --stages %s gives %d stages of %lld layers; expected %d stages (pp %d x %d "
+                    "chunks) of --layers %lld\n", cli_get(f, NFLAGS, "stages"), ns, (long long)l, P * po->pc.chunks, P,
+                    po->pc.chunks, (long long)cfg->layers);
+            return 2;
+        }
+        po->pc.layer_stage = po->stage;
+    }
+    if (cfg->layers > 4096) {
+        fprintf(stderr, "ldt train: --layers %lld with a pp mesh dim, expected at most 4096\n", (long long)cfg->layers);
+        return 2;
+    }
+    if (cli_has(f, NFLAGS, "zero") || cli_has(f, NFLAGS, "save") || cli_has(f, NFLAGS, "resume") ||
+        (cli_has(f, NFLAGS, "device") && strcmp(cli_get(f, NFLAGS, "device"), "cpu") != 0)) {
+        fprintf(stderr, "ldt train: a pp mesh dim trains on CPU ranks without --zero, --save or --resume "
+                "(docs/pipeline.md, what is not done)\n");
+        return 2;
+    }
+    cfg->batch = po->micro * D; /* the model's inputs: one micro-batch over dp */
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     cli_flag *f = flag_table();
     ldt_mesh *mesh = NULL;
@@ -229,6 +325,9 @@ int cmd_train(int argc, char **argv) {
     ldt_tensor *t_state = NULL, *t_hp = NULL, **extras = NULL;
     int nextra = 0, zero;
     ldt_dtype ck_dtype = LDT_F32;
+    static pipe_opts po;
+    ldt_tensor **mtok = NULL, **mtgt = NULL;
+    int64_t rows;
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("train", f, NFLAGS) || cli_bucket_bytes("train", f, NFLAGS, &copt.bucket_bytes)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
@@ -238,7 +337,9 @@ int cmd_train(int argc, char **argv) {
                "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X] [--no-fuse]\n"
                "                 [--recompute none|selective|full]\n"
                "                 [--profile P] [--backend threads|mpi|nccl] [--device cpu|cuda]\n"
-               "                 [--save DIR [--save-every N]] [--load DIR | --resume DIR] [--json]\n\n"
+               "                 [--save DIR [--save-every N]] [--load DIR | --resume DIR] [--json]\n"
+               "                 [--global-batch G --micro-batch m --schedule gpipe|1f1b|interleaved:V\n"
+               "                  --stages N,N,...] (with a pp mesh dim: docs/pipeline.md)\n\n"
                "Trains a character-level GPT: each step (forward, backward, optimizer) is traced,\n"
                "compiled once for the mesh and replayed for every batch.\n\nflags:\n");
         cli_print_flags(stdout, f, NFLAGS);
@@ -399,6 +500,14 @@ int cmd_train(int argc, char **argv) {
         ldt_mesh_destroy(mesh);
         return 1;
     }
+    if (pipe_flags(f, mesh, &cfg, &po)) {
+        free(text);
+        ldt_mesh_destroy(mesh);
+        ldt_mpi_world_destroy(world);
+        return 2;
+    }
+    rows = po.on ? po.global : cfg.batch; /* sequences a step */
+    if (po.on) copt.no_fuse = 1; /* a pipeline's collectives run unfused (docs/pipeline.md) */
     /* the planner's numbers; under mpi, compile broadcasts rank 0's */
     if (cli_profile(f, NFLAGS, mesh, &cm) != LDT_OK) {
         free(text);
@@ -412,9 +521,11 @@ int cmd_train(int argc, char **argv) {
     co.seed = (uint64_t)seed;
     losses = calloc((size_t)steps, sizeof *losses);
     times = calloc((size_t)steps, sizeof *times);
-    tok = malloc((size_t)(cfg.batch * cfg.seq) * sizeof *tok);
-    tgt = malloc((size_t)(cfg.batch * cfg.seq) * sizeof *tgt);
-    if (!losses || !times || !tok || !tgt) goto fail;
+    tok = malloc((size_t)(rows * cfg.seq) * sizeof *tok);
+    tgt = malloc((size_t)(rows * cfg.seq) * sizeof *tgt);
+    mtok = calloc((size_t)(po.on ? po.pc.micro : 1), sizeof *mtok);
+    mtgt = calloc((size_t)(po.on ? po.pc.micro : 1), sizeof *mtgt);
+    if (!losses || !times || !tok || !tgt || !mtok || !mtgt) goto fail;
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, "gpt", &cfg, &model) != LDT_OK ||
         ldt_model_init(model, (uint64_t)seed) != LDT_OK || ldt_model_pin(model, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron") != LDT_OK)
         goto fail;
@@ -428,6 +539,23 @@ int cmd_train(int argc, char **argv) {
         goto fail;
     }
     for (int i = 0; i < np; i++) ps[i] = ldt_model_param(model, i, NULL);
+    for (int i = 0; po.on && i < po.pc.micro; i++) { /* micro-batch i's inputs (0: the model's own) */
+        ldt_placement pl[LDT_MAX_DIMS];
+        int pinned = 0;
+        char nm[48];
+        mtok[i] = ldt_model_input(model, 0, NULL);
+        mtgt[i] = ldt_model_input(model, 1, NULL);
+        if (i == 0) continue;
+        snprintf(nm, sizeof nm, "tokens.%d", i);
+        mtok[i] = ldt_input(ctx, nm, &(ldt_shape){2, {cfg.batch, cfg.seq}}, LDT_I64);
+        snprintf(nm, sizeof nm, "targets.%d", i);
+        mtgt[i] = ldt_input(ctx, nm, &(ldt_shape){2, {cfg.batch, cfg.seq}}, LDT_I64);
+        if (!mtok[i] || !mtgt[i] ||
+            ldt_tensor_pin(ldt_model_input(model, 0, NULL), pl, LDT_MAX_DIMS, &pinned) != LDT_OK ||
+            (pinned && (ldt_pin(mtok[i], pl, ldt_mesh_ndim(mesh)) != LDT_OK ||
+                        ldt_pin(mtgt[i], pl, ldt_mesh_ndim(mesh)) != LDT_OK)))
+            goto fail;
+    }
     if (load_dir && ldt_model_load(model, load_dir, 0, NULL) != LDT_OK) goto fail;
     t_state = ldt_param(ctx, "train.state", &(ldt_shape){1, {ST_N}}, LDT_I64);
     t_hp = ldt_param(ctx, "train.config", &(ldt_shape){1, {HP_N}}, LDT_F64);
@@ -495,11 +623,17 @@ int cmd_train(int argc, char **argv) {
         ldt_tensor *loss, *g[4096];
         ldt_exec *ex;
         double t0 = now_s();
-        batch(text, len, cfg.batch, cfg.seq, (uint64_t)seed, k, tok, tgt);
-        if (ldt_input_bind(ldt_model_input(model, 0, NULL), tok, cfg.batch * cfg.seq * 8) != LDT_OK ||
-            ldt_input_bind(ldt_model_input(model, 1, NULL), tgt, cfg.batch * cfg.seq * 8) != LDT_OK)
+        batch(text, len, rows, cfg.seq, (uint64_t)seed, k, tok, tgt);
+        if (po.on) { /* micro-batch i: rows [i b, (i + 1) b), b = --micro-batch x dp */
+            int64_t n = cfg.batch * cfg.seq;
+            for (int i = 0; i < po.pc.micro; i++)
+                if (ldt_input_bind(mtok[i], tok + i * n, n * 8) != LDT_OK || ldt_input_bind(mtgt[i], tgt + i * n, n * 8) != LDT_OK)
+                    goto fail;
+            if (!(loss = ldt_model_forward_pipeline(model, &po.pc, mtok, mtgt))) goto fail;
+        } else if (ldt_input_bind(ldt_model_input(model, 0, NULL), tok, cfg.batch * cfg.seq * 8) != LDT_OK ||
+                   ldt_input_bind(ldt_model_input(model, 1, NULL), tgt, cfg.batch * cfg.seq * 8) != LDT_OK) {
             goto fail;
-        if (!(loss = ldt_model_forward(model))) {
+        } else if (!(loss = ldt_model_forward(model))) {
             ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
             goto fail;
         }
@@ -525,7 +659,7 @@ int cmd_train(int argc, char **argv) {
             int w = (int)(30L * (k + 1) / steps);
             fprintf(stderr, "\r[%.*s%*s] step %d/%lld  loss %.4f  %.0f tok/s  %.1f ms/step ", w,
                     "##############################", 30 - w, "", k + 1, (long long)steps, losses[k],
-                    (double)(cfg.batch * cfg.seq) / times[k], times[k] * 1e3);
+                    (double)(rows * cfg.seq) / times[k], times[k] * 1e3);
             if (k + 1 == steps) fputc('\n', stderr);
         }
         /* logs: the first step, then every tenth of the steps (and the last) */
@@ -568,18 +702,21 @@ int cmd_train(int argc, char **argv) {
             putchar(',');
             cli_profile_json(stdout, &cm);
             printf(",\"fused\":%s", copt.no_fuse ? "false" : "true");
+            if (po.on)
+                printf(",\"global_batch\":%lld,\"micro_batch\":%lld,\"micro_batches\":%d,\"schedule\":\"%s\"",
+                       (long long)po.global, (long long)po.micro, po.pc.micro, po.schedule);
             printf(",\"first_step\":%lld,\"losses\":[", (long long)start);
             /* every digit: runs are compared with each other to 1e-9 (scripts/gpu-check.sh) */
             for (int k = (int)start; k < steps; k++) printf("%s%.17g", k > start ? "," : "", losses[k]);
             printf("],\"tokens_per_second\":%.6g,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},"
                    "\"compile_seconds\":%.9g,\"last10_mean_loss\":%.9g,\"ln_vocab\":%.9g}\n",
-                   (double)(cfg.batch * cfg.seq) / med, med, lo, hi, t_compile, tail, log((double)cfg.vocab));
+                   (double)(rows * cfg.seq) / med, med, lo, hi, t_compile, tail, log((double)cfg.vocab));
         } else {
             if (start > 0) printf("resumed %s at step %lld\n", resume_dir, (long long)start);
             printf("trained %lld steps: loss %.4f -> %.4f (mean of the last %d %.4f; ln(vocab) %.4f); "
                    "%.0f tokens/s, %.2f ms a step (median), compile %.1f ms\n",
                    (long long)nrun, losses[start], losses[steps - 1], ntail, tail, log((double)cfg.vocab),
-                   (double)(cfg.batch * cfg.seq) / med, med * 1e3, t_compile * 1e3);
+                   (double)(rows * cfg.seq) / med, med * 1e3, t_compile * 1e3);
             if (copt.trace_path) printf("Chrome trace of the last step: %s\n", copt.trace_path);
             if (save_dir) printf("saved %s at step %lld\n", save_dir, (long long)steps);
         }
@@ -610,6 +747,8 @@ done:
     free(times);
     free(tok);
     free(tgt);
+    free(mtok);
+    free(mtgt);
     free(extras);
     return rc;
 }
