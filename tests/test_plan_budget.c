@@ -212,7 +212,7 @@ Test(plan_budget, refusals) {
  * budget, shard c_attn and c_fc on their output dim (S(0) of [out, in]) and both c_proj on
  * their input dim (S(1)), use each of them on its shard (no consumer asks a weight in any
  * other placement: no all_gather of a weight), and model a step within 5% of the pinned one.
- * (At 12 blocks the same holds with --plan-limit 1e9: docs/planner.md, "Memory budget".)
+ * (At 12 blocks the same holds with --plan-limit 1e8: docs/planner.md, "Memory budget".)
  */
 typedef struct gpt_step {
     ldt_mesh *mesh;

@@ -263,6 +263,49 @@ static ldt_tensor *cat_all(ldt_tensor **xs, int n) {
     return ldt_cat(parts, np, 0);
 }
 
+/* The length of name's layer prefix: up to and including its first dot-separated component
+ * that is a number ("h.3.attn.qkv.w": "h.3"); 0 without one. */
+static size_t layer_prefix(const char *name) {
+    const char *c = name;
+    while (c && *c) {
+        const char *e = c;
+        while (*e >= '0' && *e <= '9') e++;
+        if (e > c && (*e == '.' || !*e)) return (size_t)(e - name);
+        c = strchr(c, '.');
+        if (c) c++;
+    }
+    return 0;
+}
+
+/* 1 when parameters a and b are of one layer by their names (both of the same numbered
+ * prefix, or both of none). */
+static int same_layer(const ldt_tensor *a, const ldt_tensor *b) {
+    const char *na = LDT__NAME(a), *nb = LDT__NAME(b);
+    size_t la = na ? layer_prefix(na) : 0, lb = nb ? layer_prefix(nb) : 0;
+    return la == lb && (!la || !memcmp(na, nb, la));
+}
+
+/* The squared norms xs[0..n) of parameters ps[0..n) in one vector, in order: joined layer by
+ * layer first (consecutive parameters of one numbered name prefix), then the layers' vectors.
+ * The same vector as one join of all; grouped so that no node but the last joins reads two
+ * layers' norms, so the planner's exact search sees each layer's step alike (repeated layers
+ * make repeated tables: docs/planner.md, "Tying"). */
+static ldt_tensor *cat_by_layer(ldt_tensor **xs, ldt_tensor *const *ps, int n) {
+    ldt_tensor **grp = malloc((size_t)(n ? n : 1) * sizeof *grp), *r;
+    int ng = 0;
+    if (!grp) return NULL;
+    for (int i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && same_layer(ps[i], ps[j]); j++) {}
+        if (!(grp[ng++] = cat_all(xs + i, j - i))) {
+            free(grp);
+            return NULL;
+        }
+    }
+    r = cat_all(grp, ng);
+    free(grp);
+    return r;
+}
+
 /* The step's rate, read from the table at the counter (clamped to the last entry). */
 static ldt_tensor *lr_now(ldt_optim *o) {
     ldt_tensor *t = ldt_cast(o->step, LDT_I64);
@@ -349,7 +392,7 @@ ldt_status ldt_optim_step(ldt_optim *o, ldt_tensor *const *grads) {
             int n = 0;
             if (i > 0 && (ldt_dtype)g[i - 1]->dtype == dt) continue;
             for (j = i; j < o->n && (ldt_dtype)g[j]->dtype == dt; j++) n++;
-            one[0] = cat_all(part + i, n);
+            one[0] = cat_by_layer(part + i, o->params + i, n);
             s = ldt_sum(ldt_cast(one[0], LDT_F64), NULL, 0, 0);
             sq = sq ? ldt_add(sq, s) : s;
         }
