@@ -295,6 +295,23 @@ Test(pipeline, tag_refusals) {
     close_run(&r);
 }
 
+/* Dropout in a pipelined forward is refused (its masks would not be one device's), and the
+ * same model without dropout still plans. */
+Test(pipeline, dropout_is_refused) {
+    run r;
+    ldt_pipeline_config pc = {LDT_PIPE_1F1B, 1, 2, NULL};
+    ldt_model_config cfg = tiny(G / 2);
+    cfg.dropout = 0.1, cfg.train = 1;
+    open_run(&r, "pp=2", 2);
+    ldt_model_destroy(r.m);
+    cr_assert_eq(ldt_model_create(r.ctx, "gpt", &cfg, &r.m), LDT_OK, "%s", ldt_last_error());
+    r.tok[0] = ldt_model_input(r.m, 0, NULL);
+    r.tgt[0] = ldt_model_input(r.m, 1, NULL);
+    cr_assert_null(ldt_model_forward_pipeline(r.m, &pc, r.tok, r.tgt));
+    cr_assert(strstr(ldt_last_error(), "expected dropout 0 in a pipelined step"), "%s", ldt_last_error());
+    close_run(&r);
+}
+
 Test(pipeline, refusals_layers_not_divisible) {
     /* interleaved: every model chunk as deep (8 layers over pp=3 x 2 chunks) */
     run r;

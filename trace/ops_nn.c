@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "kernels/common/philox.h"
 #include "trace/autodiff.h"
+#include "trace/pipeline.h"
 
 static ldt_tensor *need_float(ldt_ctx *ctx, const char *op, const char *what, ldt_tensor *x) {
     if (ldt__dtype_is_float((ldt_dtype)x->dtype)) return x;
@@ -214,10 +215,17 @@ ldt_tensor *ldt_cross_entropy(ldt_tensor *logits, ldt_tensor *targets, int64_t i
 }
 
 /* Takes the stream at the context's offset for `numel` elements and advances it. */
-static void take_stream(ldt_ctx *ctx, ldt_tensor *t, int64_t numel) {
+/* The op's seed and stream offset (refused in a pipeline's micro-batches: trace/pipeline.c);
+ * 0 when refused (on the context). */
+static int take_stream(ldt_ctx *ctx, ldt_tensor *t, int64_t numel) {
+    uint64_t off;
+    if (ldt__pp_rng_take(ctx, numel, &off) != LDT_OK) {
+        ldt__trace_fail(ctx);
+        return 0;
+    }
     t->attrs->i[0] = (int64_t)ctx->seed;
-    t->attrs->i[1] = (int64_t)ctx->rng_offset;
-    ctx->rng_offset += ldt__rand_offset_advance(numel);
+    t->attrs->i[1] = (int64_t)off;
+    return 1;
 }
 
 ldt_tensor *ldt_dropout(ldt_tensor *x, double p, int train) {
@@ -231,7 +239,7 @@ ldt_tensor *ldt_dropout(ldt_tensor *x, double p, int train) {
     t = ldt__record_a(ctx, LDT_OP_DROPOUT, &x, 1, x->shape, (ldt_dtype)x->dtype);
     if (!t) return NULL;
     ldt_shape_numel(x->shape, &numel);
-    take_stream(ctx, t, numel);
+    if (!take_stream(ctx, t, numel)) return NULL;
     t->attrs->f[0] = p;
     return t;
 }
@@ -280,7 +288,7 @@ ldt_tensor *ldt_scaled_dot_product_attention(ldt_tensor *q, ldt_tensor *k, ldt_t
                 return ldt__op_error(ctx, LDT_ERR_OVERFLOW,
                                      "scaled_dot_product_attention: the attention weights "
                                      "overflow 64 bits");
-        take_stream(ctx, t, numel);
+        if (!take_stream(ctx, t, numel)) return NULL;
     }
     return t;
 }

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "kernels/common/philox.h"
 #include "trace/pipeline.h"
 
 void ldt__pp_free(ldt_ctx *ctx) {
@@ -97,6 +98,17 @@ ldt_status ldt_pipeline_begin(ldt_ctx *ctx, ldt_pipe_schedule schedule, int chun
     pp->schedule = schedule;
     pp->cur = (ldt__pp_tag){-1, 0, LDT__PP_NONE};
     ctx->pp = pp;
+    return LDT_OK;
+}
+
+ldt_status ldt__pp_rng_take(ldt_ctx *ctx, int64_t numel, uint64_t *offset) {
+    ldt__pp *pp = ctx->pp;
+    if (pp && pp->cur.stage >= 0 && pp->cur.phase == LDT__PP_FWD)
+        LDT_FAIL(LDT_ERR_UNSUPPORTED, "pipeline: a random op (dropout) in stage %d's forward of micro-batch %d; "
+                 "pipelines do not draw single-device-identical masks yet: expected dropout 0 in a pipelined "
+                 "step (docs/pipeline.md)", pp->cur.stage, pp->cur.micro);
+    *offset = ctx->rng_offset;
+    ctx->rng_offset += ldt__rand_offset_advance(numel);
     return LDT_OK;
 }
 

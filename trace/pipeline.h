@@ -32,6 +32,12 @@ typedef struct ldt__pp {
 void ldt__pp_set(ldt_ctx *ctx, ldt__pp_tag tag);
 /* The tag node id carries (stage -1 without a pipeline or a tag). */
 ldt__pp_tag ldt__pp_tag_of(const ldt_ctx *ctx, int64_t id);
+/* The stream offset of a random op over numel elements recorded now, the context's offset
+ * advanced. Refused (on the context) in a pipeline's tagged forward: a micro-batch would have
+ * to draw its rows of the single-device op's elements (a global index base in the dropout and
+ * attention kernels), which is not built yet, and a pipelined backward with dropout was seen
+ * to differ from one device even with one micro-batch (docs/pipeline.md, "Not done"). */
+ldt_status ldt__pp_rng_take(ldt_ctx *ctx, int64_t numel, uint64_t *offset);
 /* A hash of the schedule and every node's tag (0 without a pipeline), for the plan cache. */
 uint64_t ldt__pp_hash(const ldt_ctx *ctx);
 
