@@ -155,6 +155,13 @@ static ldt_status node_masks(const ldt_ctx *ctx, uint64_t *mask, uint8_t *cls, l
     return LDT_OK;
 }
 
+/* 1 when a kept instruction reads persistent tensor t (read: the values the rank reads). */
+static int reads_tensor(const ldt__program *p, const uint8_t *read, const ldt_tensor *t) {
+    for (int64_t i = 0; i < p->nins; i++)
+        if (p->ins[i].kind == LDT__I_LOAD && p->ins[i].src == t && read[p->ins[i].out]) return 1;
+    return 0;
+}
+
 /* Rank r's kept instructions, their order and what it receives. */
 static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, const ldt__program *p, int c,
                             const uint64_t *mask, const ldt__pp_tag *tag, const int32_t *pos, rplan *rp) {
@@ -249,8 +256,11 @@ static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, cons
             rp->needs[rp->nneeds++] = (need){v, lowest_bit(mask[p->ins[wany[v]].node]), k, 0};
         }
     }
-    for (int i = 0; i < (res->everywhere ? res->n : res->nout); i++) { /* outputs reach every rank */
+    for (int i = 0; i < res->n; i++) { /* outputs reach every rank; an assigned value every rank
+                                           * that reads its tensor (the tied embedding, read by the
+                                           * first and last stages, or all of them in process mode) */
         int32_t v = p->node_val[res->nodes[i]];
+        if (i >= res->nout && !res->everywhere && !reads_tensor(p, read, res->assigned[i - res->nout])) continue;
         if (v < 0 || rp->lw[v] >= 0 || needed[v]) continue;
         if (wany[v] < 0 || !mask[p->ins[wany[v]].node])
             LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: output v%d is computed nowhere", v);

@@ -22,6 +22,8 @@ static ldt_model_config tiny(int64_t batch) {
     ldt_model_config c = ldt_model_config_default("gpt");
     c.layers = L, c.hidden = H, c.heads = A, c.vocab = VOC, c.seq = S, c.batch = batch;
     c.dtype = LDT_F64;
+    c.dropout = 0.1; /* each micro-batch draws its rows of the single-device masks */
+    c.train = 1;
     return c;
 }
 
@@ -194,6 +196,9 @@ Test(pipeline, gpipe_pp2_tp2) { check("pp=2,tp=2", LDT_PIPE_GPIPE, 1, 2); }
 Test(pipeline, f1b1_pp2_tp2) { check("pp=2,tp=2", LDT_PIPE_1F1B, 1, 4); }
 Test(pipeline, interleaved_pp2_dp2) { check("pp=2,dp=2", LDT_PIPE_INTERLEAVED, 2, 4); }
 Test(pipeline, interleaved_pp2_tp2) { check("pp=2,tp=2", LDT_PIPE_INTERLEAVED, 2, 2); }
+/* one micro-batch: the tied embedding's update reaches the first stage too (it was kept on the
+ * last stage only, and the first read a stale table from the second step on) */
+Test(pipeline, one_micro_batch_pp2) { check("pp=2", LDT_PIPE_1F1B, 1, 1); }
 
 /* Each rank runs only its stage: on pp=4 a rank's program is a fraction of pp=1's (the same
  * step, every stage on one rank), sends and receives included; the losses agree. */
@@ -295,23 +300,6 @@ Test(pipeline, tag_refusals) {
     close_run(&r);
 }
 
-/* Dropout in a pipelined forward is refused (its masks would not be one device's), and the
- * same model without dropout still plans. */
-Test(pipeline, dropout_is_refused) {
-    run r;
-    ldt_pipeline_config pc = {LDT_PIPE_1F1B, 1, 2, NULL};
-    ldt_model_config cfg = tiny(G / 2);
-    cfg.dropout = 0.1, cfg.train = 1;
-    open_run(&r, "pp=2", 2);
-    ldt_model_destroy(r.m);
-    cr_assert_eq(ldt_model_create(r.ctx, "gpt", &cfg, &r.m), LDT_OK, "%s", ldt_last_error());
-    r.tok[0] = ldt_model_input(r.m, 0, NULL);
-    r.tgt[0] = ldt_model_input(r.m, 1, NULL);
-    cr_assert_null(ldt_model_forward_pipeline(r.m, &pc, r.tok, r.tgt));
-    cr_assert(strstr(ldt_last_error(), "expected dropout 0 in a pipelined step"), "%s", ldt_last_error());
-    close_run(&r);
-}
-
 Test(pipeline, refusals_layers_not_divisible) {
     /* interleaved: every model chunk as deep (8 layers over pp=3 x 2 chunks) */
     run r;
@@ -344,7 +332,7 @@ static int cli(const char *args, char *out, size_t cap) {
     size_t n;
     int st;
     snprintf(cmd, sizeof cmd, "%s train --dtype f64 --layers 4 --hidden 16 --heads 2 --vocab 128 --seq 8 --steps 3 "
-             "--dropout 0 --sample 0 --json %s 2>&1", LDT_CLI_PATH, args);
+             "--dropout 0.1 --sample 0 --json %s 2>&1", LDT_CLI_PATH, args);
     cr_assert(f = popen(cmd, "r"));
     n = fread(out, 1, cap - 1, f);
     out[n] = '\0';

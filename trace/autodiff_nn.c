@@ -187,6 +187,7 @@ void ldt__r_sdpa(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
         if (d) {
             d->attrs->i[0] = t->attrs->i[0];
             d->attrs->i[1] = t->attrs->i[1];
+            d->attrs->i[3] = t->attrs->i[3]; /* the weights' global index base */
             d->attrs->f[0] = drop;
         }
         pd = d;
@@ -198,6 +199,7 @@ void ldt__r_sdpa(ldt_tensor *t, ldt_tensor *g, ldt_tensor **gi) {
         if (d) {
             d->attrs->i[0] = t->attrs->i[0];
             d->attrs->i[1] = t->attrs->i[1];
+            d->attrs->i[3] = t->attrs->i[3]; /* the weights' global index base */
             d->attrs->f[0] = drop;
         }
         gp = d;

@@ -215,16 +215,18 @@ ldt_tensor *ldt_cross_entropy(ldt_tensor *logits, ldt_tensor *targets, int64_t i
 }
 
 /* Takes the stream at the context's offset for `numel` elements and advances it. */
-/* The op's seed and stream offset (refused in a pipeline's micro-batches: trace/pipeline.c);
- * 0 when refused (on the context). */
+/* The op's seed, stream offset and global index base (i[3]: a pipeline's micro-batch draws its
+ * rows of the single-device op, trace/pipeline.c); 0 when refused (on the context). */
 static int take_stream(ldt_ctx *ctx, ldt_tensor *t, int64_t numel) {
     uint64_t off;
-    if (ldt__pp_rng_take(ctx, numel, &off) != LDT_OK) {
+    int64_t base;
+    if (ldt__pp_rng_take(ctx, numel, &off, &base) != LDT_OK) {
         ldt__trace_fail(ctx);
         return 0;
     }
     t->attrs->i[0] = (int64_t)ctx->seed;
     t->attrs->i[1] = (int64_t)off;
+    t->attrs->i[3] = base;
     return 1;
 }
 

@@ -97,18 +97,32 @@ ldt_status ldt_pipeline_begin(ldt_ctx *ctx, ldt_pipe_schedule schedule, int chun
     pp->M = micro;
     pp->schedule = schedule;
     pp->cur = (ldt__pp_tag){-1, 0, LDT__PP_NONE};
+    pp->rng_base = pp->rng_pos = ctx->rng_offset;
+    pp->rng_micro = -1;
     ctx->pp = pp;
     return LDT_OK;
 }
 
-ldt_status ldt__pp_rng_take(ldt_ctx *ctx, int64_t numel, uint64_t *offset) {
+ldt_status ldt__pp_rng_take(ldt_ctx *ctx, int64_t numel, uint64_t *offset, int64_t *base) {
     ldt__pp *pp = ctx->pp;
-    if (pp && pp->cur.stage >= 0 && pp->cur.phase == LDT__PP_FWD)
-        LDT_FAIL(LDT_ERR_UNSUPPORTED, "pipeline: a random op (dropout) in stage %d's forward of micro-batch %d; "
-                 "pipelines do not draw single-device-identical masks yet: expected dropout 0 in a pipelined "
-                 "step (docs/pipeline.md)", pp->cur.stage, pp->cur.micro);
-    *offset = ctx->rng_offset;
-    ctx->rng_offset += ldt__rand_offset_advance(numel);
+    int64_t full;
+    *base = 0;
+    if (!pp || pp->cur.stage < 0 || pp->cur.phase != LDT__PP_FWD) {
+        *offset = ctx->rng_offset;
+        ctx->rng_offset += ldt__rand_offset_advance(numel);
+        return LDT_OK;
+    }
+    if (__builtin_mul_overflow(numel, (int64_t)pp->M, &full))
+        LDT_FAIL(LDT_ERR_OVERFLOW, "pipeline: a random op over %lld elements x %d micro-batches overflows 64 bits",
+                 (long long)numel, pp->M);
+    if (pp->rng_micro != pp->cur.micro) { /* a micro-batch's forward begins: the ops from the first */
+        pp->rng_micro = pp->cur.micro;
+        pp->rng_pos = pp->rng_base;
+    }
+    *offset = pp->rng_pos;
+    *base = numel * (int64_t)pp->cur.micro;
+    pp->rng_pos += ldt__rand_offset_advance(full);
+    if (pp->rng_pos > ctx->rng_offset) ctx->rng_offset = pp->rng_pos;
     return LDT_OK;
 }
 

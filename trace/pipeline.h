@@ -26,18 +26,24 @@ typedef struct ldt__pp {
     ldt__pp_tag cur; /* what ops recorded now get */
     ldt__pp_seg *seg;
     int64_t nseg, cap;
+    /* random ops in the micro-batches' forwards (ldt__pp_rng_take): the stream offset at
+     * ldt_pipeline_begin, the next single-device op's offset, the micro-batch taking */
+    uint64_t rng_base, rng_pos;
+    int rng_micro;
 } ldt__pp;
 
 /* Sets the tag of the nodes recorded from now on (a no-op without a pipeline). */
 void ldt__pp_set(ldt_ctx *ctx, ldt__pp_tag tag);
 /* The tag node id carries (stage -1 without a pipeline or a tag). */
 ldt__pp_tag ldt__pp_tag_of(const ldt_ctx *ctx, int64_t id);
-/* The stream offset of a random op over numel elements recorded now, the context's offset
- * advanced. Refused (on the context) in a pipeline's tagged forward: a micro-batch would have
- * to draw its rows of the single-device op's elements (a global index base in the dropout and
- * attention kernels), which is not built yet, and a pipelined backward with dropout was seen
- * to differ from one device even with one micro-batch (docs/pipeline.md, "Not done"). */
-ldt_status ldt__pp_rng_take(ldt_ctx *ctx, int64_t numel, uint64_t *offset);
+/* The stream offset and global index base of a random op over numel elements recorded now
+ * (the context's offset advanced). In a micro-batch's forward, micro-batch i of M is rows
+ * [i b, (i + 1) b) of the global batch, so its op draws elements [i n, (i + 1) n) of the
+ * single-device op over M n elements: that op's offset, and base i n added to each element's
+ * index (the dropout and attention kernels' attrs i[3]); the micro-batches take the
+ * single-device ops' offsets in turn. Elsewhere base 0. Refused (on the context) when M n
+ * overflows. */
+ldt_status ldt__pp_rng_take(ldt_ctx *ctx, int64_t numel, uint64_t *offset, int64_t *base);
 /* A hash of the schedule and every node's tag (0 without a pipeline), for the plan cache. */
 uint64_t ldt__pp_hash(const ldt_ctx *ctx);
 

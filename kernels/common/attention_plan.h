@@ -33,6 +33,7 @@ typedef struct ldt__at_plan {
     int causal;
     double scale, p, keep; /* keep = 1/(1-p), 0 for p = 1 */
     uint64_t seed, offset;
+    int64_t base;      /* attrs i[3]: the weights' global index of element 0 (a pipeline's micro-batch) */
     const int64_t *gb; /* CPU: per local batch index its global one (a sharded call), or NULL */
     int sharded_dropout; /* dropout on a region: batches need their global index (below) */
 } ldt__at_plan;
@@ -49,6 +50,7 @@ typedef struct ldt__at_batches {
     int nb;
     int64_t ldims[LDT_MAX_DIMS], start[LDT_MAX_DIMS], len[LDT_MAX_DIMS], bstride[LDT_MAX_DIMS];
     int64_t gdims[LDT_MAX_DIMS];
+    int64_t base; /* ldt__at_plan's base, for the CUDA kernels */
 } ldt__at_batches;
 
 static inline void ldt__at_batches_make(const ldt_region *r, const ldt_shape *global, int nb,
@@ -128,6 +130,7 @@ static inline ldt_status ldt__at_check(const ldt__kcall *c, ldt__at_plan *p) {
     p->Ev = v->shape.dims[n - 1];
     p->seed = (uint64_t)c->attrs->i[0];
     p->offset = (uint64_t)c->attrs->i[1];
+    p->base = c->attrs->i[3];
     p->causal = c->attrs->i[2] != 0;
     p->p = c->attrs->f[0];
     p->scale = c->attrs->f[1];

@@ -53,7 +53,7 @@ static int64_t at_keys(const at_plan *p, int64_t i) { return ldt__at_keys(p->cau
             ldt__softmax_row_##S_(row, n);                                                     \
             for (int64_t j = n; j < ncols; j++) row[j] = 0;                                    \
             if (p->p <= 0.0) continue;                                                         \
-            int64_t g = (((p->gb ? p->gb[b] : b) * p->Lq) + i0 + r) * p->Lk;                                        \
+            int64_t g = p->base + (((p->gb ? p->gb[b] : b) * p->Lq) + i0 + r) * p->Lk;                             \
             for (int64_t j0 = 0; j0 < n; j0 += AT_CHUNK) {                                     \
                 int64_t len = n - j0 < AT_CHUNK ? n - j0 : AT_CHUNK;                           \
                 ldt__rand_fill_bernoulli_u8(drop, p->seed, p->offset, g + j0, len, p->p);       \

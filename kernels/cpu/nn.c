@@ -278,6 +278,7 @@ typedef struct dp_params {
     const void *x;
     void *y;
     uint64_t seed, offset;
+    int64_t base; /* attrs i[3]: added to every global index (a pipeline's micro-batch) */
     double p;
 } dp_params;
 
@@ -288,7 +289,7 @@ static void dropout_run(const dp_params *p, int64_t li, int64_t g0, int64_t n) {
     float sf = (float)sd;
     for (int64_t k0 = 0; k0 < n; k0 += NN_CHUNK) {
         int64_t len = n - k0 < NN_CHUNK ? n - k0 : NN_CHUNK, at = li + k0;
-        ldt__rand_fill_bernoulli_u8(mask, p->seed, p->offset, g0 + k0, len, p->p);
+        ldt__rand_fill_bernoulli_u8(mask, p->seed, p->offset, p->base + g0 + k0, len, p->p);
         switch (p->t) {
         case LDT_F32: {
             const float *x = (const float *)p->x + at;
@@ -358,6 +359,7 @@ static ldt_status dropout_kernel(const ldt__kcall *c, int checked) {
     p.y = c->out.data;
     p.seed = (uint64_t)c->attrs->i[0];
     p.offset = (uint64_t)c->attrs->i[1];
+    p.base = c->attrs->i[3];
     p.p = c->attrs->f[0];
     if (!checked && !(p.p >= 0.0 && p.p <= 1.0))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "dropout: p = %g; expected 0 <= p <= 1", p.p);

@@ -48,7 +48,7 @@ template <typename T>
 __device__ __forceinline__ T at_dropout(T wj, int64_t b, int64_t i, int64_t j, int64_t Lq,
                                         int64_t Lk, double p, T kp, uint64_t seed,
                                         uint64_t offset, const ldt__at_batches &bt, int sharded) {
-    int64_t g = ((sharded ? ldt__at_global_batch(&bt, b) : b) * Lq + i) * Lk;
+    int64_t g = bt.base + ((sharded ? ldt__at_global_batch(&bt, b) : b) * Lq + i) * Lk;
     return ldt__rand_bernoulli(seed, offset, g + j, p) ? (T)0 : wj * kp;
 }
 
@@ -234,6 +234,7 @@ extern "C" ldt_status ldt__cuda_k_attention(const ldt__kcall *c, const ldt__cuda
     memset(&bt, 0, sizeof bt);
     if (p.sharded_dropout)
         ldt__at_batches_make(c->region, c->global_shape, c->in[0].shape.ndim - 2, &bt);
+    bt.base = p.base;
     if (p.B * p.Lq * p.Ev == 0) return LDT_OK;
     LDT__CUDA_DISPATCH(c->in[0].dtype, launch_sdpa, p, bt, p.sharded_dropout, c, env);
     LDT__CUDA_LAUNCHED(LDT__AT_NAME);

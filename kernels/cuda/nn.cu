@@ -266,14 +266,14 @@ __global__ void k_cross_entropy_join(int nb, const double *part, typename ldt__e
 // product is rounded once), as kernels/cpu/nn.c.
 template <typename D>
 __global__ void k_dropout(ldt__cuda_region r, int64_t n, const typename ldt__el<D>::S *x,
-                          typename ldt__el<D>::S *y, uint64_t seed, uint64_t offset, double p,
-                          const uint64_t *delta) {
+                          typename ldt__el<D>::S *y, uint64_t seed, uint64_t offset, int64_t base,
+                          double p, const uint64_t *delta) {
     typedef ldt__el<D> E;
     if (delta) offset += *delta; // this step's place on the stream
     typedef typename E::C C;
     const C s = (C)ldt__dropout_scale(p);
     LDT__CUDA_FOR(i, n) {
-        int64_t g = ldt__cuda_region_global(r, i);
+        int64_t g = base + ldt__cuda_region_global(r, i);
         y[i] = ldt__rand_bernoulli(seed, offset, g, p) ? E::store((C)0) : E::store(E::load(x[i]) * s);
     }
 }
@@ -343,11 +343,11 @@ struct launch_cross_entropy {
 struct launch_dropout {
     template <typename D>
     static void run(const ldt__cuda_region &r, int64_t n, const void *x, void *y, uint64_t seed,
-                    uint64_t offset, double p, const ldt__cuda_env *env) {
+                    uint64_t offset, int64_t base, double p, const ldt__cuda_env *env) {
         NN_FLOAT_ONLY(D) {
             typedef typename ldt__el<D>::S S;
             LDT__CUDA_LAUNCH(k_dropout<D>, ldt__cuda_blocks(n), LDT__CUDA_THREADS, 0, LDT__CUDA_STREAM(env))(
-                r, n, (const S *)x, (S *)y, seed, offset, p, env ? env->rng_delta : NULL);
+                r, n, (const S *)x, (S *)y, seed, offset, base, p, env ? env->rng_delta : NULL);
         }
     }
 };
@@ -363,7 +363,7 @@ static ldt_status nn_dropout(const ldt__kcall *c, const ldt__cuda_env *env) {
     LDT_CHECK(ldt_shape_numel(&c->out.shape, &n));
     if (n == 0) return LDT_OK;
     LDT__CUDA_DISPATCH(c->in[0].dtype, launch_dropout, reg, n, c->in[0].data, c->out.data,
-                       (uint64_t)c->attrs->i[0], (uint64_t)c->attrs->i[1], p, env);
+                       (uint64_t)c->attrs->i[0], (uint64_t)c->attrs->i[1], c->attrs->i[3], p, env);
     LDT__CUDA_LAUNCHED(name);
     return LDT_OK;
 }
