@@ -13,9 +13,15 @@
 
 #include "ldt/ldt.h"
 #include "tests/cli_run.h"
+#include "tests/test_util.h"
 
 #define OUT_CAP (1 << 16)
 static char g_out[OUT_CAP];
+
+/* The cases a loop runs: all of them, or under LDT_TEST_SCALE < 1 (the sanitizer builds) every
+ * other one, from the first (each plans a meta step: seconds under ASan). */
+static size_t ncases(size_t n) { return ldt_test_scale() >= 1 ? n : (n + 1) / 2; }
+#define NCASES(a) ncases(sizeof(a) / sizeof((a)[0]))
 
 /* A small GPT: layers 8, hidden 64, heads 4, seq 32, vocab 256 (each divisible by tp up to 4). */
 #define SMALL "predict --model gpt --layers 8 --hidden 64 --heads 4 --seq 32 --vocab 256 --profile a100-80g --json "
@@ -54,7 +60,7 @@ Test(predict, parts_sum_to_the_step) {
         "--global-batch 8 --micro-batch 1 --mesh pp=4,dp=2 --schedule gpipe --recompute full",
     };
     static const char *parts[] = {"compute", "recompute", "exposed_comm", "bubble", "optimizer"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < NCASES(cases); i++) {
         cJSON *j = predict(cases[i]);
         double step = num(j, "modeled_step_seconds"), sum = 0;
         for (size_t k = 0; k < 5; k++) {
@@ -81,7 +87,7 @@ Test(predict, mfu_and_tokens_per_second_follow_the_formula) {
                  {"--global-batch 4 --micro-batch 2 --mesh tp=2 --dtype f32 --recompute full", 19.5e12, 2},
                  {"--global-batch 16 --micro-batch 1 --mesh pp=4,dp=2 --schedule interleaved:2", 312e12, 8}};
     const double B[] = {8, 4, 16}, s = 32, L = 8, h = 64, V = 256;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < NCASES(cases); i++) {
         cJSON *j = predict(cases[i].args);
         double step = num(j, "modeled_step_seconds");
         double flops = 72 * B[i] * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L));
@@ -113,7 +119,7 @@ Test(predict, params_grads_optimizer_per_rank_are_the_closed_form) {
                  {"--global-batch 8 --micro-batch 1 --mesh pp=4,tp=2 --dtype f32", 4, 2, 4, 8},
                  {"--global-batch 8 --micro-batch 1 --mesh dp=2,tp=4 --sp --recompute selective", 1, 4, 2, 12},
                  {"--global-batch 8 --micro-batch 1 --mesh pp=2,tp=4 --dtype f16", 2, 4, 2, 12}};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (size_t c = 0; c < NCASES(cases); c++) {
         cJSON *j = predict(cases[c].args), *st = cJSON_GetObjectItem(j, "memory_by_stage"), *e;
         double most = 0;
         int i = 0;
@@ -146,7 +152,7 @@ Test(predict, bubble_is_p_minus_1_over_v_stage_times) {
                  {"--global-batch 8 --micro-batch 1 --mesh pp=4,dp=2 --schedule gpipe", 4, 1, 4},
                  {"--global-batch 4 --micro-batch 1 --mesh pp=1,tp=2", 1, 1, 4}};
     double bubble_1f1b = 0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < NCASES(cases); i++) {
         cJSON *j = predict(cases[i].args);
         double stage = num(j, "stage_seconds"), bubble = num(j, "parts.bubble");
         double own = num(j, "exposed_comm_parts.dp") + num(j, "exposed_comm_parts.embedding") +
@@ -219,7 +225,7 @@ Test(predict, update_is_megatrons_passes) {
     };
     ldt_cost_model cm;
     cr_assert_eq(ldt_cost_model_preset("a100-80g", &cm), LDT_OK);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (size_t c = 0; c < NCASES(cases); c++) {
         cJSON *j = predict(cases[c].args);
         double n = num(j, "memory_per_rank.params") / cases[c].e, want = 0, acc = 0;
         for (int k = 0; cases[c].ew[k] > 0; k++)
@@ -264,7 +270,7 @@ Test(predict, backward_comm_is_megatrons) {
     } cases[] = {{"--global-batch 4 --micro-batch 2 --mesh tp=4", 1.0},
                  {"--global-batch 4 --micro-batch 2 --mesh tp=4 --sp", 1.5},
                  {"--global-batch 4 --micro-batch 1 --mesh tp=4 --sp --recompute selective", 1.5}};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (size_t c = 0; c < NCASES(cases); c++) {
         cJSON *j = predict(cases[c].args);
         double f = num(j, "layer.forward_comm_seconds"), b = num(j, "layer.backward_comm_seconds");
         cr_expect(f > 0, "%s", cases[c].args);
