@@ -92,7 +92,11 @@ int main(void) {
     compare("dp=2,tp=2", 4, "--zero");
     compare("dp=4", 4, "--dtype bf16");
     /* a pipeline (docs/pipeline.md): the stages' sends and receives between processes */
-    compare("pp=2,dp=2", 4, "--dtype f64 --dropout 0 --global-batch 8 --micro-batch 2 --schedule 1f1b");
+    /* (dropout on: each micro-batch draws its rows of the single-device masks; test_pipeline
+     * checks the threads against one device) */
+    compare("pp=2,dp=2", 4, "--dtype f64 --global-batch 8 --micro-batch 2 --schedule 1f1b");
+    compare("pp=4", 4, "--dtype f64 --layers 4 --global-batch 8 --micro-batch 2 --schedule gpipe");
+    compare("pp=2,tp=2", 4, "--dtype f64 --layers 4 --global-batch 8 --micro-batch 2 --schedule interleaved:2");
     /* a process per GPU, NCCL between them; refused by name where there is no GPU */
     compare_on("tp=2", 2, "--dtype f64", "nccl", 1e-9);
     /* 2 processes for a 4-rank mesh: refused, with both numbers */
