@@ -155,13 +155,6 @@ static ldt_status node_masks(const ldt_ctx *ctx, uint64_t *mask, uint8_t *cls, l
     return LDT_OK;
 }
 
-/* 1 when a kept instruction reads persistent tensor t (read: the values the rank reads). */
-static int reads_tensor(const ldt__program *p, const uint8_t *read, const ldt_tensor *t) {
-    for (int64_t i = 0; i < p->nins; i++)
-        if (p->ins[i].kind == LDT__I_LOAD && p->ins[i].src == t && read[p->ins[i].out]) return 1;
-    return 0;
-}
-
 /* Rank r's kept instructions, their order and what it receives. */
 static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, const ldt__program *p, int c,
                             const uint64_t *mask, const ldt__pp_tag *tag, const int32_t *pos, rplan *rp) {
@@ -171,6 +164,7 @@ static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, cons
             *needed = calloc((size_t)(p->nvals ? p->nvals : 1), 1);
     int64_t *unit = malloc((size_t)(n ? n : 1) * sizeof *unit), *wany = malloc((size_t)(p->nvals ? p->nvals : 1) * sizeof *wany);
     okey *ok = malloc((size_t)(n ? n : 1) * sizeof *ok);
+    uint8_t *asg_read = NULL;
     ldt_status st = LDT_OK;
     rp->coord = c;
     rp->order = malloc((size_t)(n ? n : 1) * sizeof *rp->order);
@@ -256,11 +250,17 @@ static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, cons
             rp->needs[rp->nneeds++] = (need){v, lowest_bit(mask[p->ins[wany[v]].node]), k, 0};
         }
     }
+    if (!(asg_read = calloc((size_t)(res->nassigned ? res->nassigned : 1), 1)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "pipeline: out of memory");
+    for (int64_t i = 0; i < n; i++) /* the assigned tensors this rank reads (their loads' values) */
+        if (p->ins[i].kind == LDT__I_LOAD && read[p->ins[i].out])
+            for (int a = 0; a < res->nassigned; a++)
+                if (p->ins[i].src == res->assigned[a]) asg_read[a] = 1;
     for (int i = 0; i < res->n; i++) { /* outputs reach every rank; an assigned value every rank
                                            * that reads its tensor (the tied embedding, read by the
                                            * first and last stages, or all of them in process mode) */
         int32_t v = p->node_val[res->nodes[i]];
-        if (i >= res->nout && !res->everywhere && !reads_tensor(p, read, res->assigned[i - res->nout])) continue;
+        if (i >= res->nout && !res->everywhere && !asg_read[i - res->nout]) continue;
         if (v < 0 || rp->lw[v] >= 0 || needed[v]) continue;
         if (wany[v] < 0 || !mask[p->ins[wany[v]].node])
             LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "pipeline: output v%d is computed nowhere", v);
@@ -270,6 +270,7 @@ static ldt_status plan_rank(const ldt_ctx *ctx, const ldt__pp_results *res, cons
     qsort(rp->needs, (size_t)rp->nneeds, sizeof *rp->needs, by_need);
     for (int64_t j = 0; j < rp->nneeds; j++) rp->needs[j].seq = j;
 fail:
+    free(asg_read);
     free(keep);
     free(read);
     free(needed);
