@@ -350,3 +350,22 @@ Test(plan_vocab, an_all_gather_of_a_reduce_scatter_stays_after_it) {
         cr_expect(fabs(got[i] - ref[i]) <= 1e-9 * fabs(ref[i]), "step %d: %.15g, one device %.15g", i,
                   got[i], ref[i]);
 }
+
+/* The same counts at other sizes (a point must hold in general, not at the two sizes above):
+ * vocab not a multiple of tp (uneven shards), vocab below hidden, seq above hidden, one
+ * layer, odd layer counts; on meta, so nothing runs. (B x S must differ from hidden and from
+ * the other weight dims: act_like above tells a weight gradient's operand from an activation
+ * by a dim of B x S.) */
+Test(plan_vocab, megatron_counts_at_other_sizes) {
+    static const sizes zs[] = {
+        {5, 96, 8, 200, 24, 6}, {4, 96, 8, 203, 24, 6}, {2, 48, 4, 1000, 8, 2}, {1, 256, 16, 64, 96, 2},
+        {3, 160, 4, 4099, 48, 4},
+    };
+    int n = ldt_test_scale() < 1 ? 2 : (int)(sizeof zs / sizeof zs[0]);
+    for (int i = 0; i < n; i++) {
+        expect_megatron("tp=4", LDT_DEVICE_META, &zs[i], -1, 0);
+        expect_megatron("dp=2,tp=2", LDT_DEVICE_META, &zs[i], 0, 1);
+        expect_megatron_sp("tp=4", LDT_DEVICE_META, &zs[i], -1, 0);
+        expect_megatron_sp("dp=2,tp=2", LDT_DEVICE_META, &zs[i], 0, 1);
+    }
+}
