@@ -352,6 +352,8 @@ Test(pipeline, split_seconds_refusals) {
     cr_assert_eq(ldt_model_pipeline_split_seconds(4, c, INFINITY, 0, 2, st, NULL), LDT_ERR_INVALID_ARGUMENT);
     cr_assert(strstr(ldt_last_error(), "expected finite costs >= 0"), "%s", ldt_last_error());
     cr_assert_eq(ldt_model_pipeline_split_seconds(4, c, 0, -2, 2, st, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_model_pipeline_split_seconds((1 << 20) + 1, c, 0, 0, 2, st, NULL), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "up to 2^20"), "%s", ldt_last_error());
 }
 
 /* A gpt on a meta mesh, f32, megatron pins. */
