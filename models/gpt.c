@@ -175,6 +175,10 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         ldt_tensor **w = &m->params[2 + PER_LAYER * l], *h, *qkv, *q, *k, *v, *y;
         int rc = m->recompute ? m->recompute[l] : MODEL_RC_SELECTIVE;
+        if (m->marks) { /* the layer's input as a node of its own, outside any recomputation */
+            x = m->marks[l] = ldt_alias(x);
+            pin_act(m, x, R);
+        }
         if (rc == MODEL_RC_FULL && ldt_recompute_begin(m->ctx) != LDT_OK) return NULL;
         if (m->pp_stage) pp_tag(m, m->pp_stage[l]);
         h = ldt_layer_norm(x, 1, w[LN1_W], w[LN1_B], 1e-5);
@@ -202,6 +206,10 @@ ldt_tensor *ldt__gpt_forward(ldt_model *m) {
         x = ldt_add(x, residual_dropout(m, h, p, train));
         pin_act(m, x, R);
         if (rc == MODEL_RC_FULL && ldt_recompute_end(m->ctx) != LDT_OK) return NULL;
+    }
+    if (m->marks) {
+        x = m->marks[m->cfg.layers] = ldt_alias(x);
+        pin_act(m, x, R);
     }
     pp_tag(m, m->pp_last);
     x = ldt_layer_norm(x, 1, m->params[m->nparams - 2], m->params[m->nparams - 1], 1e-5);

@@ -43,6 +43,10 @@ struct ldt_model {
     const int *pp_stage;
     int pp_last, pp_micro;
     ldt_tensor *pp_head;
+    /* gpt, when not NULL (ldt_model_stage_seconds): the forward gives the residual stream
+     * entering layer l (entry l) and the head (entry layers) a node of its own, an alias
+     * (no instruction), outside any recomputation segment, and records it here */
+    ldt_tensor **marks;
 };
 
 /* Adds a parameter called name (printf format) of the given shape and initial value; NULL

@@ -241,8 +241,7 @@ Test(pipeline, f1b1_holds_less_than_gpipe) {
     close_run(&rf);
 }
 
-/* The split balances modeled time: equal layers spread evenly; a heavy head leaves the last
- * stage fewer layers. */
+/* The FLOP split: equal layers spread evenly; a heavy head leaves the last stage fewer layers. */
 Test(pipeline, split) {
     ldt_model_config c = tiny(G);
     int st[16];
@@ -256,6 +255,200 @@ Test(pipeline, split) {
     cr_assert_eq(st[5], 1);
     cr_assert_neq(ldt_model_pipeline_split("gpt", &c, 7, st), LDT_OK);
     cr_assert(strstr(ldt_last_error(), "at least one layer"), "%s", ldt_last_error());
+}
+
+/* The brute force: every split of n layers into k stages (cut points enumerated), the best by
+ * the order ldt_model_pipeline_split_seconds documents: the largest stage cost, then the last
+ * stage's layers (fewer first), then the largest cost of the stages before it, then the layers
+ * of the last of those, ... (exact comparisons: the tests' costs are whole numbers). */
+typedef struct split_case {
+    int n, k;
+    double c[12], first, last;
+} split_case;
+
+/* key[2 (k - 1 - i)] = the largest cost of stages 0..i, key[2 (k - 1 - i) + 1] = stage i's layers */
+static void split_key(const split_case *sc, const int *cnt, double *key) {
+    double cost[12], mx = 0;
+    for (int i = 0, l = 0; i < sc->k; i++) {
+        cost[i] = (i == 0 ? sc->first : 0) + (i == sc->k - 1 ? sc->last : 0);
+        for (int j = 0; j < cnt[i]; j++) cost[i] += sc->c[l++];
+    }
+    for (int i = 0; i < sc->k; i++) {
+        mx = cost[i] > mx ? cost[i] : mx;
+        key[2 * (sc->k - 1 - i)] = mx;
+        key[2 * (sc->k - 1 - i) + 1] = cnt[i];
+    }
+}
+
+static int key_less(const double *a, const double *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return a[i] < b[i];
+    return 0;
+}
+
+/* Every composition of the layers left into the stages left, stage i on. */
+static void brute(const split_case *sc, int i, int left, int *cnt, double *best, int *best_cnt) {
+    if (i == sc->k - 1) {
+        double key[24];
+        cnt[i] = left;
+        split_key(sc, cnt, key);
+        if (best[0] < 0 || key_less(key, best, 2 * sc->k)) {
+            memcpy(best, key, sizeof key);
+            memcpy(best_cnt, cnt, (size_t)sc->k * sizeof *cnt);
+        }
+        return;
+    }
+    for (int n = 1; n <= left - (sc->k - 1 - i); n++) {
+        cnt[i] = n;
+        brute(sc, i + 1, left - n, cnt, best, best_cnt);
+    }
+}
+
+Test(pipeline, split_seconds_brute_force) {
+    uint64_t rs = 26;
+    int ncases = ldt_test_cases(300);
+    for (int t = 0; t < ncases; t++) {
+        split_case sc;
+        int st[12], cnt[12], want[12], got[12] = {0};
+        double best[24], ss[12];
+        int spread = t % 3 == 0 ? 1 : t % 3 == 1 ? 4 : 1000; /* few values: many ties; many: few */
+        sc.n = (int)ldt_test_range(&rs, 1, 10);
+        sc.k = (int)ldt_test_range(&rs, 1, sc.n < 5 ? sc.n : 5);
+        for (int l = 0; l < sc.n; l++) sc.c[l] = (double)ldt_test_range(&rs, 0, spread);
+        sc.first = (double)ldt_test_range(&rs, 0, 2 * spread);
+        sc.last = (double)ldt_test_range(&rs, 0, t % 2 ? 6 * spread : spread);
+        best[0] = -1;
+        brute(&sc, 0, sc.n, cnt, best, want);
+        cr_assert_eq(ldt_model_pipeline_split_seconds(sc.n, sc.c, sc.first, sc.last, sc.k, st, ss), LDT_OK, "%s",
+                     ldt_last_error());
+        for (int l = 0; l < sc.n; l++) {
+            cr_assert(st[l] >= 0 && st[l] < sc.k && (l == 0 ? st[l] == 0 : st[l] - st[l - 1] <= 1), "case %d", t);
+            got[st[l]]++;
+        }
+        for (int i = 0; i < sc.k; i++) {
+            double cost = (i == 0 ? sc.first : 0) + (i == sc.k - 1 ? sc.last : 0);
+            for (int l = 0; l < sc.n; l++) cost += st[l] == i ? sc.c[l] : 0;
+            cr_assert_eq(got[i], want[i], "case %d (%d layers, %d stages): stage %d has %d layers, the brute force "
+                         "%d", t, sc.n, sc.k, i, got[i], want[i]);
+            cr_assert_eq(ss[i], cost, "case %d: stage %d costs %g, its layers and ends %g", t, i, ss[i], cost);
+        }
+    }
+}
+
+Test(pipeline, split_seconds_refusals) {
+    double c[4] = {1, 2, 3, 4}, bad[4] = {1, -1, 3, 4}, nan_c[4] = {1, 2, NAN, 4};
+    int st[4];
+    cr_assert_eq(ldt_model_pipeline_split_seconds(4, NULL, 0, 0, 2, st, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "NULL layer_seconds"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pipeline_split_seconds(4, c, 0, 0, 2, NULL, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_model_pipeline_split_seconds(4, c, 0, 0, 0, st, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "layers >= stages >= 1"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pipeline_split_seconds(3, c, 0, 0, 4, st, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "3 layers into 4 stages"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pipeline_split_seconds(4, bad, 0, 0, 2, st, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "layer 1 costs -1"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pipeline_split_seconds(4, nan_c, 0, 0, 2, st, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "layer 2 costs"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pipeline_split_seconds(4, c, INFINITY, 0, 2, st, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "expected finite costs >= 0"), "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pipeline_split_seconds(4, c, 0, -2, 2, st, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(ldt_model_pipeline_split_seconds((1 << 20) + 1, c, 0, 0, 2, st, NULL), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "up to 2^20"), "%s", ldt_last_error());
+}
+
+/* A gpt on a meta mesh, f32, megatron pins. */
+static ldt_model *meta_gpt(const char *mesh_text, ldt_model_config c, ldt_mesh **mesh, ldt_ctx **ctx) {
+    ldt_ctx_options co = {0};
+    ldt_model *m;
+    cr_assert_eq(ldt_mesh_parse(mesh_text, LDT_DEVICE_META, mesh), LDT_OK);
+    co.mesh = *mesh;
+    cr_assert_eq(ldt_ctx_create(&co, ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(*ctx, "gpt", &c, &m), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_model_pin(m, "megatron"), LDT_OK);
+    return m;
+}
+
+/* The modeled split, where the head is heavy (vocab 32768 against hidden 512, h100-80g): the
+ * parts add up to the whole step planned at once; the last stage gets fewer layers (4,2, where
+ * FLOPs say 5,1); its largest stage is no slower than the FLOP split's, both priced alike. */
+Test(pipeline, split_modeled) {
+    ldt_model_config c = ldt_model_config_default("gpt");
+    ldt_cost_model cm;
+    ldt_mesh *mesh, *sub;
+    ldt_ctx *ctx, *sctx;
+    ldt_model *m, *whole;
+    ldt_plan *plan;
+    ldt_plan_options po = {0};
+    ldt_plan_step step;
+    ldt_tensor *loss, *ps[128], *gs[128];
+    double ls[6], lf[6], first, last, mx_mod = 0, mx_flop = 0, sum, full_first, full_last;
+    int st_mod[6], st_flop[6], n_mod[2] = {0, 0};
+    c.layers = 6, c.hidden = 512, c.heads = 8, c.vocab = 32768, c.seq = 256, c.batch = 2;
+    cr_assert_eq(ldt_cost_model_preset("h100-80g", &cm), LDT_OK);
+    m = meta_gpt("pp=2,tp=2", c, &mesh, &ctx);
+    cr_assert_eq(ldt_model_stage_seconds(m, NULL, &cm, ls, &first, &last), LDT_OK, "%s", ldt_last_error());
+    cr_assert(ls[0] > 0 && first > 0 && last > ls[0], "layer %g first %g last %g", ls[0], first, last);
+    for (int l = 1; l < 6; l++) cr_assert_eq(ls[l], ls[0]);
+    /* the reference: the whole step (forward and backward) planned on the stage's mesh tp=2 */
+    whole = meta_gpt("tp=2", c, &sub, &sctx);
+    cr_assert(loss = ldt_model_forward(whole));
+    cr_assert_leq(ldt_model_nparams(whole), 128);
+    for (int i = 0; i < ldt_model_nparams(whole); i++) ps[i] = ldt_model_param(whole, i, NULL);
+    cr_assert_eq(ldt_grad(loss, ps, ldt_model_nparams(whole), gs), LDT_OK);
+    po.cost = &cm;
+    cr_assert_eq(ldt_plan_create(sctx, &po, &plan), LDT_OK, "%s", ldt_last_error());
+    cr_assert_eq(ldt_plan_step_get(plan, NULL, &step), LDT_OK);
+    sum = first + last + 6 * ls[0];
+    cr_assert(fabs(sum - step.modeled_step_seconds) <= 0.05 * step.modeled_step_seconds,
+              "parts %g (layer %g, first %g, last %g), the whole step planned %g", sum, ls[0], first, last,
+              step.modeled_step_seconds);
+    /* the two splits, priced by the same parts */
+    cr_assert_eq(ldt_model_pipeline_split_seconds(6, ls, first, last, 2, st_mod, NULL), LDT_OK);
+    cr_assert_eq(ldt_model_pipeline_split("gpt", &c, 2, st_flop), LDT_OK);
+    for (int w = 0; w < 2; w++) {
+        double s[2] = {first, last};
+        const int *st = w ? st_flop : st_mod;
+        for (int l = 0; l < 6; l++) s[st[l]] += ls[l];
+        for (int k = 0; k < 2; k++) *(w ? &mx_flop : &mx_mod) = fmax(*(w ? &mx_flop : &mx_mod), s[k]);
+    }
+    for (int l = 0; l < 6; l++) n_mod[st_mod[l]]++;
+    cr_assert_lt(n_mod[1], n_mod[0], "modeled split %d,%d", n_mod[0], n_mod[1]);
+    cr_assert_leq(mx_mod, mx_flop, "modeled split's largest stage %g, the FLOP split's %g", mx_mod, mx_flop);
+    /* full recomputation runs each layer's forward twice: dearer layers, the same ends */
+    cr_assert_eq(ldt_model_set_recompute(m, -1, "full"), LDT_OK);
+    cr_assert_eq(ldt_model_stage_seconds(m, NULL, &cm, lf, &full_first, &full_last), LDT_OK, "%s", ldt_last_error());
+    cr_assert_gt(lf[0], ls[0]);
+    cr_assert(fabs(full_first - first) <= 1e-9 * first && fabs(full_last - last) <= 1e-9 * last, "ends %g %g, "
+              "selective's %g %g", full_first, full_last, first, last);
+    cr_assert_eq(ldt_model_stage_seconds(m, NULL, NULL, lf, &first, &last), LDT_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(ldt_last_error(), "NULL argument"), "%s", ldt_last_error());
+    ldt_plan_destroy(plan);
+    ldt_model_destroy(whole);
+    ldt_ctx_destroy(sctx);
+    ldt_mesh_destroy(sub);
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
+}
+
+Test(pipeline, split_modeled_refuses_mlp) {
+    ldt_model_config c = ldt_model_config_default("mlp");
+    ldt_cost_model cm;
+    ldt_mesh *mesh;
+    ldt_ctx *ctx;
+    ldt_ctx_options co = {0};
+    ldt_model *m;
+    double ls[4], f, l;
+    cr_assert_eq(ldt_cost_model_preset("h100-80g", &cm), LDT_OK);
+    cr_assert_eq(ldt_mesh_parse("pp=2", LDT_DEVICE_META, &mesh), LDT_OK);
+    co.mesh = mesh;
+    cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
+    cr_assert_eq(ldt_model_create(ctx, "mlp", &c, &m), LDT_OK);
+    cr_assert_eq(ldt_model_stage_seconds(m, NULL, &cm, ls, &f, &l), LDT_ERR_UNSUPPORTED);
+    cr_assert(strstr(ldt_last_error(), "only gpt"), "%s", ldt_last_error());
+    ldt_model_destroy(m);
+    ldt_ctx_destroy(ctx);
+    ldt_mesh_destroy(mesh);
 }
 
 static void refused(const char *mesh, ldt_pipeline_config pc, const char *want) {
@@ -361,6 +554,17 @@ Test(pipeline, cli) {
     losses_of(a, la);
     losses_of(b, lb);
     for (int k = 0; k < 3; k++) cr_assert(fabs(la[k] - lb[k]) <= 1e-9 * fabs(la[k]), "step %d: %.17g vs %.17g", k, la[k], lb[k]);
+    /* a heavy head (vocab 2048 against hidden 16): the modeled split leaves the last stage one
+     * layer, and the losses are still one device's */
+    cr_assert_eq(cli("--vocab 2048 --mesh 1 --batch 8", a, sizeof a), 0, "%s", a);
+    cr_assert_eq(cli("--vocab 2048 --mesh pp=2,dp=2 --global-batch 8 --micro-batch 2", b, sizeof b), 0, "%s", b);
+    cr_assert(strstr(b, "\"stage_split\":\"modeled\",\"stages\":[3,1],\"stage_seconds\":["), "%s", b);
+    losses_of(a, la);
+    losses_of(b, lb);
+    for (int k = 0; k < 3; k++) cr_assert(fabs(la[k] - lb[k]) <= 1e-9 * fabs(la[k]), "step %d: %.17g vs %.17g", k, la[k], lb[k]);
+    /* --stages given: reported as given */
+    cr_assert_eq(cli("--mesh pp=2 --global-batch 4 --stages 1,3", b, sizeof b), 0, "%s", b);
+    cr_assert(strstr(b, "\"stage_split\":\"given\",\"stages\":[1,3]"), "%s", b);
 }
 
 static void cli_refused(const char *args, const char *want) {

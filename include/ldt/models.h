@@ -13,6 +13,7 @@
 #define LDT_MODELS_H
 
 #include "ldt/export.h"
+#include "ldt/planner.h"
 #include "ldt/trace.h"
 
 #ifdef __cplusplus
@@ -93,13 +94,43 @@ typedef struct ldt_pipeline_config {
     const int *layer_stage; /* per layer its virtual stage (0 first, ascending, each stage at
                                least one layer); NULL: ldt_model_pipeline_split's */
 } ldt_pipeline_config;
-/* Splits cfg's layers into `stages` contiguous virtual stages of at least one layer each,
- * the largest stage's modeled time (forward FLOPs: the embedding with the first stage; the
- * final norm, the tied head and the loss with the last) as small as it can be; ties give the
- * earlier stages more layers. layer_stage gets cfg->layers entries. gpt only; refused with
+/* Splits cfg's layers into `stages` contiguous virtual stages of at least one layer each by
+ * forward FLOPs (a layer 24 B S H^2 + 4 B S^2 H, the last stage also the head's 2 B S H V,
+ * the embeddings free): ldt_model_pipeline_split_seconds on those figures. What
+ * ldt_model_forward_pipeline uses when given no split; `ldt train` splits by modeled time
+ * (ldt_model_stage_seconds). layer_stage gets cfg->layers entries. gpt only; refused with
  * fewer layers than stages. */
 LDT_API ldt_status ldt_model_pipeline_split(const char *kind, const ldt_model_config *cfg, int stages,
                                             int *layer_stage);
+/* Splits n layers into `stages` contiguous stages of at least one layer each, stage k holding
+ * layers [c_k, c_{k+1}) and costing the sum of their layer_seconds, plus first_seconds on
+ * stage 0 and last_seconds on the last stage, so that the largest stage's cost is as small
+ * as it can be (exact: a dynamic program over the cut points). Ties (costs within a relative
+ * 1e-12): the last stage gets the fewest layers that keep that largest cost, and the stages
+ * before it are split the same way (their own largest cost as small as it can be, then the
+ * fewest layers on the last of them, ...): the earlier stages the more. layer_stage gets n entries (each layer's stage); stage_seconds,
+ * when not NULL, `stages` entries (each stage's cost). Refused: NULL arrays, stages < 1,
+ * n < stages, n > 2^20, a negative or non-finite cost. */
+LDT_API ldt_status ldt_model_pipeline_split_seconds(int64_t n, const double *layer_seconds,
+                                                    double first_seconds, double last_seconds,
+                                                    int stages, int *layer_stage,
+                                                    double *stage_seconds);
+/* What each part of a gpt's pipeline stages costs one micro-batch, forward and backward
+ * (docs/pipeline.md, "The stage split"): layer_seconds[l] for layer l (m's layers entries,
+ * under the layer's recomputation mode: ldt_model_set_recompute), *first_seconds for the
+ * embeddings (the first stage's), *last_seconds for the final norm, the LM head and the loss
+ * (the last stage's). Modeled by the planner under cost model cm: a 3-layer copy of m (its
+ * sizes, batch = one micro-batch over dp, dtype, dropout) is traced on a meta mesh of the
+ * stage's shape (m's mesh without its "pp" dim, cm's links of the other dims), pinned by
+ * `pins` (megatron, megatron-sp or none; NULL: megatron, or megatron-sp when m was pinned
+ * so), its backward recorded part by part, planned once; each part's seconds are its
+ * instructions' modeled seconds in the busiest rank's program (ldt_plan_step_get at the
+ * part's boundaries); a layer is the middle one of the three, once per recomputation mode in
+ * use. The optimizer and the send/recv between stages are not counted. Refused: NULL
+ * arguments, an mlp model. */
+LDT_API ldt_status ldt_model_stage_seconds(const ldt_model *m, const char *pins,
+                                           const ldt_cost_model *cm, double *layer_seconds,
+                                           double *first_seconds, double *last_seconds);
 /* Records a pipelined step's forward on the context's "pp" mesh dim (gpt; starts the trace's
  * pipeline, ldt_pipeline_begin): micro-batch i reads tokens[i] and targets[i] (inputs shaped
  * like the model's own, which may be micro-batch 0's). Returns the mean of the micro-batches'

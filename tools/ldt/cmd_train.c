@@ -219,6 +219,10 @@ typedef struct pipe_opts {
     ldt_pipeline_config pc;
     int stage[4096];
     const char *schedule;
+    int nv;                  /* virtual stages: pp x chunks */
+    const char *split;       /* "modeled", "given" (--stages) or "even" (interleaved) */
+    double layer_s[4096];    /* each layer's modeled seconds a micro-batch, forward and backward */
+    double stage_s[4096];    /* each virtual stage's */
 } pipe_opts;
 
 static int pipe_flags(cli_flag *f, const ldt_mesh *mesh, ldt_model_config *cfg, pipe_opts *po) {
@@ -249,6 +253,7 @@ static int pipe_flags(cli_flag *f, const ldt_mesh *mesh, ldt_model_config *cfg, 
     }
     po->pc.micro = (int)(po->global / (po->micro * D));
     po->pc.chunks = 1;
+    po->split = "modeled";
     s = po->schedule = cli_has(f, NFLAGS, "schedule") ? cli_get(f, NFLAGS, "schedule") : "1f1b";
     if (strcmp(s, "gpipe") == 0) po->pc.schedule = LDT_PIPE_GPIPE;
     else if (strcmp(s, "1f1b") == 0) po->pc.schedule = LDT_PIPE_1F1B;
@@ -286,7 +291,10 @@ static int pipe_flags(cli_flag *f, const ldt_mesh *mesh, ldt_model_config *cfg, 
             return 2;
         }
         po->pc.layer_stage = po->stage;
+        po->split = "given";
     }
+    po->nv = P * po->pc.chunks;
+    if (!po->pc.layer_stage && po->pc.schedule == LDT_PIPE_INTERLEAVED) po->split = "even";
     if (cfg->layers > 4096) {
         fprintf(stderr, "ldt train: --layers %lld with a pp mesh dim, expected at most 4096\n", (long long)cfg->layers);
         return 2;
@@ -299,6 +307,29 @@ static int pipe_flags(cli_flag *f, const ldt_mesh *mesh, ldt_model_config *cfg, 
     }
     cfg->batch = po->micro * D; /* the model's inputs: one micro-batch over dp */
     return 0;
+}
+
+/* The stage split (docs/pipeline.md, "The stage split"): each layer and end priced by the
+ * planner under the run's profile, the split that balances them unless --stages gave one
+ * (interleaved: Megatron's even chunks), and each virtual stage's modeled seconds. */
+static ldt_status pipe_split(pipe_opts *po, ldt_model *model, const char *pins, const ldt_cost_model *cm,
+                             int64_t layers) {
+    double first, last;
+    ldt_status st = ldt_model_stage_seconds(model, pins, cm, po->layer_s, &first, &last);
+    if (st != LDT_OK) return st;
+    if (strcmp(po->split, "modeled") == 0) {
+        if ((st = ldt_model_pipeline_split_seconds(layers, po->layer_s, first, last, po->nv, po->stage, po->stage_s)) != LDT_OK)
+            return st;
+        po->pc.layer_stage = po->stage;
+        return LDT_OK;
+    }
+    if (!po->pc.layer_stage) /* interleaved: every chunk as deep, as the model splits it */
+        for (int64_t l = 0; l < layers; l++) po->stage[l] = (int)(l / (layers / po->nv));
+    for (int k = 0; k < po->nv; k++) po->stage_s[k] = 0;
+    for (int64_t l = 0; l < layers; l++) po->stage_s[po->stage[l]] += po->layer_s[l];
+    po->stage_s[0] += first;
+    po->stage_s[po->nv - 1] += last;
+    return LDT_OK;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -533,6 +564,11 @@ int cmd_train(int argc, char **argv) {
         rc = 2;
         goto done;
     }
+    /* the split (fewer layers than stages, or uneven interleaved chunks: the pipeline's forward
+     * refuses them, saying why) */
+    if (po.on && cfg.layers >= po.nv && (po.pc.schedule != LDT_PIPE_INTERLEAVED || cfg.layers % po.nv == 0) &&
+        pipe_split(&po, model, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron", &cm, cfg.layers) != LDT_OK)
+        goto fail;
     np = ldt_model_nparams(model);
     if (np > 4096) {
         ldt_set_error(LDT_ERR_UNSUPPORTED, "%d parameters; this command takes up to 4096", np);
@@ -702,9 +738,20 @@ int cmd_train(int argc, char **argv) {
             putchar(',');
             cli_profile_json(stdout, &cm);
             printf(",\"fused\":%s", copt.no_fuse ? "false" : "true");
-            if (po.on)
+            if (po.on) {
                 printf(",\"global_batch\":%lld,\"micro_batch\":%lld,\"micro_batches\":%d,\"schedule\":\"%s\"",
                        (long long)po.global, (long long)po.micro, po.pc.micro, po.schedule);
+                /* the split: layers and modeled seconds (a micro-batch, forward and backward) per virtual stage */
+                printf(",\"stage_split\":\"%s\",\"stages\":[", po.split);
+                for (int k = 0, l = 0; k < po.nv; k++) {
+                    int n = 0;
+                    while (l < cfg.layers && po.stage[l] == k) n++, l++;
+                    printf("%s%d", k ? "," : "", n);
+                }
+                printf("],\"stage_seconds\":[");
+                for (int k = 0; k < po.nv; k++) printf("%s%.9g", k ? "," : "", po.stage_s[k]);
+                printf("]");
+            }
             printf(",\"first_step\":%lld,\"losses\":[", (long long)start);
             /* every digit: runs are compared with each other to 1e-9 (scripts/gpu-check.sh) */
             for (int k = (int)start; k < steps; k++) printf("%s%.17g", k > start ? "," : "", losses[k]);
