@@ -546,6 +546,14 @@ int cmd_train(int argc, char **argv) {
         ldt_mpi_world_destroy(world);
         return cli_fail("train");
     }
+    /* under mpi every process takes rank 0's profile now, not only at compile: the stage
+     * split is priced by it before the step is traced, and must be the same on every rank */
+    if (world && ldt_broadcast(world, &cm, (int64_t)sizeof cm, LDT_U8, 0) != LDT_OK) {
+        free(text);
+        ldt_mesh_destroy(mesh);
+        ldt_mpi_world_destroy(world);
+        return cli_fail("train");
+    }
     copt.plan.cost = &cm;
     co.mesh = mesh;
     co.world = world;
