@@ -20,10 +20,11 @@
 #define MAXG 4096 /* gradient elements kept per run (the tiny model's all) */
 
 static double g_dropout = 0.2;
+static int64_t g_layers = 2;
 
 static ldt_model_config tiny(void) {
     ldt_model_config cfg = ldt_model_config_default("gpt");
-    cfg.layers = 2, cfg.hidden = 8, cfg.heads = 2, cfg.vocab = 16, cfg.seq = 8, cfg.batch = 4;
+    cfg.layers = g_layers, cfg.hidden = 8, cfg.heads = 2, cfg.vocab = 16, cfg.seq = 8, cfg.batch = 4;
     cfg.dtype = LDT_F64, cfg.dropout = g_dropout, cfg.train = 1;
     return cfg;
 }
@@ -35,7 +36,8 @@ typedef struct train_run {
 } train_run;
 
 /* STEPS AdamW steps of the tiny GPT (pinned megatron) on mesh_text with every layer's
- * recomputation `mode`, each a compiled step (loss and every gradient its outputs). */
+ * recomputation `mode`, or with "a,b,c" layer l's the l-th, each a compiled step (loss and
+ * every gradient its outputs). */
 static void train(const char *mesh_text, const char *mode, train_run *out) {
     ldt_model_config cfg = tiny();
     ldt_ctx_options co = {0};
@@ -54,7 +56,17 @@ static void train(const char *mesh_text, const char *mode, train_run *out) {
     cr_assert_eq(ldt_model_create(ctx, "gpt", &cfg, &m), LDT_OK, "%s", ldt_last_error());
     cr_assert_eq(ldt_model_init(m, 3), LDT_OK);
     cr_assert_eq(ldt_model_pin(m, "megatron"), LDT_OK);
-    cr_assert_eq(ldt_model_set_recompute(m, -1, mode), LDT_OK, "%s", ldt_last_error());
+    if (strchr(mode, ',')) { /* one per layer */
+        char buf[128], *save = NULL, *tok;
+        int64_t l = 0;
+        snprintf(buf, sizeof buf, "%s", mode);
+        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), l++)
+            cr_assert_eq(ldt_model_set_recompute(m, l, tok), LDT_OK, "%s", ldt_last_error());
+        cr_assert_eq(l, cfg.layers, "%s: one mode per layer", mode);
+        cr_assert_str_eq(ldt_model_recompute(m, l - 1), strrchr(mode, ',') + 1);
+    } else {
+        cr_assert_eq(ldt_model_set_recompute(m, -1, mode), LDT_OK, "%s", ldt_last_error());
+    }
     np = ldt_model_nparams(m);
     cr_assert_leq(np, MAXP);
     for (int i = 0; i < np; i++) ps[i] = ldt_model_param(m, i, NULL);
@@ -106,12 +118,11 @@ static void expect_close(double got, double want, const char *what, const char *
               "%s %lld on %s with %s: %.17g, none gives %.17g", what, (long long)i, mesh, mode, got, want);
 }
 
-static void same_as_none(const char *mesh_text) {
-    static const char *const modes[2] = {"selective", "full"};
+static void same_as_none(const char *mesh_text, int nmodes, const char *const *modes) {
     train_run ref, r;
     train(mesh_text, "none", &ref);
     for (int k = 1; k < STEPS; k++) cr_assert_neq(ref.loss[k], ref.loss[0], "the steps train");
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; mi < nmodes; mi++) {
         train(mesh_text, modes[mi], &r);
         cr_assert_eq(r.ngrad, ref.ngrad);
         for (int k = 0; k < STEPS; k++) expect_close(r.loss[k], ref.loss[k], "loss of step", mesh_text, modes[mi], k);
@@ -119,9 +130,21 @@ static void same_as_none(const char *mesh_text) {
     }
 }
 
-Test(recompute, same_losses_and_gradients_one_rank) { same_as_none("1"); }
-Test(recompute, same_losses_and_gradients_tp2) { same_as_none("tp=2"); }
-Test(recompute, same_losses_and_gradients_dp2) { same_as_none("dp=2"); }
+static const char *const k_uniform[2] = {"selective", "full"};
+/* three layers, each its own mode */
+static const char *const k_mixed[1] = {"full,none,selective"};
+
+Test(recompute, same_losses_and_gradients_one_rank) { same_as_none("1", 2, k_uniform); }
+Test(recompute, same_losses_and_gradients_tp2) { same_as_none("tp=2", 2, k_uniform); }
+Test(recompute, same_losses_and_gradients_dp2) { same_as_none("dp=2", 2, k_uniform); }
+Test(recompute, mixed_layers_same_losses_one_rank) {
+    g_layers = 3;
+    same_as_none("1", 1, k_mixed);
+}
+Test(recompute, mixed_layers_same_losses_tp2) {
+    g_layers = 3;
+    same_as_none("tp=2", 1, k_mixed);
+}
 
 /* Dropout really draws (the losses differ without it), so the equal losses above say the
  * recomputed dropouts drew the forward's masks. */
@@ -251,22 +274,30 @@ static double jnum_at(const cJSON *j, const char *obj, const char *k) {
     return v->valuedouble;
 }
 
-/* Every mode's losses of `ldt train --dtype f64` equal none's; the JSON names the mode per layer. */
+/* Every mode's losses of `ldt train --dtype f64` equal none's, and a list's with each layer
+ * its own mode; the JSON names the mode per layer. */
 Test(recompute, cli_train_losses_and_json) {
-    static const char *const modes[3] = {"none", "selective", "full"};
+    static const char *const modes[4] = {"none", "selective", "full", "selective,full,none"};
     double ref[3] = {0};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         char args[512];
         cJSON *j, *l, *r;
-        snprintf(args, sizeof args, "train --mesh 1 --layers 2 --hidden 16 --heads 2 --seq 16 --batch 2 --steps 3 "
+        snprintf(args, sizeof args, "train --mesh 1 --layers 3 --hidden 16 --heads 2 --seq 16 --batch 2 --steps 3 "
                  "--dtype f64 --dropout 0.2 --sample 0 --json --recompute %s", modes[i]);
         j = run_json(args, 0);
         l = cJSON_GetObjectItem(j, "losses");
         r = cJSON_GetObjectItem(j, "recompute");
         cr_assert_eq(cJSON_GetArraySize(l), 3);
-        cr_assert_eq(cJSON_GetArraySize(r), 2);
-        cr_expect_str_eq(cJSON_GetArrayItem(r, 1)->valuestring, modes[i]);
-        cr_expect_eq(jnum_at(j, "recompute_mix", modes[i]), 2);
+        cr_assert_eq(cJSON_GetArraySize(r), 3);
+        if (i < 3) {
+            cr_expect_str_eq(cJSON_GetArrayItem(r, 1)->valuestring, modes[i]);
+            cr_expect_eq(jnum_at(j, "recompute_mix", modes[i]), 3);
+        } else { /* layer l the l-th of the list */
+            for (int k = 0; k < 3; k++) {
+                cr_expect_str_eq(cJSON_GetArrayItem(r, k)->valuestring, modes[(k + 1) % 3], "layer %d", k);
+                cr_expect_eq(jnum_at(j, "recompute_mix", modes[k]), 1);
+            }
+        }
         for (int k = 0; k < 3; k++) {
             double v = cJSON_GetArrayItem(l, k)->valuedouble;
             if (i == 0) ref[k] = v;
@@ -319,6 +350,72 @@ Test(recompute, cli_refusals) {
     cr_expect(strstr(out, "--recompute auto needs --train and --memory-budget BYTES"), "%s", out);
     cr_expect_eq(run_cli("plan --model mlp --recompute full", out, sizeof out), 2);
     cr_expect(strstr(out, "only the gpt recomputes"), "%s", out);
+    /* per-layer lists: exactly --layers modes, each none, selective or full */
+    cr_expect_eq(run_cli(PLAN_ARGS " --recompute full,selective,none", out, sizeof out), 2);
+    cr_expect(strstr(out, "ldt plan: --recompute full,selective,none gives 3 modes for --layers 4"), "%s", out);
+    cr_expect_eq(run_cli(PLAN_ARGS " --recompute full,some,none,full", out, sizeof out), 2);
+    cr_expect(strstr(out, "layer 1's mode 'some', expected none, selective or full"), "%s", out);
+    cr_expect_eq(run_cli("train --mesh 1 --layers 3 --steps 1 --recompute full,none,,", out, sizeof out), 2);
+    cr_expect(strstr(out, "ldt train: --recompute full,none,, gives 4 modes for --layers 3"), "%s", out);
+    cr_expect_eq(run_cli("train --mesh 1 --layers 3 --steps 1 --recompute full,,none", out, sizeof out), 2);
+    cr_expect(strstr(out, "layer 1's mode '', expected none"), "%s", out);
+    /* train's auto: only with a budget, the budget only with auto, no pp */
     cr_expect_eq(run_cli("train --mesh 1 --steps 1 --recompute auto", out, sizeof out), 2);
-    cr_expect(strstr(out, "ldt train: --recompute auto, expected none, selective or full"), "%s", out);
+    cr_expect(strstr(out, "ldt train: --recompute auto needs --memory-budget BYTES"), "%s", out);
+    cr_expect_eq(run_cli("train --mesh 1 --steps 1 --recompute full --memory-budget 100000000", out, sizeof out), 2);
+    cr_expect(strstr(out, "--memory-budget is only used by --recompute auto in ldt train"), "%s", out);
+    cr_expect_eq(run_cli("train --mesh 1 --steps 1 --memory-budget 100000000", out, sizeof out), 2);
+    cr_expect(strstr(out, "--memory-budget is only used by --recompute auto"), "%s", out);
+    cr_expect_eq(run_cli("train --mesh pp=2 --steps 1 --recompute auto --memory-budget 100000000", out, sizeof out), 2);
+    cr_expect(strstr(out, "--recompute auto with a pp mesh dim"), "%s", out);
+}
+
+/* ldt train --recompute auto: a budget between the full and selective peaks of ldt plan's
+ * training step of the same model (f64, dropout 0, --mesh 1) trains with some layer full,
+ * reports the mix and its modeled peak within the budget, and its losses are
+ * --recompute none's; a budget under every layer full's peak is refused, naming it. */
+#define TRAIN_SIZES "--layers 3 --hidden 16 --heads 2 --vocab 128 --seq 32 --batch 2 --mesh 1 --profile cpu-threads"
+#define TRAIN_ARGS "train " TRAIN_SIZES " --steps 3 --dtype f64 --dropout 0 --sample 0 --json"
+
+Test(recompute, cli_train_auto) {
+    double peak[3], budget;
+    char args[512], out[8192];
+    cJSON *j, *ref, *l, *lr, *mix;
+    for (int i = 0; i < 3; i++) {
+        static const char *const modes[3] = {"none", "selective", "full"};
+        snprintf(args, sizeof args, "plan --model gpt --train --meta --dtype f64 " TRAIN_SIZES " --json --recompute %s",
+                 modes[i]);
+        j = run_json(args, 0);
+        peak[i] = jnum_at(j, "memory_per_rank", "peak");
+        cJSON_Delete(j);
+    }
+    cr_assert(peak[2] < peak[1] && peak[1] < peak[0], "peaks none %g selective %g full %g", peak[0], peak[1], peak[2]);
+    budget = floor((peak[1] + peak[2]) / 2);
+    ref = run_json(TRAIN_ARGS " --recompute none", 0);
+    snprintf(args, sizeof args, TRAIN_ARGS " --recompute auto --memory-budget %.0f", budget);
+    j = run_json(args, 0);
+    mix = cJSON_GetObjectItem(j, "recompute_mix");
+    cr_expect_geq(jnum_at(mix, NULL, "full"), 1, "selective's peak is over the budget: some layer full");
+    cr_expect_eq(jnum_at(mix, NULL, "full") + jnum_at(mix, NULL, "selective") + jnum_at(mix, NULL, "none"), 3);
+    cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "recompute"), 0)->valuestring, "full",
+                     "the first layers full");
+    cr_expect_eq(jnum_at(j, NULL, "memory_budget"), budget);
+    cr_expect_leq(jnum_at(j, NULL, "modeled_peak_bytes"), budget);
+    cr_expect_geq(jnum_at(j, NULL, "modeled_peak_bytes"), peak[2] * 0.9, "about every layer full's peak or more");
+    cr_expect_geq(jnum_at(j, NULL, "recompute_plans"), 3);
+    l = cJSON_GetObjectItem(j, "losses");
+    lr = cJSON_GetObjectItem(ref, "losses");
+    cr_assert_eq(cJSON_GetArraySize(l), 3);
+    cr_assert_eq(cJSON_GetArraySize(lr), 3);
+    for (int k = 0; k < 3; k++) {
+        double a = cJSON_GetArrayItem(l, k)->valuedouble, b = cJSON_GetArrayItem(lr, k)->valuedouble;
+        cr_expect(fabs(a - b) <= 1e-12 * fabs(b), "step %d: auto %.17g, none %.17g", k, a, b);
+    }
+    cJSON_Delete(j);
+    cJSON_Delete(ref);
+    /* a budget every layer full exceeds: refused before training, naming the least peak */
+    cr_assert_eq(run_cli(TRAIN_ARGS " --recompute auto --memory-budget 1000", out, sizeof out), 1, "%s", out);
+    cr_expect(strstr(out, "ldt train: --recompute auto: no mix fits --memory-budget 1000 bytes per rank: every layer "
+                          "full has the least modeled peak"), "%s", out);
+    cr_expect(strchr(out, '{') == NULL, "nothing trained: %s", out);
 }

@@ -107,12 +107,59 @@ typedef struct cli_memory {
 ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mesh, cli_memory *out);
 /* Writes "memory_per_rank":{...} (no braces around it). */
 void cli_memory_json(FILE *f, const cli_memory *m);
-/* --recompute MODE for every layer of gpt model m (none, selective or full; docs/recompute.md):
- * 0, or 2 after printing "ldt CMD: --recompute MODE, expected ..." (the model's refusal). */
-int cli_recompute_set(const char *cmd, ldt_model *m, const char *mode);
+/* memory_per_rank with the optimizer's figure from o's own state tensors (momentum, moments,
+ * masters) as the plan places them (ZeRO's shards, SGD's one state); o NULL: AdamW's, as
+ * cli_memory_per_rank. */
+ldt_status cli_memory_per_rank_optim(ldt_plan *plan, ldt_model *m, const ldt_optim *o, const ldt_mesh *mesh,
+                                     cli_memory *out);
+
+/* ---- recomputation (tools/ldt/cli_recompute.c; docs/recompute.md) ---- */
+/* "none", "selective", "full": a mode's index is what the mode arrays below hold. */
+extern const char *const cli_recompute_modes[3];
+/* --recompute TEXT for a model of `layers` layers into modes (indices of cli_recompute_modes):
+ * one mode for every layer, or a comma-separated list with exactly one per layer. Returns 0,
+ * or 2 after printing "ldt CMD: --recompute TEXT ..." (the wrong count, the unknown mode). */
+int cli_recompute_parse(const char *cmd, const char *text, int64_t layers, unsigned char *modes);
+/* --recompute TEXT (as cli_recompute_parse) set on gpt model m: 0, or 2 after printing why
+ * (an unknown mode, a wrong count, the model's refusal: an mlp). */
+int cli_recompute_set(const char *cmd, ldt_model *m, const char *text);
 /* "recompute":["none"|"selective"|"full", one per layer],"recompute_mix":{"none":n,
  * "selective":n,"full":n} of gpt model m (nothing for another model). */
 void cli_recompute_json(FILE *f, const ldt_model *m);
+/* The update a planned training step records after the forward. */
+typedef struct cli_step_optim {
+    ldt_optim_config oc; /* the optimizer's settings */
+    int zero;            /* its states sharded over the mesh dim named dp (ldt_optim_shard_states) */
+    int sync_dp;         /* the gradients reduced over dp explicitly (ldt_optim_sync_grads) */
+} cli_step_optim;
+/* The rest of a training step after loss: the gradients of every parameter of m and an update
+ * by so's optimizer (NULL: ldt plan --train's AdamW). *out (when out is not NULL) gets the
+ * optimizer on success (the caller destroys it). */
+ldt_status cli_train_step(ldt_model *m, ldt_tensor *loss, const cli_step_optim *so, ldt_optim **out);
+/* What --recompute auto plans: the model (kind, cfg, pins) on mesh (a meta mesh), planned
+ * with po, its step's update so's (NULL: plan's AdamW, memory by cli_memory_per_rank). */
+typedef struct cli_rc_job {
+    const char *cmd; /* "plan" or "train": the messages' */
+    const char *kind;
+    const ldt_model_config *cfg;
+    const char *pins;
+    const ldt_mesh *mesh;
+    const ldt_plan_options *po;
+    const cli_step_optim *so;
+} cli_rc_job;
+/* The chooser's answer. */
+typedef struct cli_rc_choice {
+    int plans;               /* training steps planned */
+    int fits;                /* the chosen mix's peak is within the budget */
+    int64_t peak;            /* the chosen mix's modeled memory_per_rank.peak */
+    double seconds;          /* its modeled step */
+    int64_t uniform_peak[3]; /* every layer none, selective, full: their peaks */
+} cli_rc_choice;
+/* --recompute auto under `budget` bytes per rank (docs/recompute.md, "Under a memory budget"):
+ * job->cfg->layers modes into modes, the mix that fits with the least modeled step (the first
+ * layers full, the next selective, the rest none); none fitting: every layer full, out->fits
+ * 0. A count of plans, never a time: every process chooses alike. */
+ldt_status cli_recompute_choose(const cli_rc_job *job, int64_t budget, unsigned char *modes, cli_rc_choice *out);
 
 int cmd_layout(int argc, char **argv);
 int cmd_info(int argc, char **argv);

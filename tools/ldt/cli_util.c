@@ -174,6 +174,27 @@ static int64_t optimizer_bytes_per_elem(ldt_dtype dt) {
 }
 
 ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mesh, cli_memory *out) {
+    return cli_memory_per_rank_optim(plan, m, NULL, mesh, out);
+}
+
+/* The bytes on rank `rank` of tensor t under the plan. */
+static ldt_status planned_bytes(ldt_plan *plan, ldt_tensor *t, const ldt_mesh *mesh, int rank, int64_t *bytes) {
+    ldt_placement pl[LDT_MAX_DIMS];
+    ldt_shape s;
+    ldt_spec spec;
+    ldt_region reg;
+    ldt_status st;
+    ldt_tensor_shape(t, &s);
+    if ((st = ldt_plan_placements(plan, t, pl, LDT_MAX_DIMS)) != LDT_OK ||
+        (st = ldt_spec_init(&spec, mesh, &s, pl, ldt_mesh_ndim(mesh), ldt_tensor_dtype(t))) != LDT_OK ||
+        (st = ldt_layout(&spec, rank, &reg)) != LDT_OK)
+        return st;
+    *bytes = reg.numel * (int64_t)ldt_dtype_size(ldt_tensor_dtype(t));
+    return LDT_OK;
+}
+
+ldt_status cli_memory_per_rank_optim(ldt_plan *plan, ldt_model *m, const ldt_optim *o, const ldt_mesh *mesh,
+                                     cli_memory *out) {
     /* one rank per class of ranks alike: a huge meta mesh costs what a few ranks do */
     int nr = 0, np = ldt_model_nparams(m), *ranks = NULL;
     int64_t *bytes = NULL, *opt = NULL, *counts = NULL;
@@ -204,7 +225,12 @@ ldt_status cli_memory_per_rank(ldt_plan *plan, ldt_model *m, const ldt_mesh *mes
             ldt_region reg;
             if ((st = ldt_layout(&spec, ranks[r], &reg)) != LDT_OK) break;
             bytes[r] += reg.numel * (int64_t)ldt_dtype_size(dt);
-            opt[r] += reg.numel * optimizer_bytes_per_elem(dt);
+            if (!o) opt[r] += reg.numel * optimizer_bytes_per_elem(dt);
+            for (int k = 0; o && k < 3 && st == LDT_OK; k++) { /* the optimizer's own states, as planned */
+                ldt_tensor *t = ldt_optim_state(o, i, k);
+                int64_t b = 0;
+                if (t && (st = planned_bytes(plan, t, mesh, ranks[r], &b)) == LDT_OK) opt[r] += b;
+            }
         }
     }
     for (int r = 0; r < nr && st == LDT_OK; r++) {
@@ -232,27 +258,6 @@ void cli_memory_json(FILE *f, const cli_memory *m) {
             (long long)m->peak);
     if (m->activations_saved >= 0) fprintf(f, ",\"activations_saved\":%lld", (long long)m->activations_saved);
     fputc('}', f);
-}
-
-int cli_recompute_set(const char *cmd, ldt_model *m, const char *mode) {
-    if (ldt_model_set_recompute(m, -1, mode) == LDT_OK) return 0;
-    fprintf(stderr, "ldt %s: --recompute %s, expected none, selective or full (%s)\n", cmd, mode, ldt_last_error());
-    ldt_clear_error();
-    return 2;
-}
-
-void cli_recompute_json(FILE *f, const ldt_model *m) {
-    static const char *const names[3] = {"none", "selective", "full"};
-    int64_t count[3] = {0, 0, 0}, l;
-    if (!ldt_model_recompute(m, 0)) return;
-    fprintf(f, "\"recompute\":[");
-    for (l = 0; ldt_model_recompute(m, l); l++) {
-        const char *r = ldt_model_recompute(m, l);
-        for (int i = 0; i < 3; i++) count[i] += strcmp(r, names[i]) == 0;
-        fprintf(f, "%s\"%s\"", l ? "," : "", r);
-    }
-    fprintf(f, "],\"recompute_mix\":{\"none\":%lld,\"selective\":%lld,\"full\":%lld}", (long long)count[0],
-            (long long)count[1], (long long)count[2]);
 }
 
 void cli_config_json(FILE *f, const char *kind, const ldt_model_config *c, const char *pins,

@@ -28,12 +28,13 @@ static cli_flag *flag_table(void) {
         {"rank", 1, "with --program: only this rank", NULL},
         {"meta", 0, "plan on a meta mesh (no data; what huge models use)", NULL},
         {"dtype", 1, "f32 or bf16: bf16 parameters, activations and gradients with f32 master weights "
-                     "and Adam states (default f32)", NULL},
+                     "and Adam states (default f32); f64 as ldt train --dtype f64", NULL},
         {"memory-budget", 1, "bytes per rank: the search keeps each rank's peak memory within it (a plan "
                              "that cannot is refused)", NULL},
         {"sp", 0, "with --pins megatron: sequence parallel (pins megatron-sp: the gpt's norms, dropouts "
                   "and residual stream split on the sequence over tp)", NULL},
-        {"recompute", 1, "gpt: none, selective (the default) or full, every layer (docs/recompute.md); auto "
+        {"recompute", 1, "gpt: none, selective (the default) or full, every layer, or one per layer "
+                         "(full,selective,none,...; docs/recompute.md); auto "
                          "with --train --memory-budget: the mix of layers that fits with the least modeled step", NULL},
         {"help", 0, "this help", NULL},
     };
@@ -265,139 +266,6 @@ static ldt_status budget_peak(ldt_plan *plan, void *user, int64_t *peak) {
     return LDT_OK;
 }
 
-/* The rest of a training step after the forward: gradients of every parameter and an AdamW
- * update (assigned in place), as ldt train records it. */
-static ldt_status train_step(ldt_model *m, ldt_tensor *loss) {
-    int np = ldt_model_nparams(m);
-    ldt_tensor **ps = malloc((size_t)np * sizeof *ps), **gs = malloc((size_t)np * sizeof *gs);
-    ldt_optim_config oc = {0};
-    ldt_optim *o = NULL;
-    ldt_status st;
-    if (!ps || !gs) {
-        free(ps);
-        free(gs);
-        return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan --train: out of memory");
-    }
-    for (int i = 0; i < np; i++) ps[i] = ldt_model_param(m, i, NULL);
-    oc.kind = LDT_OPTIM_ADAMW;
-    oc.lr = 3e-3, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8, oc.weight_decay = 0.01;
-    oc.clip_norm = 1.0, oc.total_steps = 1;
-    st = ldt_grad(loss, ps, np, gs);
-    if (st == LDT_OK) st = ldt_optim_create(ldt_tensor_ctx(loss), &oc, ps, np, &o);
-    if (st == LDT_OK) st = ldt_optim_step(o, gs);
-    ldt_optim_destroy(o);
-    free(ps);
-    free(gs);
-    return st;
-}
-
-/* --recompute auto (docs/recompute.md): the gpt training step planned with per-layer modes
- * `modes` (0 none, 1 selective, 2 full; the weights unweighted): its peak memory per rank and
- * modeled step. */
-static const char *const k_rc[3] = {"none", "selective", "full"};
-
-static ldt_status plan_mix(const char *kind, const ldt_model_config *cfg, const char *pins, const ldt_mesh *mesh,
-                           const ldt_plan_options *po, const unsigned char *modes, int64_t *peak, double *seconds) {
-    ldt_ctx_options co = {0};
-    ldt_ctx *ctx = NULL;
-    ldt_model *model = NULL;
-    ldt_plan *plan = NULL;
-    ldt_tensor *loss;
-    ldt_plan_step ps;
-    cli_memory mpr;
-    ldt_status st;
-    co.mesh = mesh;
-    if ((st = ldt_ctx_create(&co, &ctx)) != LDT_OK || (st = ldt_model_create(ctx, kind, cfg, &model)) != LDT_OK ||
-        (st = ldt_model_pin(model, pins)) != LDT_OK)
-        goto done;
-    for (int64_t l = 0; l < cfg->layers && st == LDT_OK; l++) st = ldt_model_set_recompute(model, l, k_rc[modes[l]]);
-    if (st != LDT_OK) goto done;
-    if (!(loss = ldt_model_forward(model))) {
-        st = ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
-        goto done;
-    }
-    if ((st = train_step(model, loss)) != LDT_OK || (st = ldt_plan_create(ctx, po, &plan)) != LDT_OK ||
-        (st = ldt_plan_step_get(plan, loss, &ps)) != LDT_OK || (st = cli_memory_per_rank(plan, model, mesh, &mpr)) != LDT_OK)
-        goto done;
-    *peak = mpr.peak;
-    *seconds = ps.modeled_step_seconds;
-done:
-    ldt_plan_destroy(plan);
-    ldt_model_destroy(model);
-    ldt_ctx_destroy(ctx);
-    return st;
-}
-
-/* The mix for --recompute auto under `budget` into modes (the first layers full, the next
- * selective, the rest none): the three uniform mixes planned, each layer's saving and cost
- * taken as a third of their differences (linear in the counts: layers are alike), every
- * (full, selective) count ordered by that estimate of the modeled step (then fewer layers
- * recomputed, then fewer full) and the first whose estimate fits planned, then the next,
- * until one fits as measured (at most AUTO_PLANS plans in all). None fits: every layer full
- * (the least peak; the budget search then refuses or buys the rest by splitting weights).
- * A count of plans, never a time: every run chooses alike. *nplans: plans made. */
-#define AUTO_PLANS 8
-typedef struct mix {
-    int64_t full, sel;
-    double est;
-} mix;
-
-static int by_est(const void *a, const void *b) {
-    const mix *x = a, *y = b;
-    if (x->est != y->est) return x->est < y->est ? -1 : 1;
-    if (x->full + x->sel != y->full + y->sel) return x->full + x->sel < y->full + y->sel ? -1 : 1;
-    return x->full < y->full ? -1 : x->full > y->full;
-}
-
-static ldt_status choose_mix(const char *kind, const ldt_model_config *cfg, const char *pins, const ldt_mesh *mesh,
-                             const ldt_plan_options *po, int64_t budget, unsigned char *modes, int *nplans) {
-    int64_t L = cfg->layers, peak[3], n = 0;
-    double sec[3];
-    mix *c = NULL;
-    ldt_status st = LDT_OK;
-    *nplans = 0;
-    if (L < 1 || L > 100000)
-        return ldt_set_error(LDT_ERR_INVALID_ARGUMENT, "plan --recompute auto: %lld layers, expected 1 to 100000",
-                             (long long)L);
-    for (int u = 0; u < 3; u++) { /* every layer none, selective, full */
-        memset(modes, u, (size_t)L);
-        if ((st = plan_mix(kind, cfg, pins, mesh, po, modes, &peak[u], &sec[u])) != LDT_OK) return st;
-        ++*nplans;
-    }
-    if (!(c = malloc((size_t)((L + 1) * (L + 2) / 2) * sizeof *c)))
-        return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan --recompute auto: out of memory");
-    for (int64_t f = 0; f <= L; f++)
-        for (int64_t s = 0; f + s <= L; s++) {
-            double ep = (double)peak[0] + (double)s * (double)(peak[1] - peak[0]) / (double)L +
-                        (double)f * (double)(peak[2] - peak[0]) / (double)L;
-            if (ep > (double)budget) continue;
-            c[n].full = f, c[n].sel = s;
-            c[n++].est = sec[0] + (double)s * (sec[1] - sec[0]) / (double)L + (double)f * (sec[2] - sec[0]) / (double)L;
-        }
-    qsort(c, (size_t)n, sizeof *c, by_est);
-    memset(modes, 2, (size_t)L); /* none fits: every layer full */
-    for (int64_t i = 0; i < n; i++) {
-        int64_t p = 0;
-        double t = 0;
-        int u = c[i].full == L ? 2 : c[i].sel == L ? 1 : c[i].full + c[i].sel == 0 ? 0 : -1;
-        if (u >= 0) { /* a uniform mix: measured already */
-            if (peak[u] <= budget) {
-                memset(modes, u, (size_t)L);
-                break;
-            }
-            continue;
-        }
-        if (*nplans >= AUTO_PLANS) break;
-        for (int64_t l = 0; l < L; l++) modes[l] = l < c[i].full ? 2 : l < c[i].full + c[i].sel ? 1 : 0;
-        if ((st = plan_mix(kind, cfg, pins, mesh, po, modes, &p, &t)) != LDT_OK) break;
-        ++*nplans;
-        if (p <= budget) break;
-        memset(modes, 2, (size_t)L);
-    }
-    free(c);
-    return st;
-}
-
 int cmd_plan(int argc, char **argv) {
     cli_flag *f = flag_table();
     ldt_mesh *mesh = NULL;
@@ -416,7 +284,7 @@ int cmd_plan(int argc, char **argv) {
     int64_t budget = 0;
     const char *rc_mode = NULL;
     unsigned char *modes = NULL;
-    int auto_plans = 0;
+    cli_rc_choice choice = {0};
     char *json = NULL;
     const char *kind, *pins;
     int rc = 1;
@@ -425,8 +293,8 @@ int cmd_plan(int argc, char **argv) {
         printf("usage: ldt plan --model mlp|gpt [--layers N --hidden H --heads A --vocab V --seq S\n"
                "                --batch B] [--mesh M] [--pins megatron|none] [--strict] [--greedy]\n"
                "                [--plan-limit N] [--profile P] [--json] [--dot FILE] [--program [--rank R]]\n"
-               "                [--train] [--meta] [--dtype f32|bf16] [--memory-budget BYTES] [--sp]\n"
-               "                [--recompute none|selective|full|auto]\n\n"
+               "                [--train] [--meta] [--dtype f32|bf16|f64] [--memory-budget BYTES] [--sp]\n"
+               "                [--recompute none|selective|full|MODE,MODE,...|auto]\n\n"
                "Traces the model's forward pass, chooses one sharding strategy per op for the\n"
                "whole graph under the cost model (pins honoured), and prints every op with its\n"
                "strategy, every redistribution (collective, mesh dims, bytes) and the totals, in\n"
@@ -443,9 +311,9 @@ int cmd_plan(int argc, char **argv) {
     if (cli_model_sizes("plan", f, NFLAGS, &cfg)) return 2;
     if (cli_has(f, NFLAGS, "dtype") &&
         (ldt_dtype_parse(cli_get(f, NFLAGS, "dtype"), &cfg.dtype) != LDT_OK ||
-         (cfg.dtype != LDT_F32 && cfg.dtype != LDT_BF16))) {
+         (cfg.dtype != LDT_F32 && cfg.dtype != LDT_BF16 && cfg.dtype != LDT_F64))) {
         ldt_clear_error();
-        fprintf(stderr, "ldt plan: --dtype %s, expected f32 or bf16\n", cli_get(f, NFLAGS, "dtype"));
+        fprintf(stderr, "ldt plan: --dtype %s, expected f32 or bf16, or f64 (as ldt train --dtype f64)\n", cli_get(f, NFLAGS, "dtype"));
         return 2;
     }
     if (cli_int("plan", f, NFLAGS, "memory-budget", 0, 1, &budget)) return 2;
@@ -493,14 +361,17 @@ int cmd_plan(int argc, char **argv) {
             ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
             goto fail;
         }
-        if (choose_mix(kind, &cfg, pins, mesh, &po, budget, modes, &auto_plans) != LDT_OK) goto fail;
+        {
+            cli_rc_job job = {"plan", kind, &cfg, pins, mesh, &po, NULL};
+            if (cli_recompute_choose(&job, budget, modes, &choice) != LDT_OK) goto fail;
+        }
     }
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, kind, &cfg, &model) != LDT_OK ||
         ldt_model_pin(model, pins) != LDT_OK)
         goto fail;
     if (modes) {
         for (int64_t l = 0; l < cfg.layers; l++)
-            if (ldt_model_set_recompute(model, l, k_rc[modes[l]]) != LDT_OK) goto fail;
+            if (ldt_model_set_recompute(model, l, cli_recompute_modes[modes[l]]) != LDT_OK) goto fail;
     } else if (rc_mode && cli_recompute_set("plan", model, rc_mode)) {
         rc = 2;
         goto done;
@@ -509,7 +380,7 @@ int cmd_plan(int argc, char **argv) {
         ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
         goto fail;
     }
-    if (cli_has(f, NFLAGS, "train") && train_step(model, loss) != LDT_OK) goto fail;
+    if (cli_has(f, NFLAGS, "train") && cli_train_step(model, loss, NULL, NULL) != LDT_OK) goto fail;
     memset(&binfo, 0, sizeof binfo);
     memset(&bctx, 0, sizeof bctx);
     if (budget > 0) { /* the budget constrains the search (docs/planner.md, "Memory budget") */
@@ -549,7 +420,7 @@ int cmd_plan(int argc, char **argv) {
                     ldt_dtype_name(cfg.dtype));
             if (modes)
                 fprintf(stderr, "ldt plan: --recompute auto: no mix of the %d planned fits; every layer full has "
-                                "the least peak (the one above)\n", auto_plans);
+                                "the least peak (the one above)\n", choice.plans);
             rc = 1;
             goto done;
         }
@@ -590,7 +461,7 @@ int cmd_plan(int argc, char **argv) {
         if (strcmp(kind, "gpt") == 0) {
             putchar(',');
             cli_recompute_json(stdout, model);
-            if (modes) printf(",\"recompute_plans\":%d", auto_plans);
+            if (modes) printf(",\"recompute_plans\":%d", choice.plans);
         }
         if (budget > 0)
             printf(",\"memory_budget\":%lld,\"memory_binding\":\"%s\",\"memory_lambda\":%.9g,"
@@ -612,7 +483,7 @@ int cmd_plan(int argc, char **argv) {
             int64_t cnt[3] = {0, 0, 0};
             for (int64_t l = 0; l < cfg.layers; l++) cnt[modes[l]]++;
             printf("recompute (auto, %d mixes planned): %lld layers full, %lld selective, %lld none; modeled step "
-                   "%.6g s\n", auto_plans, (long long)cnt[2], (long long)cnt[1], (long long)cnt[0],
+                   "%.6g s\n", choice.plans, (long long)cnt[2], (long long)cnt[1], (long long)cnt[0],
                    ps->modeled_step_seconds);
         }
     }

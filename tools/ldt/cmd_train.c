@@ -9,7 +9,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 36
+#define NFLAGS 37
 /* The sizes ldt train applies (the demo's model), in CLI_MODEL_SIZE_FLAGS_AT's order. */
 #define TRAIN_SIZES 2, 128, 4, 256, 64, 8
 static const int64_t k_train_sizes[6] = {TRAIN_SIZES};
@@ -32,7 +32,10 @@ static cli_flag *flag_table(void) {
         {"sp", 0, "sequence parallel: norms, dropouts and the residual stream split on the sequence "
                   "over tp (pins megatron-sp)", NULL},
         {"recompute", 1, "none, selective (the attention core, the default) or full (each layer from its "
-                         "input): what each layer keeps for the backward (docs/recompute.md; the losses are the same)", NULL},
+                         "input): what each layer keeps for the backward (docs/recompute.md; the losses are the same); "
+                         "one for every layer or one per layer (full,selective,none,...); auto with --memory-budget", NULL},
+        {"memory-budget", 1, "with --recompute auto: bytes per rank; the mix of layers full, selective and none "
+                             "that fits it with the least modeled step, planned before training", NULL},
         CLI_BUCKET_FLAG,
         {"no-fuse", 0, "keep every collective a call of its own (no gradient buckets; the losses are the same)", NULL},
         CLI_PROFILE_FLAG,
@@ -332,6 +335,20 @@ static ldt_status pipe_split(pipe_opts *po, ldt_model *model, const char *pins, 
     return LDT_OK;
 }
 
+/* A meta mesh of m's dims, names and ranks: what --recompute auto plans on. */
+static ldt_status meta_mesh(const ldt_mesh *m, ldt_mesh **out) {
+    int nd = ldt_mesh_ndim(m), n = ldt_mesh_nranks(m), *ranks = malloc((size_t)n * sizeof *ranks);
+    int64_t dims[LDT_MAX_DIMS];
+    const char *names[LDT_MAX_DIMS];
+    ldt_status st;
+    if (!ranks) return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int d = 0; d < nd && d < LDT_MAX_DIMS; d++) dims[d] = ldt_mesh_dim_size(m, d), names[d] = ldt_mesh_dim_name(m, d);
+    for (int i = 0; i < n; i++) ranks[i] = ldt_mesh_rank_at(m, i);
+    st = ldt_mesh_create(nd, dims, ranks, nd > 0 && names[0] ? names : NULL, LDT_DEVICE_META, out);
+    free(ranks);
+    return st;
+}
+
 int cmd_train(int argc, char **argv) {
     cli_flag *f = flag_table();
     ldt_mesh *mesh = NULL;
@@ -358,7 +375,11 @@ int cmd_train(int argc, char **argv) {
     ldt_dtype ck_dtype = LDT_F32;
     static pipe_opts po;
     ldt_tensor **mtok = NULL, **mtgt = NULL;
-    int64_t rows;
+    int64_t rows, budget = 0;
+    const char *rc_text;
+    int rc_auto;
+    unsigned char *rc_modes = NULL;
+    cli_rc_choice choice = {0};
     if (cli_parse("train", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("train", f, NFLAGS) || cli_bucket_bytes("train", f, NFLAGS, &copt.bucket_bytes)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
@@ -366,7 +387,7 @@ int cmd_train(int argc, char **argv) {
                "                 --batch B] [--mesh M] [--steps N] [--optimizer adamw|sgd] [--lr X]\n"
                "                 [--seed S] [--dtype f32|f64|bf16|f16] [--dropout P] [--data FILE]\n"
                "                 [--sample N] [--trace FILE] [--zero] [--bucket-mb X] [--no-fuse]\n"
-               "                 [--recompute none|selective|full]\n"
+               "                 [--recompute none|selective|full|MODE,MODE,...|auto --memory-budget BYTES]\n"
                "                 [--profile P] [--backend threads|mpi|nccl] [--device cpu|cuda]\n"
                "                 [--save DIR [--save-every N]] [--load DIR | --resume DIR] [--json]\n"
                "                 [--global-batch G --micro-batch m --schedule gpipe|1f1b|interleaved:V\n"
@@ -430,6 +451,21 @@ int cmd_train(int argc, char **argv) {
         return 2;
     if (cli_real("train", f, NFLAGS, "lr", 3e-3, &lr) || cli_real("train", f, NFLAGS, "dropout", 0.1, &dropout))
         return 2;
+    /* --recompute auto chooses the mix under --memory-budget; the budget has no other use here */
+    rc_text = cli_get(f, NFLAGS, "recompute");
+    rc_auto = rc_text && strcmp(rc_text, "auto") == 0;
+    if (cli_int("train", f, NFLAGS, "memory-budget", 0, 1, &budget)) return 2;
+    if (rc_auto && !budget) {
+        fprintf(stderr, "ldt train: --recompute auto needs --memory-budget BYTES (per rank: the mix of recomputed "
+                        "layers that fits it)\n");
+        return 2;
+    }
+    if (budget && !rc_auto) {
+        fprintf(stderr, "ldt train: --memory-budget is only used by --recompute auto in ldt train (the mix of "
+                        "recomputed layers that fits it); ldt plan --train --memory-budget plans a fixed mode's step "
+                        "under it\n");
+        return 2;
+    }
     if (resume_dir) {
         if (!cli_has(f, NFLAGS, "seed")) seed = st_saved[ST_SEED];
         if (!cli_has(f, NFLAGS, "lr")) lr = hp_saved[HP_LR];
@@ -537,6 +573,14 @@ int cmd_train(int argc, char **argv) {
         ldt_mpi_world_destroy(world);
         return 2;
     }
+    if (po.on && rc_auto) {
+        fprintf(stderr, "ldt train: --recompute auto with a pp mesh dim: the chooser plans the step without stages; "
+                        "give the modes per layer (--recompute full,selective,none,...; docs/recompute.md)\n");
+        free(text);
+        ldt_mesh_destroy(mesh);
+        ldt_mpi_world_destroy(world);
+        return 2;
+    }
     rows = po.on ? po.global : cfg.batch; /* sequences a step */
     if (po.on) copt.no_fuse = 1; /* a pipeline's collectives run unfused (docs/pipeline.md) */
     /* the planner's numbers; under mpi, compile broadcasts rank 0's */
@@ -554,7 +598,45 @@ int cmd_train(int argc, char **argv) {
         ldt_mpi_world_destroy(world);
         return cli_fail("train");
     }
+    oc.kind = strcmp(s_opt, "sgd") == 0 ? LDT_OPTIM_SGD : LDT_OPTIM_ADAMW;
+    oc.lr = lr;
+    oc.momentum = oc.kind == LDT_OPTIM_SGD ? 0.9 : 0;
+    oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8, oc.weight_decay = 0.01, oc.clip_norm = 1.0;
+    oc.schedule = LDT_LR_WARMUP_LINEAR;
+    oc.warmup_steps = steps < 10 ? 1 : 10;
+    oc.total_steps = steps;
     copt.plan.cost = &cm;
+    /* --recompute auto: the mix chosen on a meta mesh of this one, with this run's model,
+     * update and profile (under mpi, rank 0's: every process chooses the same; its choice is
+     * broadcast all the same) */
+    if (rc_auto) {
+        const char *pins = cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron";
+        cli_step_optim so;
+        ldt_mesh *meta = NULL;
+        ldt_status st;
+        memset(&so, 0, sizeof so);
+        so.oc = oc, so.zero = zero, so.sync_dp = 1;
+        if (!(rc_modes = malloc((size_t)cfg.layers))) st = ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "out of memory");
+        else if ((st = meta_mesh(mesh, &meta)) == LDT_OK) {
+            cli_rc_job job = {"train", "gpt", &cfg, pins, meta, &copt.plan, &so};
+            st = cli_recompute_choose(&job, budget, rc_modes, &choice);
+        }
+        ldt_mesh_destroy(meta);
+        if (st == LDT_OK && world) st = ldt_broadcast(world, rc_modes, cfg.layers, LDT_U8, 0);
+        if (st != LDT_OK || !choice.fits) {
+            if (st == LDT_OK)
+                fprintf(stderr, "ldt train: --recompute auto: no mix fits --memory-budget %lld bytes per rank: every "
+                                "layer full has the least modeled peak, %lld bytes (every layer selective %lld, none "
+                                "%lld; %d plans)\n", (long long)budget, (long long)choice.peak,
+                        (long long)choice.uniform_peak[1], (long long)choice.uniform_peak[0], choice.plans);
+            rc = st == LDT_OK ? 1 : cli_fail("train");
+            free(text);
+            free(rc_modes);
+            ldt_mesh_destroy(mesh);
+            ldt_mpi_world_destroy(world);
+            return rc;
+        }
+    }
     co.mesh = mesh;
     co.world = world;
     co.seed = (uint64_t)seed;
@@ -568,7 +650,9 @@ int cmd_train(int argc, char **argv) {
     if (ldt_ctx_create(&co, &ctx) != LDT_OK || ldt_model_create(ctx, "gpt", &cfg, &model) != LDT_OK ||
         ldt_model_init(model, (uint64_t)seed) != LDT_OK || ldt_model_pin(model, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron") != LDT_OK)
         goto fail;
-    if (cli_has(f, NFLAGS, "recompute") && cli_recompute_set("train", model, cli_get(f, NFLAGS, "recompute"))) {
+    for (int64_t l = 0; rc_modes && l < cfg.layers; l++)
+        if (ldt_model_set_recompute(model, l, cli_recompute_modes[rc_modes[l]]) != LDT_OK) goto fail;
+    if (rc_text && !rc_auto && cli_recompute_set("train", model, rc_text)) {
         rc = 2;
         goto done;
     }
@@ -607,13 +691,6 @@ int cmd_train(int argc, char **argv) {
         ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
-    oc.kind = strcmp(s_opt, "sgd") == 0 ? LDT_OPTIM_SGD : LDT_OPTIM_ADAMW;
-    oc.lr = lr;
-    oc.momentum = oc.kind == LDT_OPTIM_SGD ? 0.9 : 0;
-    oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8, oc.weight_decay = 0.01, oc.clip_norm = 1.0;
-    oc.schedule = LDT_LR_WARMUP_LINEAR;
-    oc.warmup_steps = steps < 10 ? 1 : 10;
-    oc.total_steps = steps;
     st_now[ST_VERSION] = 1, st_now[ST_SEED] = seed, st_now[ST_BATCH] = cfg.batch, st_now[ST_SEQ] = cfg.seq;
     st_now[ST_DATA_HASH] = text_hash(text, len);
     hp_now[HP_OPTIM] = oc.kind, hp_now[HP_LR] = oc.lr, hp_now[HP_BETA1] = oc.beta1, hp_now[HP_BETA2] = oc.beta2;
@@ -743,6 +820,10 @@ int cmd_train(int argc, char **argv) {
             cli_config_json(stdout, "gpt", &cfg, cli_has(f, NFLAGS, "sp") ? "megatron-sp" : "megatron", mesh);
             putchar(',');
             cli_recompute_json(stdout, model);
+            if (rc_modes) /* --recompute auto: the chooser's plans and the chosen mix's modeled figures */
+                printf(",\"recompute_plans\":%d,\"memory_budget\":%lld,\"modeled_peak_bytes\":%lld,"
+                       "\"modeled_step_seconds\":%.9g", choice.plans, (long long)budget, (long long)choice.peak,
+                       choice.seconds);
             putchar(',');
             cli_profile_json(stdout, &cm);
             printf(",\"fused\":%s", copt.no_fuse ? "false" : "true");
@@ -772,6 +853,14 @@ int cmd_train(int argc, char **argv) {
                    "%.0f tokens/s, %.2f ms a step (median), compile %.1f ms\n",
                    (long long)nrun, losses[start], losses[steps - 1], ntail, tail, log((double)cfg.vocab),
                    (double)(rows * cfg.seq) / med, med * 1e3, t_compile * 1e3);
+            if (rc_modes) {
+                int64_t cnt[3] = {0, 0, 0};
+                for (int64_t l = 0; l < cfg.layers; l++) cnt[rc_modes[l]]++;
+                printf("recompute (auto, %d mixes planned): %lld layers full, %lld selective, %lld none; modeled peak "
+                       "%lld bytes per rank within --memory-budget %lld, modeled step %.6g s\n", choice.plans,
+                       (long long)cnt[2], (long long)cnt[1], (long long)cnt[0], (long long)choice.peak,
+                       (long long)budget, choice.seconds);
+            }
             if (copt.trace_path) printf("Chrome trace of the last step: %s\n", copt.trace_path);
             if (save_dir) printf("saved %s at step %lld\n", save_dir, (long long)steps);
         }
@@ -805,5 +894,6 @@ done:
     free(mtok);
     free(mtgt);
     free(extras);
+    free(rc_modes);
     return rc;
 }
