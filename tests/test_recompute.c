@@ -1,8 +1,10 @@
 /* Activation recomputation (docs/recompute.md): a tiny f64 GPT with dropout trained a few
  * steps with every layer's recomputation none, selective or full gives the same losses and
- * gradients (1e-12 relative) on one rank, tp=2 and dp=2 (rank threads); on a meta plan the
- * saved activations and the arena shrink from none to selective to full by the tensors a
- * layer no longer keeps (derived by hand below); the refusals name what was wrong. */
+ * gradients (1e-12 relative) on one rank, tp=2 and dp=2 (rank threads), and so does a mix of
+ * modes per layer; on a meta plan the saved activations and the arena shrink from none to
+ * selective to full by the tensors a layer no longer keeps (derived by hand below); the CLI's
+ * per-layer lists and ldt train --recompute auto under a memory budget train to none's
+ * losses; the refusals name what was wrong. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -418,4 +420,32 @@ Test(recompute, cli_train_auto) {
     cr_expect(strstr(out, "ldt train: --recompute auto: no mix fits --memory-budget 1000 bytes per rank: every layer "
                           "full has the least modeled peak"), "%s", out);
     cr_expect(strchr(out, '{') == NULL, "nothing trained: %s", out);
+}
+
+/* A pipeline (pp=2, four micro-batches) takes a per-layer list by global layer: each stage's
+ * layers in their modes, the losses none's. */
+Test(recompute, cli_train_pipeline_list) {
+    static const char *const lists[2] = {"full,selective", "none,full"};
+    cJSON *ref = run_json("train --mesh pp=2 --global-batch 4 --micro-batch 1 --layers 2 --hidden 16 --heads 2 --seq 16 "
+                          "--steps 3 --dtype f64 --dropout 0.2 --sample 0 --json --recompute none", 0);
+    const cJSON *lr = cJSON_GetObjectItem(ref, "losses");
+    cr_assert_eq(cJSON_GetArraySize(lr), 3);
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        cJSON *j, *l, *r;
+        snprintf(args, sizeof args, "train --mesh pp=2 --global-batch 4 --micro-batch 1 --layers 2 --hidden 16 "
+                 "--heads 2 --seq 16 --steps 3 --dtype f64 --dropout 0.2 --sample 0 --json --recompute %s", lists[i]);
+        j = run_json(args, 0);
+        l = cJSON_GetObjectItem(j, "losses");
+        r = cJSON_GetObjectItem(j, "recompute");
+        cr_assert_eq(cJSON_GetArraySize(l), 3);
+        cr_expect_str_eq(cJSON_GetArrayItem(r, 0)->valuestring, i == 0 ? "full" : "none");
+        cr_expect_str_eq(cJSON_GetArrayItem(r, 1)->valuestring, i == 0 ? "selective" : "full");
+        for (int k = 0; k < 3; k++) {
+            double a = cJSON_GetArrayItem(l, k)->valuedouble, b = cJSON_GetArrayItem(lr, k)->valuedouble;
+            cr_expect(fabs(a - b) <= 1e-12 * fabs(b), "%s step %d: %.17g, none %.17g", lists[i], k, a, b);
+        }
+        cJSON_Delete(j);
+    }
+    cJSON_Delete(ref);
 }
