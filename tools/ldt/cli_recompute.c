@@ -141,7 +141,8 @@ static ldt_status plan_mix(const cli_rc_job *job, const unsigned char *modes, in
     cli_memory mpr;
     ldt_status st;
     co.mesh = job->mesh;
-    if ((st = ldt_ctx_create(&co, &ctx)) != LDT_OK || (st = ldt_model_create(ctx, job->kind, job->cfg, &model)) != LDT_OK ||
+    if ((st = ldt_ctx_create(&co, &ctx)) != LDT_OK ||
+        (st = ldt_model_create(ctx, job->kind, job->cfg, &model)) != LDT_OK ||
         (st = ldt_model_pin(model, job->pins)) != LDT_OK)
         goto done;
     for (int64_t l = 0; l < job->cfg->layers && st == LDT_OK; l++)
@@ -151,7 +152,8 @@ static ldt_status plan_mix(const cli_rc_job *job, const unsigned char *modes, in
         st = ldt_set_error(ldt_ctx_status(ctx), "%s", ldt_ctx_errmsg(ctx));
         goto done;
     }
-    if ((st = cli_train_step(model, loss, job->so, &o)) != LDT_OK || (st = ldt_plan_create(ctx, job->po, &plan)) != LDT_OK ||
+    if ((st = cli_train_step(model, loss, job->so, &o)) != LDT_OK ||
+        (st = ldt_plan_create(ctx, job->po, &plan)) != LDT_OK ||
         (st = ldt_plan_step_get(plan, loss, &ps)) != LDT_OK ||
         (st = cli_memory_per_rank_optim(plan, model, job->so ? o : NULL, job->mesh, &mpr)) != LDT_OK)
         goto done;

@@ -313,7 +313,8 @@ int cmd_plan(int argc, char **argv) {
         (ldt_dtype_parse(cli_get(f, NFLAGS, "dtype"), &cfg.dtype) != LDT_OK ||
          (cfg.dtype != LDT_F32 && cfg.dtype != LDT_BF16 && cfg.dtype != LDT_F64))) {
         ldt_clear_error();
-        fprintf(stderr, "ldt plan: --dtype %s, expected f32 or bf16, or f64 (as ldt train --dtype f64)\n", cli_get(f, NFLAGS, "dtype"));
+        fprintf(stderr, "ldt plan: --dtype %s, expected f32 or bf16, or f64 (as ldt train --dtype f64)\n",
+                cli_get(f, NFLAGS, "dtype"));
         return 2;
     }
     if (cli_int("plan", f, NFLAGS, "memory-budget", 0, 1, &budget)) return 2;

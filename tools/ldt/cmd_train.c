@@ -342,7 +342,10 @@ static ldt_status meta_mesh(const ldt_mesh *m, ldt_mesh **out) {
     const char *names[LDT_MAX_DIMS];
     ldt_status st;
     if (!ranks) return ldt_set_error(LDT_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int d = 0; d < nd && d < LDT_MAX_DIMS; d++) dims[d] = ldt_mesh_dim_size(m, d), names[d] = ldt_mesh_dim_name(m, d);
+    for (int d = 0; d < nd && d < LDT_MAX_DIMS; d++) {
+        dims[d] = ldt_mesh_dim_size(m, d);
+        names[d] = ldt_mesh_dim_name(m, d);
+    }
     for (int i = 0; i < n; i++) ranks[i] = ldt_mesh_rank_at(m, i);
     st = ldt_mesh_create(nd, dims, ranks, nd > 0 && names[0] ? names : NULL, LDT_DEVICE_META, out);
     free(ranks);
