@@ -116,12 +116,9 @@ ldt_status cli_memory_per_rank_optim(ldt_plan *plan, ldt_model *m, const ldt_opt
 /* ---- recomputation (tools/ldt/cli_recompute.c; docs/recompute.md) ---- */
 /* "none", "selective", "full": a mode's index is what the mode arrays below hold. */
 extern const char *const cli_recompute_modes[3];
-/* --recompute TEXT for a model of `layers` layers into modes (indices of cli_recompute_modes):
- * one mode for every layer, or a comma-separated list with exactly one per layer. Returns 0,
- * or 2 after printing "ldt CMD: --recompute TEXT ..." (the wrong count, the unknown mode). */
-int cli_recompute_parse(const char *cmd, const char *text, int64_t layers, unsigned char *modes);
-/* --recompute TEXT (as cli_recompute_parse) set on gpt model m: 0, or 2 after printing why
- * (an unknown mode, a wrong count, the model's refusal: an mlp). */
+/* --recompute TEXT set on gpt model m: one mode (none, selective or full) for every layer, or
+ * a comma-separated list with exactly one per layer. 0, or 2 after printing "ldt CMD:
+ * --recompute TEXT ..." (an unknown mode, a wrong count, the model's refusal: an mlp). */
 int cli_recompute_set(const char *cmd, ldt_model *m, const char *text);
 /* "recompute":["none"|"selective"|"full", one per layer],"recompute_mix":{"none":n,
  * "selective":n,"full":n} of gpt model m (nothing for another model). */

@@ -17,19 +17,12 @@ static int mode_index(const char *s, size_t n) {
     return -1;
 }
 
-int cli_recompute_parse(const char *cmd, const char *text, int64_t layers, unsigned char *modes) {
+/* A --recompute list ("full,selective,none": exactly `layers` modes) into modes (indices of
+ * cli_recompute_modes). Returns 0, or 2 after printing "ldt CMD: --recompute TEXT ..." (the
+ * wrong count, the unknown mode). */
+static int parse_list(const char *cmd, const char *text, int64_t layers, unsigned char *modes) {
     const char *s = text;
     int64_t n = 1;
-    if (!strchr(text, ',')) { /* one mode for every layer */
-        int u = mode_index(text, strlen(text));
-        if (u < 0) {
-            fprintf(stderr, "ldt %s: --recompute %s, expected none, selective or full (every layer), or one of them "
-                            "per layer, comma-separated\n", cmd, text);
-            return 2;
-        }
-        memset(modes, u, (size_t)layers);
-        return 0;
-    }
     for (const char *c = text; *c; c++) n += *c == ',';
     if (n != layers) {
         fprintf(stderr, "ldt %s: --recompute %s gives %lld modes for --layers %lld: expected one mode (every layer) or "
@@ -66,7 +59,7 @@ int cli_recompute_set(const char *cmd, ldt_model *m, const char *text) {
         fprintf(stderr, "ldt %s: out of memory\n", cmd);
         return 2;
     }
-    rc = cli_recompute_parse(cmd, text, layers, modes);
+    rc = parse_list(cmd, text, layers, modes);
     for (int64_t l = 0; l < layers && rc == 0; l++)
         if (ldt_model_set_recompute(m, l, cli_recompute_modes[modes[l]]) != LDT_OK) {
             cli_fail(cmd);
