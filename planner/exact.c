@@ -49,6 +49,12 @@
 /* Passes of the relaxation (ldt__search_exact) at most; together within the work limit. */
 #define RELAX_PASSES 8
 
+/* The exact elimination (the first, unrelaxed search) may use this many times the work limit
+ * when its dry run counts that much, holding at most HOLD_SCALE times the limit in table entries
+ * (8 bytes each); the relaxation's passes together and the branch and bound keep the limit. */
+#define EXACT_SCALE 20
+#define HOLD_SCALE 4
+
 typedef struct fac {
     int nv;
     int32_t *vars; /* ascending node ids, each with a domain of 2 or more */
@@ -101,6 +107,7 @@ typedef struct solver {
     int64_t **vf; /* per node, the ids of factors holding it */
     int64_t *nvf, *capvf;
     int64_t work, limit;
+    int64_t held, hold; /* entries of the elimination tables made, and their bound */
     int failed_oom;
     int dry; /* eliminations make scopes only (the work is counted before any table) */
     /* elimination record */
@@ -659,10 +666,10 @@ out:
     return r;
 }
 
-/* The neighbours of v among live factors (ascending, v left out) into out; their count (-1:
- * more than cap). Outside the dry run (which restores the lists after) the dead factors are
- * dropped from v's list as it is read (the order of the rest kept). */
-static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
+/* The neighbours of v among live factors (ascending unless unsorted, v left out) into out;
+ * their count (-1: more than cap). The dead factors are dropped from v's list as it is read
+ * (the order of the rest kept; the dry run restores the lists after). */
+static int neighbours_(solver *S, int32_t v, int32_t *out, int cap, int unsorted) {
     int n = 0;
     int64_t keep = 0;
     S->stamp++;
@@ -670,7 +677,7 @@ static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
     for (int64_t i = 0; i < S->nvf[v]; i++) {
         const fac *x = &S->f[S->vf[v][i]];
         if (!x->alive) continue;
-        if (!S->dry) S->vf[v][keep++] = S->vf[v][i];
+        S->vf[v][keep++] = S->vf[v][i];
         for (int j = 0; j < x->nv; j++) {
             int32_t w = x->vars[j];
             if (S->mark[w] == S->stamp) continue;
@@ -679,7 +686,8 @@ static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
             out[n++] = w;
         }
     }
-    if (!S->dry) S->nvf[v] = keep;
+    S->nvf[v] = keep;
+    if (unsorted) return n;
     if (n > 16) {
         qsort(out, (size_t)n, sizeof *out, cmp_i32);
     } else {
@@ -695,6 +703,8 @@ static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
     }
     return n;
 }
+
+static int neighbours(solver *S, int32_t v, int32_t *out, int cap) { return neighbours_(S, v, out, cap, 0); }
 
 /* The heap of (key, node), smallest key first, ties to the lower node. */
 typedef struct hent {
@@ -742,7 +752,7 @@ static hent hpop(hent *h, int64_t *n) {
 #define NB_CAP 4096
 
 static int64_t elim_key(solver *S, int32_t v, int32_t *nb) {
-    int n = neighbours(S, v, nb, NB_CAP);
+    int n = neighbours_(S, v, nb, NB_CAP, 1); /* a product: in any order */
     if (n < 0) return INT64_MAX;
     return dom_product(S, nb, n, INT64_MAX / 2);
 }
@@ -1048,7 +1058,8 @@ static int eliminate(solver *S, int32_t v, int32_t *nb, int n) {
         kh = XXH64(S->key, (size_t)klen * sizeof *S->key, 0);
         hit = memo_find(S, &S->em, klen, kh);
     }
-    if (hit < 0 && (size > S->limit / S->nd[v] || S->work + size * S->nd[v] > S->limit)) {
+    if (hit < 0 && (size > S->limit / S->nd[v] || S->work + size * S->nd[v] > S->limit ||
+                    (n > 0 && S->held + size > S->hold))) {
         free(ids);
         return -1;
     }
@@ -1071,6 +1082,7 @@ static int eliminate(solver *S, int32_t v, int32_t *nb, int n) {
         return 1;
     }
     S->work += size * S->nd[v];
+    if (n > 0) S->held += size;
     if (S->dry) {
         for (int i = 0; i < nf; i++) S->f[ids[i]].alive = 0;
         S->bucket[v] = ids;
@@ -1204,7 +1216,7 @@ static void solver_free(solver *S) {
 
 /* One search: exact (R inactive) or relaxed (R active); as ldt__search_exact, and *work the
  * table entries it made (solved only). */
-static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying, relax *R,
+static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_t hold, int tying, relax *R,
                         int32_t *choice, double *bound, int *solved, int *tied, int64_t *work) {
     solver S;
     int64_t n = p->nnodes;
@@ -1219,6 +1231,7 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int ty
     S.R = R;
     S.n = n;
     S.limit = limit;
+    S.hold = hold;
     S.tying = tying;
     *solved = 0;
     *tied = 0;
@@ -1275,9 +1288,20 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int ty
      * and the work, reuse by key included), then, within the limit, the same order with the
      * tables */
     {
-        int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0);
-        if (!nvf0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0), nvf_all = 0;
+        int64_t *vf0 = NULL;
+        for (int64_t v = 0; v < S.nvars; v++) nvf_all += S.nvf[v];
+        if (!nvf0 || !(vf0 = malloc((size_t)(nvf_all ? nvf_all : 1) * sizeof *vf0))) {
+            free(nvf0);
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        }
+        /* the factor lists as they are (the dry run drops its dead factors from them too) */
         memcpy(nvf0, S.nvf, (size_t)S.nvars * sizeof *nvf0);
+        nvf_all = 0;
+        for (int64_t v = 0; v < S.nvars; v++) {
+            memcpy(vf0 + nvf_all, S.vf[v], (size_t)S.nvf[v] * sizeof *vf0);
+            nvf_all += S.nvf[v];
+        }
         S.dry = 1;
         for (int64_t v = 0; v < S.nvars && r == 1; v++)
             if (S.nd[v] > 1 && !hpush(&h, &hn, &hcap, (hent){elim_key(&S, (int32_t)v, nb), (int32_t)v}))
@@ -1303,13 +1327,20 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int ty
         S.nf = nf0;
         for (int64_t i = 0; i < nf0; i++) S.f[i].alive = 1;
         memcpy(S.nvf, nvf0, (size_t)S.nvars * sizeof *nvf0);
+        nvf_all = 0;
+        for (int64_t v = 0; v < S.nvars; v++) {
+            memcpy(S.vf[v], vf0 + nvf_all, (size_t)S.nvf[v] * sizeof *vf0);
+            nvf_all += S.nvf[v];
+        }
         free(nvf0);
+        free(vf0);
         for (int64_t v = 0; v < S.nvars; v++) {
             free(S.bucket[v]);
             S.bucket[v] = NULL;
             S.nbucket[v] = 0;
         }
         S.work = work0;
+        S.held = 0;
         S.dry = 0;
         memo_reset(&S);
         if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
@@ -1447,13 +1478,15 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     relax R;
     int32_t *cand = NULL, *best = NULL;
     double best_lb, best_ub = INFINITY;
-    int64_t used = 0;
+    int64_t used = 0, hold;
     int any = 0;
     ldt_status st;
     memset(&R, 0, sizeof R);
     if (!(R.on = calloc((size_t)(p->nnodes ? p->nnodes : 1), 1)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
-    st = solve(p, fixed, limit, tying, &R, choice, bound, solved, tied, &used);
+    hold = limit > INT64_MAX / 8 / HOLD_SCALE ? INT64_MAX / 8 : limit * HOLD_SCALE;
+    st = solve(p, fixed, limit > INT64_MAX / 8 / EXACT_SCALE ? limit : limit * EXACT_SCALE, hold, tying, &R,
+               choice, bound, solved, tied, &used);
     for (int64_t u = 0; u < p->nnodes && !any; u++) any = R.on[u];
     if (st != LDT_OK || *solved || limit <= 0 || !any) goto out;
     if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)) ||
@@ -1466,7 +1499,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         double lbi, fc;
         int ok = 0, ti = 0;
         int64_t w = 0;
-        if ((st = solve(p, fixed, limit - used, tying, &R, cand, &lbi, &ok, &ti, &w)) != LDT_OK || !ok) break;
+        if ((st = solve(p, fixed, limit - used, hold, tying, &R, cand, &lbi, &ok, &ti, &w)) != LDT_OK || !ok) break;
         used += w;
         if (lbi > best_lb) best_lb = lbi;
         fc = ldt__plan_price(p, cand);
