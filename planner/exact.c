@@ -46,14 +46,12 @@
 
 #define STRICT_PENALTY 1e9
 
-/* Passes of the relaxation (ldt__search_exact) at most; together within the work limit. */
+/* Passes of the relaxation (ldt__search_exact) at most; together within the work limit. Its
+ * weights move by Polyak steps (relax_polyak) of theta POLYAK_THETA, halved after POLYAK_STALL
+ * passes that did not raise the bound. */
 #define RELAX_PASSES 8
-
-/* The exact elimination (the first, unrelaxed search) may use this many times the work limit
- * when its dry run counts that much, holding at most HOLD_SCALE times the limit in table entries
- * (8 bytes each); the relaxation's passes together and the branch and bound keep the limit. */
-#define EXACT_SCALE 20
-#define HOLD_SCALE 4
+#define POLYAK_THETA 2.0
+#define POLYAK_STALL 3
 
 typedef struct fac {
     int nv;
@@ -90,6 +88,7 @@ typedef struct relax {
     int **tl;          /* per relaxed value: its distinct targets */
     int *ntl;
     double **lam; /* per relaxed value: [use - use_off[u]][target] */
+    unsigned char **may; /* per relaxed value: [use][target] 1 where the use may ask it */
     int active;   /* 1: producer_factor builds the relaxed factors */
 } relax;
 
@@ -1395,7 +1394,7 @@ fail:
 static int relax_init(ldt_plan *p, const int32_t *fixed, relax *R) {
     int64_t n = p->nnodes;
     if (!(R->tl = calloc((size_t)n, sizeof *R->tl)) || !(R->ntl = calloc((size_t)n, sizeof *R->ntl)) ||
-        !(R->lam = calloc((size_t)n, sizeof *R->lam)))
+        !(R->lam = calloc((size_t)n, sizeof *R->lam)) || !(R->may = calloc((size_t)n, sizeof *R->may)))
         return 0;
     for (int64_t u = 0; u < n; u++) {
         int64_t a = p->use_off[u], b = p->use_off[u + 1];
@@ -1425,11 +1424,14 @@ static int relax_init(ldt_plan *p, const int32_t *fixed, relax *R) {
             }
             if (pass == 0) {
                 R->ntl[u] = nt;
-                if (!(R->lam[u] = calloc((size_t)(b - a) * (size_t)(nt ? nt : 1), sizeof *R->lam[u]))) return 0;
+                if (!(R->lam[u] = calloc((size_t)(b - a) * (size_t)(nt ? nt : 1), sizeof *R->lam[u])) ||
+                    !(R->may[u] = calloc((size_t)(b - a) * (size_t)(nt ? nt : 1), 1)))
+                    return 0;
             }
         }
         for (int k = 0; k < nt; k++) {
             int cnt = 0;
+            for (int64_t j = a; j < b; j++) R->may[u][(j - a) * nt + k] = R->lam[u][(j - a) * nt + k] > 0;
             for (int64_t j = a; j < b; j++) cnt += R->lam[u][(j - a) * nt + k] > 0;
             for (int64_t j = a; j < b; j++)
                 if (R->lam[u][(j - a) * nt + k] > 0) R->lam[u][(j - a) * nt + k] = 1.0 / cnt;
@@ -1438,89 +1440,162 @@ static int relax_init(ldt_plan *p, const int32_t *fixed, relax *R) {
     return 1;
 }
 
-/* Moves the weights halfway toward the assignment c (a relaxed optimum): of each target c
- * moves to, toward the first use that asks it paying all of it (a subgradient step of the
- * bound, kept on the simplex); targets c does not ask keep theirs. */
-static void relax_update(ldt_plan *p, relax *R, const int32_t *c) {
+/* The subgradient of the relaxed minimum at the weights, for the relaxed optimum c: use j of
+ * value u, target t: the move's price from what u gives under c, where j asks t under c. */
+static double relax_grad(ldt_plan *p, const relax *R, const int32_t *c, int64_t u, int k, int64_t j) {
+    int from = LDT__SSET_PL(p->node_ss[u], c[u])[0], to = R->tl[u][k];
+    ldt__redist_memo *m;
+    double mv;
+    if (to == from || LDT__SSET_PL(p->node_ss[p->use_node[j]], c[p->use_node[j]])[1 + p->use_slot[j]] != to) return 0;
+    m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
+    mv = m ? m->seconds : INFINITY;
+    if (p->opts.strict) mv += STRICT_PENALTY;
+    return mv;
+}
+
+/* y[0..m) onto the simplex (x >= 0, sum 1), in place; z: scratch of m. */
+static void simplex_project(double *y, double *z, int m) {
+    double cum = 0, tau = 0;
+    for (int i = 0; i < m; i++) { /* z: y descending */
+        int j = i - 1;
+        double x = y[i];
+        while (j >= 0 && z[j] < x) {
+            z[j + 1] = z[j];
+            j--;
+        }
+        z[j + 1] = x;
+    }
+    for (int i = 0; i < m; i++) {
+        cum += z[i];
+        if (z[i] - (cum - 1) / (i + 1) > 0) tau = (cum - 1) / (i + 1);
+    }
+    for (int i = 0; i < m; i++) y[i] = y[i] - tau > 0 ? y[i] - tau : 0;
+}
+
+/* A Polyak step of the weights: along the subgradient at the relaxed optimum c, of length
+ * theta (ub - lb) / |g|^2 (ub: the best plan's cost, lb: the relaxed minimum at the weights),
+ * each target's weights then projected back onto the simplex over the uses that may ask it.
+ * 0 when the subgradient is 0 (nothing to move), 1 done, -1 out of memory. */
+static int relax_polyak(ldt_plan *p, relax *R, const int32_t *c, double lb, double ub, double theta) {
+    double norm2 = 0, step;
+    double *y = NULL, *z = NULL;
+    int64_t *js = NULL, cap = 0;
     for (int64_t u = 0; u < p->nnodes; u++) {
         int64_t a = p->use_off[u], b = p->use_off[u + 1];
-        int nt = R->ntl[u], from;
         if (!R->on[u]) continue;
-        from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+        if (b - a > cap) cap = b - a;
+        for (int k = 0; k < R->ntl[u]; k++)
+            for (int64_t j = a; j < b; j++)
+                if (R->may[u][(j - a) * R->ntl[u] + k]) {
+                    double g = relax_grad(p, R, c, u, k, j);
+                    norm2 += g * g;
+                }
+    }
+    if (!(norm2 > 0) || !isfinite(norm2) || !isfinite(ub) || !(ub > lb)) return 0;
+    step = theta * (ub - lb) / norm2;
+    y = malloc((size_t)(cap ? cap : 1) * sizeof *y);
+    z = malloc((size_t)(cap ? cap : 1) * sizeof *z);
+    js = malloc((size_t)(cap ? cap : 1) * sizeof *js);
+    if (!y || !z || !js) {
+        free(y);
+        free(z);
+        free(js);
+        return -1;
+    }
+    for (int64_t u = 0; u < p->nnodes; u++) {
+        int64_t a = p->use_off[u], b = p->use_off[u + 1];
+        int nt = R->ntl[u];
+        if (!R->on[u]) continue;
         for (int k = 0; k < nt; k++) {
-            int64_t first = -1;
-            if (R->tl[u][k] == from) continue;
-            for (int64_t j = a; j < b && first < 0; j++)
-                if (LDT__SSET_PL(p->node_ss[p->use_node[j]], c[p->use_node[j]])[1 + p->use_slot[j]] == R->tl[u][k])
-                    first = j;
-            if (first < 0) continue;
-            for (int64_t j = a; j < b; j++) {
-                double *l = &R->lam[u][(j - a) * nt + k];
-                *l = 0.5 * *l + (j == first ? 0.5 : 0);
-            }
+            int m = 0;
+            for (int64_t j = a; j < b; j++)
+                if (R->may[u][(j - a) * nt + k]) {
+                    js[m] = j;
+                    y[m++] = R->lam[u][(j - a) * nt + k] + step * relax_grad(p, R, c, u, k, j);
+                }
+            if (m < 2) continue;
+            simplex_project(y, z, m);
+            for (int i = 0; i < m; i++) R->lam[u][(js[i] - a) * nt + k] = y[i];
         }
     }
+    free(y);
+    free(z);
+    free(js);
+    return 1;
 }
 
 static void relax_free(ldt_plan *p, relax *R) {
     for (int64_t u = 0; R->tl && u < p->nnodes; u++) {
         free(R->tl[u]);
         free(R->lam[u]);
+        if (R->may) free(R->may[u]);
     }
+    free(R->may);
     free(R->tl);
     free(R->ntl);
     free(R->lam);
     free(R->on);
 }
 
-ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying,
-                             int32_t *choice, double *bound, int *solved, int *tied) {
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_t elim_limit,
+                             int64_t hold, int tying, int32_t *choice, double *bound, int *solved,
+                             int *tied, int32_t *alt, double *alt_cost) {
     relax R;
-    int32_t *cand = NULL, *best = NULL;
-    double best_lb, best_ub = INFINITY;
-    int64_t used = 0, hold;
-    int any = 0;
+    int32_t *cand = NULL;
+    double best_lb, best_ub = INFINITY, theta = POLYAK_THETA;
+    int64_t used = 0;
+    int any = 0, stall = 0;
     ldt_status st;
     memset(&R, 0, sizeof R);
+    *alt_cost = INFINITY;
     if (!(R.on = calloc((size_t)(p->nnodes ? p->nnodes : 1), 1)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
-    hold = limit > INT64_MAX / 8 / HOLD_SCALE ? INT64_MAX / 8 : limit * HOLD_SCALE;
-    st = solve(p, fixed, limit > INT64_MAX / 8 / EXACT_SCALE ? limit : limit * EXACT_SCALE, hold, tying, &R,
-               choice, bound, solved, tied, &used);
+    st = solve(p, fixed, elim_limit, hold, tying, &R, choice, bound, solved, tied, &used);
     for (int64_t u = 0; u < p->nnodes && !any; u++) any = R.on[u];
     if (st != LDT_OK || *solved || limit <= 0 || !any) goto out;
-    if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)) ||
-        !(best = malloc((size_t)p->nnodes * sizeof *best)))
+    if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     best_lb = *bound;
     R.active = 1;
     used = 0;
     for (int it = 0; it < RELAX_PASSES && used < limit; it++) {
-        double lbi, fc;
-        int ok = 0, ti = 0;
+        double lbi, fc, ub;
+        int ok = 0, ti = 0, r;
         int64_t w = 0;
         if ((st = solve(p, fixed, limit - used, hold, tying, &R, cand, &lbi, &ok, &ti, &w)) != LDT_OK || !ok) break;
         used += w;
-        if (lbi > best_lb) best_lb = lbi;
+        /* theta halves after POLYAK_STALL passes that do not raise the bound */
+        if (lbi > best_lb) {
+            best_lb = lbi;
+            stall = 0;
+        } else if (++stall >= POLYAK_STALL) {
+            theta *= 0.5;
+            stall = 0;
+        }
         fc = ldt__plan_price(p, cand);
         if (fc < best_ub) {
             best_ub = fc;
-            memcpy(best, cand, (size_t)p->nnodes * sizeof *cand);
+            memcpy(alt, cand, (size_t)p->nnodes * sizeof *cand);
+            *alt_cost = fc;
             *tied = ti;
         }
         if (isfinite(best_ub) && best_ub - best_lb <= 1e-12 * best_ub) {
-            /* only a proven plan is handed back: the fallbacks start from choice as it was */
-            memcpy(choice, best, (size_t)p->nnodes * sizeof *best);
+            /* only a proven plan is handed back as the choice: the fallbacks start from choice
+             * as it was */
+            memcpy(choice, alt, (size_t)p->nnodes * sizeof *alt);
             *solved = 1;
             break;
         }
-        relax_update(p, &R, cand);
+        /* the step aims at the best plan known (the greedy one's cost before any) */
+        ub = best_ub < p->cost_greedy ? best_ub : p->cost_greedy;
+        if ((r = relax_polyak(p, &R, cand, lbi, ub, theta)) < 0)
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+        if (r == 0) break; /* nothing to move: the bound cannot rise */
     }
     *bound = best_lb;
 out:
 fail:
     free(cand);
-    free(best);
     relax_free(p, &R);
     return st;
 }
