@@ -1524,6 +1524,78 @@ static int relax_polyak(ldt_plan *p, relax *R, const int32_t *c, double lb, doub
     return 1;
 }
 
+/* The repair of a plan (primal recovery from a relaxed optimum): node by node (not the fixed
+ * ones, nor constants), the strategy whose exact share of the price is least — its own
+ * seconds, its value's distinct moves, and its inputs' producers' distinct moves, the only
+ * terms of price() its choice changes — taking strict gains only, so the price never rises;
+ * sweeps until none (at most REPAIR_SWEEPS). seen: scratch of an unsigned per placement list. */
+#define REPAIR_SWEEPS 4
+
+static double value_moves(ldt_plan *p, const int32_t *c, int64_t u, uint32_t *seen, uint32_t *stamp) {
+    int64_t a = p->use_off[u], b = p->use_off[u + 1];
+    int from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+    double s = 0;
+    if (++*stamp == 0) { /* wrapped: clear */
+        memset(seen, 0, (size_t)p->nplists * sizeof *seen);
+        *stamp = 1;
+    }
+    seen[from] = *stamp;
+    for (int64_t j = a; j < b; j++) {
+        int to = LDT__SSET_PL(p->node_ss[p->use_node[j]], c[p->use_node[j]])[1 + p->use_slot[j]];
+        ldt__redist_memo *m;
+        if (seen[to] == *stamp) continue;
+        seen[to] = *stamp;
+        m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
+        s += m ? m->seconds : INFINITY;
+    }
+    return s;
+}
+
+static double node_share(ldt_plan *p, const int32_t *c, int64_t v, uint32_t *seen, uint32_t *stamp) {
+    const ldt_tensor *t = p->ctx->nodes[v];
+    double s = p->node_ss[v]->own ? p->node_ss[v]->own[c[v]] : 0;
+    s += value_moves(p, c, v, seen, stamp);
+    if (t->kind != LDT__PERSISTENT)
+        for (int k = 0; k < t->nin; k++) {
+            int64_t u = LDT__IN(t)[k]->id;
+            int dup = 0;
+            for (int i = 0; i < k && !dup; i++) dup = LDT__IN(t)[i]->id == u;
+            if (!dup) s += value_moves(p, c, u, seen, stamp);
+        }
+    return s;
+}
+
+static int repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
+    uint32_t *seen = calloc((size_t)(p->nplists ? p->nplists : 1), sizeof *seen), stamp = 0;
+    if (!seen) return 0;
+    for (int sweep = 0; sweep < REPAIR_SWEEPS; sweep++) {
+        int changed = 0;
+        for (int64_t v = 0; v < p->nnodes; v++) {
+            int cur = c[v], best = cur, n = p->node_ss[v]->n;
+            double bc;
+            if (n < 2 || (fixed && fixed[v] >= 0) ||
+                (p->ctx->nodes[v]->kind == LDT__PERSISTENT && p->use_off[v] == p->use_off[v + 1]))
+                continue;
+            bc = node_share(p, c, v, seen, &stamp);
+            for (int s2 = 0; s2 < n; s2++) {
+                double x;
+                if (s2 == cur) continue;
+                c[v] = s2;
+                x = node_share(p, c, v, seen, &stamp);
+                if (x < bc * (1 - 1e-12) - 1e-18) {
+                    bc = x;
+                    best = s2;
+                }
+            }
+            c[v] = best;
+            changed |= best != cur;
+        }
+        if (!changed) break;
+    }
+    free(seen);
+    return 1;
+}
+
 static void relax_free(ldt_plan *p, relax *R) {
     for (int64_t u = 0; R->tl && u < p->nnodes; u++) {
         free(R->tl[u]);
@@ -1541,7 +1613,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
                              int64_t hold, int tying, int32_t *choice, double *bound, int *solved,
                              int *tied, int32_t *alt, double *alt_cost) {
     relax R;
-    int32_t *cand = NULL;
+    int32_t *cand = NULL, *fix = NULL;
     double best_lb, best_ub = INFINITY, theta = POLYAK_THETA;
     int64_t used = 0;
     int any = 0, stall = 0;
@@ -1553,7 +1625,8 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     st = solve(p, fixed, elim_limit, hold, tying, &R, choice, bound, solved, tied, &used);
     for (int64_t u = 0; u < p->nnodes && !any; u++) any = R.on[u];
     if (st != LDT_OK || *solved || limit <= 0 || !any) goto out;
-    if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)))
+    if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)) ||
+        !(fix = malloc((size_t)p->nnodes * sizeof *fix)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     best_lb = *bound;
     R.active = 1;
@@ -1592,10 +1665,25 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
             LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
         if (r == 0) break; /* nothing to move: the bound cannot rise */
     }
+    /* the cheapest relaxed optimum, repaired (the price only falls), maybe meets the bound */
+    if (!*solved && isfinite(best_ub) && !p->opts.strict) {
+        double fc;
+        memcpy(fix, alt, (size_t)p->nnodes * sizeof *alt);
+        if (!repair(p, fixed, fix)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+        if ((fc = ldt__plan_price(p, fix)) < best_ub) {
+            best_ub = *alt_cost = fc;
+            memcpy(alt, fix, (size_t)p->nnodes * sizeof *fix);
+        }
+        if (best_ub - best_lb <= 1e-12 * best_ub) {
+            memcpy(choice, alt, (size_t)p->nnodes * sizeof *alt);
+            *solved = 1;
+        }
+    }
     *bound = best_lb;
 out:
 fail:
     free(cand);
+    free(fix);
     relax_free(p, &R);
     return st;
 }
