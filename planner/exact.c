@@ -1524,64 +1524,135 @@ static int relax_polyak(ldt_plan *p, relax *R, const int32_t *c, double lb, doub
     return 1;
 }
 
-/* The repair of a plan (primal recovery from a relaxed optimum): node by node (not the fixed
- * ones, nor constants), the strategy whose exact share of the price is least — its own
- * seconds, its value's distinct moves, and its inputs' producers' distinct moves, the only
- * terms of price() its choice changes — taking strict gains only, so the price never rises;
- * sweeps until none (at most REPAIR_SWEEPS). seen: scratch of an unsigned per placement list. */
+/* The repair of a plan (primal recovery): node by node (not the fixed ones, nor a leaf nobody
+ * reads), the strategy whose exact share of the price is least — its own seconds, its value's
+ * distinct moves, and its inputs' distinct moves, the only terms of price() its choice changes
+ * — taking strict gains only, so the price never rises; sweeps until none (at most
+ * REPAIR_SWEEPS). The lists other nodes ask of v and of v's inputs are gathered once per node,
+ * so a strategy costs its own slots only. */
 #define REPAIR_SWEEPS 4
 
-static double value_moves(ldt_plan *p, const int32_t *c, int64_t u, uint32_t *seen, uint32_t *stamp) {
-    int64_t a = p->use_off[u], b = p->use_off[u + 1];
-    int from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
-    double s = 0;
-    if (++*stamp == 0) { /* wrapped: clear */
-        memset(seen, 0, (size_t)p->nplists * sizeof *seen);
-        *stamp = 1;
+typedef struct rscratch {
+    uint32_t *seen, stamp; /* per placement list */
+    int *tl;               /* target lists */
+    int64_t ntl, cap;
+} rscratch;
+
+static void rs_next(ldt_plan *p, rscratch *r) {
+    if (++r->stamp == 0) { /* wrapped: clear */
+        memset(r->seen, 0, (size_t)p->nplists * sizeof *r->seen);
+        r->stamp = 1;
     }
-    seen[from] = *stamp;
-    for (int64_t j = a; j < b; j++) {
-        int to = LDT__SSET_PL(p->node_ss[p->use_node[j]], c[p->use_node[j]])[1 + p->use_slot[j]];
-        ldt__redist_memo *m;
-        if (seen[to] == *stamp) continue;
-        seen[to] = *stamp;
-        m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
-        s += m ? m->seconds : INFINITY;
-    }
-    return s;
 }
 
-static double node_share(ldt_plan *p, const int32_t *c, int64_t v, uint32_t *seen, uint32_t *stamp) {
+static int rs_push(rscratch *r, int t) {
+    if (r->ntl == r->cap) {
+        int64_t c = r->cap ? 2 * r->cap : 256;
+        int *n = realloc(r->tl, (size_t)c * sizeof *n);
+        if (!n) return 0;
+        r->tl = n;
+        r->cap = c;
+    }
+    r->tl[r->ntl++] = t;
+    return 1;
+}
+
+static double move_price(ldt_plan *p, int64_t u, int from, int to) {
+    ldt__redist_memo *m;
+    if (from == to) return 0;
+    m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
+    return m ? m->seconds : INFINITY;
+}
+
+/* The distinct lists the uses of u other than node v's ask under c, appended to r->tl. */
+static int asked_by_others(ldt_plan *p, const int32_t *c, int64_t u, int64_t v, rscratch *r) {
+    rs_next(p, r);
+    for (int64_t j = p->use_off[u]; j < p->use_off[u + 1]; j++) {
+        int32_t w = p->use_node[j];
+        int to;
+        if (w == v) continue;
+        to = LDT__SSET_PL(p->node_ss[w], c[w])[1 + p->use_slot[j]];
+        if (r->seen[to] == r->stamp) continue;
+        r->seen[to] = r->stamp;
+        if (!rs_push(r, to)) return 0;
+    }
+    return 1;
+}
+
+#define REPAIR_MAXIN 64
+
+/* v's share of the price under strategy s (c[v] is s); ins/off/base: per distinct input, its
+ * node, its others' lists in r->tl[off[i]..off[i+1]) and their moves' sum; v's own asks in
+ * r->tl[0..na). */
+static double repair_share(ldt_plan *p, const int32_t *c, int64_t v, int s, int na, const int64_t *ins,
+                           int nins, const int64_t *off, const double *base, rscratch *r) {
+    const ldt__sset *ss = p->node_ss[v];
     const ldt_tensor *t = p->ctx->nodes[v];
-    double s = p->node_ss[v]->own ? p->node_ss[v]->own[c[v]] : 0;
-    s += value_moves(p, c, v, seen, stamp);
-    if (t->kind != LDT__PERSISTENT)
+    int give = LDT__SSET_PL(ss, s)[0];
+    double x = ss->own ? ss->own[s] : 0;
+    for (int i = 0; i < na; i++)
+        if (r->tl[i] != give) x += move_price(p, v, give, r->tl[i]);
+    for (int i = 0; i < nins; i++) {
+        int64_t u = ins[i];
+        int from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+        x += base[i];
         for (int k = 0; k < t->nin; k++) {
-            int64_t u = LDT__IN(t)[k]->id;
-            int dup = 0;
-            for (int i = 0; i < k && !dup; i++) dup = LDT__IN(t)[i]->id == u;
-            if (!dup) s += value_moves(p, c, u, seen, stamp);
+            int to = LDT__SSET_PL(ss, s)[1 + k], dup = to == from;
+            if (LDT__IN(t)[k]->id != u) continue;
+            for (int64_t q = off[i]; q < off[i + 1] && !dup; q++) dup = r->tl[q] == to;
+            for (int k2 = 0; k2 < k && !dup; k2++)
+                dup = LDT__IN(t)[k2]->id == u && LDT__SSET_PL(ss, s)[1 + k2] == to;
+            if (!dup) x += move_price(p, u, from, to);
         }
-    return s;
+    }
+    return x;
 }
 
 static int repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
-    uint32_t *seen = calloc((size_t)(p->nplists ? p->nplists : 1), sizeof *seen), stamp = 0;
-    if (!seen) return 0;
-    for (int sweep = 0; sweep < REPAIR_SWEEPS; sweep++) {
+    rscratch r = {0};
+    int64_t ins[REPAIR_MAXIN], off[REPAIR_MAXIN + 1];
+    double base[REPAIR_MAXIN];
+    int ok = 1;
+    if (!(r.seen = calloc((size_t)(p->nplists ? p->nplists : 1), sizeof *r.seen))) return 0;
+    for (int sweep = 0; sweep < REPAIR_SWEEPS && ok; sweep++) {
         int changed = 0;
-        for (int64_t v = 0; v < p->nnodes; v++) {
-            int cur = c[v], best = cur, n = p->node_ss[v]->n;
+        for (int64_t v = 0; v < p->nnodes && ok; v++) {
+            const ldt_tensor *t = p->ctx->nodes[v];
+            int cur = c[v], best = cur, n = p->node_ss[v]->n, na, nins = 0;
             double bc;
             if (n < 2 || (fixed && fixed[v] >= 0) ||
-                (p->ctx->nodes[v]->kind == LDT__PERSISTENT && p->use_off[v] == p->use_off[v + 1]))
+                (t->kind == LDT__PERSISTENT && p->use_off[v] == p->use_off[v + 1]))
                 continue;
-            bc = node_share(p, c, v, seen, &stamp);
+            /* what v's readers ask of it; then per distinct input what its other readers ask */
+            r.ntl = 0;
+            if (!(ok = asked_by_others(p, c, v, -1, &r))) break;
+            na = (int)r.ntl;
+            off[0] = r.ntl;
+            if (t->kind != LDT__PERSISTENT)
+                for (int k = 0; k < t->nin && ok; k++) {
+                    int64_t u = LDT__IN(t)[k]->id;
+                    int dup = 0, from;
+                    for (int i = 0; i < nins && !dup; i++) dup = ins[i] == u;
+                    if (dup) continue;
+                    if (nins == REPAIR_MAXIN) {
+                        nins = -1; /* too many to keep: v stays */
+                        break;
+                    }
+                    if (!(ok = asked_by_others(p, c, u, v, &r))) break;
+                    from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+                    base[nins] = 0;
+                    for (int64_t q = off[nins]; q < r.ntl; q++)
+                        if (r.tl[q] != from) base[nins] += move_price(p, u, from, r.tl[q]);
+                    ins[nins++] = u;
+                    off[nins] = r.ntl;
+                }
+            if (!ok) break;
+            if (nins < 0) continue;
+            bc = repair_share(p, c, v, cur, na, ins, nins, off, base, &r);
             for (int s2 = 0; s2 < n; s2++) {
                 double x;
                 if (s2 == cur) continue;
-                c[v] = s2;
-                x = node_share(p, c, v, seen, &stamp);
+                x = repair_share(p, c, v, s2, na, ins, nins, off, base, &r);
                 if (x < bc * (1 - 1e-12) - 1e-18) {
                     bc = x;
                     best = s2;
@@ -1592,8 +1663,9 @@ static int repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
         }
         if (!changed) break;
     }
-    free(seen);
-    return 1;
+    free(r.seen);
+    free(r.tl);
+    return ok;
 }
 
 static void relax_free(ldt_plan *p, relax *R) {
