@@ -1608,7 +1608,7 @@ static double repair_share(ldt_plan *p, const int32_t *c, int64_t v, int s, int 
     return x;
 }
 
-static int repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
+int ldt__plan_repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
     rscratch r = {0};
     int64_t ins[REPAIR_MAXIN], off[REPAIR_MAXIN + 1];
     double base[REPAIR_MAXIN];
@@ -1741,7 +1741,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     if (!*solved && isfinite(best_ub) && !p->opts.strict) {
         double fc;
         memcpy(fix, alt, (size_t)p->nnodes * sizeof *alt);
-        if (!repair(p, fixed, fix)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+        if (!ldt__plan_repair(p, fixed, fix)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
         if ((fc = ldt__plan_price(p, fix)) < best_ub) {
             best_ub = *alt_cost = fc;
             memcpy(alt, fix, (size_t)p->nnodes * sizeof *fix);

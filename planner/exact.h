@@ -19,6 +19,12 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
                              int64_t hold, int tying, int32_t *choice, double *bound, int *solved,
                              int *tied, int32_t *alt, double *alt_cost);
 
+/* Repairs plan c in place (primal recovery, "The exact search"): node by node, not the fixed
+ * ones, the strategy whose exact share of the price (its own seconds, its value's distinct
+ * moves, its inputs' distinct moves) is least, strict gains only, so the price never rises.
+ * 1 done, 0 out of memory. */
+int ldt__plan_repair(ldt_plan *p, const int32_t *fixed, int32_t *c);
+
 /* The second method (planner/bnb.c): a depth-first branch and bound over the nodes in trace
  * order, memoised on the frontier, that looks for an assignment of cost at most ub (a plan's
  * cost, a little above). Visits past `limit` stop it (*solved 0); else choice[] holds an

@@ -1115,11 +1115,12 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
                 memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
             }
         }
-        /* the relaxation's cheapest plan (a relaxed optimum priced exactly) where it beats the
-         * one taken */
-        if (!solved && !forced && alt_cost < price(p, p->choice) &&
-            (fixed || p->opts.search != LDT_PLAN_GREEDY)) {
-            memcpy(p->choice, alt, (size_t)p->nnodes * sizeof *alt);
+        /* where the relaxation ran: the plan taken, repaired as its plan was (the price only
+         * falls), or the relaxation's plan where that is cheaper */
+        if (!solved && !forced && isfinite(alt_cost) && (fixed || p->opts.search != LDT_PLAN_GREEDY)) {
+            if (!p->opts.strict && !ldt__plan_repair(p, fixed, p->choice))
+                LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for %lld nodes", (long long)p->nnodes);
+            if (alt_cost < price(p, p->choice)) memcpy(p->choice, alt, (size_t)p->nnodes * sizeof *alt);
             p->cost_global = price(p, p->choice);
         }
         /* past the elimination's limit, a small graph gets the branch and bound, seeded with
