@@ -1613,13 +1613,21 @@ int ldt__plan_repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
     int64_t ins[REPAIR_MAXIN], off[REPAIR_MAXIN + 1];
     double base[REPAIR_MAXIN];
     int ok = 1;
-    if (!(r.seen = calloc((size_t)(p->nplists ? p->nplists : 1), sizeof *r.seen))) return 0;
+    /* after the first sweep only the nodes next to a change are looked at again */
+    unsigned char *dirty = malloc((size_t)(p->nnodes ? p->nnodes : 1));
+    if (!dirty || !(r.seen = calloc((size_t)(p->nplists ? p->nplists : 1), sizeof *r.seen))) {
+        free(dirty);
+        return 0;
+    }
+    memset(dirty, 1, (size_t)p->nnodes);
     for (int sweep = 0; sweep < REPAIR_SWEEPS && ok; sweep++) {
         int changed = 0;
         for (int64_t v = 0; v < p->nnodes && ok; v++) {
             const ldt_tensor *t = p->ctx->nodes[v];
             int cur = c[v], best = cur, n = p->node_ss[v]->n, na, nins = 0;
             double bc;
+            if (!dirty[v]) continue;
+            dirty[v] = 0;
             if (n < 2 || (fixed && fixed[v] >= 0) ||
                 (t->kind == LDT__PERSISTENT && p->use_off[v] == p->use_off[v + 1]))
                 continue;
@@ -1659,10 +1667,18 @@ int ldt__plan_repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
                 }
             }
             c[v] = best;
-            changed |= best != cur;
+            if (best == cur) continue;
+            changed = 1;
+            /* v's readers, its inputs and their other readers now price differently */
+            for (int64_t j = p->use_off[v]; j < p->use_off[v + 1]; j++) dirty[p->use_node[j]] = 1;
+            for (int i = 0; i < nins; i++) {
+                dirty[ins[i]] = 1;
+                for (int64_t j = p->use_off[ins[i]]; j < p->use_off[ins[i] + 1]; j++) dirty[p->use_node[j]] = 1;
+            }
         }
         if (!changed) break;
     }
+    free(dirty);
     free(r.seen);
     free(r.tl);
     return ok;
