@@ -46,8 +46,12 @@
 
 #define STRICT_PENALTY 1e9
 
-/* Passes of the relaxation (ldt__search_exact) at most; together within the work limit. */
+/* Passes of the relaxation (ldt__search_exact) at most; together within the work limit. Its
+ * weights move by Polyak steps (relax_polyak) of theta POLYAK_THETA, halved after POLYAK_STALL
+ * passes that did not raise the bound. */
 #define RELAX_PASSES 8
+#define POLYAK_THETA 2.0
+#define POLYAK_STALL 3
 
 typedef struct fac {
     int nv;
@@ -84,6 +88,7 @@ typedef struct relax {
     int **tl;          /* per relaxed value: its distinct targets */
     int *ntl;
     double **lam; /* per relaxed value: [use - use_off[u]][target] */
+    unsigned char **may; /* per relaxed value: [use][target] 1 where the use may ask it */
     int active;   /* 1: producer_factor builds the relaxed factors */
 } relax;
 
@@ -101,6 +106,7 @@ typedef struct solver {
     int64_t **vf; /* per node, the ids of factors holding it */
     int64_t *nvf, *capvf;
     int64_t work, limit;
+    int64_t held, hold; /* entries of the elimination tables made, and their bound */
     int failed_oom;
     int dry; /* eliminations make scopes only (the work is counted before any table) */
     /* elimination record */
@@ -659,10 +665,10 @@ out:
     return r;
 }
 
-/* The neighbours of v among live factors (ascending, v left out) into out; their count (-1:
- * more than cap). Outside the dry run (which restores the lists after) the dead factors are
- * dropped from v's list as it is read (the order of the rest kept). */
-static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
+/* The neighbours of v among live factors (ascending unless unsorted, v left out) into out;
+ * their count (-1: more than cap). The dead factors are dropped from v's list as it is read
+ * (the order of the rest kept; the dry run restores the lists after). */
+static int neighbours_(solver *S, int32_t v, int32_t *out, int cap, int unsorted) {
     int n = 0;
     int64_t keep = 0;
     S->stamp++;
@@ -670,7 +676,7 @@ static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
     for (int64_t i = 0; i < S->nvf[v]; i++) {
         const fac *x = &S->f[S->vf[v][i]];
         if (!x->alive) continue;
-        if (!S->dry) S->vf[v][keep++] = S->vf[v][i];
+        S->vf[v][keep++] = S->vf[v][i];
         for (int j = 0; j < x->nv; j++) {
             int32_t w = x->vars[j];
             if (S->mark[w] == S->stamp) continue;
@@ -679,7 +685,8 @@ static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
             out[n++] = w;
         }
     }
-    if (!S->dry) S->nvf[v] = keep;
+    S->nvf[v] = keep;
+    if (unsorted) return n;
     if (n > 16) {
         qsort(out, (size_t)n, sizeof *out, cmp_i32);
     } else {
@@ -695,6 +702,8 @@ static int neighbours(solver *S, int32_t v, int32_t *out, int cap) {
     }
     return n;
 }
+
+static int neighbours(solver *S, int32_t v, int32_t *out, int cap) { return neighbours_(S, v, out, cap, 0); }
 
 /* The heap of (key, node), smallest key first, ties to the lower node. */
 typedef struct hent {
@@ -742,7 +751,7 @@ static hent hpop(hent *h, int64_t *n) {
 #define NB_CAP 4096
 
 static int64_t elim_key(solver *S, int32_t v, int32_t *nb) {
-    int n = neighbours(S, v, nb, NB_CAP);
+    int n = neighbours_(S, v, nb, NB_CAP, 1); /* a product: in any order */
     if (n < 0) return INT64_MAX;
     return dom_product(S, nb, n, INT64_MAX / 2);
 }
@@ -1048,7 +1057,8 @@ static int eliminate(solver *S, int32_t v, int32_t *nb, int n) {
         kh = XXH64(S->key, (size_t)klen * sizeof *S->key, 0);
         hit = memo_find(S, &S->em, klen, kh);
     }
-    if (hit < 0 && (size > S->limit / S->nd[v] || S->work + size * S->nd[v] > S->limit)) {
+    if (hit < 0 && (size > S->limit / S->nd[v] || S->work + size * S->nd[v] > S->limit ||
+                    (n > 0 && S->held + size > S->hold))) {
         free(ids);
         return -1;
     }
@@ -1071,6 +1081,7 @@ static int eliminate(solver *S, int32_t v, int32_t *nb, int n) {
         return 1;
     }
     S->work += size * S->nd[v];
+    if (n > 0) S->held += size;
     if (S->dry) {
         for (int i = 0; i < nf; i++) S->f[ids[i]].alive = 0;
         S->bucket[v] = ids;
@@ -1204,7 +1215,7 @@ static void solver_free(solver *S) {
 
 /* One search: exact (R inactive) or relaxed (R active); as ldt__search_exact, and *work the
  * table entries it made (solved only). */
-static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying, relax *R,
+static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_t hold, int tying, relax *R,
                         int32_t *choice, double *bound, int *solved, int *tied, int64_t *work) {
     solver S;
     int64_t n = p->nnodes;
@@ -1219,6 +1230,7 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int ty
     S.R = R;
     S.n = n;
     S.limit = limit;
+    S.hold = hold;
     S.tying = tying;
     *solved = 0;
     *tied = 0;
@@ -1275,9 +1287,20 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int ty
      * and the work, reuse by key included), then, within the limit, the same order with the
      * tables */
     {
-        int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0);
-        if (!nvf0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0), nvf_all = 0;
+        int64_t *vf0 = NULL;
+        for (int64_t v = 0; v < S.nvars; v++) nvf_all += S.nvf[v];
+        if (!nvf0 || !(vf0 = malloc((size_t)(nvf_all ? nvf_all : 1) * sizeof *vf0))) {
+            free(nvf0);
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
+        }
+        /* the factor lists as they are (the dry run drops its dead factors from them too) */
         memcpy(nvf0, S.nvf, (size_t)S.nvars * sizeof *nvf0);
+        nvf_all = 0;
+        for (int64_t v = 0; v < S.nvars; v++) {
+            memcpy(vf0 + nvf_all, S.vf[v], (size_t)S.nvf[v] * sizeof *vf0);
+            nvf_all += S.nvf[v];
+        }
         S.dry = 1;
         for (int64_t v = 0; v < S.nvars && r == 1; v++)
             if (S.nd[v] > 1 && !hpush(&h, &hn, &hcap, (hent){elim_key(&S, (int32_t)v, nb), (int32_t)v}))
@@ -1303,13 +1326,20 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int ty
         S.nf = nf0;
         for (int64_t i = 0; i < nf0; i++) S.f[i].alive = 1;
         memcpy(S.nvf, nvf0, (size_t)S.nvars * sizeof *nvf0);
+        nvf_all = 0;
+        for (int64_t v = 0; v < S.nvars; v++) {
+            memcpy(S.vf[v], vf0 + nvf_all, (size_t)S.nvf[v] * sizeof *vf0);
+            nvf_all += S.nvf[v];
+        }
         free(nvf0);
+        free(vf0);
         for (int64_t v = 0; v < S.nvars; v++) {
             free(S.bucket[v]);
             S.bucket[v] = NULL;
             S.nbucket[v] = 0;
         }
         S.work = work0;
+        S.held = 0;
         S.dry = 0;
         memo_reset(&S);
         if (r == 0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
@@ -1364,7 +1394,7 @@ fail:
 static int relax_init(ldt_plan *p, const int32_t *fixed, relax *R) {
     int64_t n = p->nnodes;
     if (!(R->tl = calloc((size_t)n, sizeof *R->tl)) || !(R->ntl = calloc((size_t)n, sizeof *R->ntl)) ||
-        !(R->lam = calloc((size_t)n, sizeof *R->lam)))
+        !(R->lam = calloc((size_t)n, sizeof *R->lam)) || !(R->may = calloc((size_t)n, sizeof *R->may)))
         return 0;
     for (int64_t u = 0; u < n; u++) {
         int64_t a = p->use_off[u], b = p->use_off[u + 1];
@@ -1394,11 +1424,14 @@ static int relax_init(ldt_plan *p, const int32_t *fixed, relax *R) {
             }
             if (pass == 0) {
                 R->ntl[u] = nt;
-                if (!(R->lam[u] = calloc((size_t)(b - a) * (size_t)(nt ? nt : 1), sizeof *R->lam[u]))) return 0;
+                if (!(R->lam[u] = calloc((size_t)(b - a) * (size_t)(nt ? nt : 1), sizeof *R->lam[u])) ||
+                    !(R->may[u] = calloc((size_t)(b - a) * (size_t)(nt ? nt : 1), 1)))
+                    return 0;
             }
         }
         for (int k = 0; k < nt; k++) {
             int cnt = 0;
+            for (int64_t j = a; j < b; j++) R->may[u][(j - a) * nt + k] = R->lam[u][(j - a) * nt + k] > 0;
             for (int64_t j = a; j < b; j++) cnt += R->lam[u][(j - a) * nt + k] > 0;
             for (int64_t j = a; j < b; j++)
                 if (R->lam[u][(j - a) * nt + k] > 0) R->lam[u][(j - a) * nt + k] = 1.0 / cnt;
@@ -1407,87 +1440,338 @@ static int relax_init(ldt_plan *p, const int32_t *fixed, relax *R) {
     return 1;
 }
 
-/* Moves the weights halfway toward the assignment c (a relaxed optimum): of each target c
- * moves to, toward the first use that asks it paying all of it (a subgradient step of the
- * bound, kept on the simplex); targets c does not ask keep theirs. */
-static void relax_update(ldt_plan *p, relax *R, const int32_t *c) {
+/* The subgradient of the relaxed minimum at the weights, for the relaxed optimum c: use j of
+ * value u, target t: the move's price from what u gives under c, where j asks t under c. */
+static double relax_grad(ldt_plan *p, const relax *R, const int32_t *c, int64_t u, int k, int64_t j) {
+    int from = LDT__SSET_PL(p->node_ss[u], c[u])[0], to = R->tl[u][k];
+    ldt__redist_memo *m;
+    double mv;
+    if (to == from || LDT__SSET_PL(p->node_ss[p->use_node[j]], c[p->use_node[j]])[1 + p->use_slot[j]] != to) return 0;
+    m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
+    mv = m ? m->seconds : INFINITY;
+    if (p->opts.strict) mv += STRICT_PENALTY;
+    return mv;
+}
+
+/* y[0..m) onto the simplex (x >= 0, sum 1), in place; z: scratch of m. */
+static void simplex_project(double *y, double *z, int m) {
+    double cum = 0, tau = 0;
+    for (int i = 0; i < m; i++) { /* z: y descending */
+        int j = i - 1;
+        double x = y[i];
+        while (j >= 0 && z[j] < x) {
+            z[j + 1] = z[j];
+            j--;
+        }
+        z[j + 1] = x;
+    }
+    for (int i = 0; i < m; i++) {
+        cum += z[i];
+        if (z[i] - (cum - 1) / (i + 1) > 0) tau = (cum - 1) / (i + 1);
+    }
+    for (int i = 0; i < m; i++) y[i] = y[i] - tau > 0 ? y[i] - tau : 0;
+}
+
+/* A Polyak step of the weights: along the subgradient at the relaxed optimum c, of length
+ * theta (ub - lb) / |g|^2 (ub: the best plan's cost, lb: the relaxed minimum at the weights),
+ * each target's weights then projected back onto the simplex over the uses that may ask it.
+ * 0 when the subgradient is 0 (nothing to move), 1 done, -1 out of memory. */
+static int relax_polyak(ldt_plan *p, relax *R, const int32_t *c, double lb, double ub, double theta) {
+    double norm2 = 0, step;
+    double *y = NULL, *z = NULL;
+    int64_t *js = NULL, cap = 0;
     for (int64_t u = 0; u < p->nnodes; u++) {
         int64_t a = p->use_off[u], b = p->use_off[u + 1];
-        int nt = R->ntl[u], from;
         if (!R->on[u]) continue;
-        from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+        if (b - a > cap) cap = b - a;
+        for (int k = 0; k < R->ntl[u]; k++)
+            for (int64_t j = a; j < b; j++)
+                if (R->may[u][(j - a) * R->ntl[u] + k]) {
+                    double g = relax_grad(p, R, c, u, k, j);
+                    norm2 += g * g;
+                }
+    }
+    if (!(norm2 > 0) || !isfinite(norm2) || !isfinite(ub) || !(ub > lb)) return 0;
+    step = theta * (ub - lb) / norm2;
+    y = malloc((size_t)(cap ? cap : 1) * sizeof *y);
+    z = malloc((size_t)(cap ? cap : 1) * sizeof *z);
+    js = malloc((size_t)(cap ? cap : 1) * sizeof *js);
+    if (!y || !z || !js) {
+        free(y);
+        free(z);
+        free(js);
+        return -1;
+    }
+    for (int64_t u = 0; u < p->nnodes; u++) {
+        int64_t a = p->use_off[u], b = p->use_off[u + 1];
+        int nt = R->ntl[u];
+        if (!R->on[u]) continue;
         for (int k = 0; k < nt; k++) {
-            int64_t first = -1;
-            if (R->tl[u][k] == from) continue;
-            for (int64_t j = a; j < b && first < 0; j++)
-                if (LDT__SSET_PL(p->node_ss[p->use_node[j]], c[p->use_node[j]])[1 + p->use_slot[j]] == R->tl[u][k])
-                    first = j;
-            if (first < 0) continue;
-            for (int64_t j = a; j < b; j++) {
-                double *l = &R->lam[u][(j - a) * nt + k];
-                *l = 0.5 * *l + (j == first ? 0.5 : 0);
-            }
+            int m = 0;
+            for (int64_t j = a; j < b; j++)
+                if (R->may[u][(j - a) * nt + k]) {
+                    js[m] = j;
+                    y[m++] = R->lam[u][(j - a) * nt + k] + step * relax_grad(p, R, c, u, k, j);
+                }
+            if (m < 2) continue;
+            simplex_project(y, z, m);
+            for (int i = 0; i < m; i++) R->lam[u][(js[i] - a) * nt + k] = y[i];
         }
     }
+    free(y);
+    free(z);
+    free(js);
+    return 1;
+}
+
+/* The repair of a plan (primal recovery): node by node (not the fixed ones, nor a leaf nobody
+ * reads), the strategy whose exact share of the price is least — its own seconds, its value's
+ * distinct moves, and its inputs' distinct moves, the only terms of price() its choice changes
+ * — taking strict gains only, so the price never rises; sweeps until none (at most
+ * REPAIR_SWEEPS). The lists other nodes ask of v and of v's inputs are gathered once per node,
+ * so a strategy costs its own slots only. */
+#define REPAIR_SWEEPS 4
+
+typedef struct rscratch {
+    uint32_t *seen, stamp; /* per placement list */
+    int *tl;               /* target lists */
+    int64_t ntl, cap;
+} rscratch;
+
+static void rs_next(ldt_plan *p, rscratch *r) {
+    if (++r->stamp == 0) { /* wrapped: clear */
+        memset(r->seen, 0, (size_t)p->nplists * sizeof *r->seen);
+        r->stamp = 1;
+    }
+}
+
+static int rs_push(rscratch *r, int t) {
+    if (r->ntl == r->cap) {
+        int64_t c = r->cap ? 2 * r->cap : 256;
+        int *n = realloc(r->tl, (size_t)c * sizeof *n);
+        if (!n) return 0;
+        r->tl = n;
+        r->cap = c;
+    }
+    r->tl[r->ntl++] = t;
+    return 1;
+}
+
+static double move_price(ldt_plan *p, int64_t u, int from, int to) {
+    ldt__redist_memo *m;
+    if (from == to) return 0;
+    m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
+    return m ? m->seconds : INFINITY;
+}
+
+/* The distinct lists the uses of u other than node v's ask under c, appended to r->tl. */
+static int asked_by_others(ldt_plan *p, const int32_t *c, int64_t u, int64_t v, rscratch *r) {
+    rs_next(p, r);
+    for (int64_t j = p->use_off[u]; j < p->use_off[u + 1]; j++) {
+        int32_t w = p->use_node[j];
+        int to;
+        if (w == v) continue;
+        to = LDT__SSET_PL(p->node_ss[w], c[w])[1 + p->use_slot[j]];
+        if (r->seen[to] == r->stamp) continue;
+        r->seen[to] = r->stamp;
+        if (!rs_push(r, to)) return 0;
+    }
+    return 1;
+}
+
+#define REPAIR_MAXIN 64
+
+/* v's share of the price under strategy s (c[v] is s); ins/off/base: per distinct input, its
+ * node, its others' lists in r->tl[off[i]..off[i+1]) and their moves' sum; v's own asks in
+ * r->tl[0..na). */
+static double repair_share(ldt_plan *p, const int32_t *c, int64_t v, int s, int na, const int64_t *ins,
+                           int nins, const int64_t *off, const double *base, rscratch *r) {
+    const ldt__sset *ss = p->node_ss[v];
+    const ldt_tensor *t = p->ctx->nodes[v];
+    int give = LDT__SSET_PL(ss, s)[0];
+    double x = ss->own ? ss->own[s] : 0;
+    for (int i = 0; i < na; i++)
+        if (r->tl[i] != give) x += move_price(p, v, give, r->tl[i]);
+    for (int i = 0; i < nins; i++) {
+        int64_t u = ins[i];
+        int from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+        x += base[i];
+        for (int k = 0; k < t->nin; k++) {
+            int to = LDT__SSET_PL(ss, s)[1 + k], dup = to == from;
+            if (LDT__IN(t)[k]->id != u) continue;
+            for (int64_t q = off[i]; q < off[i + 1] && !dup; q++) dup = r->tl[q] == to;
+            for (int k2 = 0; k2 < k && !dup; k2++)
+                dup = LDT__IN(t)[k2]->id == u && LDT__SSET_PL(ss, s)[1 + k2] == to;
+            if (!dup) x += move_price(p, u, from, to);
+        }
+    }
+    return x;
+}
+
+int ldt__plan_repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
+    rscratch r = {0};
+    int64_t ins[REPAIR_MAXIN], off[REPAIR_MAXIN + 1];
+    double base[REPAIR_MAXIN];
+    int ok = 1;
+    /* after the first sweep only the nodes next to a change are looked at again */
+    unsigned char *dirty = malloc((size_t)(p->nnodes ? p->nnodes : 1));
+    if (!dirty || !(r.seen = calloc((size_t)(p->nplists ? p->nplists : 1), sizeof *r.seen))) {
+        free(dirty);
+        return 0;
+    }
+    memset(dirty, 1, (size_t)p->nnodes);
+    for (int sweep = 0; sweep < REPAIR_SWEEPS && ok; sweep++) {
+        int changed = 0;
+        for (int64_t v = 0; v < p->nnodes && ok; v++) {
+            const ldt_tensor *t = p->ctx->nodes[v];
+            int cur = c[v], best = cur, n = p->node_ss[v]->n, na, nins = 0;
+            double bc;
+            if (!dirty[v]) continue;
+            dirty[v] = 0;
+            if (n < 2 || (fixed && fixed[v] >= 0) ||
+                (t->kind == LDT__PERSISTENT && p->use_off[v] == p->use_off[v + 1]))
+                continue;
+            /* what v's readers ask of it; then per distinct input what its other readers ask */
+            r.ntl = 0;
+            if (!(ok = asked_by_others(p, c, v, -1, &r))) break;
+            na = (int)r.ntl;
+            off[0] = r.ntl;
+            if (t->kind != LDT__PERSISTENT)
+                for (int k = 0; k < t->nin && ok; k++) {
+                    int64_t u = LDT__IN(t)[k]->id;
+                    int dup = 0, from;
+                    for (int i = 0; i < nins && !dup; i++) dup = ins[i] == u;
+                    if (dup) continue;
+                    if (nins == REPAIR_MAXIN) {
+                        nins = -1; /* too many to keep: v stays */
+                        break;
+                    }
+                    if (!(ok = asked_by_others(p, c, u, v, &r))) break;
+                    from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+                    base[nins] = 0;
+                    for (int64_t q = off[nins]; q < r.ntl; q++)
+                        if (r.tl[q] != from) base[nins] += move_price(p, u, from, r.tl[q]);
+                    ins[nins++] = u;
+                    off[nins] = r.ntl;
+                }
+            if (!ok) break;
+            if (nins < 0) continue;
+            bc = repair_share(p, c, v, cur, na, ins, nins, off, base, &r);
+            for (int s2 = 0; s2 < n; s2++) {
+                double x;
+                if (s2 == cur) continue;
+                x = repair_share(p, c, v, s2, na, ins, nins, off, base, &r);
+                if (x < bc * (1 - 1e-12) - 1e-18) {
+                    bc = x;
+                    best = s2;
+                }
+            }
+            c[v] = best;
+            if (best == cur) continue;
+            changed = 1;
+            /* v's readers, its inputs and their other readers now price differently */
+            for (int64_t j = p->use_off[v]; j < p->use_off[v + 1]; j++) dirty[p->use_node[j]] = 1;
+            for (int i = 0; i < nins; i++) {
+                dirty[ins[i]] = 1;
+                for (int64_t j = p->use_off[ins[i]]; j < p->use_off[ins[i] + 1]; j++) dirty[p->use_node[j]] = 1;
+            }
+        }
+        if (!changed) break;
+    }
+    free(dirty);
+    free(r.seen);
+    free(r.tl);
+    return ok;
 }
 
 static void relax_free(ldt_plan *p, relax *R) {
     for (int64_t u = 0; R->tl && u < p->nnodes; u++) {
         free(R->tl[u]);
         free(R->lam[u]);
+        if (R->may) free(R->may[u]);
     }
+    free(R->may);
     free(R->tl);
     free(R->ntl);
     free(R->lam);
     free(R->on);
 }
 
-ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int tying,
-                             int32_t *choice, double *bound, int *solved, int *tied) {
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_t elim_limit,
+                             int64_t hold, int tying, int32_t *choice, double *bound, int *solved,
+                             int *tied, int32_t *alt, double *alt_cost) {
     relax R;
-    int32_t *cand = NULL, *best = NULL;
-    double best_lb, best_ub = INFINITY;
+    int32_t *cand = NULL, *fix = NULL;
+    double best_lb, best_ub = INFINITY, theta = POLYAK_THETA;
     int64_t used = 0;
-    int any = 0;
+    int any = 0, stall = 0;
     ldt_status st;
     memset(&R, 0, sizeof R);
+    *alt_cost = INFINITY;
     if (!(R.on = calloc((size_t)(p->nnodes ? p->nnodes : 1), 1)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
-    st = solve(p, fixed, limit, tying, &R, choice, bound, solved, tied, &used);
+    st = solve(p, fixed, elim_limit, hold, tying, &R, choice, bound, solved, tied, &used);
     for (int64_t u = 0; u < p->nnodes && !any; u++) any = R.on[u];
     if (st != LDT_OK || *solved || limit <= 0 || !any) goto out;
     if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)) ||
-        !(best = malloc((size_t)p->nnodes * sizeof *best)))
+        !(fix = malloc((size_t)p->nnodes * sizeof *fix)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     best_lb = *bound;
     R.active = 1;
     used = 0;
     for (int it = 0; it < RELAX_PASSES && used < limit; it++) {
-        double lbi, fc;
-        int ok = 0, ti = 0;
+        double lbi, fc, ub;
+        int ok = 0, ti = 0, r;
         int64_t w = 0;
-        if ((st = solve(p, fixed, limit - used, tying, &R, cand, &lbi, &ok, &ti, &w)) != LDT_OK || !ok) break;
+        if ((st = solve(p, fixed, limit - used, hold, tying, &R, cand, &lbi, &ok, &ti, &w)) != LDT_OK || !ok) break;
         used += w;
-        if (lbi > best_lb) best_lb = lbi;
+        /* theta halves after POLYAK_STALL passes that do not raise the bound */
+        if (lbi > best_lb) {
+            best_lb = lbi;
+            stall = 0;
+        } else if (++stall >= POLYAK_STALL) {
+            theta *= 0.5;
+            stall = 0;
+        }
         fc = ldt__plan_price(p, cand);
         if (fc < best_ub) {
             best_ub = fc;
-            memcpy(best, cand, (size_t)p->nnodes * sizeof *cand);
+            memcpy(alt, cand, (size_t)p->nnodes * sizeof *cand);
+            *alt_cost = fc;
             *tied = ti;
         }
         if (isfinite(best_ub) && best_ub - best_lb <= 1e-12 * best_ub) {
-            /* only a proven plan is handed back: the fallbacks start from choice as it was */
-            memcpy(choice, best, (size_t)p->nnodes * sizeof *best);
+            /* only a proven plan is handed back as the choice: the fallbacks start from choice
+             * as it was */
+            memcpy(choice, alt, (size_t)p->nnodes * sizeof *alt);
             *solved = 1;
             break;
         }
-        relax_update(p, &R, cand);
+        /* the step aims at the best plan known (the greedy one's cost before any) */
+        ub = best_ub < p->cost_greedy ? best_ub : p->cost_greedy;
+        if ((r = relax_polyak(p, &R, cand, lbi, ub, theta)) < 0)
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+        if (r == 0) break; /* nothing to move: the bound cannot rise */
+    }
+    /* the cheapest relaxed optimum, repaired (the price only falls), maybe meets the bound */
+    if (!*solved && isfinite(best_ub) && !p->opts.strict) {
+        double fc;
+        memcpy(fix, alt, (size_t)p->nnodes * sizeof *alt);
+        if (!ldt__plan_repair(p, fixed, fix)) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
+        if ((fc = ldt__plan_price(p, fix)) < best_ub) {
+            best_ub = *alt_cost = fc;
+            memcpy(alt, fix, (size_t)p->nnodes * sizeof *fix);
+        }
+        if (best_ub - best_lb <= 1e-12 * best_ub) {
+            memcpy(choice, alt, (size_t)p->nnodes * sizeof *alt);
+            *solved = 1;
+        }
     }
     *bound = best_lb;
 out:
 fail:
     free(cand);
-    free(best);
+    free(fix);
     relax_free(p, &R);
     return st;
 }

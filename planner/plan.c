@@ -31,6 +31,13 @@
 /* Graphs up to this many nodes get the branch and bound when the elimination gives up. */
 #define BNB_MAX_NODES 256
 
+/* Under the default work limit (plan_limit 0) the exact elimination runs where its dry run
+ * counts at most PLAN_EXACT_SCALE times the limit in work and PLAN_HOLD_SCALE times it in table
+ * entries kept (8 bytes each: 160 MB); the relaxation's passes and the branch and bound keep
+ * the limit (issue 25: GPT-2-small's training step on tp=4, 8e7 entries, exact by default). */
+#define PLAN_EXACT_SCALE 20
+#define PLAN_HOLD_SCALE 4
+
 /* ---------------------------------------------------------------------------------------
  * Growing arrays and open-addressing tables of ids.
  */
@@ -1019,7 +1026,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
     ldt_plan *p;
     ldt_status st = LDT_OK;
     skey key = {0};
-    int32_t *greedy = NULL;
+    int32_t *greedy = NULL, *alt = NULL;
     double t0 = now_s();
     if (!ctx || !out) LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "plan: ctx and out must not be NULL");
     *out = NULL;
@@ -1072,13 +1079,25 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
     LDT_CHECK_GOTO(search_greedy(p, greedy));
     p->cost_greedy = price(p, greedy);
     {
-        int64_t limit = p->opts.plan_limit == 0 ? LDT_PLAN_LIMIT_DEFAULT : p->opts.plan_limit;
+        int64_t limit = p->opts.plan_limit == 0 ? LDT_PLAN_LIMIT_DEFAULT : p->opts.plan_limit, elim, hold;
         int solved = 0, tied = 0;
+        double alt_cost = INFINITY;
         p->method = "heuristic";
         /* the exact search (limit 0 only computes the lower bound) */
         if (forced || (p->opts.search == LDT_PLAN_GREEDY && !fixed) || limit < 0) limit = 0;
-        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, !p->opts.no_tying,
-                                         p->choice, &p->bound, &solved, &tied));
+        /* the default lets the elimination itself run where its dry count is within
+         * PLAN_EXACT_SCALE times the limit, holding PLAN_HOLD_SCALE times it in table entries;
+         * an explicit limit bounds it as it bounds the rest */
+        elim = limit;
+        hold = limit;
+        if (p->opts.plan_limit == 0 && limit > 0) {
+            elim = LDT_PLAN_LIMIT_DEFAULT * PLAN_EXACT_SCALE;
+            hold = LDT_PLAN_LIMIT_DEFAULT * PLAN_HOLD_SCALE;
+        }
+        if (!(alt = malloc((size_t)(p->nnodes ? p->nnodes : 1) * sizeof *alt)))
+            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for %lld nodes", (long long)p->nnodes);
+        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, elim, hold, !p->opts.no_tying,
+                                         p->choice, &p->bound, &solved, &tied, alt, &alt_cost));
         if (solved) {
             p->method = "exact";
             p->tied = tied;
@@ -1095,6 +1114,14 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
             if (p->cost_greedy < p->cost_global) {
                 memcpy(p->choice, greedy, (size_t)p->nnodes * sizeof *greedy);
             }
+        }
+        /* where the relaxation ran: the plan taken, repaired as its plan was (the price only
+         * falls), or the relaxation's plan where that is cheaper */
+        if (!solved && !forced && isfinite(alt_cost) && (fixed || p->opts.search != LDT_PLAN_GREEDY)) {
+            if (!p->opts.strict && !ldt__plan_repair(p, fixed, p->choice))
+                LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for %lld nodes", (long long)p->nnodes);
+            if (alt_cost < price(p, p->choice)) memcpy(p->choice, alt, (size_t)p->nnodes * sizeof *alt);
+            p->cost_global = price(p, p->choice);
         }
         /* past the elimination's limit, a small graph gets the branch and bound, seeded with
          * the heuristic's plan (a twentieth of the limit in nodes visited) */
@@ -1136,6 +1163,7 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
 fail:
     free(key.buf);
     free(greedy);
+    free(alt);
     ldt_plan_destroy(p);
     return st;
 }

@@ -411,8 +411,10 @@ typedef struct ldt_plan_options {
     /* Work limit of the exact search (docs/planner.md): table entries its variable
      * elimination may make, a count, never a time, so every rank and run plans alike. Past
      * it the heuristic search plans and ldt_plan_method says "heuristic", with ldt_plan_gap
-     * bounding how far from the optimum it may be. 0: the default (LDT_PLAN_LIMIT_DEFAULT);
-     * negative: no exact search. */
+     * bounding how far from the optimum it may be. 0: the default (LDT_PLAN_LIMIT_DEFAULT,
+     * under which the elimination, its work counted by a dry run before any table, may make
+     * 20 times as many entries and keep 4 times as many; the relaxation and the branch and
+     * bound keep the limit); negative: no exact search. */
     int64_t plan_limit;
     /* 1: the exact search makes every elimination itself; 0 (default): an elimination that
      * repeats one made before on equal tables (repeated layers) reuses its table and counts no
