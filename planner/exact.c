@@ -1287,7 +1287,8 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_
      * and the work, reuse by key included), then, within the limit, the same order with the
      * tables */
     {
-        int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)S.nvars * sizeof *nvf0), nvf_all = 0;
+        int64_t nf0 = S.nf, work0 = S.work, *nvf0 = malloc((size_t)(S.nvars ? S.nvars : 1) * sizeof *nvf0),
+                nvf_all = 0;
         int64_t *vf0 = NULL;
         for (int64_t v = 0; v < S.nvars; v++) nvf_all += S.nvf[v];
         if (!nvf0 || !(vf0 = malloc((size_t)(nvf_all ? nvf_all : 1) * sizeof *vf0))) {
@@ -1295,10 +1296,10 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_
             LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
         }
         /* the factor lists as they are (the dry run drops its dead factors from them too) */
-        memcpy(nvf0, S.nvf, (size_t)S.nvars * sizeof *nvf0);
+        if (S.nvars) memcpy(nvf0, S.nvf, (size_t)S.nvars * sizeof *nvf0);
         nvf_all = 0;
-        for (int64_t v = 0; v < S.nvars; v++) {
-            memcpy(vf0 + nvf_all, S.vf[v], (size_t)S.nvf[v] * sizeof *vf0);
+        for (int64_t v = 0; v < S.nvars; v++) { /* (an empty list may have no storage) */
+            if (S.nvf[v]) memcpy(vf0 + nvf_all, S.vf[v], (size_t)S.nvf[v] * sizeof *vf0);
             nvf_all += S.nvf[v];
         }
         S.dry = 1;
@@ -1325,10 +1326,10 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_
         for (int64_t i = nf0; i < S.nf; i++) free(S.f[i].vars);
         S.nf = nf0;
         for (int64_t i = 0; i < nf0; i++) S.f[i].alive = 1;
-        memcpy(S.nvf, nvf0, (size_t)S.nvars * sizeof *nvf0);
+        if (S.nvars) memcpy(S.nvf, nvf0, (size_t)S.nvars * sizeof *nvf0);
         nvf_all = 0;
         for (int64_t v = 0; v < S.nvars; v++) {
-            memcpy(S.vf[v], vf0 + nvf_all, (size_t)S.nvf[v] * sizeof *vf0);
+            if (S.nvf[v]) memcpy(S.vf[v], vf0 + nvf_all, (size_t)S.nvf[v] * sizeof *vf0);
             nvf_all += S.nvf[v];
         }
         free(nvf0);
@@ -1348,7 +1349,7 @@ static ldt_status solve(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_
             int64_t n_el = S.norder;
             int32_t *ord = malloc((size_t)(n_el ? n_el : 1) * sizeof *ord);
             if (!ord) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory");
-            memcpy(ord, S.order, (size_t)n_el * sizeof *ord);
+            if (n_el) memcpy(ord, S.order, (size_t)n_el * sizeof *ord);
             S.norder = 0;
             for (int64_t i = 0; i < n_el && r == 1; i++)
                 r = eliminate(&S, ord[i], nb, neighbours(&S, ord[i], nb, NB_CAP));
