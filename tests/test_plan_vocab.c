@@ -361,7 +361,7 @@ Test(plan_vocab, megatron_counts_at_other_sizes) {
         {5, 96, 8, 200, 24, 6}, {4, 96, 8, 203, 24, 6}, {2, 48, 4, 1000, 8, 2}, {1, 256, 16, 64, 96, 2},
         {3, 160, 4, 4099, 48, 4},
     };
-    int n = ldt_test_scale() < 1 ? 2 : (int)(sizeof zs / sizeof zs[0]);
+    int n = ldt_test_scale() < 1 ? 1 : (int)(sizeof zs / sizeof zs[0]); /* sanitizers: the first */
     for (int i = 0; i < n; i++) {
         expect_megatron("tp=4", LDT_DEVICE_META, &zs[i], -1, 0);
         expect_megatron("dp=2,tp=2", LDT_DEVICE_META, &zs[i], 0, 1);
