@@ -49,9 +49,13 @@
 /* Passes of the relaxation (ldt__search_exact) at most; together within the work limit. Its
  * weights move by Polyak steps (relax_polyak) of theta POLYAK_THETA, halved after POLYAK_STALL
  * passes that did not raise the bound. */
-#define RELAX_PASSES 8
+#define RELAX_PASSES 12
 #define POLYAK_THETA 2.0
 #define POLYAK_STALL 3
+/* After each pass, a relaxed value the pass's optimum misprices (its uses' shares of the moves
+ * it asks do not sum to the moves) gets its exact table again (unrelax), where that table is
+ * at most UNRELAX_CAP entries (its domain times its consumers'). */
+#define UNRELAX_CAP 50000
 
 typedef struct fac {
     int nv;
@@ -1685,6 +1689,60 @@ int ldt__plan_repair(ldt_plan *p, const int32_t *fixed, int32_t *c) {
     return ok;
 }
 
+/* The moves value u's uses ask under the assignment c: exact, each distinct list other than
+ * what u gives once (*ex), and relaxed, each use its share of what it asks (*rl). */
+static void relax_charge(ldt_plan *p, const relax *R, const int32_t *c, int64_t u, double *ex, double *rl) {
+    int64_t a = p->use_off[u], b = p->use_off[u + 1];
+    int nt = R->ntl[u], from = LDT__SSET_PL(p->node_ss[u], c[u])[0];
+    *ex = *rl = 0;
+    for (int k = 0; k < nt; k++) {
+        int to = R->tl[u][k], asked = 0;
+        double share = 0, mv;
+        ldt__redist_memo *m;
+        if (to == from) continue;
+        for (int64_t j = a; j < b; j++)
+            if (LDT__SSET_PL(p->node_ss[p->use_node[j]], c[p->use_node[j]])[1 + p->use_slot[j]] == to) {
+                asked = 1;
+                share += R->lam[u][(j - a) * nt + k];
+            }
+        if (!asked) continue;
+        m = ldt__plan_redist(p, p->node_class[u], from, to, 0);
+        mv = m ? m->seconds : INFINITY;
+        if (p->opts.strict) mv += STRICT_PENALTY;
+        *ex += mv;
+        if (share > 0) *rl += share * mv;
+    }
+}
+
+/* Tightening the relaxation where it errs: each relaxed value whose relaxed charge under the
+ * pass's optimum c differs from its exact one (a target asked by uses whose shares do not sum
+ * to 1) and whose exact table (its domain times its distinct consumers', under fixed) is at
+ * most UNRELAX_CAP entries is no longer relaxed: the next pass gives it its exact table. Exact
+ * terms are never below the relaxed ones for any weights, so every later minimum is still a
+ * lower bound, and the next optimum can no longer be mispriced there. The values changed go
+ * to out (the caller relaxes them again if the next pass does not fit); their count. */
+static int64_t unrelax(ldt_plan *p, const int32_t *fixed, relax *R, const int32_t *c, int64_t *out) {
+    int64_t n = 0;
+    for (int64_t u = 0; u < p->nnodes; u++) {
+        int64_t a = p->use_off[u], b = p->use_off[u + 1];
+        double ex, rl, size;
+        if (!R->on[u]) continue;
+        relax_charge(p, R, c, u, &ex, &rl);
+        if (!(fabs(ex - rl) > 1e-12 * (ex > 0 ? ex : 1))) continue;
+        size = fixed && fixed[u] >= 0 ? 1 : p->node_ss[u]->n;
+        for (int64_t j = a; j < b && size <= UNRELAX_CAP; j++) {
+            int32_t w = p->use_node[j];
+            int dup = 0;
+            for (int64_t i = a; i < j && !dup; i++) dup = p->use_node[i] == w;
+            if (!dup && !(fixed && fixed[w] >= 0)) size *= p->node_ss[w]->n;
+        }
+        if (size > UNRELAX_CAP) continue;
+        R->on[u] = 0;
+        out[n++] = u;
+    }
+    return n;
+}
+
 static void relax_free(ldt_plan *p, relax *R) {
     for (int64_t u = 0; R->tl && u < p->nnodes; u++) {
         free(R->tl[u]);
@@ -1698,14 +1756,14 @@ static void relax_free(ldt_plan *p, relax *R) {
     free(R->on);
 }
 
-ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_t elim_limit,
-                             int64_t hold, int tying, int32_t *choice, double *bound, int *solved,
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_t rebuild,
+                             int64_t elim_limit, int64_t hold, int tying, int32_t *choice, double *bound, int *solved,
                              int *tied, int32_t *alt, double *alt_cost) {
     relax R;
     int32_t *cand = NULL, *fix = NULL;
     double best_lb, best_ub = INFINITY, theta = POLYAK_THETA;
-    int64_t used = 0;
-    int any = 0, stall = 0;
+    int64_t used = 0, *undo = NULL, nundo = 0;
+    int any = 0, stall = 0, cut = 1;
     ldt_status st;
     memset(&R, 0, sizeof R);
     *alt_cost = INFINITY;
@@ -1715,16 +1773,29 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
     for (int64_t u = 0; u < p->nnodes && !any; u++) any = R.on[u];
     if (st != LDT_OK || *solved || limit <= 0 || !any) goto out;
     if (!relax_init(p, fixed, &R) || !(cand = malloc((size_t)p->nnodes * sizeof *cand)) ||
-        !(fix = malloc((size_t)p->nnodes * sizeof *fix)))
+        !(fix = malloc((size_t)p->nnodes * sizeof *fix)) || !(undo = malloc((size_t)p->nnodes * sizeof *undo)))
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
     best_lb = *bound;
     R.active = 1;
     used = 0;
-    for (int it = 0; it < RELAX_PASSES && used < limit; it++) {
+    for (int it = 0; it < RELAX_PASSES && used + rebuild < limit; it++) {
         double lbi, fc, ub;
         int ok = 0, ti = 0, r;
         int64_t w = 0;
-        if ((st = solve(p, fixed, limit - used, hold, tying, &R, cand, &lbi, &ok, &ti, &w)) != LDT_OK || !ok) break;
+        if ((st = solve(p, fixed, limit - used - rebuild, hold, tying, &R, cand, &lbi, &ok, &ti, &w)) != LDT_OK)
+            break;
+        used += rebuild;
+        if (!ok) {
+            /* the exact tables given back last pass do not fit what is left: relax them
+             * again, give no more back, and make the pass again */
+            if (nundo == 0) break;
+            for (int64_t i = 0; i < nundo; i++) R.on[undo[i]] = 1;
+            nundo = 0;
+            cut = 0;
+            it--;
+            continue;
+        }
+        nundo = 0;
         used += w;
         /* theta halves after POLYAK_STALL passes that do not raise the bound */
         if (lbi > best_lb) {
@@ -1753,6 +1824,7 @@ ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, i
         if ((r = relax_polyak(p, &R, cand, lbi, ub, theta)) < 0)
             LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for the exact search");
         if (r == 0) break; /* nothing to move: the bound cannot rise */
+        if (cut) nundo = unrelax(p, fixed, &R, cand, undo);
     }
     /* the cheapest relaxed optimum, repaired (the price only falls), maybe meets the bound */
     if (!*solved && isfinite(best_ub) && !p->opts.strict) {
@@ -1773,6 +1845,7 @@ out:
 fail:
     free(cand);
     free(fix);
+    free(undo);
     relax_free(p, &R);
     return st;
 }

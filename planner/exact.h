@@ -9,14 +9,16 @@
  * every node's strategies, or over fixed[v] alone where fixed is not NULL and fixed[v] >= 0,
  * by variable elimination. Its dry run counts the work (table entries made) before any table:
  * past `elim_limit`, or past `hold` entries kept, it is not run; then the Lagrangian
- * relaxation's passes, together within `limit`: *solved 0, *bound a proven lower bound on the
+ * relaxation's passes, together within `limit`, each counting `rebuild` entries besides its
+ * tables (what remaking the relaxed problem costs), each tightened where the last misprices a
+ * shared read (unrelax): *solved 0, *bound a proven lower bound on the
  * optimum, and the relaxation's cheapest plan (its relaxed optima priced exactly) in alt[] with
  * its cost in *alt_cost (INFINITY: none), for the caller to keep where it beats the
  * heuristic's. Solved: choice[] holds an optimum and *bound its cost. tying: an elimination
  * repeated on equal tables (repeated layers) reuses the table made the first time and counts
  * no work; *tied says whether that happened. Errors: out of memory only. */
-ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_t elim_limit,
-                             int64_t hold, int tying, int32_t *choice, double *bound, int *solved,
+ldt_status ldt__search_exact(ldt_plan *p, const int32_t *fixed, int64_t limit, int64_t rebuild,
+                             int64_t elim_limit, int64_t hold, int tying, int32_t *choice, double *bound, int *solved,
                              int *tied, int32_t *alt, double *alt_cost);
 
 /* Repairs plan c in place (primal recovery, "The exact search"): node by node, not the fixed

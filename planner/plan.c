@@ -33,10 +33,18 @@
 
 /* Under the default work limit (plan_limit 0) the exact elimination runs where its dry run
  * counts at most PLAN_EXACT_SCALE times the limit in work and PLAN_HOLD_SCALE times it in table
- * entries kept (8 bytes each: 160 MB); the relaxation's passes and the branch and bound keep
- * the limit (issue 25: GPT-2-small's training step on tp=4, 8e7 entries, exact by default). */
+ * entries kept (8 bytes each: 160 MB), and the relaxation's passes together PLAN_RELAX_SCALE times
+ * it; the branch and bound keeps the limit (issue 25: GPT-2-small's training step on tp=4, 8e7
+ * entries, exact by default; issue 24: the 96-layer GPT's forward and backward on dp=8,tp=8, five
+ * passes of 2.2e6 entries and 1.6e6 for remaking each). An explicit limit bounds them all, in
+ * table entries only. */
 #define PLAN_EXACT_SCALE 20
 #define PLAN_HOLD_SCALE 4
+#define PLAN_RELAX_SCALE 6
+/* ... and there each relaxation pass counts PLAN_RELAX_NODE_WORK entries a node besides its
+ * tables: remaking the relaxed problem (every producer table keyed or made, the interning, the
+ * dry run) is most of a pass's time on big graphs (the 175B training step's 58,000 nodes). */
+#define PLAN_RELAX_NODE_WORK 100
 
 /* ---------------------------------------------------------------------------------------
  * Growing arrays and open-addressing tables of ids.
@@ -1096,7 +1104,10 @@ static ldt_status plan_create(ldt_ctx *ctx, const ldt_plan_options *opts, const 
         }
         if (!(alt = malloc((size_t)(p->nnodes ? p->nnodes : 1) * sizeof *alt)))
             LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "plan: out of memory for %lld nodes", (long long)p->nnodes);
-        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed, limit, elim, hold, !p->opts.no_tying,
+        LDT_CHECK_GOTO(ldt__search_exact(p, forced ? forced : fixed,
+                                         p->opts.plan_limit == 0 ? limit * PLAN_RELAX_SCALE : limit,
+                                         p->opts.plan_limit == 0 ? PLAN_RELAX_NODE_WORK * p->nnodes : 0, elim,
+                                         hold, !p->opts.no_tying,
                                          p->choice, &p->bound, &solved, &tied, alt, &alt_cost));
         if (solved) {
             p->method = "exact";
