@@ -908,6 +908,17 @@ static void expect_proven(const proof_case *cases, int n) {
                          (long long)cases[k].limit, ldt_plan_method(plan), ldt_plan_gap(plan));
         cr_assert_eq(ldt_plan_gap(plan), 0.0);
         cr_assert_lt(rel(cost, ref), 1e-9, "case %d: exact at %.17g, optimum %.17g", i, cost, ref);
+        { /* the passes depend on nothing but the graph and the options: a second plan is the same */
+            int32_t c1[MAXN + 8], c2[MAXN + 8];
+            int64_t nn = ldt_trace_nodes(ctx);
+            ldt_plan *again;
+            cr_assert_leq(nn, MAXN + 8);
+            cr_assert_eq(ldt_plan_choice(plan, c1, nn), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_plan_create(ctx, &po, &again), LDT_OK, "%s", ldt_last_error());
+            cr_assert_eq(ldt_plan_choice(again, c2, nn), LDT_OK, "%s", ldt_last_error());
+            cr_assert(memcmp(c1, c2, (size_t)nn * sizeof *c1) == 0, "case %d: a second plan differs", i);
+            ldt_plan_destroy(again);
+        }
         ldt_plan_destroy(plan);
         model_free(m);
         free(m);
