@@ -33,13 +33,13 @@
 
 /* Under the default work limit (plan_limit 0) the exact elimination runs where its dry run
  * counts at most PLAN_EXACT_SCALE times the limit in work and PLAN_HOLD_SCALE times it in table
- * entries kept (8 bytes each: 160 MB), and the relaxation's passes together PLAN_RELAX_SCALE times
+ * entries kept (8 bytes each: 320 MB), and the relaxation's passes together PLAN_RELAX_SCALE times
  * it; the branch and bound keeps the limit (issue 25: GPT-2-small's training step on tp=4, 8e7
- * entries, exact by default; issue 24: the 96-layer GPT's forward and backward on dp=8,tp=8, five
+ * entries, and GPT-2 large's, between 1e8 and 2e8, exact by default; issue 24: the 96-layer GPT's forward and backward on dp=8,tp=8, five
  * passes of 2.2e6 entries and 1.6e6 for remaking each). An explicit limit bounds them all, in
  * table entries only. */
-#define PLAN_EXACT_SCALE 20
-#define PLAN_HOLD_SCALE 4
+#define PLAN_EXACT_SCALE 40
+#define PLAN_HOLD_SCALE 8
 #define PLAN_RELAX_SCALE 6
 /* ... and there each relaxation pass counts PLAN_RELAX_NODE_WORK entries a node besides its
  * tables: remaking the relaxed problem (every producer table keyed or made, the interning, the
