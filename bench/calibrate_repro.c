@@ -41,8 +41,9 @@ static double ratio(double a, double b) {
     return hi / lo;
 }
 
-/* The figures the goal names, in the units of their names. */
-static int figures(const ldt_cost_model *a, const ldt_cost_model *b, figure *f) {
+/* The figures the goal names, in the units of their names; fit_only: only those
+ * ldt_cost_model_fit sets (not the compute figures, which calibration measures apart). */
+static int figures(const ldt_cost_model *a, const ldt_cost_model *b, int fit_only, figure *f) {
     int n = 0;
     char nm[48];
     for (int d = 0; d < a->nlinks && d < b->nlinks; d++) {
@@ -52,8 +53,10 @@ static int figures(const ldt_cost_model *a, const ldt_cost_model *b, figure *f) 
         add(f, &n, nm, a->links[d].latency_s * 1e6, b->links[d].latency_s * 1e6, 1);
     }
     add(f, &n, "local_bandwidth_gbps", a->local_bandwidth_Bps / 1e9, b->local_bandwidth_Bps / 1e9, 0);
-    add(f, &n, "peak_f32_gflops", a->peak_flops[LDT_PREC_F32] / 1e9, b->peak_flops[LDT_PREC_F32] / 1e9, 0);
-    add(f, &n, "memory_bandwidth_gbps", a->memory_bandwidth_Bps / 1e9, b->memory_bandwidth_Bps / 1e9, 0);
+    if (!fit_only) {
+        add(f, &n, "peak_f32_gflops", a->peak_flops[LDT_PREC_F32] / 1e9, b->peak_flops[LDT_PREC_F32] / 1e9, 0);
+        add(f, &n, "memory_bandwidth_gbps", a->memory_bandwidth_Bps / 1e9, b->memory_bandwidth_Bps / 1e9, 0);
+    }
     for (int k = 0; k < LDT_KIND_COUNT; k++) {
         snprintf(nm, sizeof nm, "bytes_factor_%s", ldt_coll_kind_name((ldt_coll_kind)k));
         add(f, &n, nm, 1 + a->bytes_extra[k], 1 + b->bytes_extra[k], 0);
@@ -65,16 +68,18 @@ static int figures(const ldt_cost_model *a, const ldt_cost_model *b, figure *f) 
         add(f, &n, nm, 1 + a->beyond_cache[k], 1 + b->beyond_cache[k], 0);
     }
     add(f, &n, "cache_knee_kib", a->cache_bytes / 1024, b->cache_bytes / 1024, 0);
-    add(f, &n, "rendezvous_share", a->rendezvous_share, b->rendezvous_share, 0);
+    if (!fit_only) add(f, &n, "rendezvous_share", a->rendezvous_share, b->rendezvous_share, 0);
     add(f, &n, "overhead_us", a->overhead_s * 1e6, b->overhead_s * 1e6, 1);
     add(f, &n, "local_overhead_us", a->local_overhead_s * 1e6, b->local_overhead_s * 1e6, 1);
-    add(f, &n, "launch_us", a->launch_s * 1e6, b->launch_s * 1e6, 1);
-    add(f, &n, "rendezvous_us", a->rendezvous_s * 1e6, b->rendezvous_s * 1e6, 1);
+    if (!fit_only) {
+        add(f, &n, "launch_us", a->launch_s * 1e6, b->launch_s * 1e6, 1);
+        add(f, &n, "rendezvous_us", a->rendezvous_s * 1e6, b->rendezvous_s * 1e6, 1);
+    }
     return n;
 }
 
 /* Each figure of a and b as one result `ratio` (params figure, first, second, within_goal,
- * and `sizes` when not NULL), then worst_ratio_bandwidth and worst_ratio_latency; *worst_bw
+ * and `sizes` when not NULL: a refit, whose figures are the fit's only), then worst_ratio_bandwidth and worst_ratio_latency; *worst_bw
  * and *lat_ok get the two verdicts, *bw_name and *lat_name the figures they name. */
 static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_model *b, const char *sizes,
                    double *worst_bw_out, const char **bw_name, int *lat_ok_out, const char **lat_name) {
@@ -82,7 +87,7 @@ static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_m
     double worst_bw = 1, worst_lat = 1;
     const char *worst_bw_name = "", *worst_lat_name = "";
     int n, idx, lat_ok = 1;
-    n = figures(a, b, f);
+    n = figures(a, b, sizes != NULL, f);
     for (int i = 0; i < n; i++) {
         double q = ratio(f[i].a, f[i].b);
         char v[32];
