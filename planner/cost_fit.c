@@ -356,7 +356,8 @@ static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) 
 
 /* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
  * Collectives: columns overhead, latency per link, and per link and kind the seconds per byte
- * (u) and per byte past the knee (v); then per link its bandwidth is the fastest kind's
+ * (u) and per byte past the knee (v), the loose u's shrunk (shrink_slopes) when `shrink` is
+ * set and there is a knee; then per link its bandwidth is the fastest kind's
  * (1 / least u), and per kind bytes_extra = u beta - 1 and beyond_cache = v / u (geometric
  * and arithmetic means over the links that measured the kind). Local ops: local overhead,
  * seconds per byte, and per byte past the knee. */
