@@ -288,8 +288,9 @@ int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
     }
     for (int f = 0; f < 2; f++)
         if (!load_calibration(o->files[f], &base[f], &s[f], &n[f]) || !(t[f] = malloc((size_t)n[f] * sizeof *t[f]))) {
-            bench_note("calibrate_refit: %s is not an `ldt calibrate --json` output with a \"fit\" sample list (%s)",
-                       o->files[f], ldt_last_error());
+            bench_note("calibrate_refit: %s: not a readable `ldt calibrate --json` output with a \"fit\" sample "
+                       "list%s%s",
+                       o->files[f], *ldt_last_error() ? ": " : "", ldt_last_error());
             goto done;
         }
     for (int v = 0; v < 2; v++) {
