@@ -10,6 +10,8 @@
 typedef struct bench_opts {
     int json;  /* --json: stdout gets the JSON object only */
     int quick; /* --quick: smaller sizes and fewer repetitions */
+    int nfiles;         /* the files after the name (calibrate_refit's two calibrations) */
+    const char *files[2];
 } bench_opts;
 
 typedef struct bench_results bench_results;

@@ -29,6 +29,8 @@
                  "redistributions and captured steps on 4 and 2x2 threads, measured vs modeled") \
     X(calibrate_repro, "does calibration reproduce? two consecutive calibrations of 4 rank threads, "  \
                        "each bandwidth, FLOP/s, factor and latency of the two side by side (ratio)")  \
+    X(calibrate_refit, "the fit of two saved `ldt calibrate --json` outputs redone from their "  \
+                       "\"fit\" samples (all sizes, and calibrate's eight): each figure's ratio")     \
     X(rng, "random values per second on one core from the stream's CPU fillers: uniform, "   \
            "normal, trunc_normal, randint (GB/s of f32)")                                     \
     X(gpu_replay, "one GPU: an MLP step replayed as a CUDA Graph against the same launches "  \
@@ -57,6 +59,7 @@ static const int k_nbenches = (int)(sizeof k_benches / sizeof k_benches[0]);
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ldt-bench <name>|all [--json] [--quick]\n"
+            "       ldt-bench calibrate_refit FILE1 FILE2 [--json]\n"
             "  every timing <result> has a <result>_cpu twin (docs/benchmarks.md)\n"
             "  --json   print one JSON object per benchmark, one per line\n"
             "  --quick  smaller sizes, fewer repetitions\n"
@@ -89,7 +92,7 @@ int main(int argc, char **argv) {
      * the rank threads being measured: set it and start again, once */
     if (!getenv("OPENBLAS_NUM_THREADS") && setenv("OPENBLAS_NUM_THREADS", "1", 0) == 0)
         execv("/proc/self/exe", argv);
-    bench_opts o = {0, 0};
+    bench_opts o = {0, 0, 0, {NULL, NULL}};
     const char *name = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
@@ -99,6 +102,8 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
+        } else if (argv[i][0] != '-' && name && strcmp(name, "calibrate_refit") == 0 && o.nfiles < 2) {
+            o.files[o.nfiles++] = argv[i];
         } else if (argv[i][0] == '-' || name) {
             fprintf(stderr, "ldt-bench: unexpected argument '%s'\n", argv[i]);
             usage(stderr);

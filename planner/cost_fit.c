@@ -226,6 +226,126 @@ done:
     return ok;
 }
 
+/* The spread, in log, of the kinds' knee ratios the shrinkage below assumes (tau): a slope
+ * below the knee whose standard error (in log) is tau keeps half its own say. */
+#define KNEE_RATIO_SPREAD 0.15
+
+/* The slopes below the knee, shrunk where the timings leave them loose (empirical Bayes over
+ * the kinds' knee ratios), so that the factors reproduce. A kind whose timings below the knee
+ * are mostly the overhead (on rank threads the in-place all_reduce, the broadcast) has a
+ * slope u there that moved 1.5 to 2x between two calibrations, while its slope well past the
+ * knee came back within a few percent; the link's bandwidth is its fastest kind's 1 / u and
+ * every factor is a ratio of u's (bytes factors) or (u + v) / u (knee factors), so one loose
+ * u moved them all. For each cell (dim, kind) with three or more rows at or below `split`
+ * and two or more past 2 C: w its slope past 2 C (plain least squares over those rows: the
+ * largest sizes decide it), r = w / u its knee ratio, s^2 the variance of log u as for a
+ * line through its rows below the split (relative least squares), with the noise's variance
+ * the larger of the cell's own residuals' and all cells' pooled (so a cell whose few rows
+ * happen to line up is not taken as pinned down). The log ratios are pooled, log r_bar their
+ * mean weighted by 1 / (s^2 + tau^2) (a random-effects mean: no one cell decides it), and
+ * each cell's log u becomes log u + lambda (log (w / r_bar) - log u), lambda = s^2 / (s^2 +
+ * tau^2): a slope the timings pin down (s of a few percent) keeps its value, a loose one
+ * takes its large-size slope over the pooled ratio. Noiseless timings have s = 0: nothing
+ * moves. When something moved, the past-knee slopes v are fitted again (relative least
+ * squares, robust, as the second stage) with the new u's held, from the rows at or below C
+ * and past 2 C: the rows just past the knee are where a kind's timings moved most between
+ * two calibrations (a broadcast of 1 MiB took 104 and 55 us), and a sharp knee prices that
+ * transition worst anyway. x holds the staged fit's solution and gets the new u's and v's
+ * (the samples' robust weights stay the staged fit's). */
+static void shrink_slopes(int nrow, int np, const double *A, const double *t, const double *rb, double split,
+                          double C, const int *vcol, double *x) {
+    const double tau2 = KNEE_RATIO_SPREAD * KNEE_RATIO_SPREAD;
+    double lr[MAXP], se2[MAXP], own[MAXP], wb[MAXP], x2[MAXP], num = 0, den = 0, *off;
+    int ok[MAXP], moved = 0;
+    double ees = 0, dof = 0, sig2;
+    for (int j = 0; j < np; j++) {
+        double s0 = 0, s1 = 0, s2 = 0, ee = 0, det, n0 = 0, b1 = 0, b2 = 0, t1 = 0, bt = 0;
+        int nk = 0;
+        ok[j] = 0;
+        if (j + 1 >= np || vcol[j] || !vcol[j + 1]) continue; /* a u column, its v next */
+        for (int i = 0; i < nrow; i++) {
+            double b = A[i * np + j], m = 0, e, om;
+            if (b == 0) continue;
+            if (rb[i] > 2 * C) {
+                n0 += 1;
+                b1 += b;
+                b2 += b * b;
+                t1 += t[i];
+                bt += b * t[i];
+            }
+            if (rb[i] > split) continue;
+            for (int c = 0; c < np; c++)
+                if (!vcol[c]) m += A[i * np + c] * x[c];
+            e = (t[i] - m) / t[i];
+            om = 1 / (t[i] * t[i]);
+            ee += e * e;
+            s0 += om;
+            s1 += om * b;
+            s2 += om * b * b;
+            nk++;
+        }
+        det = s0 * s2 - s1 * s1;
+        if (nk < 3 || !(det > 0)) continue;
+        ees += ee;
+        dof += nk - 2;
+        if (n0 < 2 || !(n0 * b2 - b1 * b1 > 0)) continue;
+        wb[j] = (n0 * bt - b1 * t1) / (n0 * b2 - b1 * b1);
+        if (!(wb[j] > 0)) continue;
+        ok[j] = 1;
+        se2[j] = s0 / det; /* times the noise's variance, below */
+        own[j] = ee / (nk - 2);
+    }
+    if (!(dof > 0)) return;
+    sig2 = ees / dof;
+    for (int j = 0; j < np; j++) {
+        if (!ok[j]) continue;
+        if (!(x[j] > 0)) { /* no slope below the knee at all: all from the pooled ratio */
+            se2[j] = INFINITY;
+            continue;
+        }
+        se2[j] *= (own[j] > sig2 ? own[j] : sig2) / (x[j] * x[j]);
+        lr[j] = log(wb[j] / x[j]);
+        num += lr[j] / (se2[j] + tau2);
+        den += 1 / (se2[j] + tau2);
+    }
+    if (!(den > 0)) return;
+    for (int j = 0; j < np; j++) {
+        double lu, lam;
+        if (!ok[j]) continue;
+        lam = isinf(se2[j]) ? 1 : se2[j] / (se2[j] + tau2);
+        lu = log(wb[j]) - num / den;
+        if (lam < 1) lu = (1 - lam) * log(x[j]) + lam * lu;
+        if (fabs(exp(lu) - x[j]) > 1e-12 * x[j]) moved = 1;
+        x[j] = exp(lu);
+    }
+    if (!moved || !(off = malloc((size_t)nrow * sizeof *off))) return;
+    for (int i = 0; i < nrow; i++) {
+        off[i] = 0;
+        for (int c = 0; c < np; c++)
+            if (!vcol[c]) off[i] += A[i * np + c] * x[c];
+    }
+    {
+        /* the rows just past the knee, (C, 2C], left out: see above */
+        double *A2 = malloc((size_t)nrow * np * sizeof *A2), *t2 = malloc((size_t)nrow * sizeof *t2),
+               *o2 = malloc((size_t)nrow * sizeof *o2), *w2 = malloc((size_t)nrow * sizeof *w2);
+        int k = 0;
+        for (int i = 0; A2 && t2 && o2 && w2 && i < nrow; i++) {
+            if (rb[i] > C && rb[i] <= 2 * C) continue;
+            memcpy(&A2[k * np], &A[i * np], (size_t)np * sizeof *A2);
+            t2[k] = t[i];
+            o2[k++] = off[i];
+        }
+        if (k > 0 && robust_fit(k, np, A2, t2, o2, vcol, x2, w2))
+            for (int j = 0; j < np; j++)
+                if (vcol[j]) x[j] = x2[j];
+        free(A2);
+        free(t2);
+        free(o2);
+        free(w2);
+    }
+    free(off);
+}
+
 /* The model's seconds for one sample, by the formula pricing uses. */
 static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) {
     if (sample_local(c))
@@ -236,12 +356,13 @@ static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) 
 
 /* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
  * Collectives: columns overhead, latency per link, and per link and kind the seconds per byte
- * (u) and per byte past the knee (v); then per link its bandwidth is the fastest kind's
+ * (u) and per byte past the knee (v), the loose u's shrunk (shrink_slopes) when `shrink` is
+ * set and there is a knee; then per link its bandwidth is the fastest kind's
  * (1 / least u), and per kind bytes_extra = u beta - 1 and beyond_cache = v / u (geometric
  * and arithmetic means over the links that measured the kind). Local ops: local overhead,
  * seconds per byte, and per byte past the knee. */
 static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, double C, double split,
-                                double *A, double *t, double *rw, int *row_of, double *rb,
+                                int shrink, double *A, double *t, double *rw, int *row_of, double *rb,
                                 ldt_cost_model *m) {
     int L = m->nlinks, np, use[MAXP], vcol[MAXP];
     double x[MAXP];
@@ -270,6 +391,7 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
         if (!ok)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the collective timings constrain "
                      "nothing (every column is zero)");
+        if (C > 0 && shrink) shrink_slopes(r, np, A, t, rb, split, C, vcol, x);
         {
             int seen[MAXP] = {0};
             double lx[NK] = {0}, yy[NK] = {0};
@@ -420,7 +542,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         for (size_t q = 0; q < nq; q++) {
             double loss = 0;
             trial = *m;
-            LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], knees[1], A, t, rw, row_of, rb, &trial));
+            LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], knees[1], 0, A, t, rw, row_of, rb, &trial));
             /* a knee that leaves the bytes below it free (a zero slope: bandwidth 1e15) is
              * not what the timings show (a 256 KiB copy takes longer than a 4 KiB one): its
              * fit put every byte past the knee; not a candidate */
@@ -435,9 +557,12 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
                 best = trial;
             }
         }
-        *m = best;
-        /* the chosen fit's robust weights */
-        LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, m->cache_bytes, knees[1], A, t, rw, row_of, rb, &trial));
+        /* the chosen knee's fit once more, its loose slopes below the knee shrunk (the knees
+         * are compared unshrunk: the shrinkage moves a slope the timings leave loose, not
+         * which knee they show), with its robust weights */
+        trial = *m;
+        LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, best.cache_bytes, knees[1], 1, A, t, rw, row_of, rb, &trial));
+        *m = trial;
     }
     /* the fitted model's own prices, with the formula pricing uses */
     for (int i = 0; i < n; i++) {

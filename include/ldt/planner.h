@@ -298,7 +298,10 @@ typedef struct ldt_cost_sample {
  * group (collectives, local ops). With a knee, two stages: the overhead, latencies and
  * slopes below the knee from the samples at or below the smallest knee tried, then the
  * past-knee slopes from every sample with those fixed (so the bandwidths do not depend on
- * which knee wins). Broadcast samples (broadcast 1) fit broadcast's bytes and knee factors,
+ * which knee wins); then a slope below the knee that its timings leave loose (its standard
+ * error large against 0.15 in log: mostly the overhead, as a threaded all_reduce's) is
+ * shrunk toward its slope past twice the knee over the kinds' pooled knee ratio, and the
+ * past-knee slopes are fitted again (so one loose slope does not move every factor). Broadcast samples (broadcast 1) fit broadcast's bytes and knee factors,
  * with the hops of the profile's broadcast algorithm. Constants no sample constrains keep
  * m's values. Noiseless timings give the parameters back exactly (to rounding). Each
  * sample's modeled and weight are set; *rms (may be NULL) gets the root mean square of the
