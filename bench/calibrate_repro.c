@@ -259,22 +259,13 @@ static void residuals(bench_results *out, const ldt_cost_sample *s, int n, int f
     sa = n ? sqrt(sa / n) : 0;
     bench_note("%s: file %d: residual rms %.3f max %.3f over the %d kept samples; rms %.3f max %.3f over all %d",
                sizes, file, sk, mk, nk, sa, ma, n);
-    idx = bench_add(out, "rms_residual", sk, "ratio");
-    bench_param_int(out, idx, "file", file);
-    bench_param_str(out, idx, "sizes", sizes);
-    bench_param_str(out, idx, "samples", "kept");
-    idx = bench_add(out, "max_residual", mk, "ratio");
-    bench_param_int(out, idx, "file", file);
-    bench_param_str(out, idx, "sizes", sizes);
-    bench_param_str(out, idx, "samples", "kept");
-    idx = bench_add(out, "rms_residual", sa, "ratio");
-    bench_param_int(out, idx, "file", file);
-    bench_param_str(out, idx, "sizes", sizes);
-    bench_param_str(out, idx, "samples", "all");
-    idx = bench_add(out, "max_residual", ma, "ratio");
-    bench_param_int(out, idx, "file", file);
-    bench_param_str(out, idx, "sizes", sizes);
-    bench_param_str(out, idx, "samples", "all");
+    for (int q = 0; q < 4; q++) { /* rms and max, over the kept samples and over all */
+        idx = bench_add(out, q % 2 ? "max_residual" : "rms_residual", q == 0 ? sk : q == 1 ? mk : q == 2 ? sa : ma,
+                        "ratio");
+        bench_param_int(out, idx, "file", file);
+        bench_param_str(out, idx, "sizes", sizes);
+        bench_param_str(out, idx, "samples", q < 2 ? "kept" : "all");
+    }
 }
 
 int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
