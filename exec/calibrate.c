@@ -22,6 +22,13 @@
 static const int64_t k_sizes[] = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
                                   1 << 20, 4 << 20,  16 << 20, 64 << 20};
 static const int64_t k_quick_sizes[] = {4 << 10, 64 << 10, 1 << 20};
+/* The local ops' sizes: those and two more around the cache knees tried (512 KiB to 4 MiB of
+ * the busiest rank's bytes on 4 ranks: 128 and 512 KiB): a local copy of the smaller sizes
+ * takes about a microsecond, within its timing noise, so without them two sizes decided the
+ * local slope below the knee (it moved 1.3 to 1.7x between calibrations of an idle host). */
+static const int64_t k_local_sizes[] = {4 << 10,  16 << 10, 64 << 10, 256 << 10, 512 << 10,
+                                        1 << 20,  2 << 20,  4 << 20,  16 << 20,  64 << 20};
+#define LOCAL_EXTRA 2 /* k_local_sizes less k_sizes */
 
 /* A rows x cols f32 shape of `bytes`, as square as the powers of two allow. */
 static ldt_shape square_shape(int64_t bytes) {
@@ -654,7 +661,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     k.cap = cap;
     k.s = samples;
     if (!k.s) { /* the caller does not want them: room of our own */
-        k.cap = (nd * 5 + 3) * nsizes;
+        k.cap = ldt_calibrate_max_samples(mesh, opts);
         if (!(k.s = calloc((size_t)k.cap, sizeof *k.s)))
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     }
@@ -702,9 +709,10 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     for (int d = 0; d < nd; d++) {
         if (ldt_mesh_dim_size(mesh, d) < 2) continue;
         for (int c = 0; c < 2; c++)
-            for (int z = 0; z < nsizes; z++) {
+            for (int z = 0; z < (quick ? nsizes : nsizes + LOCAL_EXTRA); z++) {
                 ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
-                ldt_shape shape = square_shape(sizes[z]);
+                int64_t bytes = quick ? sizes[z] : k_local_sizes[z];
+                ldt_shape shape = square_shape(bytes);
                 ldt_redist_step step;
                 ldt_collective want = c == 0 ? LDT_COLL_LOCAL_CHUNK : LDT_COLL_LOCAL_PAD;
                 double t;
@@ -716,7 +724,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
                     from[d] = ldt_shard(0);
                     to[d] = ldt_partial(LDT_REDUCE_SUM);
                 }
-                LDT_CHECK_GOTO(timed(world, mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
+                LDT_CHECK_GOTO(timed(world, mesh, &shape, from, to, reps_for(bytes, reps), median, &probe,
                                      &t, &step, &nst));
                 LDT_CHECK_GOTO(near_base(world, mesh, &tiny, rr, t, reps, median, &probe, base, &tb));
                 if (nst != 1 || step.collective != want || t - tb <= 0) continue;
@@ -781,6 +789,6 @@ ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts
 }
 
 int ldt_calibrate_max_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts) {
-    int nsizes = opts && opts->quick ? 3 : 8;
-    return mesh ? (ldt_mesh_ndim(mesh) * 5 + 3) * nsizes : 0;
+    int quick = opts && opts->quick, nsizes = quick ? 3 : 8;
+    return mesh ? (ldt_mesh_ndim(mesh) * 5 + 3) * nsizes + (quick ? 0 : 2 * LOCAL_EXTRA) : 0;
 }
