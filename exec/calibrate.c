@@ -412,6 +412,26 @@ static double fill_curve(ldt_eff_curve *e, const double *size, const double *rat
  * tiny step's, so the launch is not in it). */
 #define GEMM_WORLDS 3
 
+/* time_op in GEMM_WORLDS worlds of their own (fresh rank threads each), the fastest kept (the
+ * middle one with median): a step waits for its slowest rank, and a world whose threads the
+ * scheduler placed badly stays slow for its life (one idle 16-core host gave 18 and 31
+ * GFLOP/s, and memory bandwidths of 18 and 28 GB/s, in consecutive calibrations of one world
+ * each). */
+static ldt_status time_worlds(ldt_comm *world, const ldt_mesh *mesh, int op, int64_t m, int64_t k, int64_t n,
+                              int reps, int median, double base, double *out) {
+    double tw[GEMM_WORLDS];
+    *out = INFINITY;
+    for (int w = 0; w < GEMM_WORLDS; w++) {
+        LDT_CHECK(time_op(world, mesh, op, m, k, n, reps, median, base, &tw[w], NULL, NULL));
+        if (tw[w] < *out) *out = tw[w];
+    }
+    if (median) {
+        qsort(tw, GEMM_WORLDS, sizeof *tw, cmp_d);
+        *out = tw[GEMM_WORLDS / 2];
+    }
+    return LDT_OK;
+}
+
 static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
                                     ldt_cost_model *m) {
     static const int64_t gemm_n[] = {32, 64, 128, 256, 512, 1024};
@@ -425,19 +445,8 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
     LDT_CHECK(time_op(world, mesh, OP_ADD, 1, 1, 1, 3 * reps, median, 0, &base, NULL, NULL)); /* one tiny add */
     for (int i = 0; i < ng; i++) {
         int64_t n = gemm_n[i];
-        double t = INFINITY, tw[GEMM_WORLDS];
-        /* each size in GEMM_WORLDS worlds of its own (fresh rank threads): where the cores
-         * outnumber the ranks, the scheduler may put two ranks on one core's hyperthreads for
-         * a world's life, and a step waits for its slowest rank (one idle 16-core host gave
-         * 18 and 31 GFLOP/s in consecutive calibrations of one world each) */
-        for (int w = 0; w < GEMM_WORLDS; w++) {
-            LDT_CHECK(time_op(world, mesh, OP_GEMM, n, n, n, n >= 512 ? 3 : reps, median, base, &tw[w], NULL, NULL));
-            if (tw[w] < t) t = tw[w];
-        }
-        if (median) { /* the middle world's */
-            qsort(tw, GEMM_WORLDS, sizeof *tw, cmp_d);
-            t = tw[GEMM_WORLDS / 2];
-        }
+        double t;
+        LDT_CHECK(time_worlds(world, mesh, OP_GEMM, n, n, n, n >= 512 ? 3 : reps, median, base, &t));
         size[i] = 2.0 * (double)n * (double)n * (double)n;
         rate[i] = size[i] / t;
     }
@@ -448,7 +457,7 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
     for (int i = 0; i < na; i++) {
         int64_t b = quick ? add_bytes[2 * i] : add_bytes[i];
         double t;
-        LDT_CHECK(time_op(world, mesh, OP_ADD, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, median, base, &t, NULL, NULL));
+        LDT_CHECK(time_worlds(world, mesh, OP_ADD, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, median, base, &t));
         size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
         rate[i] = size[i] / t;
     }
