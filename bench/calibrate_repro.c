@@ -129,7 +129,7 @@ static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_m
 int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     ldt_mesh *mesh = NULL;
     ldt_cost_model cm[2];
-    ldt_calibrate_options copt = {o->quick, 0, 0, NULL};
+    ldt_calibrate_options copt = {o->quick, 0, 0, NULL, 0};
     double worst_bw = 1;
     const char *bw_name = "", *lat_name = "";
     int idx, lat_ok = 1;

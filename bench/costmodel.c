@@ -324,7 +324,7 @@ int bench_costmodel(const bench_opts *o, bench_results *out) {
         ldt_cost_model cm;
         /* medians, as the cases below are measured: on a loaded machine the fastest of
          * repeats would price every case below what its median sees */
-        ldt_calibrate_options copt = {o->quick, 0, 1, NULL};
+        ldt_calibrate_options copt = {o->quick, 0, 1, NULL, 0};
         double base;
         int got = 0;
         if (ldt_mesh_parse(meshes[mi], LDT_DEVICE_CPU, &mesh) != LDT_OK) return 1;

@@ -122,7 +122,7 @@ static int report(bench_results *out, const point *p, int n, const char *calibra
 int bench_redistribute(const bench_opts *o, bench_results *out) {
     ldt_mesh *mesh;
     ldt_cost_model uniform, cal;
-    ldt_calibrate_options copt = {o->quick, 0, 0, NULL};
+    ldt_calibrate_options copt = {o->quick, 0, 0, NULL, 0};
     point before[MAX_POINTS], after[MAX_POINTS];
     int nb, na, rc = 1;
     double base = 0;

@@ -44,9 +44,34 @@ static ldt_shape square_shape(int64_t bytes) {
 
 static int cmp_d(const void *a, const void *b);
 
+/* Every run of one timing, over every round and world (each already less its harness); the
+ * timing is their lower quartile (runs_stat). The fastest of repeats was a rare event's: a
+ * local chunk of 1 MiB ran in 40 us once in 60 runs of one idle 2-core machine, 60 us once,
+ * and 78 to 100 us in half of them, so the fastest of three moved 3.7x from one try to the
+ * next where the lower quartile of nine moves a few percent. */
+#define MAX_RUNS 192
+typedef struct runs {
+    double t[MAX_RUNS];
+    int n;
+} runs;
+
+static void runs_add(runs *r, double t) {
+    if (r && r->n < MAX_RUNS) r->t[r->n++] = t;
+}
+
+/* The lower quartile of the runs (with median: their median; the fastest of three or fewer). */
+static double runs_stat(runs *r, int median) {
+    if (r->n == 0) return 0;
+    qsort(r->t, (size_t)r->n, sizeof *r->t, cmp_d);
+    return r->t[median ? r->n / 2 : (r->n - 1) / 4];
+}
+
 /* Replays ex once to warm it (first touch of the arena), then `reps` times, each timed into
- * t[0..reps), and returns the median (median != 0) or the least disturbed (fastest) run. */
-static ldt_status time_replays(ldt_exec *ex, int reps, int median, double *t, double *out) {
+ * t[0..reps), and returns the median (median != 0) or the least disturbed (fastest) run;
+ * every run's time also goes into *all when not NULL (with median only the median). */
+static ldt_status time_replays(ldt_exec *ex, int reps, int median, double *t, double *out, runs *all) {
+    if (reps > 64) reps = 64;
+    if (reps < 1) reps = 1;
     LDT_CHECK(ldt_replay(ex));
     for (int r = 0; r < reps; r++) {
         struct timespec t0, t1;
@@ -57,14 +82,17 @@ static ldt_status time_replays(ldt_exec *ex, int reps, int median, double *t, do
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_d);
     *out = t[median ? reps / 2 : 0];
+    for (int r = 0; r < (median ? 1 : reps); r++) runs_add(all, median ? *out : t[r]);
     return LDT_OK;
 }
 
-/* Least seconds of the plan from -> to on `mesh` for shape `shape`; *step gets its one
- * step (*nsteps its step count: the caller keeps only one-step plans of the kind it asked). */
+/* Least seconds of the plan from -> to on `mesh` for shape `shape` (every run's time also
+ * into *all when not NULL; with median only the median); *step gets its one step (*nsteps
+ * its step count: the caller keeps only one-step plans of the kind it asked). */
 static ldt_status time_plan_to(const ldt_mesh *mesh, const ldt_mesh *to_mesh, const ldt_shape *shape,
                                const ldt_placement *from, const ldt_placement *to, int reps, int median,
-                               const ldt_cost_model *cm, double *out, ldt_redist_step *step, int *nsteps) {
+                               int rounds, const ldt_cost_model *cm, double *out, runs *all,
+                               ldt_redist_step *step, int *nsteps) {
     ldt_spec src;
     ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
     ldt_redist_plan *plan;
@@ -73,21 +101,23 @@ static ldt_status time_plan_to(const ldt_mesh *mesh, const ldt_mesh *to_mesh, co
     LDT_CHECK(ldt_redist_plan_create(&src, to_mesh, to, ldt_mesh_ndim(to_mesh ? to_mesh : mesh), &opt, &plan));
     *nsteps = ldt_redist_plan_nsteps(plan);
     if (step && *nsteps == 1) ldt_redist_plan_step(plan, 0, step);
-    /* the fastest of `reps` runs, each in a world of its own after a warm-up: on a machine
-     * shared with other work the least disturbed run is the reproducible figure (a median
-     * moves with the load) */
+    /* `reps` runs, each in a world of its own after a warm-up (a world whose threads the
+     * scheduler placed badly stays slow for its life); with median, one world's median */
     *out = INFINITY;
     if (median) st = ldt_redistribute_measure(NULL, plan, reps, out, NULL);
     for (int r = 0; r < reps && st == LDT_OK && !median; r++) {
         double t;
         st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
         if (st == LDT_OK && t < *out) *out = t;
+        if (st == LDT_OK) runs_add(all, t);
     }
-    /* a short plan (under 1 ms) gets more repeats, up to 2 ms of runs (at most 101): its
-     * time is a few times the harness's and as noisy, and runs are cheap */
+    /* a short plan (under 1 ms) gets more repeats, up to 2 ms of runs (at most 101) over all
+     * `rounds` of the calibration: its time is a few times the harness's and as noisy, and
+     * runs are cheap */
     if (st == LDT_OK && *out < 1e-3 && reps > 1) {
         int more = (int)(2e-3 / (*out > 2e-5 ? *out : 2e-5)) | 1;
         if (more > 101) more = 101;
+        more = more / rounds | 1;
         if (more > reps && median) {
             st = ldt_redistribute_measure(NULL, plan, more, out, NULL);
         } else {
@@ -95,18 +125,21 @@ static ldt_status time_plan_to(const ldt_mesh *mesh, const ldt_mesh *to_mesh, co
                 double t;
                 st = ldt_redistribute_measure(NULL, plan, 1, &t, NULL);
                 if (st == LDT_OK && t < *out) *out = t;
+                if (st == LDT_OK && !median) runs_add(all, t);
             }
         }
     }
+    if (st == LDT_OK && median) runs_add(all, *out);
     ldt_redist_plan_destroy(plan);
     if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
     return LDT_OK;
 }
 
 static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const ldt_placement *from,
-                            const ldt_placement *to, int reps, int median, const ldt_cost_model *cm,
-                            double *out, ldt_redist_step *step, int *nsteps) {
-    return time_plan_to(mesh, NULL, shape, from, to, reps, median, cm, out, step, nsteps);
+                            const ldt_placement *to, int reps, int median, int rounds,
+                            const ldt_cost_model *cm, double *out, runs *all, ldt_redist_step *step,
+                            int *nsteps) {
+    return time_plan_to(mesh, NULL, shape, from, to, reps, median, rounds, cm, out, all, step, nsteps);
 }
 
 /* time_plan under an MPI world: the plan from -> to (for its steps) and the time of a
@@ -114,7 +147,7 @@ static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const 
  * (or median) of this process's replays. */
 static ldt_status time_plan_world(ldt_comm *world, const ldt_mesh *mesh, const ldt_shape *shape,
                                   const ldt_placement *from, const ldt_placement *to, int reps,
-                                  int median, const ldt_cost_model *cm, double *out,
+                                  int median, const ldt_cost_model *cm, double *out, runs *all,
                                   ldt_redist_step *step, int *nsteps) {
     ldt_spec src;
     ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
@@ -150,7 +183,7 @@ static ldt_status time_plan_world(ldt_comm *world, const ldt_mesh *mesh, const l
     copt.plan.cost = cm;
     copt.overlap = -1;
     LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
-    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, out));
+    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, out, all));
 fail:
     free(d);
     ldt_ctx_destroy(ctx);
@@ -160,41 +193,60 @@ fail:
 /* time_plan on the mesh's rank threads, or time_plan_world under an MPI world. */
 static ldt_status timed(ldt_comm *world, const ldt_mesh *mesh, const ldt_shape *shape,
                         const ldt_placement *from, const ldt_placement *to, int reps, int median,
-                        const ldt_cost_model *cm, double *out, ldt_redist_step *step, int *nsteps) {
-    if (world) return time_plan_world(world, mesh, shape, from, to, reps, median, cm, out, step, nsteps);
-    return time_plan(mesh, shape, from, to, reps, median, cm, out, step, nsteps);
+                        int rounds, const ldt_cost_model *cm, double *out, runs *all,
+                        ldt_redist_step *step, int *nsteps) {
+    if (world) return time_plan_world(world, mesh, shape, from, to, reps, median, cm, out, all, step, nsteps);
+    return time_plan(mesh, shape, from, to, reps, median, rounds, cm, out, all, step, nsteps);
 }
 
 /* Repeats per size: the small ones are noisy and cheap, the large ones steady and slow. */
 static int reps_for(int64_t bytes, int base) {
-    if (bytes >= (16 << 20)) return base < 3 ? base : 3;
-    if (bytes >= (1 << 20)) return base < 5 ? base : (base + 1) / 2 + 1;
+    if (bytes >= (16 << 20)) return base < 6 ? base : 6;
     return base;
 }
 
+/* Rounds of the whole sweep (collectives, broadcasts, local ops, send/recv, GEMMs and adds),
+ * each with a third of the repeats, every timing the least over the rounds: a host slow for a
+ * few seconds (the scheduler's placement, another job) slowed every repeat of the sizes it
+ * overlapped when the repeats ran back to back (a reduce_scatter of 768 KiB a rank: 297, 419
+ * and 767 us in three calibrations of an idle 2-core machine), now one round of them. */
+#define CAL_ROUNDS 3
+
+/* Per-round repeats: a third of the calibration's (at least 1). */
+static int round_reps(int reps, int rounds) { return reps <= 1 ? 1 : (reps + rounds - 1) / rounds; }
+
 typedef struct sink {
     ldt_cost_sample *s;
+    runs *r; /* each sample's runs (its seconds: their runs_stat) */
     int cap, n;
 } sink;
 
-/* A sample of collective c, or of a broadcast (bcast 1; c is then ignored). */
+/* The runs v, each less `less`, of a sample of collective c, or of a broadcast (bcast 1; c is
+ * then ignored): a new sample, or more runs of an earlier round's. */
 static void add_sample_of(sink *k, ldt_collective c, int bcast, int dim, int64_t group, int64_t bytes,
-                          double t) {
-    if (k->n < k->cap) {
-        ldt_cost_sample *x = &k->s[k->n];
-        memset(x, 0, sizeof *x);
-        x->collective = c;
-        x->broadcast = bcast;
-        x->dim = dim;
-        x->group = group;
-        x->bytes = bytes;
-        x->seconds = t;
+                          const runs *v, double less) {
+    int i, stored = k->n < k->cap ? k->n : k->cap;
+    for (i = 0; i < stored; i++) {
+        const ldt_cost_sample *x = &k->s[i];
+        if (x->broadcast == bcast && (bcast || x->collective == c) && x->dim == dim && x->bytes == bytes) break;
     }
-    k->n++;
+    if (i == stored) { /* a new one (counted past the room too: the caller reports it) */
+        if (k->n++ >= k->cap) return;
+        i = k->n - 1;
+        memset(&k->s[i], 0, sizeof k->s[i]);
+        k->s[i].collective = c;
+        k->s[i].broadcast = bcast;
+        k->s[i].dim = dim;
+        k->s[i].group = group;
+        k->s[i].bytes = bytes;
+        k->r[i].n = 0;
+    }
+    for (int j = 0; j < v->n; j++) runs_add(&k->r[i], v->t[j] - less);
 }
 
-static void add_sample(sink *k, ldt_collective c, int dim, int64_t group, int64_t bytes, double t) {
-    add_sample_of(k, c, 0, dim, group, bytes, t);
+static void add_sample(sink *k, ldt_collective c, int dim, int64_t group, int64_t bytes, const runs *v,
+                       double less) {
+    add_sample_of(k, c, 0, dim, group, bytes, v, less);
 }
 
 /* ---- broadcast ------------------------------------------------------------------------ */
@@ -208,6 +260,7 @@ typedef struct bcast_job {
     int dim, reps, median, mine;
     int64_t bytes;
     double bcast, harness;
+    runs *all; /* every run less the harness's lower quartile (with median: the median's) */
 } bcast_job;
 
 static double mono_s(void) {
@@ -224,6 +277,7 @@ static ldt_status bcast_rank(ldt_comm *world, void *arg) {
     double *tb = malloc((size_t)j->reps * sizeof *tb), *th = malloc((size_t)j->reps * sizeof *th);
     ldt_status st = LDT_OK;
     if (!buf || !tb || !th) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    for (int64_t i = 0; i < count; i++) buf[i] = 1.0f; /* the root reads memory, not the zero page */
     LDT_CHECK_GOTO(ldt_comm_mesh_dim(world, j->mesh, j->dim, &g));
     LDT_CHECK_GOTO(ldt_broadcast(g, buf, count, LDT_F32, 0)); /* warm-up: first touch */
     for (int r = 0; r < j->reps; r++) {
@@ -242,7 +296,8 @@ static ldt_status bcast_rank(ldt_comm *world, void *arg) {
         qsort(tb, (size_t)j->reps, sizeof *tb, cmp_d);
         qsort(th, (size_t)j->reps, sizeof *th, cmp_d);
         j->bcast = tb[j->median ? j->reps / 2 : 0];
-        j->harness = th[j->median ? j->reps / 2 : 0];
+        j->harness = th[j->median ? j->reps / 2 : (j->reps - 1) / 4];
+        for (int r = 0; r < (j->median ? 1 : j->reps); r++) runs_add(j->all, (j->median ? j->bcast : tb[r]) - j->harness);
     }
 fail:
     ldt_comm_destroy(g);
@@ -258,7 +313,7 @@ fail:
  * threads' world ranks; others keep broadcast's factors). A size under 1 MiB gets 101 repeats (each run is tens
  * of microseconds, as noisy as the harness it is less). */
 static ldt_status time_broadcasts(ldt_comm *world, const ldt_mesh *mesh, const int64_t *sizes, int nsizes,
-                                  int reps, int median, sink *k) {
+                                  int reps, int median, int rounds, sink *k) {
     int nr = ldt_mesh_nranks(mesh);
     for (int i = 0; i < nr && !world; i++) /* rank threads 0..nr-1 are the mesh's ranks */
         if (ldt_mesh_rank_at(mesh, i) < 0 || ldt_mesh_rank_at(mesh, i) >= nr) return LDT_OK;
@@ -266,11 +321,14 @@ static ldt_status time_broadcasts(ldt_comm *world, const ldt_mesh *mesh, const i
         int64_t g = ldt_mesh_dim_size(mesh, d);
         if (g < 2) continue;
         for (int z = 0; z < nsizes; z++) {
-            bcast_job j = {mesh, d, sizes[z] < (1 << 20) && reps > 1 ? 101 : reps_for(sizes[z], reps), median,
-                           world != NULL, sizes[z], 0, 0};
+            runs rv;
+            bcast_job j = {mesh, d,
+                           round_reps(sizes[z] < (1 << 20) && reps > 1 ? 101 : reps_for(sizes[z], reps), rounds),
+                           median, world != NULL, sizes[z], 0, 0, &rv};
+            rv.n = 0;
             if (world) LDT_CHECK(bcast_rank(world, &j));
             else LDT_CHECK(ldt_threads_launch(nr, NULL, bcast_rank, &j));
-            if (j.bcast - j.harness > 0) add_sample_of(k, LDT_COLL_ALL_GATHER, 1, d, g, sizes[z], j.bcast - j.harness);
+            add_sample_of(k, LDT_COLL_ALL_GATHER, 1, d, g, sizes[z], &rv, 0);
         }
     }
     return LDT_OK;
@@ -306,11 +364,14 @@ enum { OP_GEMM, OP_ADD, OP_GELU, OP_NORM, OP_SOFTMAX, OP_SUM, OP_CHAIN };
  * every rank thread runs the whole op at once, sharing the cores as a step's ranks do), less
  * `base` (a tiny step's): OP_GEMM a [m,k] x [k,n] matmul; OP_ADD an add of two [m] vectors;
  * OP_GELU, OP_NORM (layer_norm), OP_SOFTMAX, OP_SUM (over the last dim) on an [m/256, 256]
- * tensor; OP_CHAIN k adds of one element in a row (dispatch, not work). *flops and *bytes get
- * the op's FLOPs and bytes read and written as the roofline counts them. */
+ * tensor; OP_CHAIN k adds of one element in a row (dispatch, not work). OP_GEMM (square: m = k
+ * = n) and OP_ADD run `chain` times in a row, each on the last one's result (y = op(y, b)), and
+ * *out is one op's share of the step less base: an op of a microsecond, timed alone, is within
+ * the timing's noise and the base's, so small ones are timed as chains of tens of microseconds.
+ * *flops and *bytes get one op's FLOPs and bytes read and written as the roofline counts them. */
 static ldt_status time_op(ldt_comm *world, const ldt_mesh *mesh, int op, int64_t m, int64_t k, int64_t n,
-                          int reps, int median, double base, double *out, double *flops,
-                          double *bytes) {
+                          int chain, int reps, int median, double base, double *out, runs *all,
+                          double *flops, double *bytes) {
     ldt_ctx *ctx = NULL;
     ldt_exec *ex = NULL;
     ldt_ctx_options co = {0};
@@ -338,8 +399,10 @@ static ldt_status time_op(ldt_comm *world, const ldt_mesh *mesh, int op, int64_t
     da = malloc((size_t)na * sizeof *da);
     db = malloc((size_t)nb * sizeof *db);
     if (!da || !db) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    if (chain < 1 || (op != OP_GEMM && op != OP_ADD) || (op == OP_GEMM && (m != k || k != n))) chain = 1;
     for (int64_t i = 0; i < na; i++) da[i] = (float)(i % 7) * 0.25f;
-    for (int64_t i = 0; i < nb; i++) db[i] = (float)(i % 5) * 0.5f;
+    /* a GEMM's b has column sums about 1, so a chain of them keeps its values' scale */
+    for (int64_t i = 0; i < nb; i++) db[i] = (float)(i % 5) * 0.5f / (op == OP_GEMM ? (float)k : 1.0f);
     LDT_CHECK_GOTO(ldt_ctx_create(&co, &ctx));
     a = ldt_input(ctx, "a", sha, LDT_F32);
     if (op == OP_GEMM || op == OP_ADD || op == OP_CHAIN) b = ldt_input(ctx, "b", shb, LDT_F32);
@@ -352,8 +415,14 @@ static ldt_status time_op(ldt_comm *world, const ldt_mesh *mesh, int op, int64_t
         LDT_CHECK_GOTO(ldt_pin(b, rr, ldt_mesh_ndim(mesh)));
     }
     switch (op) {
-    case OP_GEMM: y = ldt_matmul(a, b); break;
-    case OP_ADD: y = ldt_add(a, b); break;
+    case OP_GEMM:
+        y = a;
+        for (int i = 0; i < chain && y; i++) y = ldt_matmul(y, b);
+        break;
+    case OP_ADD:
+        y = a;
+        for (int i = 0; i < chain && y; i++) y = ldt_add(y, b);
+        break;
     case OP_GELU: y = ldt_gelu(a, 0); break;
     case OP_NORM: y = ldt_layer_norm(a, 1, NULL, NULL, 1e-5); break;
     case OP_SOFTMAX: y = ldt_softmax(a, 1); break;
@@ -366,8 +435,10 @@ static ldt_status time_op(ldt_comm *world, const ldt_mesh *mesh, int op, int64_t
     if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
     LDT_CHECK_GOTO(ldt_pin(y, rr, ldt_mesh_ndim(mesh)));
     LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
-    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, out));
-    *out = *out - base > 1e-9 ? *out - base : 1e-9;
+    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, out, NULL));
+    *out = *out - base > 1e-9 ? (*out - base) / chain : 1e-9;
+    for (int r = 0; all && r < (median ? 1 : reps); r++) /* t is sorted */
+        runs_add(all, median ? *out : t[r] - base > 1e-9 ? (t[r] - base) / chain : 1e-9);
     if (flops || bytes) {
         ldt_shape so;
         double outn = 1, fl;
@@ -412,59 +483,85 @@ static double fill_curve(ldt_eff_curve *e, const double *size, const double *rat
  * tiny step's, so the launch is not in it). */
 #define GEMM_WORLDS 3
 
-/* time_op in GEMM_WORLDS worlds of their own (fresh rank threads each), the fastest kept (the
- * middle one with median): a step waits for its slowest rank, and a world whose threads the
- * scheduler placed badly stays slow for its life (one idle 16-core host gave 18 and 31
- * GFLOP/s, and memory bandwidths of 18 and 28 GB/s, in consecutive calibrations of one world
- * each). */
-static ldt_status time_worlds(ldt_comm *world, const ldt_mesh *mesh, int op, int64_t m, int64_t k, int64_t n,
-                              int reps, int median, double base, double *out) {
-    double tw[GEMM_WORLDS];
-    *out = INFINITY;
-    for (int w = 0; w < GEMM_WORLDS; w++) {
-        LDT_CHECK(time_op(world, mesh, op, m, k, n, reps, median, base, &tw[w], NULL, NULL));
-        if (tw[w] < *out) *out = tw[w];
-    }
-    if (median) {
-        qsort(tw, GEMM_WORLDS, sizeof *tw, cmp_d);
-        *out = tw[GEMM_WORLDS / 2];
+static const int64_t k_gemm_n[] = {32, 64, 128, 256, 512, 1024};
+static const int64_t k_add_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+
+/* What the compute rounds measure: the tiny step's time (base), and every run of each GEMM
+ * and add (one op's seconds). */
+typedef struct compute_acc {
+    double base;
+    runs gemm[6], add[6];
+} compute_acc;
+
+/* A chain long enough that the step is hundreds of microseconds: about 8 MFLOP of GEMMs, or
+ * 8 MiB of an add's traffic (a chain of 1 MiB, tens of microseconds, still moved 2x between
+ * calibrations of an idle 2-core machine: its 4 rank threads' wake-ups are as long). */
+static int gemm_chain(int64_t n) {
+    double f = 2.0 * (double)n * (double)n * (double)n;
+    return f >= 8e6 ? 1 : (int)(8e6 / f + 0.5);
+}
+static int add_chain(int64_t bytes) { return bytes >= (8 << 20) ? 1 : (int)((8 << 20) / bytes); }
+
+/* One round of the GEMMs and adds, `worlds` worlds of their own each (fresh rank threads),
+ * every run kept (with median: each world's median). A step waits for its slowest rank, and a
+ * world whose threads the scheduler placed badly stays slow for its life (one idle 16-core
+ * host gave 18 and 31 GFLOP/s, and memory bandwidths of 18 and 28 GB/s, in consecutive
+ * calibrations of one world each); and a host slow for a few seconds slows one round, not
+ * every run of a size (the rounds are interleaved with the collectives'). */
+static ldt_status compute_round(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
+                                int worlds, compute_acc *acc) {
+    int ng = quick ? 3 : 6, na = quick ? 3 : 6;
+    double t;
+    for (int i = 0; i < ng + na; i++) {
+        int g = i < ng;
+        int64_t n = g ? k_gemm_n[i] : 0, b = g ? 0 : quick ? k_add_bytes[2 * (i - ng)] : k_add_bytes[i - ng];
+        for (int w = 0; w < worlds; w++) {
+            if (g)
+                LDT_CHECK(time_op(world, mesh, OP_GEMM, n, n, n, gemm_chain(n), n >= 512 ? 3 : reps, median,
+                                  acc->base, &t, &acc->gemm[i], NULL, NULL));
+            else
+                LDT_CHECK(time_op(world, mesh, OP_ADD, b / 12, 1, 1, add_chain(b), b >= (16 << 20) ? 3 : reps,
+                                  median, acc->base, &t, &acc->add[i - ng], NULL, NULL));
+        }
     }
     return LDT_OK;
 }
 
+static ldt_status compute_begin(ldt_comm *world, const ldt_mesh *mesh, int reps, int median, compute_acc *acc) {
+    runs rb;
+    rb.n = 0;
+    for (int i = 0; i < 6; i++) acc->gemm[i].n = acc->add[i].n = 0;
+    LDT_CHECK(time_op(world, mesh, OP_ADD, 1, 1, 1, 1, 3 * reps, median, 0, &acc->base, &rb, NULL, NULL)); /* one tiny add */
+    acc->base = runs_stat(&rb, median);
+    return LDT_OK;
+}
+
 static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
-                                    ldt_cost_model *m) {
-    static const int64_t gemm_n[] = {32, 64, 128, 256, 512, 1024};
-    static const int64_t add_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+                                    compute_acc *acc, ldt_cost_model *m) {
     static const int64_t cls_bytes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20};
     static const struct { int op; ldt_op_class c; } cls[] = {
         {OP_NORM, LDT_OPCLASS_NORM}, {OP_SOFTMAX, LDT_OPCLASS_SOFTMAX},
         {OP_SUM, LDT_OPCLASS_REDUCE}, {OP_GELU, LDT_OPCLASS_TRANSCENDENTAL}};
     int ng = quick ? 3 : 6, na = quick ? 3 : 6, nc = quick ? 2 : 4;
-    double size[8], rate[8], base, f32 = m->peak_flops[LDT_PREC_F32], peak, t1, t32;
-    LDT_CHECK(time_op(world, mesh, OP_ADD, 1, 1, 1, 3 * reps, median, 0, &base, NULL, NULL)); /* one tiny add */
+    double size[8], rate[8], base = acc->base, f32 = m->peak_flops[LDT_PREC_F32], peak, t1, t32;
     for (int i = 0; i < ng; i++) {
-        int64_t n = gemm_n[i];
-        double t;
-        LDT_CHECK(time_worlds(world, mesh, OP_GEMM, n, n, n, n >= 512 ? 3 : reps, median, base, &t));
+        int64_t n = k_gemm_n[i];
         size[i] = 2.0 * (double)n * (double)n * (double)n;
-        rate[i] = size[i] / t;
+        rate[i] = size[i] / runs_stat(&acc->gemm[i], median);
     }
     peak = fill_curve(&m->eff[LDT_OPCLASS_MATMUL], size, rate, ng);
     for (int p = 0; p < LDT_PREC_COUNT; p++)
         if (p != LDT_PREC_F32) m->peak_flops[p] = m->peak_flops[p] / f32 * peak;
     m->peak_flops[LDT_PREC_F32] = peak;
     for (int i = 0; i < na; i++) {
-        int64_t b = quick ? add_bytes[2 * i] : add_bytes[i];
-        double t;
-        LDT_CHECK(time_worlds(world, mesh, OP_ADD, b / 12, 1, 1, b >= (16 << 20) ? 3 : reps, median, base, &t));
+        int64_t b = quick ? k_add_bytes[2 * i] : k_add_bytes[i];
         size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
-        rate[i] = size[i] / t;
+        rate[i] = size[i] / runs_stat(&acc->add[i], median);
     }
     m->memory_bandwidth_Bps = fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
     /* the launch: what each further instruction of a step adds */
-    LDT_CHECK(time_op(world, mesh, OP_CHAIN, 1, 1, 1, 3 * reps, median, 0, &t1, NULL, NULL));
-    LDT_CHECK(time_op(world, mesh, OP_CHAIN, 1, 256, 1, 3 * reps, median, 0, &t32, NULL, NULL));
+    LDT_CHECK(time_op(world, mesh, OP_CHAIN, 1, 1, 1, 1, 3 * reps, median, 0, &t1, NULL, NULL, NULL));
+    LDT_CHECK(time_op(world, mesh, OP_CHAIN, 1, 256, 1, 1, 3 * reps, median, 0, &t32, NULL, NULL, NULL));
     m->launch_s = t32 > t1 ? (t32 - t1) / 255 : 1e-9;
     if (m->launch_s < 1e-9) m->launch_s = 1e-9;
     for (size_t c = 0; c < sizeof cls / sizeof cls[0]; c++) {
@@ -473,7 +570,7 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
         for (int i = 0; i < nc; i++) {
             int64_t b = quick ? cls_bytes[2 * i] : cls_bytes[i];
             double t, fl, by, ideal, f;
-            LDT_CHECK(time_op(world, mesh, cls[c].op, b / 8, 1, 1, reps, median, base, &t, &fl, &by));
+            LDT_CHECK(time_op(world, mesh, cls[c].op, b / 8, 1, 1, 1, reps, median, base, &t, NULL, &fl, &by));
             ideal = fl / m->peak_flops[LDT_PREC_F32] > by / m->memory_bandwidth_Bps
                         ? fl / m->peak_flops[LDT_PREC_F32] : by / m->memory_bandwidth_Bps;
             f = ideal / t; /* t is past the tiny step's launch already */
@@ -502,7 +599,7 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
  * rendezvous) in *modeled, the meetings it counts in *calls and their compute since the
  * previous meeting, summed, in *gap (from the model under rendezvous_s 1, then share 1). */
 static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, int k, int reps, int median,
-                              const ldt_cost_model *cm, int meet, double *measured, double *modeled,
+                              const ldt_cost_model *cm, int meet, double *measured, runs *all, double *modeled,
                               double *calls, double *gap) {
     ldt_ctx *ctx = NULL;
     ldt_exec *ex = NULL, *ex1 = NULL, *ex2 = NULL;
@@ -568,7 +665,7 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
         LDT_CHECK_GOTO(ldt_exec_stats_get(ex1, &st1));
         LDT_CHECK_GOTO(ldt_exec_stats_get(ex2, &st2));
     }
-    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, measured));
+    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, measured, all));
     *modeled = st0.modeled_step_seconds;
     *calls = *gap = 0;
     if (cm->cores > 0 && nr > cm->cores) {
@@ -591,39 +688,174 @@ fail:
  * compute before it. The GEMMs' own time cancels, whatever the load did to it since the
  * compute figures were taken. Only when the mesh has more ranks than cores (otherwise 0). */
 static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
-                                       ldt_cost_model *m) {
+                                       int passes, ldt_cost_model *m) {
     static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};
     static const int64_t gemm[] = {128, 384};
-    double calls[6], gap[6], meas[6], mod[6];
+    double calls[6], gap[6], meas[6], mod[6], mod0[6];
+    runs *rm = NULL, *r0 = NULL;
     int nrounds = quick ? 2 : 3, n = 0;
+    ldt_status st = LDT_OK;
     m->rendezvous_s = m->rendezvous_share = 0;
     if (m->cores <= 0 || ldt_mesh_nranks(mesh) <= m->cores) return LDT_OK;
-    for (int g = 0; g < 2; g++)
-        for (int i = 0; i < nrounds; i++, n++) {
-            int k = quick ? quick_rounds[i] : rounds[i];
-            double m0, t0, c0, g0;
-            LDT_CHECK(time_rounds(world, mesh, gemm[g], k, reps, median, m, 1, &meas[n], &mod[n], &calls[n], &gap[n]));
-            LDT_CHECK(time_rounds(world, mesh, gemm[g], k, reps, median, m, 0, &t0, &m0, &c0, &g0));
-            meas[n] -= t0;
-            mod[n] -= m0;
-        }
+    /* in `passes` passes over the six steps, a third of the repeats each (as the sweep's
+     * rounds), each step's runs and its twin's pooled: the waiting is a difference of two
+     * timings tens of microseconds apart, and a fastest of repeats had it at 0 and 28 us a
+     * meeting in two calibrations of an idle machine */
+    rm = calloc(6, sizeof *rm);
+    r0 = calloc(6, sizeof *r0);
+    if (!rm || !r0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    for (int p = 0; p < passes; p++) {
+        n = 0;
+        for (int g = 0; g < 2; g++)
+            for (int i = 0; i < nrounds; i++, n++) {
+                int k = quick ? quick_rounds[i] : rounds[i];
+                double t, c0, g0;
+                LDT_CHECK_GOTO(time_rounds(world, mesh, gemm[g], k, round_reps(reps, passes), median, m, 1, &t,
+                                           &rm[n], &mod[n], &calls[n], &gap[n]));
+                LDT_CHECK_GOTO(time_rounds(world, mesh, gemm[g], k, round_reps(reps, passes), median, m, 0, &t,
+                                           &r0[n], &mod0[n], &c0, &g0));
+            }
+    }
+    for (int i = 0; i < n; i++) {
+        meas[i] = runs_stat(&rm[i], median) - runs_stat(&r0[i], median);
+        mod[i] -= mod0[i];
+    }
     ldt__fit_rendezvous(calls, gap, meas, mod, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
                         &m->rendezvous_share, NULL);
-    return LDT_OK;
+fail:
+    free(rm);
+    free(r0);
+    return st;
 }
 
 /* The harness a short timing t (under 1 ms) is less: the lesser of the one measured at the
  * start (base) and one measured right beside it (rank threads), so a load spike during either
  * cannot inflate it and push every small timing towards 0; a longer one keeps base. */
 static ldt_status near_base(ldt_comm *world, const ldt_mesh *mesh, const ldt_shape *tiny,
-                            const ldt_placement *rr, double t, int reps, int median,
+                            const ldt_placement *rr, double t, int reps, int median, int rounds,
                             const ldt_cost_model *probe, double base, double *out) {
     double b;
+    runs rb;
     int nst;
     *out = base;
     if (world || t >= 1e-3) return LDT_OK;
-    LDT_CHECK(time_plan(mesh, tiny, rr, rr, reps, median, probe, &b, NULL, &nst));
+    rb.n = 0;
+    LDT_CHECK(time_plan(mesh, tiny, rr, rr, reps, median, rounds, probe, &b, &rb, NULL, &nst));
+    b = runs_stat(&rb, median);
     if (b < *out) *out = b;
+    return LDT_OK;
+}
+
+/* One round of the communication timings (see ldt_calibrate_samples) into k: a sample of the
+ * same (kind, dim, bytes) as an earlier round's keeps the lesser time. */
+static ldt_status collect_round(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
+                                int rounds, const ldt_cost_model *probe, double base, sink *k) {
+    const int64_t *sizes = quick ? k_quick_sizes : k_sizes;
+    int nsizes = quick ? 3 : 8, nd = ldt_mesh_ndim(mesh), nst;
+    ldt_placement rr[LDT_MAX_DIMS];
+    ldt_shape tiny = {2, {8, 8}};
+    ldt_status st = LDT_OK;
+    double tb;
+    runs rv;
+    for (int i = 0; i < nd; i++) rr[i] = ldt_replicate();
+    for (int d = 0; d < nd; d++) {
+        int64_t g = ldt_mesh_dim_size(mesh, d);
+        /* kind: from -> to on dim d (others Replicate) */
+        struct { ldt_collective c; ldt_placement from, to; } kinds[4] = {
+            {LDT_COLL_ALL_REDUCE, ldt_partial(LDT_REDUCE_SUM), ldt_replicate()},
+            {LDT_COLL_REDUCE_SCATTER, ldt_partial(LDT_REDUCE_SUM), ldt_shard(0)},
+            {LDT_COLL_ALL_GATHER, ldt_shard(0), ldt_replicate()},
+            {LDT_COLL_ALL_TO_ALL, ldt_shard(0), ldt_shard(1)},
+        };
+        if (g < 2) continue;
+        for (int c = 0; c < 4; c++)
+            for (int z = 0; z < nsizes; z++) {
+                ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
+                ldt_shape shape = square_shape(sizes[z]);
+                ldt_redist_step step;
+                double t;
+                memcpy(from, rr, sizeof from);
+                memcpy(to, rr, sizeof to);
+                from[d] = kinds[c].from;
+                to[d] = kinds[c].to;
+                rv.n = 0;
+                LDT_CHECK(timed(world, mesh, &shape, from, to, round_reps(reps_for(sizes[z], reps), rounds), median,
+                                rounds, probe, &t, &rv, &step, &nst));
+                LDT_CHECK(near_base(world, mesh, &tiny, rr, t, round_reps(reps, rounds), median, rounds, probe,
+                                    base, &tb));
+                if (nst != 1 || step.collective != kinds[c].c) continue;
+                add_sample(k, kinds[c].c, d, g, step_bytes(&step), &rv, tb);
+            }
+    }
+    LDT_CHECK(time_broadcasts(world, mesh, sizes, nsizes, reps, median, rounds, k));
+    /* Local ops on the first dim with more than one rank: Replicate -> Shard (a chunk copy)
+     * and Shard -> Partial (a zero-padded copy). */
+    for (int d = 0; d < nd; d++) {
+        if (ldt_mesh_dim_size(mesh, d) < 2) continue;
+        for (int c = 0; c < 2; c++)
+            for (int z = 0; z < (quick ? nsizes : nsizes + LOCAL_EXTRA); z++) {
+                ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
+                int64_t bytes = quick ? sizes[z] : k_local_sizes[z];
+                ldt_shape shape = square_shape(bytes);
+                ldt_redist_step step;
+                ldt_collective want = c == 0 ? LDT_COLL_LOCAL_CHUNK : LDT_COLL_LOCAL_PAD;
+                double t;
+                memcpy(from, rr, sizeof from);
+                memcpy(to, rr, sizeof to);
+                if (c == 0) {
+                    to[d] = ldt_shard(0);
+                } else {
+                    from[d] = ldt_shard(0);
+                    to[d] = ldt_partial(LDT_REDUCE_SUM);
+                }
+                rv.n = 0;
+                LDT_CHECK(timed(world, mesh, &shape, from, to, round_reps(reps_for(bytes, reps), rounds), median,
+                                rounds, probe, &t, &rv, &step, &nst));
+                LDT_CHECK(near_base(world, mesh, &tiny, rr, t, round_reps(reps, rounds), median, rounds, probe,
+                                    base, &tb));
+                if (nst != 1 || step.collective != want) continue;
+                add_sample(k, want, d, 1, step_bytes(&step), &rv, tb);
+            }
+        break;
+    }
+    /* Send/recv (rank threads only): Shard(0) from the mesh's ranks in order to the same
+     * ranks rotated by one (a 1-D mesh of all of them each way), so each rank sends its shard
+     * to one peer and receives one: the cross-mesh step, fitted on mesh dim 0's link with
+     * one peer (ldt_cost_seconds prices it on the slowest link by its peers). */
+    if (!world && ldt_mesh_nranks(mesh) >= 2) {
+        int nr = ldt_mesh_nranks(mesh), *ra = NULL, *rb = NULL;
+        int64_t dims1[1] = {nr};
+        ldt_mesh *ma = NULL, *mb = NULL;
+        ldt_placement s0 = ldt_shard(0);
+        ra = malloc((size_t)nr * sizeof *ra);
+        rb = malloc((size_t)nr * sizeof *rb);
+        if (!ra || !rb) {
+            free(ra);
+            free(rb);
+            LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+        }
+        for (int i = 0; i < nr; i++) {
+            ra[i] = ldt_mesh_rank_at(mesh, i);
+            rb[i] = ldt_mesh_rank_at(mesh, (i + 1) % nr);
+        }
+        st = ldt_mesh_create(1, dims1, ra, NULL, LDT_DEVICE_CPU, &ma);
+        if (st == LDT_OK) st = ldt_mesh_create(1, dims1, rb, NULL, LDT_DEVICE_CPU, &mb);
+        free(ra);
+        free(rb);
+        for (int z = 0; z < nsizes && st == LDT_OK; z++) {
+            ldt_shape shape = square_shape(sizes[z]);
+            ldt_redist_step step;
+            double t;
+            rv.n = 0;
+            st = time_plan_to(ma, mb, &shape, &s0, &s0, round_reps(reps_for(sizes[z], reps), rounds), median,
+                              rounds, probe, &t, &rv, &step, &nst);
+            if (st == LDT_OK && nst == 1 && step.collective == LDT_COLL_SEND_RECV)
+                add_sample(k, LDT_COLL_SEND_RECV, 0, 1, step_bytes(&step), &rv, base);
+        }
+        ldt_mesh_destroy(ma);
+        ldt_mesh_destroy(mb);
+        if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
+    }
     return LDT_OK;
 }
 
@@ -633,12 +865,14 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     int quick = opts ? opts->quick : 0, median = opts ? opts->median != 0 : 0;
     ldt_comm *world = opts ? opts->world : NULL;
     int reps = opts && opts->reps > 0 ? opts->reps : quick ? 3 : 9;
-    const int64_t *sizes = quick ? k_quick_sizes : k_sizes;
-    int nsizes = quick ? 3 : 8, nd, nst;
+    /* a median is of one world's repeats, and --quick is a second or so: one round */
+    int rounds = opts && opts->rounds > 0 ? opts->rounds : median || quick ? 1 : CAL_ROUNDS, nd, nst;
     ldt_cost_model probe, res;
     ldt_placement rr[LDT_MAX_DIMS];
     ldt_shape tiny = {2, {8, 8}};
-    double base, tb;
+    compute_acc acc;
+    runs rb = {{0}, 0};
+    double base;
     sink k = {0};
     ldt_status st = LDT_OK;
     if (!mesh || !out || (cap > 0 && !samples) || cap < 0)
@@ -653,6 +887,9 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     if (opts && (opts->reps < 0 || opts->reps > 1000))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d repeats, expected 0 (the default) to 1000",
                  opts->reps);
+    if (opts && (opts->rounds < 0 || opts->rounds > 100))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d rounds, expected 0 (the default) to 100",
+                 opts->rounds);
     if (world && ldt_comm_size(world) != ldt_mesh_nranks(mesh))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "calibrate: the world has %d processes but the mesh %d "
                  "ranks, expected one process per rank", ldt_comm_size(world), ldt_mesh_nranks(mesh));
@@ -674,120 +911,47 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
         if (!(k.s = calloc((size_t)k.cap, sizeof *k.s)))
             LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     }
+    if (!(k.r = malloc((size_t)(k.cap > 0 ? k.cap : 1) * sizeof *k.r)))
+        LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     for (int i = 0; i < nd; i++) rr[i] = ldt_replicate();
     /* The harness (two barriers around an empty plan) is not part of any step. */
     if (world) { /* a tiny local chunk's program: the replay's own time */
         ldt_placement s0[LDT_MAX_DIMS];
         memcpy(s0, rr, sizeof s0);
         s0[0] = ldt_shard(0);
-        LDT_CHECK_GOTO(time_plan_world(world, mesh, &tiny, rr, s0, 3 * reps, median, &probe, &base, NULL, &nst));
+        LDT_CHECK_GOTO(time_plan_world(world, mesh, &tiny, rr, s0, 3 * reps, median, &probe, &base, &rb, NULL,
+                                       &nst));
     } else {
-        LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, median, &probe, &base, NULL, &nst));
+        LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, median, 1, &probe, &base, &rb, NULL, &nst));
     }
-
-    for (int d = 0; d < nd; d++) {
-        int64_t g = ldt_mesh_dim_size(mesh, d);
-        /* kind: from -> to on dim d (others Replicate) */
-        struct { ldt_collective c; ldt_placement from, to; } kinds[4] = {
-            {LDT_COLL_ALL_REDUCE, ldt_partial(LDT_REDUCE_SUM), ldt_replicate()},
-            {LDT_COLL_REDUCE_SCATTER, ldt_partial(LDT_REDUCE_SUM), ldt_shard(0)},
-            {LDT_COLL_ALL_GATHER, ldt_shard(0), ldt_replicate()},
-            {LDT_COLL_ALL_TO_ALL, ldt_shard(0), ldt_shard(1)},
-        };
-        if (g < 2) continue;
-        for (int c = 0; c < 4; c++)
-            for (int z = 0; z < nsizes; z++) {
-                ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
-                ldt_shape shape = square_shape(sizes[z]);
-                ldt_redist_step step;
-                double t;
-                memcpy(from, rr, sizeof from);
-                memcpy(to, rr, sizeof to);
-                from[d] = kinds[c].from;
-                to[d] = kinds[c].to;
-                LDT_CHECK_GOTO(timed(world, mesh, &shape, from, to, reps_for(sizes[z], reps), median, &probe,
-                                     &t, &step, &nst));
-                LDT_CHECK_GOTO(near_base(world, mesh, &tiny, rr, t, reps, median, &probe, base, &tb));
-                if (nst != 1 || step.collective != kinds[c].c || t - tb <= 0) continue;
-                add_sample(&k, kinds[c].c, d, g, step_bytes(&step), t - tb);
-            }
-    }
-    LDT_CHECK_GOTO(time_broadcasts(world, mesh, sizes, nsizes, reps, median, &k));
-    /* Local ops on the first dim with more than one rank: Replicate -> Shard (a chunk copy)
-     * and Shard -> Partial (a zero-padded copy). */
-    for (int d = 0; d < nd; d++) {
-        if (ldt_mesh_dim_size(mesh, d) < 2) continue;
-        for (int c = 0; c < 2; c++)
-            for (int z = 0; z < (quick ? nsizes : nsizes + LOCAL_EXTRA); z++) {
-                ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
-                int64_t bytes = quick ? sizes[z] : k_local_sizes[z];
-                ldt_shape shape = square_shape(bytes);
-                ldt_redist_step step;
-                ldt_collective want = c == 0 ? LDT_COLL_LOCAL_CHUNK : LDT_COLL_LOCAL_PAD;
-                double t;
-                memcpy(from, rr, sizeof from);
-                memcpy(to, rr, sizeof to);
-                if (c == 0) {
-                    to[d] = ldt_shard(0);
-                } else {
-                    from[d] = ldt_shard(0);
-                    to[d] = ldt_partial(LDT_REDUCE_SUM);
-                }
-                LDT_CHECK_GOTO(timed(world, mesh, &shape, from, to, reps_for(bytes, reps), median, &probe,
-                                     &t, &step, &nst));
-                LDT_CHECK_GOTO(near_base(world, mesh, &tiny, rr, t, reps, median, &probe, base, &tb));
-                if (nst != 1 || step.collective != want || t - tb <= 0) continue;
-                add_sample(&k, want, d, 1, step_bytes(&step), t - tb);
-            }
-        break;
-    }
-    /* Send/recv (rank threads only): Shard(0) from the mesh's ranks in order to the same
-     * ranks rotated by one (a 1-D mesh of all of them each way), so each rank sends its shard
-     * to one peer and receives one: the cross-mesh step, fitted on mesh dim 0's link with
-     * one peer (ldt_cost_seconds prices it on the slowest link by its peers). */
-    if (!world && ldt_mesh_nranks(mesh) >= 2) {
-        int nr = ldt_mesh_nranks(mesh), *ra = NULL, *rb = NULL;
-        int64_t dims1[1] = {nr};
-        ldt_mesh *ma = NULL, *mb = NULL;
-        ldt_placement s0 = ldt_shard(0);
-        ra = malloc((size_t)nr * sizeof *ra);
-        rb = malloc((size_t)nr * sizeof *rb);
-        if (!ra || !rb) {
-            free(ra);
-            free(rb);
-            LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
-        }
-        for (int i = 0; i < nr; i++) {
-            ra[i] = ldt_mesh_rank_at(mesh, i);
-            rb[i] = ldt_mesh_rank_at(mesh, (i + 1) % nr);
-        }
-        st = ldt_mesh_create(1, dims1, ra, NULL, LDT_DEVICE_CPU, &ma);
-        if (st == LDT_OK) st = ldt_mesh_create(1, dims1, rb, NULL, LDT_DEVICE_CPU, &mb);
-        free(ra);
-        free(rb);
-        for (int z = 0; z < nsizes && st == LDT_OK; z++) {
-            ldt_shape shape = square_shape(sizes[z]);
-            ldt_redist_step step;
-            double t;
-            st = time_plan_to(ma, mb, &shape, &s0, &s0, reps_for(sizes[z], reps), median, &probe, &t, &step, &nst);
-            if (st == LDT_OK && nst == 1 && step.collective == LDT_COLL_SEND_RECV && t - base > 0)
-                add_sample(&k, LDT_COLL_SEND_RECV, 0, 1, step_bytes(&step), t - base);
-        }
-        ldt_mesh_destroy(ma);
-        ldt_mesh_destroy(mb);
-        if (st != LDT_OK) goto fail;
+    base = runs_stat(&rb, median);
+    LDT_CHECK_GOTO(compute_begin(world, mesh, reps, median, &acc));
+    for (int r = 0; r < rounds; r++) {
+        LDT_CHECK_GOTO(collect_round(world, mesh, quick, reps, median, rounds, &probe, base, &k));
+        LDT_CHECK_GOTO(compute_round(world, mesh, quick, reps, median, rounds > 1 ? 1 : GEMM_WORLDS, &acc));
     }
     if (k.n > k.cap)
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "
                       "pass cap >= %d", k.n, k.cap, k.n);
+    { /* each sample's seconds: its runs' statistic; one not above its harness is dropped */
+        int kept = 0;
+        for (int i = 0; i < k.n; i++) {
+            double t = runs_stat(&k.r[i], median);
+            if (!(t > 0)) continue;
+            k.s[kept] = k.s[i];
+            k.s[kept++].seconds = t;
+        }
+        k.n = kept;
+    }
     LDT_CHECK_GOTO(ldt_cost_model_fit(k.s, k.n, &res, rms));
-    LDT_CHECK_GOTO(calibrate_compute(world, mesh, quick, reps, median, &res));
-    LDT_CHECK_GOTO(calibrate_rendezvous(world, mesh, quick, reps, median, &res));
+    LDT_CHECK_GOTO(calibrate_compute(world, mesh, quick, reps, median, &acc, &res));
+    LDT_CHECK_GOTO(calibrate_rendezvous(world, mesh, quick, reps, median, rounds, &res));
     LDT_CHECK_GOTO(ldt_cost_model_check(&res));
     *out = res;
     if (n) *n = k.n;
 fail:
     if (k.s != samples) free(k.s);
+    free(k.r);
     return st;
 }
 

@@ -829,6 +829,14 @@ ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_redist_plan
     memset(&job, 0, sizeof job);
     if (!src) {
         LDT_CHECK(ldt_shards_create(&plan->src, &zero));
+        /* zeros written, so the timed runs read memory of their own: calloc'd pages never
+         * written may all map the kernel's one zero page (from mmap, 128 KiB and up, or not:
+         * malloc's threshold moves with what was freed), which stays in cache */
+        for (int r = 0; r <= mesh_max_rank(plan->src.mesh); r++) {
+            int64_t nb;
+            void *b = ldt_shards_local(zero, r, &nb);
+            if (b && nb > 0) memset(b, 0, (size_t)nb);
+        }
         src = zero;
     } else {
         const ldt_spec *ss = ldt_shards_spec(src);

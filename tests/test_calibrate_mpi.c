@@ -11,7 +11,7 @@
 int main(void) {
     ldt_comm *world;
     ldt_mesh *mesh = NULL, *three = NULL;
-    ldt_calibrate_options o = {1, 0, 0, NULL};
+    ldt_calibrate_options o = {1, 0, 0, NULL, 0};
     ldt_cost_model cm;
     ldt_cost_sample *s = NULL;
     char spec[16];

@@ -514,7 +514,7 @@ Test(costfit, refusals) {
  * is the fitted model's price of it, and too little room or bad repeats are refused. */
 Test(calibrate, measures_every_kind_and_reports_the_fit) {
     ldt_mesh *mesh;
-    ldt_calibrate_options o = {1, 0, 0, NULL};
+    ldt_calibrate_options o = {1, 0, 0, NULL, 0};
     ldt_cost_model cm;
     ldt_cost_sample *s;
     int cap, n = 0, seen[LDT_COLL_COUNT] = {0}, bcasts = 0;
@@ -553,6 +553,44 @@ Test(calibrate, measures_every_kind_and_reports_the_fit) {
     cr_expect_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ldt_last_error(), "-1 repeats") != NULL, "%s", ldt_last_error());
     cr_expect_eq(ldt_calibrate_samples(mesh, NULL, &cm, NULL, 5, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
+    free(s);
+    ldt_mesh_destroy(mesh);
+}
+
+/* Rounds: every timing is swept three times and its runs pooled, so each (kind, dim, size)
+ * is one sample (the rounds' runs of it merged), as many as one round gives, within the room
+ * ldt_calibrate_max_samples names; rounds out of range are refused. */
+Test(calibrate, rounds_pool_each_timing_into_one_sample) {
+    ldt_mesh *mesh;
+    ldt_calibrate_options o = {1, 1, 0, NULL, 3};
+    ldt_cost_model cm;
+    ldt_cost_sample *s;
+    int cap, n = 0, kinds = 0;
+    cr_assert_eq(ldt_mesh_parse("2", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    cap = ldt_calibrate_max_samples(mesh, &o);
+    s = calloc((size_t)cap, sizeof *s);
+    cr_assert_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, NULL), LDT_OK, "%s", ldt_last_error());
+    cr_expect_leq(n, cap);
+    for (int i = 0; i < n; i++) {
+        cr_expect_gt(s[i].seconds, 0);
+        for (int j = 0; j < i; j++)
+            cr_expect(!(s[i].broadcast == s[j].broadcast && (s[i].broadcast || s[i].collective == s[j].collective) &&
+                        s[i].dim == s[j].dim && s[i].bytes == s[j].bytes),
+                      "samples %d and %d are one timing (%s, %lld bytes)", j, i,
+                      s[i].broadcast ? "broadcast" : ldt_collective_name(s[i].collective), (long long)s[i].bytes);
+    }
+    /* the four collectives, broadcast, chunk, pad and send/recv at three sizes: at most one
+     * lost to the harness per kind */
+    for (int i = 0; i < n; i++) kinds += i == 0 || s[i].broadcast != s[i - 1].broadcast ||
+                                         s[i].collective != s[i - 1].collective;
+    cr_expect_geq(n, cap - 8, "%d samples of %d", n, cap);
+    cr_expect_geq(kinds, 8);
+    o.rounds = -1;
+    cr_expect_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "-1 rounds") != NULL, "%s", ldt_last_error());
+    o.rounds = 101;
+    cr_expect_eq(ldt_calibrate_samples(mesh, &o, &cm, s, cap, &n, NULL), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "101 rounds") != NULL, "%s", ldt_last_error());
     free(s);
     ldt_mesh_destroy(mesh);
 }

@@ -553,7 +553,7 @@ Test(cost, profile_round_trip_and_errors) {
 Test(cost, calibrate_measures_every_dim) {
     ldt_mesh *m, *meta;
     ldt_cost_model cm;
-    ldt_calibrate_options o = {1, 0, 0, NULL};
+    ldt_calibrate_options o = {1, 0, 0, NULL, 0};
     cr_assert_eq(ldt_mesh_parse("2x2", LDT_DEVICE_CPU, &m), LDT_OK);
     cr_assert_eq(ldt_calibrate(m, &o, &cm), LDT_OK, "%s", ldt_last_error());
     cr_expect_eq(cm.nlinks, 2);

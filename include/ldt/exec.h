@@ -260,6 +260,8 @@ typedef struct ldt_calibrate_options {
                                the same arguments, each timing its own replays of compiled
                                one-redistribution programs (the world's size must be the
                                mesh's ranks); each gets the fit of its own timings */
+    int rounds; /* sweeps of every timing, each with 1/rounds of the repeats, a timing the
+                   lower quartile of its runs over all of them; 0: 3 (quick or median: 1) */
 } ldt_calibrate_options;
 
 /* Measures the cost model's constants on `mesh`'s ranks as rank threads: every collective
