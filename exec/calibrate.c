@@ -2,7 +2,8 @@
  * reduce_scatter, all_gather, all_to_all) and broadcast along each mesh dim, and the local
  * ops (chunk, pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing
  * included), so the planner prices what the engine does; then fits the cost model's constants to the
- * fastest of repeats with ldt_cost_model_fit (robust least squares on relative error). */
+ * lower quartile of each timing's runs over three rounds with ldt_cost_model_fit (robust
+ * least squares on relative error). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -493,14 +494,14 @@ typedef struct compute_acc {
     runs gemm[6], add[6];
 } compute_acc;
 
-/* A chain long enough that the step is hundreds of microseconds: about 8 MFLOP of GEMMs, or
- * 8 MiB of an add's traffic (a chain of 1 MiB, tens of microseconds, still moved 2x between
- * calibrations of an idle 2-core machine: its 4 rank threads' wake-ups are as long). */
+/* A chain long enough that the step is about a millisecond: 32 MFLOP of GEMMs, or 32 MiB of
+ * an add's traffic (a chain of 1 MiB, tens of microseconds, moved 2x between calibrations of
+ * an idle 2-core machine: its 4 rank threads' wake-ups are as long; one of 8 MiB, 15%). */
 static int gemm_chain(int64_t n) {
     double f = 2.0 * (double)n * (double)n * (double)n;
-    return f >= 8e6 ? 1 : (int)(8e6 / f + 0.5);
+    return f >= 32e6 ? 1 : (int)(32e6 / f + 0.5);
 }
-static int add_chain(int64_t bytes) { return bytes >= (8 << 20) ? 1 : (int)((8 << 20) / bytes); }
+static int add_chain(int64_t bytes) { return bytes >= (32 << 20) ? 1 : (int)((32 << 20) / bytes); }
 
 /* One round of the GEMMs and adds, `worlds` worlds of their own each (fresh rank threads),
  * every run kept (with median: each world's median). A step waits for its slowest rank, and a
@@ -928,7 +929,7 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
     LDT_CHECK_GOTO(compute_begin(world, mesh, reps, median, &acc));
     for (int r = 0; r < rounds; r++) {
         LDT_CHECK_GOTO(collect_round(world, mesh, quick, reps, median, rounds, &probe, base, &k));
-        LDT_CHECK_GOTO(compute_round(world, mesh, quick, reps, median, rounds > 1 ? 1 : GEMM_WORLDS, &acc));
+        LDT_CHECK_GOTO(compute_round(world, mesh, quick, reps, median, rounds > 1 ? 2 : GEMM_WORLDS, &acc));
     }
     if (k.n > k.cap)
         LDT_FAIL_GOTO(LDT_ERR_INVALID_ARGUMENT, "calibrate: %d samples measured but room for %d; "

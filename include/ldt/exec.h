@@ -251,10 +251,11 @@ typedef struct ldt_cost_sample ldt_cost_sample;
 
 typedef struct ldt_calibrate_options {
     int quick; /* three sizes (4 KiB, 64 KiB, 1 MiB) and 3 repeats: a second or so */
-    int reps;  /* repeats per size below 1 MiB (the fastest is kept; fewer above); 0: 9 */
-    int median; /* 1: each timing the median of its repeats in one world (what a step or
-                   `ldt-bench costmodel` sees on a loaded machine) in place of the fastest
-                   of repeats each in a world of its own (the reproducible figure) */
+    int reps;  /* runs per timing below 16 MiB (fewer above), over all rounds; 0: 9 */
+    int median; /* 1: each timing the median of its repeats in one world, in one round
+                   (what a step or `ldt-bench costmodel` sees on a loaded machine), in place
+                   of the lower quartile of runs each in a world of its own, pooled over the
+                   rounds (the reproducible figure) */
     struct ldt_comm *world; /* NULL: the mesh's ranks as rank threads; an MPI world
                                (ldt_mpi_world): every process of it calls ldt_calibrate with
                                the same arguments, each timing its own replays of compiled
@@ -267,7 +268,7 @@ typedef struct ldt_calibrate_options {
 /* Measures the cost model's constants on `mesh`'s ranks as rank threads: every collective
  * kind the redistribution planner issues (all_reduce, reduce_scatter, all_gather,
  * all_to_all) along each mesh dim of 2 or more ranks, at eight sizes from 4 KiB to 64 MiB,
- * and the local ops (chunk, pad), each the fastest of repeats (opts->median: the median),
+ * and the local ops (chunk, pad), each the lower quartile of its runs (opts->median: the median),
  * less the harness (an empty plan's time); then fits them (ldt_cost_model_fit). Compute:
  * GEMM FLOP/s at square shapes (n = 32 to 1024) and an elementwise add's bandwidth (64 KiB
  * to 64 MiB), with every rank thread of the mesh computing at once (sharing the cores as a

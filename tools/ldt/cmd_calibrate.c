@@ -20,8 +20,8 @@ static cli_flag *flag_table(void) {
         {"out", 1, "also write the profile (JSON) to FILE (default: print only)", NULL},
         {"save", 0, "also save it as your profile (the user cache: plans use it by default)", NULL},
         {"quick", 0, "three sizes and 3 repeats (less precise, a second or so)", NULL},
-        {"median", 0, "each timing the median of its repeats in one world (what steps see on a loaded machine), not the fastest", NULL},
-        {"reps", 1, "repeats per size below 1 MiB, the fastest kept (default 9)", NULL},
+        {"median", 0, "each timing the median of its repeats in one world (what steps see on a loaded machine), not the lower quartile of runs over three rounds", NULL},
+        {"reps", 1, "runs per timing below 16 MiB, over all rounds (default 9)", NULL},
         {"json", 0, "print the profile itself, one JSON object (what --out writes)", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -93,7 +93,7 @@ int cmd_calibrate(int argc, char **argv) {
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
                "all_gather, all_to_all) and broadcast along each mesh dim at eight sizes from\n"
                "4 KiB to 64 MiB, and the local ops (chunk, pad), as redistributions run them\n"
-               "(the fastest of repeats), then fits the cost model by robust least squares on relative error:\n"
+               "(the lower quartile of runs in three rounds), then fits the cost model by robust least squares on relative error:\n"
                "per mesh dim a latency (seconds per ring hop) and a bandwidth, per kind a bytes\n"
                "factor, a cache knee with per-kind factors past it, the overhead of one\n"
                "collective, the local op overhead and bandwidth. Prints them with the fit's\n"
