@@ -373,8 +373,8 @@ static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) 
 /* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
  * Collectives: columns overhead, latency per link, and per link and kind the seconds per byte
  * (u) and per byte past the knee (v), the loose u's shrunk (shrink_slopes) when `shrink` is
- * set and there is a knee; then per link its bandwidth is the fastest kind's
- * (1 / least u), and per kind bytes_extra = u beta - 1 and beyond_cache = v / u (geometric
+ * set and there is a knee; then per link its bandwidth is 1 / the geometric mean of its
+ * planner kinds' u, and per kind bytes_extra = u beta - 1 and beyond_cache = v / u (geometric
  * and arithmetic means over the links that measured the kind). Local ops: local overhead,
  * seconds per byte, and per byte past the knee. */
 static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, double C, double split,
@@ -416,19 +416,29 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
                 for (int j = 0; j < np; j++) seen[j] |= A[i * np + j] != 0;
             if (seen[0]) m->overhead_s = x[0];
             for (int d = 0; d < L; d++) {
-                double umin = INFINITY;
-                int any = 0;
+                double umin = INFINITY, lg = 0;
+                int any = 0, ng = 0;
                 if (seen[1 + d]) m->links[d].latency_s = x[1 + d];
-                /* the link's bandwidth is its fastest collective's (send_recv only when the
-                 * dim measured nothing else), so send_recv's factor may fall below 1 */
+                /* the link's bandwidth is the geometric mean of its planner collectives'
+                 * per-byte rates (below the knee), each kind's factor its own rate against
+                 * it (some below 1); send_recv and broadcast only when the dim measured
+                 * nothing else (then the fastest of them). The fastest kind alone was the
+                 * reference before: one kind's slope (all_reduce's, in place and mostly its
+                 * overhead below the knee) moved the bandwidth and every factor with it,
+                 * 1.2 to 1.4x between calibrations whose other slopes agreed within 20%. */
                 for (int pass = 0; pass < 2 && !any; pass++)
                     for (int k = pass ? NK_LINK : 0; k < (pass ? NK : NK_LINK); k++) {
                         int cu = 1 + L + 2 * (d * NK + k);
                         if (!seen[cu]) continue;
                         any = 1;
                         if (x[cu] > 0 && x[cu] < umin) umin = x[cu];
+                        if (!pass && x[cu] > 0) {
+                            lg += log(x[cu]);
+                            ng++;
+                        }
                     }
                 if (!any) continue;
+                if (ng) umin = exp(lg / ng);
                 m->links[d].bandwidth_Bps = isfinite(umin) ? 1 / umin : 1e15;
                 for (int k = 0; k < NK; k++) {
                     int cu = 1 + L + 2 * (d * NK + k);
