@@ -60,7 +60,7 @@ static void runs_add(runs *r, double t) {
     if (r && r->n < MAX_RUNS) r->t[r->n++] = t;
 }
 
-/* The lower quartile of the runs (with median: their median; the fastest of three or fewer). */
+/* The lower quartile of the runs (with median: their median; the fastest of four or fewer). */
 static double runs_stat(runs *r, int median) {
     if (r->n == 0) return 0;
     qsort(r->t, (size_t)r->n, sizeof *r->t, cmp_d);
@@ -207,7 +207,8 @@ static int reps_for(int64_t bytes, int base) {
 }
 
 /* Rounds of the whole sweep (collectives, broadcasts, local ops, send/recv, GEMMs and adds),
- * each with a third of the repeats, every timing the least over the rounds: a host slow for a
+ * each with a third of the repeats, every timing's runs pooled over the rounds (their lower
+ * quartile, runs_stat): a host slow for a
  * few seconds (the scheduler's placement, another job) slowed every repeat of the sizes it
  * overlapped when the repeats ran back to back (a reduce_scatter of 768 KiB a rank: 297, 419
  * and 767 us in three calibrations of an idle 2-core machine), now one round of them. */
@@ -254,8 +255,9 @@ static void add_sample(sink *k, ldt_collective c, int dim, int64_t group, int64_
 
 /* One broadcast timing: `bytes` from group rank 0 along mesh dim `dim`, each run between two
  * barriers of the group, interleaved with as many runs of the harness (the two barriers
- * alone); *bcast and *harness get the fastest (or median) of each, as world rank 0 saw them
- * (every process its own under MPI: mine). */
+ * alone); *bcast and *harness get the fastest (or median) and the lower quartile (or median)
+ * of each, and *all every run less that harness, as world rank 0 saw them (every process its
+ * own under MPI: mine). */
 typedef struct bcast_job {
     const ldt_mesh *mesh;
     int dim, reps, median, mine;
@@ -748,7 +750,7 @@ static ldt_status near_base(ldt_comm *world, const ldt_mesh *mesh, const ldt_sha
 }
 
 /* One round of the communication timings (see ldt_calibrate_samples) into k: a sample of the
- * same (kind, dim, bytes) as an earlier round's keeps the lesser time. */
+ * same (kind, dim, bytes) as an earlier round's adds its runs to that one's. */
 static ldt_status collect_round(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
                                 int rounds, const ldt_cost_model *probe, double base, sink *k) {
     const int64_t *sizes = quick ? k_quick_sizes : k_sizes;
