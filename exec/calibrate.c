@@ -17,6 +17,7 @@
 #include "ldt/trace.h"
 #include "planner/profiles.h"
 #include "core/ops.h"
+#include "exec/calibrate_internal.h"
 #include "planner/cost_fit.h"
 
 /* Tensor sizes (bytes of the full f32 tensor): 4 KiB to 64 MiB by 4x; quick: three of them. */
@@ -595,9 +596,10 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
     return LDT_OK;
 }
 
-/* A step of k rounds, each a GEMM of n x n on every rank (everything Replicate, as
- * calibrate_compute's) whose result goes to Shard(0) on every mesh dim (a local chunk) and
- * back to Replicate (all_gathers: the peers meet), the next round's input. Its replay's time
+/* A step of k rounds, each a GEMM of an n x n input by an n x n weight (both Replicate) on
+ * Shard(0) rows on every mesh dim (a quarter of it on each of 4 ranks) whose result, with
+ * `meet`, goes back to Replicate (an all_gather: the peers meet), the next round's input;
+ * without, the next GEMM takes the shard, and one all_gather ends the step. Its replay's time
  * (fastest or median of reps) in *measured; the step model's time under cm (without any
  * rendezvous) in *modeled, the meetings it counts in *calls and their compute since the
  * previous meeting, summed, in *gap (from the model under rendezvous_s 1, then share 1). */
@@ -654,9 +656,13 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
         y = x;
         for (int r = 0; r < k && y; r++) {
             y = ldt_matmul(y, w);
-            if (y && meet) y = ldt_redistribute_to(y, ss, nd);
+            /* each GEMM on Shard(0) rows in both twins, as a step's sharded compute (left
+             * to the plan, one twin ran its GEMMs whole and the other on shards, and the
+             * difference of the two steps was mostly the GEMMs' and their prices') */
+            if (y && ldt_pin(y, ss, nd) != LDT_OK) y = NULL;
             if (y && meet) y = ldt_redistribute_to(y, rr, nd);
         }
+        if (y && !meet) y = ldt_redistribute_to(y, rr, nd); /* the last GEMM on shards too */
         if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
         LDT_CHECK_GOTO(ldt_pin(y, rr, nd));
         LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, z == 2 ? &copt2 : z ? &copt1 : &copt,
@@ -683,10 +689,17 @@ fail:
     return st;
 }
 
+ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const ldt_cost_model *cm, int meet,
+                                 double *measured, double *modeled, double *calls) {
+    double gap;
+    return time_rounds(NULL, mesh, n, k, 1, 0, cm, meet, measured, NULL, modeled, calls, &gap);
+}
+
 /* The rendezvous (ldt_cost_model.rendezvous_s and rendezvous_share): steps of 2, 6 and 18
  * rounds (time_rounds) with GEMMs of 128 and of 384 (27 times the compute between meetings),
- * each measured beside the same rounds without the meetings (only the GEMMs): the difference
- * measured against the model's difference (the collectives' own prices) is the waiting,
+ * each measured beside the same rounds without the meetings (the same GEMMs on the same
+ * shards, one all_gather at the end): the difference measured against the model's
+ * difference (the collectives' own prices) is the waiting,
  * fitted by least squares (ldt__fit_rendezvous) as a cost per meeting and a share of the
  * compute before it. The GEMMs' own time cancels, whatever the load did to it since the
  * compute figures were taken. Only when the mesh has more ranks than cores (otherwise 0). */

@@ -9,6 +9,7 @@
 
 #include "ldt/exec.h"
 #include "ldt/planner.h"
+#include "exec/calibrate_internal.h"
 #include "planner/cost_fit.h"
 #include "planner/plan_internal.h"
 #include "tests/test_util.h"
@@ -659,6 +660,43 @@ Test(rendezvous, fit_recovers_the_wait_per_meeting_and_share) {
 
 /* The profile field: written when set, read back, absent in the shipped profiles, refused
  * when negative. */
+/* The rendezvous steps' twins compute alike: under a profile whose communication and
+ * launches are free, the step with k meetings and its twin without them are priced the same,
+ * each round a GEMM on Shard(0) rows (a quarter of an n x n GEMM on each of 4 ranks, by the
+ * roofline: 2k rounds cost k such GEMMs more than k rounds), and the model counts k meetings.
+ * (Left to the plan, one twin computed its GEMMs whole, so the measured difference of the two
+ * was mostly GEMM time.) */
+Test(rendezvous, calibration_twins_compute_the_same_gemms) {
+    ldt_mesh *mesh;
+    ldt_cost_model cm;
+    const int64_t n = 128;
+    const int k = 3;
+    double meas[2], mod[2], calls[2], mod2k, calls2k, shard;
+    ldt_link free_link = {0, 1e18};
+    cr_assert_eq(ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh), LDT_OK);
+    cr_assert_eq(ldt_cost_model_preset("cpu-threads", &cm), LDT_OK);
+    cm.overhead_s = cm.local_overhead_s = 0;
+    cm.launch_s = 1e-15;
+    cm.local_bandwidth_Bps = 1e18;
+    cm.node_link = cm.network_link = free_link;
+    for (int i = 0; i < cm.nlinks; i++) cm.links[i] = free_link;
+    cm.cores = 2; /* 4 ranks on 2 cores: the meetings are counted */
+    cm.rendezvous_s = cm.rendezvous_share = 0;
+    for (int meet = 0; meet < 2; meet++)
+        cr_assert_eq(ldt__calibrate_rounds(mesh, n, k, &cm, meet, &meas[meet], &mod[meet], &calls[meet]), LDT_OK,
+                     "%s", ldt_last_error());
+    cr_assert_eq(ldt__calibrate_rounds(mesh, n, 2 * k, &cm, 0, &meas[0], &mod2k, &calls2k), LDT_OK, "%s",
+                 ldt_last_error());
+    shard = ldt_cost_op_seconds(&cm, LDT_OPCLASS_MATMUL, LDT_F32, 2.0 * (double)(n / 4) * (double)n * (double)n,
+                                4.0 * (double)(n / 4 * n + n * n + n / 4 * n), 4);
+    cr_expect(fabs(mod[1] - mod[0]) <= 1e-6 * mod[0], "modeled %.9g with meetings, %.9g without", mod[1], mod[0]);
+    expect_close(mod2k - mod[0], k * shard, 0.02, "k more rounds: k GEMMs on shards");
+    cr_expect(fabs(calls[1] - k) < 1e-6, "meetings counted: %g, expected %d", calls[1], k);
+    cr_expect_gt(meas[0], 0);
+    cr_expect_gt(meas[1], 0);
+    ldt_mesh_destroy(mesh);
+}
+
 Test(rendezvous, profile_field) {
     ldt_cost_model m, back;
     char buf[16384];
