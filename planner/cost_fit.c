@@ -12,7 +12,7 @@
 
 #define NK LDT_KIND_COUNT /* the kinds the samples can be: all_reduce, reduce_scatter, all_gather,
                             all_to_all, send_recv, broadcast (ldt_coll_kind) */
-#define NK_LINK 4 /* the kinds a link's bandwidth is the fastest of (not send_recv) */
+#define NK_LINK 4 /* the planner kinds, whose rates a link's bandwidth is the mean of (not send_recv, broadcast) */
 #define MAXP (1 + LDT_MAX_DIMS + 2 * NK * LDT_MAX_DIMS)
 
 static int is_local(ldt_collective c) {
@@ -250,7 +250,7 @@ done:
  * the kinds' knee ratios), so that the factors reproduce. A kind whose timings below the knee
  * are mostly the overhead (on rank threads the in-place all_reduce, the broadcast) has a
  * slope u there that moved 1.5 to 2x between two calibrations, while its slope well past the
- * knee came back within a few percent; the link's bandwidth is its fastest kind's 1 / u and
+ * knee came back within a few percent; the link's bandwidth was then its fastest kind's 1 / u and
  * every factor is a ratio of u's (bytes factors) or (u + v) / u (knee factors), so one loose
  * u moved them all. For each cell (dim, kind) with three or more rows at or below `split`
  * and two or more past 2 C: w its slope past 2 C (plain least squares over those rows: the

@@ -290,11 +290,13 @@ typedef struct ldt_cost_sample {
  * 0..m->nlinks-1), latency_s and bandwidth_Bps under ldt_cost_seconds's formula (overhead +
  * hops * latency + the bytes term, hops 2(n-1) for all_reduce and n-1 otherwise), with per
  * link and kind a seconds per byte and per byte past the cache knee, factored into each
- * link's bandwidth (its fastest kind's), the kinds' bytes_extra and beyond_cache; local ops
- * give local_overhead_s, local_bandwidth_Bps and the local beyond_cache. The knee
- * (cache_bytes) is the candidate (none, 512 KiB, 1, 2 or 4 MiB) whose fit has the least
- * bounded loss, mean of min(e^2, 1) over the samples, a knee replacing a smaller one only
- * when it cuts the loss by a quarter, and only with five or more distinct sizes in each
+ * link's bandwidth (the geometric mean of its planner kinds' rates: all_reduce,
+ * reduce_scatter, all_gather, all_to_all; send/recv and broadcast only when the link timed
+ * nothing else), the kinds' bytes_extra (some below 0: a kind faster than the mean) and
+ * beyond_cache; local ops give local_overhead_s, local_bandwidth_Bps and the local
+ * beyond_cache. The knee (cache_bytes) is the candidate (none, 512 KiB, 1, 2 or 4 MiB) whose
+ * fit has the least bounded loss, mean of min(e^2, 1) over the samples, a knee replacing a
+ * smaller one only when it cuts the loss by a third, and only with five or more distinct sizes in each
  * group (collectives, local ops). With a knee, two stages: the overhead, latencies and
  * slopes below the knee from the samples at or below the smallest knee tried, then the
  * past-knee slopes from every sample with those fixed (so the bandwidths do not depend on
