@@ -20,20 +20,30 @@
 #include "bench_util.h"
 #include "ldt/ldt.h"
 
+/* What a figure is, and so its goal. */
+enum {
+    FIG_RATE,      /* a bandwidth or FLOP/s the profile states: within 25% */
+    FIG_LATENCY,   /* a latency the profile states: within 2x or 20 us apart */
+    FIG_SHARE,     /* the rendezvous share: within 25% or 0.1 apart */
+    FIG_PARAMETER, /* a fit parameter (bytes and knee factors, the knee): within 25%, shown
+                      but not a goal: the prices below are what it sets */
+    FIG_PRICE      /* a price in microseconds: within 25% or 20 us apart */
+};
+
 typedef struct figure {
     char name[48];
     double a, b;
-    int latency; /* 1: within 2x or 20 us; 0: within 25%; 2: within 25% or 0.1 apart */
+    int cls; /* FIG_* */
 } figure;
 
-#define MAX_FIGURES 64
+#define MAX_FIGURES 256
 
-static void add(figure *f, int *n, const char *name, double a, double b, int latency) {
+static void add(figure *f, int *n, const char *name, double a, double b, int cls) {
     if (*n >= MAX_FIGURES) return;
     snprintf(f[*n].name, sizeof f[*n].name, "%s", name);
     f[*n].a = a;
     f[*n].b = b;
-    f[*n].latency = latency;
+    f[*n].cls = cls;
     (*n)++;
 }
 
@@ -44,106 +54,215 @@ static double ratio(double a, double b) {
     return hi / lo;
 }
 
-/* The figures the goal names, in the units of their names; fit_only: only those
- * ldt_cost_model_fit sets (not the compute figures, which calibration measures apart). */
-static int figures(const ldt_cost_model *a, const ldt_cost_model *b, int fit_only, figure *f) {
+/* "4k", "1.5m": a size in bytes for a figure's name. */
+static void size_name(char *buf, size_t cap, double b) {
+    if (b >= 1 << 20) snprintf(buf, cap, "%gm", b / (1 << 20));
+    else snprintf(buf, cap, "%gk", b / 1024);
+}
+
+/* Seconds profile m prices sample c at: a collective as ldt_cost_kind_seconds (send/recv's
+ * group is its peers), a local op as ldt_cost_seconds of a local chunk on mesh dim 0. */
+static double sample_price(const ldt_cost_model *m, const ldt_mesh *mesh, const ldt_cost_sample *c) {
+    int dim0 = 0;
+    if (!c->broadcast && (c->collective == LDT_COLL_LOCAL_CHUNK || c->collective == LDT_COLL_LOCAL_PARTIAL ||
+                          c->collective == LDT_COLL_LOCAL_PAD))
+        return ldt_cost_seconds(m, mesh, 1, &dim0, LDT_COLL_LOCAL_CHUNK, c->bytes, 0);
+    if (c->dim < 0 || c->dim >= m->nlinks) return 0;
+    if (c->broadcast) return ldt_cost_kind_seconds(m, m->links[c->dim], c->group, LDT_KIND_BROADCAST, c->bytes);
+    if (c->collective == LDT_COLL_SEND_RECV)
+        return ldt_cost_kind_seconds(m, m->links[c->dim], c->group + 1, LDT_KIND_SEND_RECV, c->bytes);
+    return ldt_cost_kind_seconds(m, m->links[c->dim], c->group, (ldt_coll_kind)c->collective, c->bytes);
+}
+
+/* What each profile prices, at the sizes and shapes calibration measured (s, n: the first
+ * calibration's samples; fit_only: only what ldt_cost_model_fit sets): each collective kind
+ * on its link and each local op (as a local chunk) at every size it was timed, and without
+ * fit_only a GEMM of 32 to 1024 square, an add of 64 KiB to 64 MiB, and a meeting's wait
+ * after 10 us to 10 ms of compute (on mesh: the 4 rank threads both were calibrated on). The
+ * parameters of a fit trade against each other (a knee at 512 KiB with a larger past-knee
+ * factor prices the sizes past 2 MiB as a knee at 2 MiB with a smaller one does), so two
+ * profiles whose parameters differ can price every size alike; the prices are what plans see. */
+static int prices(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_mesh *mesh,
+                  const ldt_cost_sample *s, int ns, int fit_only, figure *f, int n) {
+    char nm[48], sz[16];
+    int nr = ldt_mesh_nranks(mesh);
+    for (int i = 0; i < ns; i++) {
+        const char *kind = s[i].broadcast ? "broadcast" : ldt_collective_name(s[i].collective);
+        int dup = 0, local = !s[i].broadcast && (s[i].collective == LDT_COLL_LOCAL_CHUNK ||
+                                                  s[i].collective == LDT_COLL_LOCAL_PARTIAL ||
+                                                  s[i].collective == LDT_COLL_LOCAL_PAD);
+        for (int j = 0; j < i && !dup; j++) /* a local op's price is the chunk's at its bytes */
+            dup = s[j].bytes == s[i].bytes &&
+                  (local ? !s[j].broadcast && (s[j].collective == LDT_COLL_LOCAL_CHUNK ||
+                                               s[j].collective == LDT_COLL_LOCAL_PARTIAL ||
+                                               s[j].collective == LDT_COLL_LOCAL_PAD)
+                         : s[j].broadcast == s[i].broadcast && s[j].dim == s[i].dim &&
+                               (s[i].broadcast || s[j].collective == s[i].collective));
+        if (dup) continue;
+        size_name(sz, sizeof sz, (double)s[i].bytes);
+        if (local) snprintf(nm, sizeof nm, "price_local_%s_us", sz);
+        else snprintf(nm, sizeof nm, "price%d_%s_%s_us", s[i].dim, kind, sz);
+        add(f, &n, nm, sample_price(a, mesh, &s[i]) * 1e6, sample_price(b, mesh, &s[i]) * 1e6, FIG_PRICE);
+    }
+    if (fit_only) return n;
+    for (int64_t g = 32; g <= 1024; g *= 2) {
+        double fl = 2.0 * (double)g * (double)g * (double)g, by = 12.0 * (double)g * (double)g;
+        snprintf(nm, sizeof nm, "price_gemm_%d_us", (int)g);
+        add(f, &n, nm, ldt_cost_op_seconds(a, LDT_OPCLASS_MATMUL, LDT_F32, fl, by, nr) * 1e6,
+            ldt_cost_op_seconds(b, LDT_OPCLASS_MATMUL, LDT_F32, fl, by, nr) * 1e6, FIG_PRICE);
+    }
+    for (int64_t by = 64 << 10; by <= (64 << 20); by *= 4) {
+        size_name(sz, sizeof sz, (double)by);
+        snprintf(nm, sizeof nm, "price_add_%s_us", sz);
+        add(f, &n, nm, ldt_cost_op_seconds(a, LDT_OPCLASS_ELEMENTWISE, LDT_F32, (double)by / 12, (double)by, nr) * 1e6,
+            ldt_cost_op_seconds(b, LDT_OPCLASS_ELEMENTWISE, LDT_F32, (double)by / 12, (double)by, nr) * 1e6,
+            FIG_PRICE);
+    }
+    for (double c = 1e-5; c <= 1.001e-2; c *= 10) { /* as the step model prices a meeting */
+        double wa = a->cores > 0 && nr > a->cores ? (a->rendezvous_s + a->rendezvous_share * c) * ((double)nr / a->cores - 1) : 0,
+               wb = b->cores > 0 && nr > b->cores ? (b->rendezvous_s + b->rendezvous_share * c) * ((double)nr / b->cores - 1) : 0;
+        snprintf(nm, sizeof nm, "price_wait_after_%.0fus_us", c * 1e6);
+        add(f, &n, nm, wa * 1e6, wb * 1e6, FIG_PRICE);
+    }
+    return n;
+}
+
+/* The figures the goal names, in the units of their names, then the prices; fit_only: only
+ * those ldt_cost_model_fit sets (not the compute figures, which calibration measures apart). */
+static int figures(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_mesh *mesh, const ldt_cost_sample *s,
+                   int ns, int fit_only, figure *f) {
     int n = 0;
     char nm[48];
     for (int d = 0; d < a->nlinks && d < b->nlinks; d++) {
         snprintf(nm, sizeof nm, "link%d_bandwidth_gbps", d);
-        add(f, &n, nm, a->links[d].bandwidth_Bps / 1e9, b->links[d].bandwidth_Bps / 1e9, 0);
+        add(f, &n, nm, a->links[d].bandwidth_Bps / 1e9, b->links[d].bandwidth_Bps / 1e9, FIG_RATE);
         snprintf(nm, sizeof nm, "link%d_latency_us", d);
-        add(f, &n, nm, a->links[d].latency_s * 1e6, b->links[d].latency_s * 1e6, 1);
+        add(f, &n, nm, a->links[d].latency_s * 1e6, b->links[d].latency_s * 1e6, FIG_LATENCY);
     }
-    add(f, &n, "local_bandwidth_gbps", a->local_bandwidth_Bps / 1e9, b->local_bandwidth_Bps / 1e9, 0);
+    add(f, &n, "local_bandwidth_gbps", a->local_bandwidth_Bps / 1e9, b->local_bandwidth_Bps / 1e9, FIG_RATE);
     if (!fit_only) {
-        add(f, &n, "peak_f32_gflops", a->peak_flops[LDT_PREC_F32] / 1e9, b->peak_flops[LDT_PREC_F32] / 1e9, 0);
-        add(f, &n, "memory_bandwidth_gbps", a->memory_bandwidth_Bps / 1e9, b->memory_bandwidth_Bps / 1e9, 0);
+        add(f, &n, "peak_f32_gflops", a->peak_flops[LDT_PREC_F32] / 1e9, b->peak_flops[LDT_PREC_F32] / 1e9, FIG_RATE);
+        add(f, &n, "memory_bandwidth_gbps", a->memory_bandwidth_Bps / 1e9, b->memory_bandwidth_Bps / 1e9, FIG_RATE);
     }
     for (int k = 0; k < LDT_KIND_COUNT; k++) {
         snprintf(nm, sizeof nm, "bytes_factor_%s", ldt_coll_kind_name((ldt_coll_kind)k));
-        add(f, &n, nm, 1 + a->bytes_extra[k], 1 + b->bytes_extra[k], 0);
+        add(f, &n, nm, 1 + a->bytes_extra[k], 1 + b->bytes_extra[k], FIG_PARAMETER);
     }
     /* past the knee a byte costs 1 + beyond times one below it */
     for (int k = 0; k <= LDT_KIND_COUNT; k++) {
         snprintf(nm, sizeof nm, "beyond_cache_%s",
                  k == LDT_KIND_COUNT ? "local" : ldt_coll_kind_name((ldt_coll_kind)k));
-        add(f, &n, nm, 1 + a->beyond_cache[k], 1 + b->beyond_cache[k], 0);
+        add(f, &n, nm, 1 + a->beyond_cache[k], 1 + b->beyond_cache[k], FIG_PARAMETER);
     }
-    add(f, &n, "cache_knee_kib", a->cache_bytes / 1024, b->cache_bytes / 1024, 0);
-    if (!fit_only) add(f, &n, "rendezvous_share", a->rendezvous_share, b->rendezvous_share, 2);
-    add(f, &n, "overhead_us", a->overhead_s * 1e6, b->overhead_s * 1e6, 1);
-    add(f, &n, "local_overhead_us", a->local_overhead_s * 1e6, b->local_overhead_s * 1e6, 1);
+    add(f, &n, "cache_knee_kib", a->cache_bytes / 1024, b->cache_bytes / 1024, FIG_PARAMETER);
+    if (!fit_only) add(f, &n, "rendezvous_share", a->rendezvous_share, b->rendezvous_share, FIG_SHARE);
+    add(f, &n, "overhead_us", a->overhead_s * 1e6, b->overhead_s * 1e6, FIG_LATENCY);
+    add(f, &n, "local_overhead_us", a->local_overhead_s * 1e6, b->local_overhead_s * 1e6, FIG_LATENCY);
     if (!fit_only) {
-        add(f, &n, "launch_us", a->launch_s * 1e6, b->launch_s * 1e6, 1);
-        add(f, &n, "rendezvous_us", a->rendezvous_s * 1e6, b->rendezvous_s * 1e6, 1);
+        add(f, &n, "launch_us", a->launch_s * 1e6, b->launch_s * 1e6, FIG_LATENCY);
+        add(f, &n, "rendezvous_us", a->rendezvous_s * 1e6, b->rendezvous_s * 1e6, FIG_LATENCY);
     }
-    return n;
+    return prices(a, b, mesh, s, ns, fit_only, f, n);
+}
+
+/* The verdicts of one comparison: the worst ratio of each class (prices: over those more
+ * than 20 us apart; latencies: over those outside their goal, 1 when none is) and the figure
+ * it names. */
+typedef struct verdict {
+    double bw, price, param, lat;
+    const char *bw_name, *price_name, *param_name, *lat_name;
+    int lat_ok, price_ok;
+} verdict;
+
+static void worst(double q, const char *name, double *w, const char **wn) {
+    if (q > *w) {
+        *w = q;
+        *wn = name;
+    }
 }
 
 /* Each figure of a and b as one result `ratio` (params figure, first, second, within_goal,
- * and `sizes` when not NULL: a refit, whose figures are the fit's only), then worst_ratio_bandwidth and worst_ratio_latency; *worst_bw
- * and *lat_ok get the two verdicts, *bw_name and *lat_name the figures they name. */
-static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_model *b, const char *sizes,
-                   double *worst_bw_out, const char **bw_name, int *lat_ok_out, const char **lat_name) {
-    figure f[MAX_FIGURES];
-    double worst_bw = 1, worst_lat = 1;
-    const char *worst_bw_name = "", *worst_lat_name = "";
-    int n, idx, lat_ok = 1;
-    n = figures(a, b, sizes != NULL, f);
+ * and `sizes` when not NULL: a refit, whose figures are the fit's only), then
+ * worst_ratio_bandwidth, worst_ratio_price, worst_ratio_parameter and worst_ratio_latency
+ * into *v. */
+static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_model *b, const ldt_mesh *mesh,
+                   const ldt_cost_sample *s, int ns, const char *sizes, verdict *v) {
+    static figure f[MAX_FIGURES];
+    int n, idx;
+    v->bw = v->price = v->param = v->lat = 1;
+    v->bw_name = v->price_name = v->param_name = v->lat_name = "";
+    v->lat_ok = v->price_ok = 1;
+    n = figures(a, b, mesh, s, ns, sizes != NULL, f);
     for (int i = 0; i < n; i++) {
-        double q = ratio(f[i].a, f[i].b);
-        char v[32];
-        int ok = f[i].latency == 1   ? (q <= 2 || fabs(f[i].a - f[i].b) <= 20)
-                 : f[i].latency == 2 ? (q <= 1.25 || fabs(f[i].a - f[i].b) <= 0.1)
-                                     : q <= 1.25;
+        double q = ratio(f[i].a, f[i].b), apart = fabs(f[i].a - f[i].b);
+        char val[32];
+        int ok = f[i].cls == FIG_LATENCY ? (q <= 2 || apart <= 20)
+                 : f[i].cls == FIG_SHARE ? (q <= 1.25 || apart <= 0.1)
+                 : f[i].cls == FIG_PRICE ? (q <= 1.25 || apart <= 20)
+                                         : q <= 1.25;
         idx = bench_add(out, "ratio", isfinite(q) ? q : 1e300, "ratio");
         bench_param_str(out, idx, "figure", f[i].name);
-        snprintf(v, sizeof v, "%.4g", f[i].a);
-        bench_param_str(out, idx, "first", v);
-        snprintf(v, sizeof v, "%.4g", f[i].b);
-        bench_param_str(out, idx, "second", v);
+        snprintf(val, sizeof val, "%.4g", f[i].a);
+        bench_param_str(out, idx, "first", val);
+        snprintf(val, sizeof val, "%.4g", f[i].b);
+        bench_param_str(out, idx, "second", val);
         bench_param_int(out, idx, "within_goal", ok);
         if (sizes) bench_param_str(out, idx, "sizes", sizes);
-        bench_note("%s%s%-28s %12.4g %12.4g  %6.2fx%s", sizes ? sizes : "", sizes ? ": " : "", f[i].name, f[i].a,
-                   f[i].b, q, ok ? "" : "  (outside the goal)");
-        if (f[i].latency == 1) {
-            lat_ok &= ok;
-            if (!ok && q > worst_lat) {
-                worst_lat = q;
-                worst_lat_name = f[i].name;
-            }
-        } else if (strcmp(f[i].name, "cache_knee_kib") != 0 && (f[i].latency == 0 || !ok) && q > worst_bw) {
-            worst_bw = q;
-            worst_bw_name = f[i].name;
+        bench_note("%s%s%-32s %12.4g %12.4g  %6.2fx%s%s", sizes ? sizes : "", sizes ? ": " : "", f[i].name, f[i].a,
+                   f[i].b, q, ok ? "" : "  (outside", ok ? "" : f[i].cls == FIG_PARAMETER ? " 25%: not a goal)" : " the goal)");
+        switch (f[i].cls) {
+        case FIG_LATENCY:
+            v->lat_ok &= ok;
+            if (!ok) worst(q, f[i].name, &v->lat, &v->lat_name);
+            break;
+        case FIG_PRICE:
+            v->price_ok &= ok;
+            if (apart > 20) worst(q, f[i].name, &v->price, &v->price_name);
+            break;
+        case FIG_PARAMETER:
+            if (strcmp(f[i].name, "cache_knee_kib") != 0) worst(q, f[i].name, &v->param, &v->param_name);
+            break;
+        case FIG_SHARE:
+            if (!ok) worst(q, f[i].name, &v->bw, &v->bw_name);
+            break;
+        default: worst(q, f[i].name, &v->bw, &v->bw_name);
         }
     }
-    idx = bench_add(out, "worst_ratio_bandwidth", isfinite(worst_bw) ? worst_bw : 1e300, "ratio");
-    bench_param_str(out, idx, "figure", worst_bw_name);
-    if (sizes) bench_param_str(out, idx, "sizes", sizes);
-    idx = bench_add(out, "worst_ratio_latency", isfinite(worst_lat) ? worst_lat : 1e300, "ratio");
-    bench_param_str(out, idx, "figure", worst_lat_name);
-    bench_param_int(out, idx, "within_goal", lat_ok);
-    if (sizes) bench_param_str(out, idx, "sizes", sizes);
-    *worst_bw_out = worst_bw;
-    *bw_name = worst_bw_name;
-    *lat_ok_out = lat_ok;
-    *lat_name = worst_lat_name;
+    {
+        const struct { const char *result; double w; const char *name; int ok; } sum[4] = {
+            {"worst_ratio_bandwidth", v->bw, v->bw_name, v->bw <= 1.25},
+            {"worst_ratio_price", v->price, v->price_name, v->price_ok},
+            {"worst_ratio_parameter", v->param, v->param_name, v->param <= 1.25},
+            {"worst_ratio_latency", v->lat, v->lat_name, v->lat_ok}};
+        for (int i = 0; i < 4; i++) {
+            idx = bench_add(out, sum[i].result, isfinite(sum[i].w) ? sum[i].w : 1e300, "ratio");
+            bench_param_str(out, idx, "figure", sum[i].name);
+            bench_param_int(out, idx, "within_goal", sum[i].ok);
+            if (sizes) bench_param_str(out, idx, "sizes", sizes);
+        }
+    }
 }
 
 int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     ldt_mesh *mesh = NULL;
     ldt_cost_model cm[2];
     ldt_calibrate_options copt = {o->quick, 0, 0, NULL, 0};
-    double worst_bw = 1;
-    const char *bw_name = "", *lat_name = "";
-    int idx, lat_ok = 1;
+    ldt_cost_sample *s = NULL;
+    verdict v;
+    int idx, cap, ns = 0;
     if (ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh) != LDT_OK) return 1;
+    cap = ldt_calibrate_max_samples(mesh, &copt);
+    if (!(s = calloc((size_t)(cap > 0 ? cap : 1), sizeof *s))) {
+        ldt_mesh_destroy(mesh);
+        return 1;
+    }
     for (int r = 0; r < 2; r++) {
         bench_clock t0 = bench_clock_now(), dt;
-        if (ldt_calibrate(mesh, &copt, &cm[r]) != LDT_OK) {
+        if ((r == 0 ? ldt_calibrate_samples(mesh, &copt, &cm[r], s, cap, &ns, NULL)
+                    : ldt_calibrate(mesh, &copt, &cm[r])) != LDT_OK) {
             bench_note("calibrate_repro: %s", ldt_last_error());
             ldt_mesh_destroy(mesh);
+            free(s);
             return 1;
         }
         dt = bench_clock_since(t0, 1);
@@ -151,11 +270,16 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
         bench_param_int(out, idx, "run", r + 1);
         bench_param_str(out, idx, "mesh", "4");
     }
+    report(out, &cm[0], &cm[1], mesh, s, ns, NULL, &v);
     ldt_mesh_destroy(mesh);
-    report(out, &cm[0], &cm[1], NULL, &worst_bw, &bw_name, &lat_ok, &lat_name);
-    bench_goal(out, worst_bw <= 1.25, "bandwidths, FLOP/s and factors within 25%%: worst %.2fx (%s)", worst_bw,
-               bw_name);
-    bench_goal(out, lat_ok, "latencies within 2x or 20 us%s%s", lat_ok ? "" : ": worst outside, ", lat_name);
+    free(s);
+    bench_goal(out, v.bw <= 1.25, "bandwidths and FLOP/s within 25%%: worst %.2fx%s%s", v.bw, *v.bw_name ? ", " : "",
+               v.bw_name);
+    bench_goal(out, v.price_ok, "prices at every size within 25%% or 20 us: worst %.2fx%s%s", v.price,
+               *v.price_name ? ", " : "", v.price_name);
+    bench_goal(out, v.lat_ok, "latencies within 2x or 20 us%s%s", v.lat_ok ? "" : ": worst outside, ", v.lat_name);
+    bench_note("fit parameters (not a goal; the prices are what they set): worst %.2fx%s%s", v.param,
+               *v.param_name ? ", " : "", v.param_name);
     return 0;
 }
 
@@ -276,6 +400,7 @@ static void residuals(bench_results *out, const ldt_cost_sample *s, int n, int f
 int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
     ldt_cost_model base[2], cm[2];
     ldt_cost_sample *s[2] = {NULL, NULL}, *t[2] = {NULL, NULL};
+    ldt_mesh *mesh = NULL;
     int n[2] = {0, 0}, rc = 1;
     if (o->nfiles != 2) {
         /* `ldt-bench all` runs it without files: nothing to refit */
@@ -289,11 +414,12 @@ int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
                        o->files[f], *ldt_last_error() ? ": " : "", ldt_last_error());
             goto done;
         }
+    if (ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh) != LDT_OK) goto done;
     for (int v = 0; v < 2; v++) {
         const char *sizes = v == 0 ? "all" : "calibrate";
-        double worst_bw, rms;
-        const char *bw_name, *lat_name;
-        int lat_ok, m[2];
+        double rms;
+        verdict w;
+        int m[2];
         for (int f = 0; f < 2; f++) {
             memcpy(t[f], s[f], (size_t)n[f] * sizeof *t[f]);
             m[f] = v == 0 ? n[f] : calibrate_sizes(t[f], n[f]);
@@ -304,12 +430,15 @@ int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
             }
             residuals(out, t[f], m[f], f + 1, sizes);
         }
-        report(out, &cm[0], &cm[1], sizes, &worst_bw, &bw_name, &lat_ok, &lat_name);
-        bench_note("%s sizes: worst %.2fx (%s), latencies %s%s", sizes, worst_bw, bw_name,
-                   lat_ok ? "within the goal" : "outside: ", lat_name);
+        report(out, &cm[0], &cm[1], mesh, t[0], m[0], sizes, &w);
+        bench_note("%s sizes: bandwidths worst %.2fx (%s), prices %s (worst %.2fx %s), latencies %s%s, parameters "
+                   "worst %.2fx (%s)", sizes, w.bw, w.bw_name, w.price_ok ? "within the goal" : "outside",
+                   w.price, w.price_name, w.lat_ok ? "within the goal" : "outside: ", w.lat_name, w.param,
+                   w.param_name);
     }
     rc = 0;
 done:
+    ldt_mesh_destroy(mesh);
     for (int f = 0; f < 2; f++) {
         free(s[f]);
         free(t[f]);
