@@ -237,13 +237,20 @@ done:
  * below the knee whose standard error (in log) is tau keeps half its own say. */
 #define KNEE_RATIO_SPREAD 0.15
 
-/* A knee must cut the fit's bounded loss by a third (to 2/3 of it) to replace no knee or a
- * smaller one. With each timing the lower quartile of its runs, the knees tried cut the loss
- * of thirteen calibrations of a 2-core machine by 0 to 30%, two of them past a quarter (the rule
- * before), and every factor moved with the knee (1.3 to 2.4x): most of that loss is in kinds
- * a knee does not change (send/recv's own fixed cost, which the model does not have; the
- * broadcast; the local pad), so the cut hovers. Noiseless timings with a knee (the tests':
- * factors 1.5 to 5 past 1 MiB) lose nearly all of it. */
+/* A knee must cut the fit's bounded loss by a tenth (to KNEE_FIRST of it) to replace no knee,
+ * and a larger knee by a third (to KNEE_CUT of the smaller one's) to replace a smaller one.
+ * On a 2-core machine the knees cut the loss of twelve calibrations by 20 to 35%, the best
+ * knee 1 or 2 MiB but 512 KiB within 0 to 12% of it: a rule of a third for the first knee
+ * (2026-11-26, session 15) took a knee in 2 of the 12 and none in the others, and every
+ * price past 1 MiB moved with it (1.3 to 2.4x), while without a knee the largest sizes,
+ * which reproduce best (the 48 to 96 MiB all_gather and all_reduce within 25% in every pair
+ * of the 12), sat 1.3 to 1.9x above the line and the fit took them for outliers. With a
+ * knee at a tenth, the prices of the planner's collectives at every timed size were within
+ * 25% (or 20 us) in 65 and 64 of the 66 pairs for all_gather and all_reduce (42 and 46
+ * before), 50 and 51 for all_to_all and reduce_scatter (45 and 37 before). Noiseless timings
+ * without a knee lose nothing to one; with one (the tests': factors 1.5 to 5 past 1 MiB)
+ * lose nearly all of the loss. */
+#define KNEE_FIRST 0.9
 #define KNEE_CUT (2.0 / 3.0)
 
 /* The slopes below the knee, shrunk where the timings leave them loose (empirical Bayes over
@@ -475,10 +482,15 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
             rb[r] = b;
             row_of[r++] = i;
         }
+        /* one joint fit, knee or none: the copies at or below the smallest knee (1 KiB to
+         * 512 KiB) run in about 3 or about 15 us at the small sizes (their runs are
+         * bimodal), and a slope from those alone, as the collectives' first stage takes
+         * theirs, put the local bandwidth at 6 and 19 GB/s in two calibrations; with every
+         * size the local prices of twelve calibrations were within 25% (or 20 us) in 46 of
+         * their 66 pairs, 34 staged. (The knee is 512 KiB in all twelve: no knee flip moves
+         * the slope.) */
         use[0] = use[1] = use[2] = 1;
-        vcol[0] = vcol[1] = 0;
-        vcol[2] = 1;
-        ok = C > 0 ? staged_fit(r, np, A, t, rb, split, vcol, x, rw) : robust_fit(r, np, A, t, NULL, use, x, rw);
+        ok = robust_fit(r, np, A, t, NULL, use, x, rw);
         if (!ok)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
         m->local_overhead_s = x[0];
@@ -553,7 +565,8 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
 
     /* The cache knee is chosen from candidates by the fit itself: for each, the robust fits
      * below, scored by a bounded loss over every sample (mean of min(e^2, 1), e the relative
-     * residual); a knee must cut the loss by a third (KNEE_CUT) to replace no knee or a smaller one. */
+     * residual); a knee must cut the loss by a tenth (KNEE_FIRST) to replace no knee, and
+     * by a third (KNEE_CUT) to replace a smaller one. */
     {
         /* from 512 KiB: four or more of the calibration's sizes stay below the knee, so the
          * cache-resident slope is not decided by two points (a knee at 128 KiB moved the local
@@ -578,7 +591,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
                 loss += e * e < 1 ? e * e : 1;
             }
             loss /= n > 0 ? n : 1;
-            if (q == 0 || loss < KNEE_CUT * best_loss) {
+            if (q == 0 || loss < (best.cache_bytes > 0 ? KNEE_CUT : KNEE_FIRST) * best_loss) {
                 best_loss = loss;
                 best = trial;
             }

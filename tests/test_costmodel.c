@@ -490,6 +490,8 @@ Test(costfit, noisy_timings_with_outliers) {
     expect_close(f.local_bandwidth_Bps, m.local_bandwidth_Bps, 0.03, "local bandwidth");
     cr_expect_lt(s[5].weight, 0.01);
     cr_expect_lt(s[40].weight, 0.01);
+    /* the truth has no knee: the noise is not mistaken for one */
+    cr_expect_eq(f.cache_bytes, 0, "a knee at %g in timings without one", f.cache_bytes);
 }
 
 Test(costfit, refusals) {
