@@ -8,11 +8,11 @@
 #include <time.h>
 
 struct bench_results {
-    cJSON *root;    /* {"bench": name, "results": [...]} */
+    cJSON *root;    /* {"bench": name, "results": [...], "goals": [...] when any} */
     cJSON *results; /* borrowed from root */
     unsigned char *twin; /* per result: 1 when the next one is its _cpu twin */
     int ntwin;
-    char **goals;   /* "text: met" lines for the table */
+    char **goals;   /* "text: met" lines for the table (the JSON has them as "goals") */
     int ngoals;
 };
 
@@ -140,6 +140,14 @@ void bench_goal(bench_results *r, int met, const char *fmt, ...) {
     if (!(g[r->ngoals] = malloc(n))) return;
     snprintf(g[r->ngoals], n, "%s: %s", text, met ? "met" : "not met");
     r->ngoals++;
+    { /* and in the JSON: "goals": [{"goal": text, "met": 0 or 1}, ...] */
+        cJSON *arr = cJSON_GetObjectItemCaseSensitive(r->root, "goals"), *o;
+        if (!arr && !(arr = cJSON_AddArrayToObject(r->root, "goals"))) return;
+        if (!(o = cJSON_CreateObject())) return;
+        cJSON_AddStringToObject(o, "goal", text);
+        cJSON_AddNumberToObject(o, "met", met ? 1 : 0);
+        cJSON_AddItemToArray(arr, o);
+    }
 }
 
 int bench_rounds_init(bench_rounds *t, int k, int cap) {

@@ -1,0 +1,55 @@
+#!/bin/sh
+# The cost model's acceptance runs on this host's CPUs (docs/cost-model.md, "Validation"):
+# PAIRS runs of `ldt-bench calibrate_repro` (two consecutive calibrations of 4 rank threads,
+# each figure and price side by side) and RUNS runs of `ldt-bench costmodel` (a calibration,
+# then 44 redistributions and 6 captured steps measured against their prices), alternating,
+# with the host's cores and load before and after each. Meant for an idle host (a lent GPU
+# machine's CPUs): on a shared one the load decides more than the model does.
+# Writes $OUT (default $BUILD/cpu-repro): each run's table and notes (repro-N.txt,
+# costmodel-N.txt: every figure, price and case), and summary.txt: per run its wall time,
+# load and goal lines. Prints the summary. Exit status 0 when every run finished (whatever the goals), 1 otherwise.
+# Usage: scripts/cpu-repro.sh   (BUILD=dir holding ldt-bench, default build-rel, built when
+# missing; PAIRS=n, default 3; RUNS=n, default 2; OUT=dir)
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-rel}
+PAIRS=${PAIRS:-3}
+RUNS=${RUNS:-2}
+OUT=${OUT:-$BUILD/cpu-repro}
+export OPENBLAS_NUM_THREADS=1
+if [ ! -x "$BUILD/ldt-bench" ]; then
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLDT_BUILD_TESTS=OFF >/dev/null &&
+        cmake --build "$BUILD" -j"$(nproc)" --target ldt-bench >/dev/null || {
+        echo "cpu-repro: could not build $BUILD/ldt-bench"
+        exit 1
+    }
+fi
+mkdir -p "$OUT"
+sum="$OUT/summary.txt"
+{
+    echo "cpu-repro: $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+} >"$sum"
+rc=0
+i=1
+max=$PAIRS
+[ "$RUNS" -gt "$max" ] && max=$RUNS
+while [ "$i" -le "$max" ]; do
+    for b in calibrate_repro costmodel; do
+        if [ "$b" = calibrate_repro ]; then n=$PAIRS; f="$OUT/repro-$i"; else n=$RUNS; f="$OUT/costmodel-$i"; fi
+        [ "$i" -le "$n" ] || continue
+        l0=$(cut -d' ' -f1 /proc/loadavg)
+        t0=$(date +%s.%N)
+        if ! "$BUILD/ldt-bench" "$b" >"$f.txt" 2>&1; then
+            rc=1
+        fi
+        t1=$(date +%s.%N)
+        l1=$(cut -d' ' -f1 /proc/loadavg)
+        {
+            printf '%s %d: %s s, load %s -> %s\n' "$b" "$i" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" "$l0" "$l1"
+            grep -E '^(goal|fit parameters)' "$f.txt" | sed 's/^/  /'
+        } >>"$sum"
+    done
+    i=$((i + 1))
+done
+cat "$sum"
+exit $rc
