@@ -237,21 +237,27 @@ done:
  * below the knee whose standard error (in log) is tau keeps half its own say. */
 #define KNEE_RATIO_SPREAD 0.15
 
-/* A knee must cut the fit's bounded loss by a tenth (to KNEE_FIRST of it) to replace no knee,
- * and a larger knee by a third (to KNEE_CUT of the smaller one's) to replace a smaller one.
+/* A knee must cut the fit's bounded loss by 2% (to KNEE_FIRST of it) to replace no knee, and
+ * a larger knee by a third (to KNEE_CUT of the smaller one's) to replace a smaller one.
  * On a 2-core machine the knees cut the loss of twelve calibrations by 20 to 35%, the best
  * knee 1 or 2 MiB but 512 KiB within 0 to 12% of it: a rule of a third for the first knee
  * (2026-11-26, session 15) took a knee in 2 of the 12 and none in the others, and every
  * price past 1 MiB moved with it (1.3 to 2.4x), while without a knee the largest sizes,
  * which reproduce best (the 48 to 96 MiB all_gather and all_reduce within 25% in every pair
  * of the 12), sat 1.3 to 1.9x above the line and the fit took them for outliers. With a
- * knee at a tenth, the prices of the planner's collectives at every timed size were within
+ * knee at a cut of a tenth (and of 2%: the same twelve knees), the prices of the planner's collectives at every timed size were within
  * 25% (or 20 us) in 65 and 64 of the 66 pairs for all_gather and all_reduce (42 and 46
- * before), 50 and 51 for all_to_all and reduce_scatter (45 and 37 before). Noiseless timings
- * without a knee lose nothing to one; with one (the tests': factors 1.5 to 5 past 1 MiB)
- * lose nearly all of the loss. */
-#define KNEE_FIRST 0.9
+ * before), 50 and 51 for all_to_all and reduce_scatter (45 and 37 before). A tenth still
+ * left one calibration in a later pair without a knee (every price past 1 MiB 1.3 to 2.3x
+ * off its twin's): a knee where none is costs nothing (its past-knee factors fit about 1),
+ * a knee missed where one is misprices every large transfer, so the first knee's bar is
+ * low. Noiseless timings without a knee lose nothing to one; with one (the tests': factors
+ * 1.5 to 5 past 1 MiB) lose nearly all of the loss. */
+#define KNEE_FIRST 0.98
 #define KNEE_CUT (2.0 / 3.0)
+/* and lower the loss by more than this (a relative residual of a tenth of a percent): among
+ * noiseless timings, which every candidate fits to rounding, no knee is taken */
+#define KNEE_MIN_GAIN 1e-6
 
 /* The slopes below the knee, shrunk where the timings leave them loose (empirical Bayes over
  * the kinds' knee ratios), so that the factors reproduce. A kind whose timings below the knee
@@ -565,7 +571,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
 
     /* The cache knee is chosen from candidates by the fit itself: for each, the robust fits
      * below, scored by a bounded loss over every sample (mean of min(e^2, 1), e the relative
-     * residual); a knee must cut the loss by a tenth (KNEE_FIRST) to replace no knee, and
+     * residual); a knee must cut the loss by 2% (KNEE_FIRST) to replace no knee, and
      * by a third (KNEE_CUT) to replace a smaller one. */
     {
         /* from 512 KiB: four or more of the calibration's sizes stay below the knee, so the
@@ -591,7 +597,8 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
                 loss += e * e < 1 ? e * e : 1;
             }
             loss /= n > 0 ? n : 1;
-            if (q == 0 || loss < (best.cache_bytes > 0 ? KNEE_CUT : KNEE_FIRST) * best_loss) {
+            if (q == 0 || (loss < (best.cache_bytes > 0 ? KNEE_CUT : KNEE_FIRST) * best_loss &&
+                           best_loss - loss > KNEE_MIN_GAIN)) {
                 best_loss = loss;
                 best = trial;
             }

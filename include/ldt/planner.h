@@ -296,7 +296,7 @@ typedef struct ldt_cost_sample {
  * beyond_cache; local ops give local_overhead_s, local_bandwidth_Bps and the local
  * beyond_cache. The knee (cache_bytes) is the candidate (none, 512 KiB, 1, 2 or 4 MiB) whose
  * fit has the least bounded loss, mean of min(e^2, 1) over the samples, a knee replacing no
- * knee when it cuts the loss by a tenth and a smaller knee only when it cuts the loss by a
+ * knee when it cuts the loss by 2% and a smaller knee only when it cuts the loss by a
  * third, and only with five or more distinct sizes in each
  * group (collectives, local ops). With a knee, the collectives' fit has two stages (the
  * local ops' is one joint fit): the overhead, latencies and
