@@ -78,7 +78,8 @@ static double sample_price(const ldt_cost_model *m, const ldt_mesh *mesh, const 
  * calibration's samples; fit_only: only what ldt_cost_model_fit sets): each collective kind
  * on its link and each local op (as a local chunk) at every size it was timed, and without
  * fit_only a GEMM of 32 to 1024 square, an add of 64 KiB to 64 MiB, and a meeting's wait
- * after 10 us to 10 ms of compute (on mesh: the 4 rank threads both were calibrated on). The
+ * after 10 us to 10 ms of compute (a latency: within 2x or 20 us; on mesh: the 4 rank
+ * threads both were calibrated on). The
  * parameters of a fit trade against each other (a knee at 512 KiB with a larger past-knee
  * factor prices the sizes past 2 MiB as a knee at 2 MiB with a smaller one does), so two
  * profiles whose parameters differ can price every size alike; the prices are what plans see. */
@@ -122,7 +123,7 @@ static int prices(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_me
         double wa = a->cores > 0 && nr > a->cores ? (a->rendezvous_s + a->rendezvous_share * c) * ((double)nr / a->cores - 1) : 0,
                wb = b->cores > 0 && nr > b->cores ? (b->rendezvous_s + b->rendezvous_share * c) * ((double)nr / b->cores - 1) : 0;
         snprintf(nm, sizeof nm, "price_wait_after_%.0fus_us", c * 1e6);
-        add(f, &n, nm, wa * 1e6, wb * 1e6, FIG_PRICE);
+        add(f, &n, nm, wa * 1e6, wb * 1e6, FIG_LATENCY); /* a meeting's wait: a latency */
     }
     return n;
 }

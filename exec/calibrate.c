@@ -703,6 +703,13 @@ ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const l
  * fitted by least squares (ldt__fit_rendezvous) as a cost per meeting and a share of the
  * compute before it. The GEMMs' own time cancels, whatever the load did to it since the
  * compute figures were taken. Only when the mesh has more ranks than cores (otherwise 0). */
+/* The rendezvous steps take this many times the sweep's runs: their waiting is a difference
+ * of two step timings, and twelve calibrations of a 2-core machine with the sweep's runs (9
+ * a step) gave a share of 0.025 to 0.57 and a wait per meeting of 0 to 39 us; six with 36
+ * gave 0.045 to 0.17 and 0 to 16 us. The steps are short (the calibration took 29.5 to 32.4
+ * s, 29 to 31 before). */
+#define RENDEZVOUS_RUNS 4
+
 static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
                                        int passes, ldt_cost_model *m) {
     static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};
@@ -726,9 +733,9 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
             for (int i = 0; i < nrounds; i++, n++) {
                 int k = quick ? quick_rounds[i] : rounds[i];
                 double t, c0, g0;
-                LDT_CHECK_GOTO(time_rounds(world, mesh, gemm[g], k, round_reps(reps, passes), median, m, 1, &t,
+                LDT_CHECK_GOTO(time_rounds(world, mesh, gemm[g], k, round_reps(RENDEZVOUS_RUNS * reps, passes), median, m, 1, &t,
                                            &rm[n], &mod[n], &calls[n], &gap[n]));
-                LDT_CHECK_GOTO(time_rounds(world, mesh, gemm[g], k, round_reps(reps, passes), median, m, 0, &t,
+                LDT_CHECK_GOTO(time_rounds(world, mesh, gemm[g], k, round_reps(RENDEZVOUS_RUNS * reps, passes), median, m, 0, &t,
                                            &r0[n], &mod0[n], &c0, &g0));
             }
     }
