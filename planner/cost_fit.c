@@ -258,6 +258,8 @@ done:
 /* and lower the loss by more than this (a relative residual of a tenth of a percent): among
  * noiseless timings, which every candidate fits to rounding, no knee is taken */
 #define KNEE_MIN_GAIN 1e-6
+/* the local ops keep the knee's term only when it halves their own loss (fit_with_knee) */
+#define LOCAL_KNEE_CUT 0.5
 
 /* The slopes below the knee, shrunk where the timings leave them loose (empirical Bayes over
  * the kinds' knee ratios), so that the factors reproduce. A kind whose timings below the knee
@@ -488,15 +490,43 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
             rb[r] = b;
             row_of[r++] = i;
         }
-        /* one joint fit, knee or none: the copies at or below the smallest knee (1 KiB to
-         * 512 KiB) run in about 3 or about 15 us at the small sizes (their runs are
+        /* One joint fit over every size: the copies at or below the smallest knee (1 KiB
+         * to 512 KiB) run in about 3 or about 15 us at the small sizes (their runs are
          * bimodal), and a slope from those alone, as the collectives' first stage takes
-         * theirs, put the local bandwidth at 6 and 19 GB/s in two calibrations; with every
-         * size the local prices of twelve calibrations were within 25% (or 20 us) in 46 of
-         * their 66 pairs, 34 staged. (The knee is 512 KiB in all twelve: no knee flip moves
-         * the slope.) */
-        use[0] = use[1] = use[2] = 1;
+         * theirs, put the local bandwidth at 6 and 19 GB/s in two calibrations. And the
+         * knee's term only when it halves the local samples' bounded loss (LOCAL_KNEE_CUT;
+         * in twelve calibrations of a 2-core machine it gave 0.59 to 1.38 of the line's,
+         * and a third took it in two of them, a flip that moved the local prices), else
+         * one line: on rank threads sharing cores a copy's cliff is below
+         * the knees tried (80 KiB in 1.4 us, 480 KiB in 44 us, one calibration), and a knee
+         * at 512 KiB priced the copies just below it from the cache-resident ones: in
+         * fourteen `ldt-bench costmodel` runs with it, five missed the worst-ratio goal on a
+         * local copy (4.8 to 14x: 480 KiB priced at 4 us, 80 KiB at 16 us); as one line,
+         * four of four met it (worst 2.6 to 3.4), and the line's prices reproduced best
+         * (within 25% or 20 us in 49 of 66 pairs of twelve calibrations; 46 with the knee
+         * fitted jointly, 34 staged, 39 with a bar of a third). */
+        use[0] = use[1] = 1;
+        use[2] = 0;
         ok = robust_fit(r, np, A, t, NULL, use, x, rw);
+        if (ok && C > 0) {
+            double xk[MAXP], lline = 0, lknee = 0;
+            double *rk = malloc((size_t)(r ? r : 1) * sizeof *rk);
+            use[2] = 1;
+            if (rk && robust_fit(r, np, A, t, NULL, use, xk, rk)) {
+                for (int i = 0; i < r; i++) {
+                    double el = (t[i] - x[0] - x[1] * A[i * np + 1]) / noise_scale(t[i]),
+                           ek = (t[i] - xk[0] - xk[1] * A[i * np + 1] - xk[2] * A[i * np + 2]) /
+                                noise_scale(t[i]);
+                    lline += el * el < 1 ? el * el : 1;
+                    lknee += ek * ek < 1 ? ek * ek : 1;
+                }
+                if (lknee < LOCAL_KNEE_CUT * lline) {
+                    memcpy(x, xk, (size_t)np * sizeof *x);
+                    memcpy(rw, rk, (size_t)r * sizeof *rw);
+                }
+            }
+            free(rk);
+        }
         if (!ok)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
         m->local_overhead_s = x[0];

@@ -163,6 +163,33 @@ Test(costfit, recovers_kind_factors_and_a_cache_knee) {
     ldt_mesh_destroy(mesh);
 }
 
+/* A knee in the collectives only: the local copies on one line beside them (+-2% noise on
+ * every timing). The fit takes the knee for the collectives and keeps the local ops a line
+ * (their knee term must cut their own loss by a third): local bandwidth and overhead as the
+ * truth's, local knee factor 0. Fitted with a knee, the local line's noise alone put a
+ * knee factor on it. */
+Test(costfit, a_knee_in_the_collectives_leaves_the_local_line) {
+    ldt_cost_sample s[96];
+    ldt_cost_model m = truth(), f = start();
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    int n;
+    m.cache_bytes = 1048576;
+    for (int k = 0; k < 4; k++) m.beyond_cache[k] = 2.0 + k;
+    m.beyond_cache[LDT_KIND_COUNT] = 0;
+    n = synth(s, &m);
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s[i].seconds *= 1 + 0.02 * (2.0 * (double)(x >> 11) / 9007199254740992.0 - 1);
+    }
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    cr_expect_eq(f.cache_bytes, m.cache_bytes, "knee at %g, expected %g", f.cache_bytes, m.cache_bytes);
+    cr_expect_eq(f.beyond_cache[LDT_KIND_COUNT], 0, "local knee factor %g", f.beyond_cache[LDT_KIND_COUNT]);
+    expect_close(f.local_bandwidth_Bps, m.local_bandwidth_Bps, 0.03, "local bandwidth");
+    for (int k = 0; k < 4; k++) expect_close(f.beyond_cache[k], m.beyond_cache[k], 0.1, "a collective's knee factor");
+}
+
 /* Send/recv timings (one and three peers, on the outer link) beside every other kind: the
  * fit gives back send_recv's bytes factor (0.6 and, in a second case, 1.75 times the fastest
  * collective's time per byte: against the planner kinds' geometric mean, the link's, 0.49 and

@@ -299,7 +299,8 @@ typedef struct ldt_cost_sample {
  * knee when it cuts the loss by 2% and a smaller knee only when it cuts the loss by a
  * third, and only with five or more distinct sizes in each
  * group (collectives, local ops). With a knee, the collectives' fit has two stages (the
- * local ops' is one joint fit): the overhead, latencies and
+ * local ops' is one joint fit, a line unless the knee's term halves their own loss): the
+ * overhead, latencies and
  * slopes below the knee from the samples at or below the smallest knee tried, then the
  * past-knee slopes from every sample with those fixed (so the bandwidths do not depend on
  * which knee wins); then a slope below the knee that its timings leave loose (its standard
