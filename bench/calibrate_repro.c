@@ -1,15 +1,17 @@
 /* ldt-bench calibrate_repro: does calibration reproduce? Two consecutive calibrations of the
- * same 4-rank threads mesh (as `ldt calibrate --mesh 4` runs it: the fastest of repeats), and
- * each figure of the two profiles side by side: the ratio max(a, b) / min(a, b) of every
- * bandwidth, FLOP/s and per-kind factor (goal: within 1.25), and of every latency (goal:
- * within 2x, or 20 us apart). Every figure is one result `ratio` with its name as the param
- * `figure` (and the two values, in the unit the name ends with, as `first` and `second`;
- * `within_goal` 1 or 0); `worst_ratio_bandwidth` (over the bandwidths, FLOP/s and factors, the
- * knee left out: its effect is in the factors) and `worst_ratio_latency` (the worst latency
- * outside its goal, 1 when none is) sum them up; `calibrate_seconds` times each run. The
- * rendezvous share, a fraction of the compute before a meeting (0 to 0.1 on a 2-core machine),
- * is within its goal at 25% or 0.1 apart: two shares 0.1 apart price a meeting's wait a tenth
- * of that compute apart, and a ratio of two fractions near 0 says nothing. */
+ * same 4-rank threads mesh (as `ldt calibrate --mesh 4` runs it: each timing the lower
+ * quartile of its runs over three rounds), and each figure of the two profiles side by side,
+ * as the ratio max(a, b) / min(a, b): the bandwidths and FLOP/s the profile states (goal:
+ * within 1.25); its latencies and the priced waits of a meeting (within 2x, or 20 us apart);
+ * the rendezvous share (within 1.25, or 0.1 apart: a fraction of the compute before a
+ * meeting, and a ratio of two fractions near 0 says nothing); the prices of every kind at
+ * every size the first calibration timed, of the local ops, GEMMs and adds (within 1.25, or
+ * 20 us apart); and the fit's parameters (bytes and knee factors, the knee), shown but not a
+ * goal: they trade against each other, and the prices are what they set. Every figure is one
+ * result `ratio` with its name as the param `figure` (the two values, in the unit the name
+ * ends with, as `first` and `second`; `within_goal` 1 or 0); `worst_ratio_bandwidth`,
+ * `worst_ratio_price`, `worst_ratio_parameter` and `worst_ratio_latency` sum them up (see
+ * report); `calibrate_seconds` times each run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
