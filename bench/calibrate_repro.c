@@ -62,12 +62,17 @@ static void size_name(char *buf, size_t cap, double b) {
     else snprintf(buf, cap, "%gk", b / 1024);
 }
 
+/* 1 when c is a local op's timing (chunk, partial or pad). */
+static int sample_is_local(const ldt_cost_sample *c) {
+    return !c->broadcast && (c->collective == LDT_COLL_LOCAL_CHUNK || c->collective == LDT_COLL_LOCAL_PARTIAL ||
+                             c->collective == LDT_COLL_LOCAL_PAD);
+}
+
 /* Seconds profile m prices sample c at: a collective as ldt_cost_kind_seconds (send/recv's
  * group is its peers), a local op as ldt_cost_seconds of a local chunk on mesh dim 0. */
 static double sample_price(const ldt_cost_model *m, const ldt_mesh *mesh, const ldt_cost_sample *c) {
     int dim0 = 0;
-    if (!c->broadcast && (c->collective == LDT_COLL_LOCAL_CHUNK || c->collective == LDT_COLL_LOCAL_PARTIAL ||
-                          c->collective == LDT_COLL_LOCAL_PAD))
+    if (sample_is_local(c))
         return ldt_cost_seconds(m, mesh, 1, &dim0, LDT_COLL_LOCAL_CHUNK, c->bytes, 0);
     if (c->dim < 0 || c->dim >= m->nlinks) return 0;
     if (c->broadcast) return ldt_cost_kind_seconds(m, m->links[c->dim], c->group, LDT_KIND_BROADCAST, c->bytes);
@@ -91,14 +96,10 @@ static int prices(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_me
     int nr = ldt_mesh_nranks(mesh);
     for (int i = 0; i < ns; i++) {
         const char *kind = s[i].broadcast ? "broadcast" : ldt_collective_name(s[i].collective);
-        int dup = 0, local = !s[i].broadcast && (s[i].collective == LDT_COLL_LOCAL_CHUNK ||
-                                                  s[i].collective == LDT_COLL_LOCAL_PARTIAL ||
-                                                  s[i].collective == LDT_COLL_LOCAL_PAD);
+        int dup = 0, local = sample_is_local(&s[i]);
         for (int j = 0; j < i && !dup; j++) /* a local op's price is the chunk's at its bytes */
             dup = s[j].bytes == s[i].bytes &&
-                  (local ? !s[j].broadcast && (s[j].collective == LDT_COLL_LOCAL_CHUNK ||
-                                               s[j].collective == LDT_COLL_LOCAL_PARTIAL ||
-                                               s[j].collective == LDT_COLL_LOCAL_PAD)
+                  (local ? sample_is_local(&s[j])
                          : s[j].broadcast == s[i].broadcast && s[j].dim == s[i].dim &&
                                (s[i].broadcast || s[j].collective == s[i].collective));
         if (dup) continue;

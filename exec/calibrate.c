@@ -695,6 +695,13 @@ ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const l
     return time_rounds(NULL, mesh, n, k, 1, 0, cm, meet, measured, NULL, modeled, calls, &gap);
 }
 
+/* The rendezvous steps take this many times the sweep's runs: their waiting is a difference
+ * of two step timings, and twelve calibrations of a 2-core machine with the sweep's runs (9
+ * a step) gave a share of 0.025 to 0.57 and a wait per meeting of 0 to 39 us; six with 36
+ * gave 0.045 to 0.17 and 0 to 16 us. The steps are short (the calibration took 29.5 to 32.4
+ * s, 29 to 31 before). */
+#define RENDEZVOUS_RUNS 4
+
 /* The rendezvous (ldt_cost_model.rendezvous_s and rendezvous_share): steps of 2, 6 and 18
  * rounds (time_rounds) with GEMMs of 128 and of 384 (27 times the compute between meetings),
  * each measured beside the same rounds without the meetings (the same GEMMs on the same
@@ -703,13 +710,6 @@ ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const l
  * fitted by least squares (ldt__fit_rendezvous) as a cost per meeting and a share of the
  * compute before it. The GEMMs' own time cancels, whatever the load did to it since the
  * compute figures were taken. Only when the mesh has more ranks than cores (otherwise 0). */
-/* The rendezvous steps take this many times the sweep's runs: their waiting is a difference
- * of two step timings, and twelve calibrations of a 2-core machine with the sweep's runs (9
- * a step) gave a share of 0.025 to 0.57 and a wait per meeting of 0 to 39 us; six with 36
- * gave 0.045 to 0.17 and 0 to 16 us. The steps are short (the calibration took 29.5 to 32.4
- * s, 29 to 31 before). */
-#define RENDEZVOUS_RUNS 4
-
 static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
                                        int passes, ldt_cost_model *m) {
     static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};

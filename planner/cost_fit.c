@@ -130,6 +130,9 @@ static int cmp_double(const void *a, const void *b) {
 #define TIME_FLOOR 1e-6
 static double noise_scale(double t) { return t > TIME_FLOOR ? t : TIME_FLOOR; }
 
+/* A relative residual's term in the bounded loss the knee rules compare: min(e^2, 1). */
+static double bounded_sq(double e) { return e * e < 1 ? e * e : 1; }
+
 static int robust_fit(int nrow, int np, const double *A, const double *t, const double *off,
                       const int *use, double *x, double *rw) {
     double *w = malloc((size_t)nrow * sizeof *w), *e = malloc((size_t)nrow * sizeof *e),
@@ -245,8 +248,9 @@ done:
  * price past 1 MiB moved with it (1.3 to 2.4x), while without a knee the largest sizes,
  * which reproduce best (the 48 to 96 MiB all_gather and all_reduce within 25% in every pair
  * of the 12), sat 1.3 to 1.9x above the line and the fit took them for outliers. With a
- * knee at a cut of a tenth (and of 2%: the same twelve knees), the prices of the planner's collectives at every timed size were within
- * 25% (or 20 us) in 65 and 64 of the 66 pairs for all_gather and all_reduce (42 and 46
+ * knee at a cut of a tenth (and of 2%: the same twelve knees), the prices of the planner's
+ * collectives at every timed size were within 25% (or 20 us) in 65 and 64 of the 66 pairs
+ * for all_gather and all_reduce (42 and 46
  * before), 50 and 51 for all_to_all and reduce_scatter (45 and 37 before). A tenth still
  * left one calibration in a later pair without a knee (every price past 1 MiB 1.3 to 2.3x
  * off its twin's): a knee where none is costs nothing (its past-knee factors fit about 1),
@@ -517,8 +521,8 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
                     double el = (t[i] - x[0] - x[1] * A[i * np + 1]) / noise_scale(t[i]),
                            ek = (t[i] - xk[0] - xk[1] * A[i * np + 1] - xk[2] * A[i * np + 2]) /
                                 noise_scale(t[i]);
-                    lline += el * el < 1 ? el * el : 1;
-                    lknee += ek * ek < 1 ? ek * ek : 1;
+                    lline += bounded_sq(el);
+                    lknee += bounded_sq(ek);
                 }
                 if (lknee < LOCAL_KNEE_CUT * lline) {
                     memcpy(x, xk, (size_t)np * sizeof *x);
@@ -624,7 +628,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
             if (q > 0 && nloc > 0 && trial.local_bandwidth_Bps >= 1e15) continue;
             for (int i = 0; i < n; i++) {
                 double e = (s[i].seconds - sample_seconds(&trial, &s[i])) / s[i].seconds;
-                loss += e * e < 1 ? e * e : 1;
+                loss += bounded_sq(e);
             }
             loss /= n > 0 ? n : 1;
             if (q == 0 || (loss < (best.cache_bytes > 0 ? KNEE_CUT : KNEE_FIRST) * best_loss &&
