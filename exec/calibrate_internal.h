@@ -14,4 +14,11 @@
 ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const ldt_cost_model *cm, int meet,
                                  double *measured, double *modeled, double *calls);
 
+/* ldt_redistribute_measure with every timed run's seconds (rank 0's, in run order) in
+ * times[0..reps) when times is not NULL, and when harness is not NULL, before each run a run
+ * of the harness alone (its two barriers) in the same world, its seconds in harness[0..reps)
+ * (defined in exec/redistribute.c). */
+ldt_status ldt__redistribute_runs(const ldt_shards *src, const ldt_redist_plan *plan, int reps,
+                                  double *seconds, double *times, double *harness, ldt_shards **out);
+
 #endif

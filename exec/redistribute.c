@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "exec/calibrate_internal.h"
 #include "exec/redist_record.h"
 #include "ldt/exec.h"
 #include "planner/redistribute.h"
@@ -771,6 +772,7 @@ typedef struct shards_job {
     ldt_shards *dst;
     int reps;
     double *times; /* reps entries, rank 0's */
+    double *harness; /* NULL, or reps entries: the two barriers alone, before each run */
 } shards_job;
 
 static double now_s(void) {
@@ -791,6 +793,12 @@ static ldt_status shards_rank(ldt_comm *world, void *arg) {
     /* Timed runs start together after a barrier and end when the slowest rank is done. */
     for (int i = 0; i < j->reps && st == LDT_OK; i++) {
         double t0;
+        if (j->harness) { /* the harness right before the run, in the same world */
+            if ((st = ldt_barrier(world)) != LDT_OK) break;
+            t0 = now_s();
+            if ((st = ldt_barrier(world)) != LDT_OK) break;
+            if (me == 0) j->harness[i] = now_s() - t0;
+        }
         if ((st = ldt_barrier(world)) != LDT_OK) break;
         t0 = now_s();
         if ((st = ldt_redist_runner_run(r, in, out)) != LDT_OK) break;
@@ -816,6 +824,11 @@ static int same_placements(const ldt_spec *a, const ldt_spec *b) {
 
 ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_redist_plan *plan, int reps,
                                     double *seconds, ldt_shards **out) {
+    return ldt__redistribute_runs(src, plan, reps, seconds, NULL, NULL, out);
+}
+
+ldt_status ldt__redistribute_runs(const ldt_shards *src, const ldt_redist_plan *plan, int reps,
+                                  double *seconds, double *times, double *harness, ldt_shards **out) {
     ldt_status st = LDT_OK;
     ldt_shards *dst = NULL, *zero = NULL;
     shards_job job;
@@ -857,11 +870,13 @@ ldt_status ldt_redistribute_measure(const ldt_shards *src, const ldt_redist_plan
     job.src = src;
     job.dst = dst;
     job.reps = reps;
+    job.harness = reps > 0 ? harness : NULL;
     if (reps > 0) {
         job.times = calloc((size_t)reps, sizeof *job.times);
         if (!job.times) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
     }
     LDT_CHECK_GOTO(ldt_threads_launch(nworld + 1, NULL, shards_rank, &job));
+    if (reps > 0 && times) memcpy(times, job.times, (size_t)reps * sizeof *times);
     if (reps > 0) {
         qsort(job.times, (size_t)reps, sizeof *job.times, cmp_double);
         *seconds = reps % 2 ? job.times[reps / 2]
@@ -876,6 +891,35 @@ fail:
     ldt_shards_destroy(dst);
     ldt_shards_destroy(zero);
     return st;
+}
+
+ldt_status ldt_redistribute_measure_net(const ldt_redist_plan *plan, int reps, double *seconds,
+                                        double *harness) {
+    double *t, *h, med;
+    ldt_status st;
+    if (!plan || !seconds)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: plan and seconds must not be NULL");
+    if (reps < 1 || reps > 1000000)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: %d repetitions, expected 1 to 1000000", reps);
+    t = malloc((size_t)reps * sizeof *t);
+    h = malloc((size_t)reps * sizeof *h);
+    if (!t || !h) {
+        free(t);
+        free(h);
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
+    }
+    st = ldt__redistribute_runs(NULL, plan, reps, &med, t, h, NULL);
+    if (st == LDT_OK) {
+        qsort(h, (size_t)reps, sizeof *h, cmp_double);
+        med = reps % 2 ? h[reps / 2] : 0.5 * (h[reps / 2 - 1] + h[reps / 2]);
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        *seconds = (reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2])) - med;
+        if (harness) *harness = med;
+    }
+    free(t);
+    free(h);
+    if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
+    return LDT_OK;
 }
 
 ldt_status ldt_redistribute_shards(const ldt_shards *src, const ldt_redist_plan *plan,
