@@ -600,15 +600,28 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
 /* A step of k rounds, each a GEMM of an n x n input by an n x n weight (both Replicate) on
  * Shard(0) rows on every mesh dim (a quarter of it on each of 4 ranks) whose result, with
  * `meet`, goes back to Replicate (an all_gather: the peers meet), the next round's input;
- * without, the next GEMM takes the shard, and one all_gather ends the step. Its replay's time
- * (fastest or median of reps) in *measured; the step model's time under cm (without any
- * rendezvous) in *modeled, the meetings it counts in *calls and their compute since the
- * previous meeting, summed, in *gap (from the model under rendezvous_s 1, then share 1). */
-static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, int k, int reps, int median,
-                              const ldt_cost_model *cm, int meet, double *measured, runs *all, double *modeled,
-                              double *calls, double *gap) {
-    ldt_ctx *ctx = NULL;
-    ldt_exec *ex = NULL, *ex1 = NULL, *ex2 = NULL;
+ * without, the next GEMM takes the shard, and one all_gather ends the step: compiled (its
+ * context, program and inputs in *rs), with the step model's time under cm (without any
+ * rendezvous) in rs->modeled, the meetings it counts in rs->calls and their compute since
+ * the previous meeting, summed, in rs->gap (from the model under rendezvous_s 1, then share
+ * 1). */
+typedef struct rounds_step {
+    ldt_ctx *ctx;
+    ldt_exec *ex;
+    float *dx, *dw;
+    double modeled, calls, gap;
+} rounds_step;
+
+static void rounds_free(rounds_step *rs) {
+    ldt_ctx_destroy(rs->ctx);
+    free(rs->dx);
+    free(rs->dw);
+    memset(rs, 0, sizeof *rs);
+}
+
+static ldt_status build_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, int k, const ldt_cost_model *cm,
+                               int meet, rounds_step *rs) {
+    ldt_exec *ex1 = NULL, *ex2 = NULL;
     ldt_ctx_options co = {0};
     ldt_compile_options copt = {0}, copt1, copt2;
     ldt_cost_model base = *cm, one = *cm, two = *cm;
@@ -616,18 +629,15 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
     ldt_placement rr[LDT_MAX_DIMS], ss[LDT_MAX_DIMS];
     ldt_tensor *x, *w, *y;
     ldt_exec_stats st0, st1, st2;
-    float *dx = NULL, *dw = NULL;
-    double t[64];
     int nd = ldt_mesh_ndim(mesh), nr = ldt_mesh_nranks(mesh);
     ldt_status st = LDT_OK;
-    if (reps > 64) reps = 64;
-    if (reps < 1) reps = 1;
-    dx = malloc((size_t)(n * n) * sizeof *dx);
-    dw = malloc((size_t)(n * n) * sizeof *dw);
-    if (!dx || !dw) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    memset(rs, 0, sizeof *rs);
+    rs->dx = malloc((size_t)(n * n) * sizeof *rs->dx);
+    rs->dw = malloc((size_t)(n * n) * sizeof *rs->dw);
+    if (!rs->dx || !rs->dw) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     for (int64_t i = 0; i < n * n; i++) {
-        dx[i] = (float)(i % 7) * 0.25f;
-        dw[i] = 1.0f / (float)n; /* row means: values stay bounded over the rounds */
+        rs->dx[i] = (float)(i % 7) * 0.25f;
+        rs->dw[i] = 1.0f / (float)n; /* row means: values stay bounded over the rounds */
     }
     for (int i = 0; i < nd; i++) {
         rr[i] = ldt_replicate();
@@ -635,12 +645,12 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
     }
     co.mesh = mesh;
     co.world = world;
-    LDT_CHECK_GOTO(ldt_ctx_create(&co, &ctx));
-    x = ldt_input(ctx, "x", &sh, LDT_F32);
-    w = ldt_input(ctx, "w", &sh, LDT_F32);
-    if (!x || !w) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
-    LDT_CHECK_GOTO(ldt_input_bind(x, dx, n * n * 4));
-    LDT_CHECK_GOTO(ldt_input_bind(w, dw, n * n * 4));
+    LDT_CHECK_GOTO(ldt_ctx_create(&co, &rs->ctx));
+    x = ldt_input(rs->ctx, "x", &sh, LDT_F32);
+    w = ldt_input(rs->ctx, "w", &sh, LDT_F32);
+    if (!x || !w) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(rs->ctx));
+    LDT_CHECK_GOTO(ldt_input_bind(x, rs->dx, n * n * 4));
+    LDT_CHECK_GOTO(ldt_input_bind(w, rs->dw, n * n * 4));
     LDT_CHECK_GOTO(ldt_pin(x, rr, nd));
     LDT_CHECK_GOTO(ldt_pin(w, rr, nd));
     base.rendezvous_s = base.rendezvous_share = 0;
@@ -664,36 +674,94 @@ static ldt_status time_rounds(ldt_comm *world, const ldt_mesh *mesh, int64_t n, 
             if (y && meet) y = ldt_redistribute_to(y, rr, nd);
         }
         if (y && !meet) y = ldt_redistribute_to(y, rr, nd); /* the last GEMM on shards too */
-        if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
+        if (!y) LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(rs->ctx));
         LDT_CHECK_GOTO(ldt_pin(y, rr, nd));
-        LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, z == 2 ? &copt2 : z ? &copt1 : &copt,
-                                   z == 2 ? &ex2 : z ? &ex1 : &ex));
+        /* the first compile is the one timed; the others only price (the context owns all) */
+        LDT_CHECK_GOTO(ldt_compile(rs->ctx, &y, 1, z == 2 ? &copt2 : z ? &copt1 : &copt,
+                                   z == 2 ? &ex2 : z ? &ex1 : &rs->ex));
     }
-    LDT_CHECK_GOTO(ldt_exec_stats_get(ex, &st0));
+    LDT_CHECK_GOTO(ldt_exec_stats_get(rs->ex, &st0));
     st1 = st2 = st0;
     if (meet) {
         LDT_CHECK_GOTO(ldt_exec_stats_get(ex1, &st1));
         LDT_CHECK_GOTO(ldt_exec_stats_get(ex2, &st2));
     }
-    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, measured, all));
-    *modeled = st0.modeled_step_seconds;
-    *calls = *gap = 0;
+    rs->modeled = st0.modeled_step_seconds;
+    rs->calls = rs->gap = 0;
     if (cm->cores > 0 && nr > cm->cores) {
         double over = (double)nr / cm->cores - 1;
-        *calls = (st1.modeled_step_seconds - st0.modeled_step_seconds) / over;
-        *gap = (st2.modeled_step_seconds - st0.modeled_step_seconds) / over;
+        rs->calls = (st1.modeled_step_seconds - st0.modeled_step_seconds) / over;
+        rs->gap = (st2.modeled_step_seconds - st0.modeled_step_seconds) / over;
+    }
+    return LDT_OK;
+fail:
+    rounds_free(rs);
+    return st;
+}
+
+static double elapsed_s(const struct timespec *t0, const struct timespec *t1) {
+    return (double)(t1->tv_sec - t0->tv_sec) + 1e-9 * (double)(t1->tv_nsec - t0->tv_nsec);
+}
+
+/* The twins (k rounds of GEMMs of n with meetings, and without), each replayed once to warm
+ * it, then `reps` times each, alternating, so that both see the same moments of a shared
+ * host: every run into *rm and *r0 (with median only each one's median); their models into
+ * *meet and *alone. Timed one after the other, twins whose steps took 3 to 30 ms on a shared
+ * 2-core machine differed by up to 2 ms more than the meetings explain from one calibration
+ * to the next. */
+static ldt_status time_twins(ldt_comm *world, const ldt_mesh *mesh, int64_t n, int k, int reps, int median,
+                             const ldt_cost_model *cm, runs *rm, runs *r0, rounds_step *meet, rounds_step *alone) {
+    double tm[64], t0[64];
+    ldt_status st = LDT_OK;
+    memset(meet, 0, sizeof *meet);
+    memset(alone, 0, sizeof *alone);
+    if (reps > 64) reps = 64;
+    if (reps < 1) reps = 1;
+    LDT_CHECK_GOTO(build_rounds(world, mesh, n, k, cm, 1, meet));
+    LDT_CHECK_GOTO(build_rounds(world, mesh, n, k, cm, 0, alone));
+    LDT_CHECK_GOTO(ldt_replay(meet->ex));
+    LDT_CHECK_GOTO(ldt_replay(alone->ex));
+    for (int r = 0; r < reps; r++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        LDT_CHECK_GOTO(ldt_replay(meet->ex));
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        tm[r] = elapsed_s(&a, &b);
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        LDT_CHECK_GOTO(ldt_replay(alone->ex));
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        t0[r] = elapsed_s(&a, &b);
+    }
+    qsort(tm, (size_t)reps, sizeof *tm, cmp_d);
+    qsort(t0, (size_t)reps, sizeof *t0, cmp_d);
+    for (int r = 0; r < (median ? 1 : reps); r++) {
+        runs_add(rm, median ? tm[reps / 2] : tm[r]);
+        runs_add(r0, median ? t0[reps / 2] : t0[r]);
     }
 fail:
-    free(dx);
-    free(dw);
-    ldt_ctx_destroy(ctx);
+    { /* the models stay; the programs go */
+        rounds_step km = *meet, ka = *alone;
+        rounds_free(meet);
+        rounds_free(alone);
+        meet->modeled = km.modeled;
+        meet->calls = km.calls;
+        meet->gap = km.gap;
+        alone->modeled = ka.modeled;
+    }
     return st;
 }
 
 ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const ldt_cost_model *cm, int meet,
                                  double *measured, double *modeled, double *calls) {
-    double gap;
-    return time_rounds(NULL, mesh, n, k, 1, 0, cm, meet, measured, NULL, modeled, calls, &gap);
+    rounds_step rs;
+    double t;
+    LDT_CHECK(build_rounds(NULL, mesh, n, k, cm, meet, &rs));
+    ldt_status st = time_replays(rs.ex, 1, 0, &t, measured, NULL);
+    *modeled = rs.modeled;
+    *calls = rs.calls;
+    rounds_free(&rs);
+    if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
+    return LDT_OK;
 }
 
 /* The rendezvous steps take this many times the sweep's runs: their waiting is a difference
@@ -715,7 +783,7 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
                                        int passes, ldt_cost_model *m) {
     static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};
     static const int64_t gemm[] = {128, 384};
-    double calls[6], gap[6], meas[6], mod[6], mod0[6];
+    double calls[6], gap[6], meas[6], mod[6], mod0[6], took[6];
     runs *rm = NULL, *r0 = NULL;
     int nrounds = quick ? 2 : 3, n = 0;
     ldt_status st = LDT_OK;
@@ -733,18 +801,21 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
         for (int g = 0; g < 2; g++)
             for (int i = 0; i < nrounds; i++, n++) {
                 int k = quick ? quick_rounds[i] : rounds[i];
-                double t, c0, g0;
-                LDT_CHECK_GOTO(time_rounds(world, mesh, gemm[g], k, round_reps(RENDEZVOUS_RUNS * reps, passes), median, m, 1, &t,
-                                           &rm[n], &mod[n], &calls[n], &gap[n]));
-                LDT_CHECK_GOTO(time_rounds(world, mesh, gemm[g], k, round_reps(RENDEZVOUS_RUNS * reps, passes), median, m, 0, &t,
-                                           &r0[n], &mod0[n], &c0, &g0));
+                rounds_step sm, s0;
+                LDT_CHECK_GOTO(time_twins(world, mesh, gemm[g], k, round_reps(RENDEZVOUS_RUNS * reps, passes),
+                                          median, m, &rm[n], &r0[n], &sm, &s0));
+                mod[n] = sm.modeled;
+                mod0[n] = s0.modeled;
+                calls[n] = sm.calls;
+                gap[n] = sm.gap;
             }
     }
     for (int i = 0; i < n; i++) {
-        meas[i] = runs_stat(&rm[i], median) - runs_stat(&r0[i], median);
+        took[i] = runs_stat(&rm[i], median);
+        meas[i] = took[i] - runs_stat(&r0[i], median);
         mod[i] -= mod0[i];
     }
-    ldt__fit_rendezvous(calls, gap, meas, mod, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
+    ldt__fit_rendezvous(calls, gap, meas, mod, took, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
                         &m->rendezvous_share, NULL);
 fail:
     free(rm);

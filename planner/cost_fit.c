@@ -684,8 +684,8 @@ static int small_lsq(const double (*X)[3], const double *y, int n, const int *co
 }
 
 void ldt__fit_rendezvous(const double *calls, const double *gap, const double *measured,
-                         const double *modeled, int n, int nranks, int cores, double *per_call,
-                         double *share, double *fixed) {
+                         const double *modeled, const double *scale, int n, int nranks, int cores,
+                         double *per_call, double *share, double *fixed) {
     double (*X)[3], *y, x[3] = {0, 0, 0}, over;
     static const int all[3] = {0, 1, 2}, no_share[2] = {0, 1}, no_call[2] = {0, 2};
     *per_call = *share = 0;
@@ -699,11 +699,12 @@ void ldt__fit_rendezvous(const double *calls, const double *gap, const double *m
         free(y);
         return;
     }
-    for (int i = 0; i < n; i++) {
-        X[i][0] = 1;
-        X[i][1] = calls[i] * over;
-        X[i][2] = gap[i] * over;
-        y[i] = measured[i] - modeled[i];
+    for (int i = 0; i < n; i++) { /* each row over its noise scale: weighted least squares */
+        double u = scale && scale[i] > 0 ? 1 / scale[i] : 1;
+        X[i][0] = u;
+        X[i][1] = calls[i] * over * u;
+        X[i][2] = gap[i] * over * u;
+        y[i] = (measured[i] - modeled[i]) * u;
     }
     if (!small_lsq((const double (*)[3])X, y, n, all, 3, x) || x[1] < 0 || x[2] < 0) {
         double p[3] = {0, 0, 0}, q[3] = {0, 0, 0};

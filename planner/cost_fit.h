@@ -26,9 +26,12 @@ double ldt__eff_bytes(const ldt_cost_model *m, int k, double b);
  * a + (w calls + share gap) (nranks / cores - 1), a what the steps share (a replay's own
  * start), w and share kept >= 0 (a negative one is fixed at 0 and the rest fitted again).
  * *per_call gets w, *share the share, *fixed (may be NULL) a; all 0 when nranks <= cores,
- * cores is 0, or fewer than 3 steps. */
+ * cores is 0, or fewer than 3 steps. scale (may be NULL: equal weights) is each step's noise
+ * scale, its time: the rows are weighted by 1 / scale^2, so the short steps, whose excess is
+ * mostly the waits per meeting, decide w, and the long ones' noise (a few percent of tens of
+ * milliseconds) does not. */
 void ldt__fit_rendezvous(const double *calls, const double *gap, const double *measured,
-                         const double *modeled, int n, int nranks, int cores, double *per_call,
-                         double *share, double *fixed);
+                         const double *modeled, const double *scale, int n, int nranks, int cores,
+                         double *per_call, double *share, double *fixed);
 
 #endif
