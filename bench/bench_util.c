@@ -241,9 +241,12 @@ void bench_print_table(const bench_results *r, FILE *f) {
     cJSON_ArrayForEach(o, r->results) {
         char params[256];
         format_params(cJSON_GetObjectItemCaseSensitive(o, "params"), params, sizeof params);
-        fprintf(f, "%-36s %14.4f  %-8s %s\n",
-                cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring,
-                cJSON_GetObjectItemCaseSensitive(o, "value")->valuedouble,
+        double v = cJSON_GetObjectItemCaseSensitive(o, "value")->valuedouble;
+        char num[32];
+        /* JSON has no infinity: a ratio with one side 0 is 1e300 there, "inf" here */
+        if (v >= 1e300) snprintf(num, sizeof num, "inf");
+        else snprintf(num, sizeof num, "%.4f", v);
+        fprintf(f, "%-36s %14s  %-8s %s\n", cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring, num,
                 cJSON_GetObjectItemCaseSensitive(o, "unit")->valuestring, params);
     }
     for (int i = 0; i < r->ngoals; i++) fprintf(f, "goal: %s\n", r->goals[i]);

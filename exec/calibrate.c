@@ -699,10 +699,6 @@ fail:
     return st;
 }
 
-static double elapsed_s(const struct timespec *t0, const struct timespec *t1) {
-    return (double)(t1->tv_sec - t0->tv_sec) + 1e-9 * (double)(t1->tv_nsec - t0->tv_nsec);
-}
-
 /* The twins (k rounds of GEMMs of n with meetings, and without), each replayed once to warm
  * it, then `reps` times each, alternating, so that both see the same moments of a shared
  * host: every run into *rm and *r0 (with median only each one's median); their models into
@@ -722,15 +718,12 @@ static ldt_status time_twins(ldt_comm *world, const ldt_mesh *mesh, int64_t n, i
     LDT_CHECK_GOTO(ldt_replay(meet->ex));
     LDT_CHECK_GOTO(ldt_replay(alone->ex));
     for (int r = 0; r < reps; r++) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        double a = mono_s();
         LDT_CHECK_GOTO(ldt_replay(meet->ex));
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        tm[r] = elapsed_s(&a, &b);
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        tm[r] = mono_s() - a;
+        a = mono_s();
         LDT_CHECK_GOTO(ldt_replay(alone->ex));
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        t0[r] = elapsed_s(&a, &b);
+        t0[r] = mono_s() - a;
     }
     qsort(tm, (size_t)reps, sizeof *tm, cmp_d);
     qsort(t0, (size_t)reps, sizeof *t0, cmp_d);
