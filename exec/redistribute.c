@@ -901,13 +901,9 @@ ldt_status ldt_redistribute_measure_net(const ldt_redist_plan *plan, int reps, d
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: plan and seconds must not be NULL");
     if (reps < 1 || reps > 1000000)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "redistribute: %d repetitions, expected 1 to 1000000", reps);
-    t = malloc((size_t)reps * sizeof *t);
-    h = malloc((size_t)reps * sizeof *h);
-    if (!t || !h) {
-        free(t);
-        free(h);
+    if (!(t = malloc(2 * (size_t)reps * sizeof *t)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");
-    }
+    h = t + reps; /* the harness runs, in the same block */
     st = ldt__redistribute_runs(NULL, plan, reps, &med, t, h, NULL);
     if (st == LDT_OK) {
         qsort(h, (size_t)reps, sizeof *h, cmp_double);
@@ -917,7 +913,6 @@ ldt_status ldt_redistribute_measure_net(const ldt_redist_plan *plan, int reps, d
         if (harness) *harness = med;
     }
     free(t);
-    free(h);
     if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
     return LDT_OK;
 }
