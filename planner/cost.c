@@ -127,6 +127,12 @@ ldt_status ldt_cost_model_check(const ldt_cost_model *m) {
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                      "cost model '%.32s': %s bytes factor %g, expected a finite value > 0",
                      m->name, kn, 1 + m->bytes_extra[k]);
+        if (k < LDT_KIND_COUNT &&
+            (!isfinite(m->kind_overhead_s[k]) || m->overhead_s + m->kind_overhead_s[k] < 0))
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "cost model '%.32s': %s call overhead %g s, expected a finite value that "
+                     "leaves the call's whole fixed cost (overhead %g s plus it) >= 0",
+                     m->name, kn, m->kind_overhead_s[k], m->overhead_s);
         if (!isfinite(m->beyond_cache[k]) || m->beyond_cache[k] < 0)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                      "cost model '%.32s': %s beyond-cache factor %g, expected a finite value >= 0",
@@ -345,7 +351,7 @@ double ldt_cost_kind_seconds(const ldt_cost_model *m, ldt_link l, int64_t n, ldt
     if (n <= 1 || (int)k < 0 || k >= LDT_KIND_COUNT) return 0;
     b = ldt__eff_bytes(m, k, (double)bytes);
     /* send_recv: one message to each peer, whatever the algorithm */
-    return m->overhead_s + ldt__kind_hops(m, k, n) * l.latency_s + b / l.bandwidth_Bps;
+    return m->overhead_s + m->kind_overhead_s[k] + ldt__kind_hops(m, k, n) * l.latency_s + b / l.bandwidth_Bps;
 }
 
 double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims,
@@ -364,7 +370,7 @@ double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims
             if (l.bandwidth_Bps < slow.bandwidth_Bps) slow.bandwidth_Bps = l.bandwidth_Bps;
         }
         if (peers == 0 && bytes == 0) return 0;
-        return m->overhead_s + peers * slow.latency_s +
+        return m->overhead_s + m->kind_overhead_s[LDT_KIND_SEND_RECV] + peers * slow.latency_s +
                ldt__eff_bytes(m, LDT_KIND_SEND_RECV, (double)bytes) / slow.bandwidth_Bps;
     }
     /* A flattened group is one group over all its ranks on its slowest link. */
@@ -469,10 +475,11 @@ static int kind_index(const char *s, int allow_local) {
     return allow_local && strcmp(s, "local") == 0 ? LDT_KIND_COUNT : -1;
 }
 
-/* "bytes_factor": {kind: factor > 0}, "cache": {"bytes": C, "beyond": {kind|"local": y}}. */
+/* "bytes_factor": {kind: factor > 0}, "kind_overhead_s": {kind: seconds},
+ * "cache": {"bytes": C, "beyond": {kind|"local": y}}. */
 static ldt_status parse_bytes_terms(const cJSON *root, ldt_cost_model *m) {
     const cJSON *bf = cJSON_GetObjectItemCaseSensitive(root, "bytes_factor"), *v;
-    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(root, "cache"), *bc;
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(root, "cache"), *bc, *ko;
     if (bf && !cJSON_IsObject(bf))
         LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"bytes_factor\" must be an object of kind: factor");
     cJSON_ArrayForEach(v, bf) {
@@ -484,6 +491,19 @@ static ldt_status parse_bytes_terms(const cJSON *root, ldt_cost_model *m) {
         if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: bytes_factor.%s must be a number > 0", v->string);
         m->bytes_extra[k] = v->valuedouble - 1;
+    }
+    ko = cJSON_GetObjectItemCaseSensitive(root, "kind_overhead_s");
+    if (ko && !cJSON_IsObject(ko))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"kind_overhead_s\" must be an object of kind: seconds");
+    cJSON_ArrayForEach(v, ko) {
+        int k = kind_index(v->string, 0);
+        if (k < 0)
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown collective kind \"%s\" in "
+                     "\"kind_overhead_s\", expected all_reduce, reduce_scatter, all_gather, "
+                     "all_to_all, send_recv or broadcast", v->string);
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: kind_overhead_s.%s must be a number (seconds)", v->string);
+        m->kind_overhead_s[k] = v->valuedouble; /* overhead_s + it >= 0: ldt_cost_model_check */
     }
     if (!ca) return LDT_OK;
     if (!cJSON_IsObject(ca))
@@ -718,14 +738,21 @@ static char *profile_json(const ldt_cost_model *m) {
     for (int k = 0; al && k < LDT_KIND_COUNT; k++)
         ok &= cJSON_AddStringToObject(al, k_kind_names[k], k_algo_names[m->algo[k]]) != NULL;
     { /* written only where a profile has them, so profiles without stay as they were */
-        int any = 0, anyc = 0;
+        int any = 0, anyc = 0, anyo = 0;
         for (int k = 0; k < LDT_KIND_COUNT; k++) any |= m->bytes_extra[k] != 0;
+        for (int k = 0; k < LDT_KIND_COUNT; k++) anyo |= m->kind_overhead_s[k] != 0;
         for (int k = 0; k <= LDT_KIND_COUNT; k++) anyc |= m->beyond_cache[k] != 0;
         if (any) {
             cJSON *bf = cJSON_AddObjectToObject(root, "bytes_factor");
             for (int k = 0; bf && k < LDT_KIND_COUNT; k++)
                 ok &= cJSON_AddNumberToObject(bf, k_kind_names[k], 1 + m->bytes_extra[k]) != NULL;
             ok &= bf != NULL;
+        }
+        if (anyo) {
+            cJSON *ko = cJSON_AddObjectToObject(root, "kind_overhead_s");
+            for (int k = 0; ko && k < LDT_KIND_COUNT; k++)
+                ok &= cJSON_AddNumberToObject(ko, k_kind_names[k], m->kind_overhead_s[k]) != NULL;
+            ok &= ko != NULL;
         }
         if (m->cache_bytes > 0 || anyc) {
             cJSON *ca = cJSON_AddObjectToObject(root, "cache"), *bc;

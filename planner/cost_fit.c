@@ -13,7 +13,7 @@
 #define NK LDT_KIND_COUNT /* the kinds the samples can be: all_reduce, reduce_scatter, all_gather,
                             all_to_all, send_recv, broadcast (ldt_coll_kind) */
 #define NK_LINK 4 /* the planner kinds, whose rates a link's bandwidth is the mean of (not send_recv, broadcast) */
-#define MAXP (1 + LDT_MAX_DIMS + 2 * NK * LDT_MAX_DIMS)
+#define MAXP (1 + LDT_MAX_DIMS + 2 * NK * LDT_MAX_DIMS + 2)
 
 static int is_local(ldt_collective c) {
     return c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD;
@@ -385,7 +385,7 @@ static void shrink_slopes(int nrow, int np, const double *A, const double *t, co
 static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) {
     if (sample_local(c))
         return m->local_overhead_s + ldt__eff_bytes(m, LDT_KIND_COUNT, (double)c->bytes) / m->local_bandwidth_Bps;
-    return m->overhead_s + sample_hops(m, c) * m->links[c->dim].latency_s +
+    return m->overhead_s + m->kind_overhead_s[kind_of(c)] + sample_hops(m, c) * m->links[c->dim].latency_s +
            ldt__eff_bytes(m, kind_of(c), (double)c->bytes) / m->links[c->dim].bandwidth_Bps;
 }
 
@@ -403,14 +403,19 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
     double x[MAXP];
     m->cache_bytes = C;
     if (ncoll > 0) {
-        int r = 0, ok;
-        np = 1 + L + 2 * NK * L;
+        int r = 0, ok, ko = 1 + L + 2 * NK * L; /* send_recv's and broadcast's own call costs */
+        np = ko + 2;
         memset(A, 0, (size_t)n * MAXP * sizeof *A);
         for (int i = 0; i < n; i++) {
             int k = kind_of(&s[i]), cu = 1 + L + 2 * (s[i].dim * NK + k);
             double b = (double)s[i].bytes;
             if (sample_local(&s[i])) continue;
-            A[r * np + 0] = 1;
+            /* send/recv and broadcast have a fixed cost of their own (a send/recv's mailbox
+             * took 70 to 90 us where the others took 10 to 20; a broadcast about 10 us where
+             * the others' line said 14 to 20): their own intercept, not the overhead's */
+            if (k == LDT_KIND_SEND_RECV) A[r * np + ko] = 1;
+            else if (k == LDT_KIND_BROADCAST) A[r * np + ko + 1] = 1;
+            else A[r * np + 0] = 1;
             A[r * np + 1 + s[i].dim] = sample_hops(m, &s[i]);
             A[r * np + cu] = b;
             A[r * np + cu + 1] = C > 0 && b > C ? b - C : 0;
@@ -420,7 +425,7 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
         }
         for (int j = 0; j < np; j++) {
             use[j] = 1;
-            vcol[j] = j > L && (j - 1 - L) % 2 == 1;
+            vcol[j] = j > L && j < ko && (j - 1 - L) % 2 == 1;
         }
         ok = C > 0 ? staged_fit(r, np, A, t, rb, split, vcol, x, rw) : robust_fit(r, np, A, t, NULL, use, x, rw);
         if (!ok)
@@ -434,6 +439,8 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
             for (int i = 0; i < r; i++)
                 for (int j = 0; j < np; j++) seen[j] |= A[i * np + j] != 0;
             if (seen[0]) m->overhead_s = x[0];
+            if (seen[ko]) m->kind_overhead_s[LDT_KIND_SEND_RECV] = x[ko] - m->overhead_s;
+            if (seen[ko + 1]) m->kind_overhead_s[LDT_KIND_BROADCAST] = x[ko + 1] - m->overhead_s;
             for (int d = 0; d < L; d++) {
                 double umin = INFINITY, lg = 0;
                 int any = 0, ng = 0;

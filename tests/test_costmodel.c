@@ -207,6 +207,7 @@ Test(costfit, recovers_a_send_recv_factor) {
         m.cache_bytes = 1048576;
         m.beyond_cache[LDT_KIND_ALL_GATHER] = 4.0;
         m.beyond_cache[LDT_KIND_SEND_RECV] = 2.0 + c;
+        m.kind_overhead_s[LDT_KIND_SEND_RECV] = c ? 7e-5 : 0; /* a mailbox's call, and none */
         n = synth(s, &m);
         for (int peers = 1; peers <= 3; peers += 2)
             for (int z = 0; z < 8; z++) {
@@ -217,7 +218,7 @@ Test(costfit, recovers_a_send_recv_factor) {
                 s[n].dim = 0;
                 s[n].group = peers;
                 s[n].bytes = bytes;
-                s[n].seconds = m.overhead_s + peers * m.links[0].latency_s +
+                s[n].seconds = m.overhead_s + m.kind_overhead_s[LDT_KIND_SEND_RECV] + peers * m.links[0].latency_s +
                                factors[c] * ((double)bytes + m.beyond_cache[LDT_KIND_SEND_RECV] * past) /
                                    m.links[0].bandwidth_Bps;
                 n++;
@@ -229,6 +230,10 @@ Test(costfit, recovers_a_send_recv_factor) {
                      "send_recv bytes factor");
         expect_close(f.beyond_cache[LDT_KIND_SEND_RECV], m.beyond_cache[LDT_KIND_SEND_RECV], 1e-6,
                      "send_recv beyond-cache factor");
+        cr_expect(fabs(f.kind_overhead_s[LDT_KIND_SEND_RECV] - m.kind_overhead_s[LDT_KIND_SEND_RECV]) <= 1e-11,
+                  "send_recv call overhead %g s, expected %g", f.kind_overhead_s[LDT_KIND_SEND_RECV],
+                  m.kind_overhead_s[LDT_KIND_SEND_RECV]);
+        cr_expect(fabs(f.kind_overhead_s[LDT_KIND_BROADCAST]) <= 1e-11, "no broadcast: its call overhead stays 0");
         /* priced on the slowest link (dim 0 here) by its peers */
         cr_assert_eq(ldt_mesh_create(2, dims, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK, "%s", ldt_last_error());
         for (int i = 0; i < n; i++)
@@ -256,6 +261,7 @@ Test(costfit, recovers_a_broadcast_factor) {
     m.beyond_cache[LDT_KIND_BROADCAST] = 2.5;
     m.algo[LDT_KIND_BROADCAST] = LDT_ALGO_TREE;
     f.algo[LDT_KIND_BROADCAST] = LDT_ALGO_TREE;
+    m.kind_overhead_s[LDT_KIND_BROADCAST] = 3e-6;
     n = synth(s, &m);
     for (int d = 0; d < 2; d++)
         for (int z = 0; z < 8; z++) {
@@ -266,7 +272,7 @@ Test(costfit, recovers_a_broadcast_factor) {
             s[n].dim = d;
             s[n].group = groups[d];
             s[n].bytes = bytes;
-            s[n].seconds = m.overhead_s + tree_hops[d] * m.links[d].latency_s +
+            s[n].seconds = m.overhead_s + 3e-6 + tree_hops[d] * m.links[d].latency_s +
                            1.4 * ((double)bytes + 2.5 * past) / m.links[d].bandwidth_Bps;
             n++;
         }
@@ -277,6 +283,7 @@ Test(costfit, recovers_a_broadcast_factor) {
     expect_close(1 + f.bytes_extra[LDT_KIND_BROADCAST], 1 + mf.bytes_extra[LDT_KIND_BROADCAST], 1e-6,
                  "broadcast bytes factor");
     expect_close(f.beyond_cache[LDT_KIND_BROADCAST], 2.5, 1e-6, "broadcast beyond-cache factor");
+    expect_close(f.kind_overhead_s[LDT_KIND_BROADCAST], 3e-6, 1e-6, "broadcast call overhead");
     for (int i = 0; i < n; i++) {
         if (!s[i].broadcast) continue;
         expect_close(ldt_cost_kind_seconds(&f, f.links[s[i].dim], s[i].group, LDT_KIND_BROADCAST, s[i].bytes),
@@ -292,6 +299,50 @@ Test(costfit, recovers_a_broadcast_factor) {
     cr_expect_eq(ldt_cost_model_fit(&s[n - 1], 1, &f, NULL), LDT_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ldt_last_error(), "(broadcast) is on mesh dim 1 with a group of 1") != NULL, "%s",
               ldt_last_error());
+}
+
+/* A kind's call overhead: absent from the shipped profiles, written when set and read back,
+ * added once to the kind's price (and to no other kind's), negative down to a fixed cost of
+ * 0, refused below that, for an unknown kind or when not a number. */
+Test(costfit, kind_overhead_profile_field_and_price) {
+    ldt_cost_model m, back;
+    char buf[16384];
+    const char *bad[] = {"\"kind_overhead_s\": {\"send_recv\": \"fast\"}", "\"kind_overhead_s\": {\"gossip\": 1e-5}",
+                         "\"kind_overhead_s\": 3"};
+    static char plain[16384], doc[16384 + 256];
+    const char *want[] = {"kind_overhead_s.send_recv must be a number", "unknown collective kind \"gossip\"",
+                          "must be an object of kind: seconds"};
+    double p0, p1, q0, q1;
+    ldt_link l;
+    cr_assert_eq(ldt_cost_model_preset("cpu-threads", &m), LDT_OK);
+    for (int k = 0; k < LDT_KIND_COUNT; k++) cr_expect_eq(m.kind_overhead_s[k], 0);
+    cr_assert_gt(ldt_cost_model_format(&m, plain, sizeof plain), 0);
+    cr_expect(strstr(plain, "kind_overhead_s") == NULL, "%s", plain);
+    l = ldt_cost_model_link(&m, 1, 0);
+    p0 = ldt_cost_kind_seconds(&m, l, 4, LDT_KIND_SEND_RECV, 65536);
+    q0 = ldt_cost_kind_seconds(&m, l, 4, LDT_KIND_ALL_GATHER, 65536);
+    m.kind_overhead_s[LDT_KIND_SEND_RECV] = 7e-5;
+    p1 = ldt_cost_kind_seconds(&m, l, 4, LDT_KIND_SEND_RECV, 65536);
+    q1 = ldt_cost_kind_seconds(&m, l, 4, LDT_KIND_ALL_GATHER, 65536);
+    cr_expect(fabs(p1 - p0 - 7e-5) <= 1e-15, "send_recv priced %g then %g s", p0, p1);
+    cr_expect_eq(q1, q0, "all_gather moved: %g then %g s", q0, q1);
+    cr_assert_lt(ldt_cost_model_format(&m, buf, sizeof buf), (int)sizeof buf);
+    cr_assert_eq(ldt_cost_model_parse(buf, &back), LDT_OK, "%s", ldt_last_error());
+    cr_expect_eq(back.kind_overhead_s[LDT_KIND_SEND_RECV], 7e-5);
+    cr_expect_eq(back.kind_overhead_s[LDT_KIND_BROADCAST], 0);
+    for (int i = 0; i < 3; i++) { /* the field spliced in as the shipped profile's first key */
+        snprintf(doc, sizeof doc, "{%s,%s", bad[i], strchr(plain, '{') + 1);
+        cr_expect_eq(ldt_cost_model_parse(doc, &back), LDT_ERR_CORRUPT, "case %d", i);
+        cr_expect(strstr(ldt_last_error(), want[i]) != NULL, "case %d: %s", i, ldt_last_error());
+    }
+    /* negative: a call cheaper than the overhead, down to a fixed cost of 0 and no lower */
+    m.kind_overhead_s[LDT_KIND_BROADCAST] = -0.5 * m.overhead_s;
+    cr_expect_eq(ldt_cost_model_check(&m), LDT_OK, "%s", ldt_last_error());
+    cr_expect(fabs(ldt_cost_kind_seconds(&m, l, 4, LDT_KIND_BROADCAST, 65536) + 0.5 * m.overhead_s -
+                   ldt_cost_kind_seconds(&back, l, 4, LDT_KIND_BROADCAST, 65536)) <= 1e-15);
+    m.kind_overhead_s[LDT_KIND_BROADCAST] = -m.overhead_s - 1e-6;
+    cr_expect_eq(ldt_cost_model_check(&m), LDT_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ldt_last_error(), "broadcast call overhead") != NULL, "%s", ldt_last_error());
 }
 
 /* The slopes below the knee come from the sizes below the smallest knee tried (512 KiB), so

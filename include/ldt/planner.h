@@ -44,11 +44,12 @@ extern "C" {
  * of the kind's algorithm (ring and direct: n-1, all_reduce 2(n-1); tree: ceil(log2 n),
  * all_reduce 2 ceil(log2 n)):
  *   collective (all_reduce, reduce_scatter, all_gather, all_to_all, broadcast):
- *       overhead + h alpha + (1 + x_k) (b + y_k max(0, b - C)) / beta
- *   with x_k = bytes_extra[k], y_k = beyond_cache[k], C = cache_bytes (0: no knee; then
- *   the y term is off), all 0 unless a profile gives them
+ *       overhead + o_k + h alpha + (1 + x_k) (b + y_k max(0, b - C)) / beta
+ *   with o_k = kind_overhead_s[k], x_k = bytes_extra[k], y_k = beyond_cache[k], C =
+ *   cache_bytes (0: no knee; then the y term is off), all 0 unless a profile gives them
  *   (b = (n-1)/n B for a tensor of B bytes, 2 (n-1)/n B for all_reduce: the ring volumes)
- *   send_recv (cross-mesh): overhead + p alpha + b / beta, p = most peers of one rank
+ *   send_recv (cross-mesh): overhead + o_send_recv + p alpha + (1 + x_send_recv) (b +
+ *   y_send_recv max(0, b - C)) / beta, p = most peers of one rank
  *   local ops (chunk, partial, pad): local overhead + (b + y_local max(0, b - C)) / local
  *   bandwidth, b the bytes written
  * A group over several mesh dims (a merged step) is priced as one group over all its ranks
@@ -130,6 +131,11 @@ typedef struct ldt_cost_model {
      * byte term is (1 + bytes_extra[k]) b / beta (0: the link's bandwidth; an all_to_all
      * that packs and unpacks strided pieces moves each byte through memory more often). */
     double bytes_extra[LDT_KIND_COUNT];
+    /* Per collective kind, what its call's fixed cost adds to overhead_s (0 unless a profile
+     * gives it; may be negative, overhead_s + it >= 0): on rank threads a send/recv goes
+     * through a mailbox and took 70 to 90 us at 1 to 16 KiB where the other kinds took 10
+     * to 20, and a broadcast about 10. `ldt calibrate` fits send_recv's and broadcast's. */
+    double kind_overhead_s[LDT_KIND_COUNT];
     /* The cache knee: the bytes a rank moves past cache_bytes (0: no knee) go at memory's
      * pace, beyond_cache[k] more per byte: (b + beyond_cache[k] max(0, b - cache_bytes))
      * in place of b above; beyond_cache[LDT_KIND_COUNT] is the local ops'. */
@@ -168,8 +174,9 @@ LDT_API const char *ldt_cost_model_preset_name(int i);
  *  "compute":{"peak_tflops":{"f32":..,"bf16":..,"f64":..},"memory_bandwidth_gbps":..,
  *             "cores":..,"launch_s":..,"rendezvous_s":..,"rendezvous_share":..,
  *             "efficiency":{"matmul":[[size,eff],...],...}},
- *  "bytes_factor":{kind:factor,...}, "cache":{"bytes":..,"beyond":{kind|"local":..}}}
- * (launch_s, rendezvous_s, rendezvous_share, bytes_factor and cache optional)
+ *  "bytes_factor":{kind:factor,...}, "kind_overhead_s":{kind:seconds,...},
+ *  "cache":{"bytes":..,"beyond":{kind|"local":..}}}
+ * (launch_s, rendezvous_s, rendezvous_share, bytes_factor, kind_overhead_s and cache optional)
  * Version 1 files (no classes, algorithms or compute, as `ldt calibrate` wrote them) load:
  * ring algorithms, and the compute of before profiles: 50 GFLOP/s at every precision,
  * memory at the local bandwidth, efficiency 1. */
@@ -293,7 +300,8 @@ typedef struct ldt_cost_sample {
  * link's bandwidth (the geometric mean of its planner kinds' rates: all_reduce,
  * reduce_scatter, all_gather, all_to_all; send/recv and broadcast only when the link timed
  * nothing else), the kinds' bytes_extra (some below 0: a kind faster than the mean) and
- * beyond_cache; local ops give local_overhead_s, local_bandwidth_Bps and the local
+ * beyond_cache, and send/recv's and broadcast's kind_overhead_s (one each, over every
+ * link); local ops give local_overhead_s, local_bandwidth_Bps and the local
  * beyond_cache. The knee (cache_bytes) is the candidate (none, 512 KiB, 1, 2 or 4 MiB) whose
  * fit has the least bounded loss, mean of min(e^2, 1) over the samples, a knee replacing no
  * knee when it cuts the loss by 2% and a smaller knee only when it cuts the loss by a
