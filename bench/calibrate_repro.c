@@ -161,9 +161,11 @@ static int figures(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_m
     add(f, &n, "cache_knee_kib", a->cache_bytes / 1024, b->cache_bytes / 1024, FIG_PARAMETER);
     if (!fit_only) add(f, &n, "rendezvous_share", a->rendezvous_share, b->rendezvous_share, FIG_SHARE);
     add(f, &n, "overhead_us", a->overhead_s * 1e6, b->overhead_s * 1e6, FIG_LATENCY);
-    for (int k = LDT_KIND_SEND_RECV; k <= LDT_KIND_BROADCAST; k++) { /* the kinds that have one */
+    for (int k = LDT_KIND_SEND_RECV; k <= LDT_KIND_BROADCAST; k++) { /* the kinds that have their own */
+        /* the call's whole fixed cost, overhead + the kind's (which may be negative) */
         snprintf(nm, sizeof nm, "overhead_%s_us", ldt_coll_kind_name((ldt_coll_kind)k));
-        add(f, &n, nm, a->kind_overhead_s[k] * 1e6, b->kind_overhead_s[k] * 1e6, FIG_LATENCY);
+        add(f, &n, nm, (a->overhead_s + a->kind_overhead_s[k]) * 1e6, (b->overhead_s + b->kind_overhead_s[k]) * 1e6,
+            FIG_LATENCY);
     }
     add(f, &n, "local_overhead_us", a->local_overhead_s * 1e6, b->local_overhead_s * 1e6, FIG_LATENCY);
     if (!fit_only) {
