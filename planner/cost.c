@@ -475,35 +475,41 @@ static int kind_index(const char *s, int allow_local) {
     return allow_local && strcmp(s, "local") == 0 ? LDT_KIND_COUNT : -1;
 }
 
+/* The object `field` of root, {kind: number} over the collective kinds (absent: nothing):
+ * each finite number into v[kind], and given[kind] set. */
+static ldt_status kind_numbers(const cJSON *root, const char *field, const char *unit, double *v,
+                               int *given) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, field), *x;
+    for (int k = 0; k < LDT_KIND_COUNT; k++) given[k] = 0;
+    if (o && !cJSON_IsObject(o))
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"%s\" must be an object of kind: %s", field, unit);
+    cJSON_ArrayForEach(x, o) {
+        int k = kind_index(x->string, 0);
+        if (k < 0)
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown collective kind \"%s\" in "
+                     "\"%s\", expected all_reduce, reduce_scatter, all_gather, "
+                     "all_to_all, send_recv or broadcast", x->string, field);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: %s.%s must be a number (%s)", field, x->string, unit);
+        v[k] = x->valuedouble;
+        given[k] = 1;
+    }
+    return LDT_OK;
+}
+
 /* "bytes_factor": {kind: factor > 0}, "kind_overhead_s": {kind: seconds},
  * "cache": {"bytes": C, "beyond": {kind|"local": y}}. */
 static ldt_status parse_bytes_terms(const cJSON *root, ldt_cost_model *m) {
-    const cJSON *bf = cJSON_GetObjectItemCaseSensitive(root, "bytes_factor"), *v;
-    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(root, "cache"), *bc, *ko;
-    if (bf && !cJSON_IsObject(bf))
-        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"bytes_factor\" must be an object of kind: factor");
-    cJSON_ArrayForEach(v, bf) {
-        int k = kind_index(v->string, 0);
-        if (k < 0)
-            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown collective kind \"%s\" in "
-                     "\"bytes_factor\", expected all_reduce, reduce_scatter, all_gather, "
-                     "all_to_all, send_recv or broadcast", v->string);
-        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
-            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: bytes_factor.%s must be a number > 0", v->string);
-        m->bytes_extra[k] = v->valuedouble - 1;
-    }
-    ko = cJSON_GetObjectItemCaseSensitive(root, "kind_overhead_s");
-    if (ko && !cJSON_IsObject(ko))
-        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"kind_overhead_s\" must be an object of kind: seconds");
-    cJSON_ArrayForEach(v, ko) {
-        int k = kind_index(v->string, 0);
-        if (k < 0)
-            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown collective kind \"%s\" in "
-                     "\"kind_overhead_s\", expected all_reduce, reduce_scatter, all_gather, "
-                     "all_to_all, send_recv or broadcast", v->string);
-        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: kind_overhead_s.%s must be a number (seconds)", v->string);
-        m->kind_overhead_s[k] = v->valuedouble; /* overhead_s + it >= 0: ldt_cost_model_check */
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(root, "cache"), *bc, *v;
+    double f[LDT_KIND_COUNT], o[LDT_KIND_COUNT];
+    int gf[LDT_KIND_COUNT], go[LDT_KIND_COUNT];
+    LDT_CHECK(kind_numbers(root, "bytes_factor", "factor", f, gf));
+    LDT_CHECK(kind_numbers(root, "kind_overhead_s", "seconds", o, go));
+    for (int k = 0; k < LDT_KIND_COUNT; k++) {
+        if (gf[k] && !(f[k] > 0))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: bytes_factor.%s must be a number > 0", k_kind_names[k]);
+        if (gf[k]) m->bytes_extra[k] = f[k] - 1;
+        if (go[k]) m->kind_overhead_s[k] = o[k]; /* overhead_s + it >= 0: ldt_cost_model_check */
     }
     if (!ca) return LDT_OK;
     if (!cJSON_IsObject(ca))
