@@ -69,11 +69,11 @@ static int sample_is_local(const ldt_cost_sample *c) {
 }
 
 /* Seconds profile m prices sample c at: a collective as ldt_cost_kind_seconds (send/recv's
- * group is its peers), a local op as ldt_cost_seconds of a local chunk on mesh dim 0. */
+ * group is its peers), a local op as ldt_cost_seconds of that op on mesh dim 0. */
 static double sample_price(const ldt_cost_model *m, const ldt_mesh *mesh, const ldt_cost_sample *c) {
     int dim0 = 0;
     if (sample_is_local(c))
-        return ldt_cost_seconds(m, mesh, 1, &dim0, LDT_COLL_LOCAL_CHUNK, c->bytes, 0);
+        return ldt_cost_seconds(m, mesh, 1, &dim0, c->collective, c->bytes, 0);
     if (c->dim < 0 || c->dim >= m->nlinks) return 0;
     if (c->broadcast) return ldt_cost_kind_seconds(m, m->links[c->dim], c->group, LDT_KIND_BROADCAST, c->bytes);
     if (c->collective == LDT_COLL_SEND_RECV)
@@ -83,7 +83,7 @@ static double sample_price(const ldt_cost_model *m, const ldt_mesh *mesh, const 
 
 /* What each profile prices, at the sizes and shapes calibration measured (s, n: the first
  * calibration's samples; fit_only: only what ldt_cost_model_fit sets): each collective kind
- * on its link and each local op (as a local chunk) at every size it was timed, and without
+ * on its link and each local op at every size it was timed, and without
  * fit_only a GEMM of 32 to 1024 square, an add of 64 KiB to 64 MiB, and a meeting's wait
  * after 10 us to 10 ms of compute (a latency: within 2x or 20 us; on mesh: the 4 rank
  * threads both were calibrated on). The
@@ -97,14 +97,12 @@ static int prices(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_me
     for (int i = 0; i < ns; i++) {
         const char *kind = s[i].broadcast ? "broadcast" : ldt_collective_name(s[i].collective);
         int dup = 0, local = sample_is_local(&s[i]);
-        for (int j = 0; j < i && !dup; j++) /* a local op's price is the chunk's at its bytes */
-            dup = s[j].bytes == s[i].bytes &&
-                  (local ? sample_is_local(&s[j])
-                         : s[j].broadcast == s[i].broadcast && s[j].dim == s[i].dim &&
-                               (s[i].broadcast || s[j].collective == s[i].collective));
+        for (int j = 0; j < i && !dup; j++) /* a local op's price is the same on every dim */
+            dup = s[j].bytes == s[i].bytes && s[j].broadcast == s[i].broadcast &&
+                  (s[i].broadcast || s[j].collective == s[i].collective) && (local || s[j].dim == s[i].dim);
         if (dup) continue;
         size_name(sz, sizeof sz, (double)s[i].bytes);
-        if (local) snprintf(nm, sizeof nm, "price_local_%s_us", sz);
+        if (local) snprintf(nm, sizeof nm, "price_%s_%s_us", kind, sz); /* price_local_pad_4m_us */
         else snprintf(nm, sizeof nm, "price%d_%s_%s_us", s[i].dim, kind, sz);
         add(f, &n, nm, sample_price(a, mesh, &s[i]) * 1e6, sample_price(b, mesh, &s[i]) * 1e6, FIG_PRICE);
     }
@@ -159,6 +157,11 @@ static int figures(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_m
         add(f, &n, nm, 1 + a->beyond_cache[k], 1 + b->beyond_cache[k], FIG_PARAMETER);
     }
     add(f, &n, "cache_knee_kib", a->cache_bytes / 1024, b->cache_bytes / 1024, FIG_PARAMETER);
+    for (int i = 0; i < LDT_LOCAL_OP_COUNT; i++) {
+        snprintf(nm, sizeof nm, "bytes_factor_%s", ldt_collective_name((ldt_collective)(LDT_COLL_LOCAL_CHUNK + i)));
+        add(f, &n, nm, 1 + a->local_bytes_extra[i], 1 + b->local_bytes_extra[i], FIG_PARAMETER);
+    }
+    add(f, &n, "local_knee_kib", a->local_cache_bytes / 1024, b->local_cache_bytes / 1024, FIG_PARAMETER);
     if (!fit_only) add(f, &n, "rendezvous_share", a->rendezvous_share, b->rendezvous_share, FIG_SHARE);
     add(f, &n, "overhead_us", a->overhead_s * 1e6, b->overhead_s * 1e6, FIG_LATENCY);
     for (int k = LDT_KIND_SEND_RECV; k <= LDT_KIND_BROADCAST; k++) { /* the kinds that have their own */

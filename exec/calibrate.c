@@ -1,6 +1,6 @@
 /* Calibration: times every collective kind the redistribution planner issues (all_reduce,
  * reduce_scatter, all_gather, all_to_all) and broadcast along each mesh dim, and the local
- * ops (chunk, pad), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing
+ * ops (chunk, pad, partial), at sizes from 4 KiB to 64 MiB, as ldt_redistribute runs them (packing
  * included), so the planner prices what the engine does; then fits the cost model's constants to the
  * lower quartile of each timing's runs over three rounds with ldt_cost_model_fit (robust
  * least squares on relative error). */
@@ -28,9 +28,11 @@ static const int64_t k_quick_sizes[] = {4 << 10, 64 << 10, 1 << 20};
  * the busiest rank's bytes on 4 ranks: 128 and 512 KiB): a local copy of the smaller sizes
  * takes about a microsecond, within its timing noise, so without them two sizes decided the
  * local slope below the knee (it moved 1.3 to 1.7x between calibrations of an idle host). */
-static const int64_t k_local_sizes[] = {4 << 10,  16 << 10, 64 << 10, 256 << 10, 512 << 10,
-                                        1 << 20,  2 << 20,  4 << 20,  16 << 20,  64 << 20};
-#define LOCAL_EXTRA 2 /* k_local_sizes less k_sizes */
+static const int64_t k_local_sizes[] = {4 << 10, 16 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20,
+                                        2 << 20, 4 << 20,  8 << 20,  16 << 20,  32 << 20, 64 << 20};
+#define LOCAL_EXTRA 4 /* k_local_sizes less k_sizes: with 8 and 32 MiB, the local knee (2 to
+                         4 MiB a rank, fit_local) has sizes on both sides of it */
+#define LOCAL_OPS 3   /* chunk, pad, partial */
 
 /* A rows x cols f32 shape of `bytes`, as square as the powers of two allow. */
 static ldt_shape square_shape(int64_t bytes) {
@@ -924,24 +926,27 @@ static ldt_status collect_round(ldt_comm *world, const ldt_mesh *mesh, int quick
             }
     }
     LDT_CHECK(time_broadcasts(world, mesh, sizes, nsizes, reps, median, rounds, k));
-    /* Local ops on the first dim with more than one rank: Replicate -> Shard (a chunk copy)
-     * and Shard -> Partial (a zero-padded copy). */
+    /* Local ops on the first dim with more than one rank: Replicate -> Shard (a chunk copy),
+     * Shard -> Partial (a zero-padded copy) and Replicate -> Partial (one rank's copy, the
+     * others zero-filled). */
     for (int d = 0; d < nd; d++) {
         if (ldt_mesh_dim_size(mesh, d) < 2) continue;
-        for (int c = 0; c < 2; c++)
+        for (int c = 0; c < LOCAL_OPS; c++)
             for (int z = 0; z < (quick ? nsizes : nsizes + LOCAL_EXTRA); z++) {
                 ldt_placement from[LDT_MAX_DIMS], to[LDT_MAX_DIMS];
                 int64_t bytes = quick ? sizes[z] : k_local_sizes[z];
                 ldt_shape shape = square_shape(bytes);
                 ldt_redist_step step;
-                ldt_collective want = c == 0 ? LDT_COLL_LOCAL_CHUNK : LDT_COLL_LOCAL_PAD;
+                ldt_collective want = c == 0   ? LDT_COLL_LOCAL_CHUNK
+                                      : c == 1 ? LDT_COLL_LOCAL_PAD
+                                               : LDT_COLL_LOCAL_PARTIAL;
                 double t;
                 memcpy(from, rr, sizeof from);
                 memcpy(to, rr, sizeof to);
                 if (c == 0) {
                     to[d] = ldt_shard(0);
                 } else {
-                    from[d] = ldt_shard(0);
+                    if (c == 1) from[d] = ldt_shard(0);
                     to[d] = ldt_partial(LDT_REDUCE_SUM);
                 }
                 rv.n = 0;
@@ -1105,5 +1110,5 @@ ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts
 
 int ldt_calibrate_max_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts) {
     int quick = opts && opts->quick, nsizes = quick ? 3 : 8;
-    return mesh ? (ldt_mesh_ndim(mesh) * 5 + 3) * nsizes + (quick ? 0 : 2 * LOCAL_EXTRA) : 0;
+    return mesh ? (ldt_mesh_ndim(mesh) * 5 + 1 + LOCAL_OPS) * nsizes + (quick ? 0 : LOCAL_OPS * LOCAL_EXTRA) : 0;
 }

@@ -142,6 +142,16 @@ ldt_status ldt_cost_model_check(const ldt_cost_model *m) {
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "cost model '%.32s': cache_bytes %g, expected a finite value >= 0 (0: no knee)",
                  m->name, m->cache_bytes);
+    for (int i = 0; i < LDT_LOCAL_OP_COUNT; i++)
+        if (!isfinite(m->local_bytes_extra[i]) || m->local_bytes_extra[i] <= -1)
+            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                     "cost model '%.32s': %s bytes factor %g, expected a finite value > 0",
+                     m->name, ldt_collective_name((ldt_collective)(LDT_COLL_LOCAL_CHUNK + i)),
+                     1 + m->local_bytes_extra[i]);
+    if (!isfinite(m->local_cache_bytes) || m->local_cache_bytes < 0)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
+                 "cost model '%.32s': local_cache_bytes %g, expected a finite value >= 0 (0: "
+                 "cache_bytes)", m->name, m->local_cache_bytes);
     if (!isfinite(m->launch_s) || m->launch_s < 0)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "cost model '%.32s': launch %g s, expected a finite value >= 0 (0: the local "
@@ -345,6 +355,14 @@ double ldt__eff_bytes(const ldt_cost_model *m, int k, double b) {
     return k < LDT_KIND_COUNT ? (1 + m->bytes_extra[k]) * e : e;
 }
 
+double ldt__local_seconds(const ldt_cost_model *m, ldt_collective c, double b) {
+    double C = m->local_cache_bytes > 0 ? m->local_cache_bytes : m->cache_bytes;
+    double over = C > 0 && b > C ? b - C : 0;
+    int i = (int)c - (int)LDT_COLL_LOCAL_CHUNK;
+    double f = i >= 0 && i < LDT_LOCAL_OP_COUNT ? 1 + m->local_bytes_extra[i] : 1;
+    return m->local_overhead_s + (f * b + m->beyond_cache[LDT_KIND_COUNT] * over) / m->local_bandwidth_Bps;
+}
+
 double ldt_cost_kind_seconds(const ldt_cost_model *m, ldt_link l, int64_t n, ldt_coll_kind k,
                              int64_t bytes) {
     double b;
@@ -361,7 +379,7 @@ double ldt_cost_seconds(const ldt_cost_model *m, const ldt_mesh *mesh, int ndims
     ldt_link slow = {0, INFINITY};
     ldt_coll_kind k;
     if (c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD)
-        return m->local_overhead_s + ldt__eff_bytes(m, LDT_KIND_COUNT, (double)bytes) / m->local_bandwidth_Bps;
+        return ldt__local_seconds(m, c, (double)bytes);
     if (c == LDT_COLL_SEND_RECV) {
         /* Across meshes the traffic may cross any link: price it on the slowest. */
         for (int d = 0; d < (mnd > 0 ? mnd : 1); d++) {
@@ -475,20 +493,22 @@ static int kind_index(const char *s, int allow_local) {
     return allow_local && strcmp(s, "local") == 0 ? LDT_KIND_COUNT : -1;
 }
 
-/* The object `field` of root, {kind: number} over the collective kinds (absent: nothing):
- * each finite number into v[kind], and given[kind] set. */
-static ldt_status kind_numbers(const cJSON *root, const char *field, const char *unit, double *v,
-                               int *given) {
+/* The object `field` of root, {key: number} over names[0..count) (absent: nothing): each
+ * finite number into v[i], and given[i] set; an unknown name (a `what`) is refused, the
+ * message listing `expected`. */
+static ldt_status named_numbers(const cJSON *root, const char *field, const char *unit,
+                                const char *const *names, int count, const char *key,
+                                const char *what, const char *expected, double *v, int *given) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, field), *x;
-    for (int k = 0; k < LDT_KIND_COUNT; k++) given[k] = 0;
+    for (int k = 0; k < count; k++) given[k] = 0;
     if (o && !cJSON_IsObject(o))
-        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"%s\" must be an object of kind: %s", field, unit);
+        LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"%s\" must be an object of %s: %s", field, key, unit);
     cJSON_ArrayForEach(x, o) {
-        int k = kind_index(x->string, 0);
-        if (k < 0)
-            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown collective kind \"%s\" in "
-                     "\"%s\", expected all_reduce, reduce_scatter, all_gather, "
-                     "all_to_all, send_recv or broadcast", x->string, field);
+        int k = 0;
+        while (k < count && strcmp(x->string, names[k]) != 0) k++;
+        if (k == count)
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: unknown %s \"%s\" in \"%s\", expected %s", what,
+                     x->string, field, expected);
         if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
             LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: %s.%s must be a number (%s)", field, x->string, unit);
         v[k] = x->valuedouble;
@@ -496,6 +516,16 @@ static ldt_status kind_numbers(const cJSON *root, const char *field, const char 
     }
     return LDT_OK;
 }
+
+/* {kind: number} over the collective kinds (named_numbers). */
+static ldt_status kind_numbers(const cJSON *root, const char *field, const char *unit, double *v,
+                               int *given) {
+    return named_numbers(root, field, unit, k_kind_names, LDT_KIND_COUNT, "kind", "collective kind",
+                         "all_reduce, reduce_scatter, all_gather, all_to_all, send_recv or broadcast",
+                         v, given);
+}
+
+static const char *const k_local_names[LDT_LOCAL_OP_COUNT] = {"local_chunk", "local_partial", "local_pad"};
 
 /* "bytes_factor": {kind: factor > 0}, "kind_overhead_s": {kind: seconds},
  * "cache": {"bytes": C, "beyond": {kind|"local": y}}. */
@@ -511,12 +541,30 @@ static ldt_status parse_bytes_terms(const cJSON *root, ldt_cost_model *m) {
         if (gf[k]) m->bytes_extra[k] = f[k] - 1;
         if (go[k]) m->kind_overhead_s[k] = o[k]; /* overhead_s + it >= 0: ldt_cost_model_check */
     }
+    {
+        double lf[LDT_LOCAL_OP_COUNT];
+        int gl[LDT_LOCAL_OP_COUNT];
+        LDT_CHECK(named_numbers(root, "local_bytes_factor", "factor", k_local_names, LDT_LOCAL_OP_COUNT,
+                                "local op", "local op", "local_chunk, local_partial or local_pad", lf, gl));
+        for (int i = 0; i < LDT_LOCAL_OP_COUNT; i++) {
+            if (gl[i] && !(lf[i] > 0))
+                LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: local_bytes_factor.%s must be a number > 0",
+                         k_local_names[i]);
+            if (gl[i]) m->local_bytes_extra[i] = lf[i] - 1;
+        }
+    }
     if (!ca) return LDT_OK;
     if (!cJSON_IsObject(ca))
         LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: \"cache\" must be an object {\"bytes\":.., \"beyond\":{..}}");
     LDT_CHECK(num_field(ca, "bytes", "cache", &m->cache_bytes));
     if (!(m->cache_bytes >= 0))
         LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.bytes is %g, expected >= 0", m->cache_bytes);
+    if (cJSON_GetObjectItemCaseSensitive(ca, "local_bytes")) {
+        LDT_CHECK(num_field(ca, "local_bytes", "cache", &m->local_cache_bytes));
+        if (!(m->local_cache_bytes >= 0))
+            LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.local_bytes is %g, expected >= 0 (0: "
+                     "cache.bytes)", m->local_cache_bytes);
+    }
     bc = cJSON_GetObjectItemCaseSensitive(ca, "beyond");
     if (bc && !cJSON_IsObject(bc))
         LDT_FAIL(LDT_ERR_CORRUPT, "cost profile: cache.beyond must be an object of kind: factor");
@@ -744,8 +792,9 @@ static char *profile_json(const ldt_cost_model *m) {
     for (int k = 0; al && k < LDT_KIND_COUNT; k++)
         ok &= cJSON_AddStringToObject(al, k_kind_names[k], k_algo_names[m->algo[k]]) != NULL;
     { /* written only where a profile has them, so profiles without stay as they were */
-        int any = 0, anyc = 0, anyo = 0;
+        int any = 0, anyc = 0, anyo = 0, anyl = 0;
         for (int k = 0; k < LDT_KIND_COUNT; k++) any |= m->bytes_extra[k] != 0;
+        for (int i = 0; i < LDT_LOCAL_OP_COUNT; i++) anyl |= m->local_bytes_extra[i] != 0;
         for (int k = 0; k < LDT_KIND_COUNT; k++) anyo |= m->kind_overhead_s[k] != 0;
         for (int k = 0; k <= LDT_KIND_COUNT; k++) anyc |= m->beyond_cache[k] != 0;
         if (any) {
@@ -760,9 +809,17 @@ static char *profile_json(const ldt_cost_model *m) {
                 ok &= cJSON_AddNumberToObject(ko, k_kind_names[k], m->kind_overhead_s[k]) != NULL;
             ok &= ko != NULL;
         }
-        if (m->cache_bytes > 0 || anyc) {
+        if (anyl) {
+            cJSON *lf = cJSON_AddObjectToObject(root, "local_bytes_factor");
+            for (int i = 0; lf && i < LDT_LOCAL_OP_COUNT; i++)
+                ok &= cJSON_AddNumberToObject(lf, k_local_names[i], 1 + m->local_bytes_extra[i]) != NULL;
+            ok &= lf != NULL;
+        }
+        if (m->cache_bytes > 0 || m->local_cache_bytes > 0 || anyc) {
             cJSON *ca = cJSON_AddObjectToObject(root, "cache"), *bc;
             ok &= ca && cJSON_AddNumberToObject(ca, "bytes", m->cache_bytes) != NULL;
+            if (m->local_cache_bytes > 0)
+                ok &= ca && cJSON_AddNumberToObject(ca, "local_bytes", m->local_cache_bytes) != NULL;
             bc = ca ? cJSON_AddObjectToObject(ca, "beyond") : NULL;
             for (int k = 0; bc && k <= LDT_KIND_COUNT; k++)
                 ok &= cJSON_AddNumberToObject(bc, k < LDT_KIND_COUNT ? k_kind_names[k] : "local",

@@ -384,9 +384,121 @@ static void shrink_slopes(int nrow, int np, const double *A, const double *t, co
 /* The model's seconds for one sample, by the formula pricing uses. */
 static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) {
     if (sample_local(c))
-        return m->local_overhead_s + ldt__eff_bytes(m, LDT_KIND_COUNT, (double)c->bytes) / m->local_bandwidth_Bps;
+        return ldt__local_seconds(m, c->collective, (double)c->bytes);
     return m->overhead_s + m->kind_overhead_s[kind_of(c)] + sample_hops(m, c) * m->links[c->dim].latency_s +
            ldt__eff_bytes(m, kind_of(c), (double)c->bytes) / m->links[c->dim].bandwidth_Bps;
+}
+
+/* The local knees tried (bytes a rank writes): on rank threads sharing a 2-core machine's
+ * 32 MiB cache the copies ran 5 to 7 GB/s (chunks) and 10 to 18 (pads) up to 2 MiB a rank and
+ * about half that from 4 MiB (2026-11-27), far past the collectives' knee (512 KiB to 1 MiB). */
+static const double k_local_knees[] = {524288, 1048576, 2097152, 4194304, 8388608};
+
+/* The local ops' fit into *m (each local sample's robust weight set): columns overhead, per
+ * op the seconds per byte (u_i), and per byte past the local knee Cl (v), the knee the
+ * candidate (k_local_knees, or none) with the least bounded loss, one only when it halves the
+ * line's (LOCAL_KNEE_CUT) and has two sizes past it and three below; then the local
+ * bandwidth is 1 / the geometric mean of the ops' u_i, each op's factor its u_i against it,
+ * and beyond_cache[local] = v times the bandwidth. A chunk copies what a pad or partial mostly
+ * zero-fills: one slope for all three left the chunks 1.3 to 2.2x above their price and the
+ * pads 0.5 to 1 below it in one calibration. The rows of ops with no timing leave their
+ * factor at 1. */
+static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, double *rw, int *row_of,
+                            ldt_cost_model *m) {
+    enum { NL = 2 + LDT_LOCAL_OP_COUNT };
+    int r = 0, any_bytes = 0, use[NL], seen[NL] = {0}, best = -1;
+    double x[NL], xk[NL], lline = 0, lbest = INFINITY, *rk = NULL;
+    double ug = 0;
+    int ng = 0;
+    memset(A, 0, (size_t)n * NL * sizeof *A);
+    for (int i = 0; i < n; i++) {
+        double b = (double)s[i].bytes;
+        if (!sample_local(&s[i])) continue;
+        A[r * NL + 0] = 1;
+        A[r * NL + 1 + (s[i].collective - LDT_COLL_LOCAL_CHUNK)] = b;
+        any_bytes |= s[i].bytes > 0;
+        t[r] = s[i].seconds;
+        row_of[r++] = i;
+    }
+    for (int j = 0; j < NL; j++) use[j] = j < NL - 1;
+    /* One joint fit over every size: the copies of the small sizes run in about 3 or about
+     * 15 us (their runs are bimodal), and a slope from those alone put the local bandwidth at
+     * 6 and 19 GB/s in two calibrations. */
+    if (!robust_fit(r, NL, A, t, NULL, use, x, rw))
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
+    for (int i = 0; i < r; i++)
+        lline += bounded_sq((t[i] - x[0] - x[1] * A[i * NL + 1] - x[2] * A[i * NL + 2] - x[3] * A[i * NL + 3]) /
+                            noise_scale(t[i]));
+    if (!(rk = malloc((size_t)(r ? r : 1) * sizeof *rk)))
+        LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
+    use[NL - 1] = 1;
+    for (size_t q = 0; q < sizeof k_local_knees / sizeof k_local_knees[0]; q++) {
+        double Cl = k_local_knees[q], loss = 0, xq[NL], past[4], below[4];
+        int npast = 0, nbelow = 0;
+        for (int i = 0; i < r; i++) { /* distinct sizes on each side of it */
+            double b = A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3];
+            double *side = b > Cl ? past : below;
+            int *ns = b > Cl ? &npast : &nbelow, dup = 0;
+            for (int j = 0; j < *ns; j++) dup |= side[j] == b;
+            if (!dup && *ns < 4) side[(*ns)++] = b;
+            A[i * NL + NL - 1] = b > Cl ? b - Cl : 0;
+        }
+        if (npast < 2 || nbelow < 3) continue;
+        if (!robust_fit(r, NL, A, t, NULL, use, xq, rk)) continue;
+        /* a knee that leaves the bytes below it free (no op with a slope: bandwidth 1e15) is
+         * not what the timings show (a 256 KiB copy takes longer than a 4 KiB one): its fit
+         * put every byte past the knee; not a candidate */
+        if (!(xq[1] > 1e-15 || xq[2] > 1e-15 || xq[3] > 1e-15)) continue;
+        for (int i = 0; i < r; i++) {
+            double mo = 0;
+            for (int j = 0; j < NL; j++) mo += A[i * NL + j] * xq[j];
+            loss += bounded_sq((t[i] - mo) / noise_scale(t[i]));
+        }
+        if (loss < lbest) {
+            lbest = loss;
+            best = (int)q;
+            memcpy(xk, xq, sizeof xk);
+        }
+    }
+    if (best >= 0 && lbest < LOCAL_KNEE_CUT * lline) {
+        double Cl = k_local_knees[best];
+        for (int i = 0; i < r; i++) { /* the chosen knee's fit again, for its weights */
+            double b = A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3];
+            A[i * NL + NL - 1] = b > Cl ? b - Cl : 0;
+        }
+        if (robust_fit(r, NL, A, t, NULL, use, xk, rk)) {
+            memcpy(x, xk, sizeof x);
+            memcpy(rw, rk, (size_t)r * sizeof *rw);
+            m->local_cache_bytes = Cl;
+        } else {
+            best = -1;
+        }
+    } else {
+        best = -1;
+    }
+    free(rk);
+    if (best < 0) { /* the line: no local knee (a local_cache_bytes of 0 would mean C's) */
+        x[NL - 1] = 0;
+        m->local_cache_bytes = 0;
+    }
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < NL; j++) seen[j] |= A[i * NL + j] != 0;
+    m->local_overhead_s = x[0];
+    for (int o = 0; o < LDT_LOCAL_OP_COUNT; o++)
+        if (seen[1 + o] && x[1 + o] > 0) {
+            ug += log(x[1 + o]);
+            ng++;
+        }
+    if (any_bytes) {
+        ug = ng ? exp(ug / ng) : 0;
+        m->local_bandwidth_Bps = ug > 0 ? 1 / ug : 1e15;
+        for (int o = 0; o < LDT_LOCAL_OP_COUNT; o++) /* an op the timings put at no cost per
+                                                        byte: a hundredth of the mean */
+            m->local_bytes_extra[o] = seen[1 + o] && ug > 0 ? (x[1 + o] > 0.01 * ug ? x[1 + o] : 0.01 * ug) / ug - 1 : 0;
+        m->beyond_cache[LDT_KIND_COUNT] = ug > 0 ? x[NL - 1] / ug : x[NL - 1] * 1e15;
+    }
+    for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
+    return LDT_OK;
 }
 
 /* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
@@ -486,67 +598,7 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
         }
         for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
     }
-    if (nloc > 0) {
-        int r = 0, any_bytes = 0, ok;
-        np = 3;
-        memset(A, 0, (size_t)n * MAXP * sizeof *A);
-        for (int i = 0; i < n; i++) {
-            double b = (double)s[i].bytes;
-            if (!sample_local(&s[i])) continue;
-            A[r * np + 0] = 1;
-            A[r * np + 1] = b;
-            A[r * np + 2] = C > 0 && b > C ? b - C : 0;
-            any_bytes |= s[i].bytes > 0;
-            t[r] = s[i].seconds;
-            rb[r] = b;
-            row_of[r++] = i;
-        }
-        /* One joint fit over every size: the copies at or below the smallest knee (1 KiB
-         * to 512 KiB) run in about 3 or about 15 us at the small sizes (their runs are
-         * bimodal), and a slope from those alone, as the collectives' first stage takes
-         * theirs, put the local bandwidth at 6 and 19 GB/s in two calibrations. And the
-         * knee's term only when it halves the local samples' bounded loss (LOCAL_KNEE_CUT;
-         * in twelve calibrations of a 2-core machine it gave 0.59 to 1.38 of the line's,
-         * and a third took it in two of them, a flip that moved the local prices), else
-         * one line: on rank threads sharing cores a copy's cliff is below
-         * the knees tried (80 KiB in 1.4 us, 480 KiB in 44 us, one calibration), and a knee
-         * at 512 KiB priced the copies just below it from the cache-resident ones: in
-         * fourteen `ldt-bench costmodel` runs with it, five missed the worst-ratio goal on a
-         * local copy (4.8 to 14x: 480 KiB priced at 4 us, 80 KiB at 16 us); as one line,
-         * four of four met it (worst 2.6 to 3.4), and the line's prices reproduced best
-         * (within 25% or 20 us in 49 of 66 pairs of twelve calibrations; 46 with the knee
-         * fitted jointly, 34 staged, 39 with a bar of a third). */
-        use[0] = use[1] = 1;
-        use[2] = 0;
-        ok = robust_fit(r, np, A, t, NULL, use, x, rw);
-        if (ok && C > 0) {
-            double xk[MAXP], lline = 0, lknee = 0;
-            double *rk = malloc((size_t)(r ? r : 1) * sizeof *rk);
-            use[2] = 1;
-            if (rk && robust_fit(r, np, A, t, NULL, use, xk, rk)) {
-                for (int i = 0; i < r; i++) {
-                    double el = (t[i] - x[0] - x[1] * A[i * np + 1]) / noise_scale(t[i]),
-                           ek = (t[i] - xk[0] - xk[1] * A[i * np + 1] - xk[2] * A[i * np + 2]) /
-                                noise_scale(t[i]);
-                    lline += bounded_sq(el);
-                    lknee += bounded_sq(ek);
-                }
-                if (lknee < LOCAL_KNEE_CUT * lline) {
-                    memcpy(x, xk, (size_t)np * sizeof *x);
-                    memcpy(rw, rk, (size_t)r * sizeof *rw);
-                }
-            }
-            free(rk);
-        }
-        if (!ok)
-            LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
-        m->local_overhead_s = x[0];
-        if (any_bytes) {
-            m->local_bandwidth_Bps = x[1] > 0 ? 1 / x[1] : 1e15;
-            m->beyond_cache[LDT_KIND_COUNT] = C > 0 ? (x[1] > 0 ? x[2] / x[1] : x[2] * 1e15) : 0;
-        }
-        for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
-    }
+    if (nloc > 0) LDT_CHECK(fit_local(s, n, A, t, rw, row_of, m));
     return LDT_OK;
 }
 
@@ -611,9 +663,10 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
     if (!A || !t || !rw || !row_of || !rb) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
 
     /* The cache knee is chosen from candidates by the fit itself: for each, the robust fits
-     * below, scored by a bounded loss over every sample (mean of min(e^2, 1), e the relative
-     * residual); a knee must cut the loss by 2% (KNEE_FIRST) to replace no knee, and
-     * by a third (KNEE_CUT) to replace a smaller one. */
+     * below, scored by a bounded loss over every collective sample (mean of min(e^2, 1), e
+     * the relative residual); a knee must cut the loss by 2% (KNEE_FIRST) to replace no knee,
+     * and by a third (KNEE_CUT) to replace a smaller one. The local ops choose their own
+     * (fit_local). */
     {
         /* from 512 KiB: four or more of the calibration's sizes stay below the knee, so the
          * cache-resident slope is not decided by two points (a knee at 128 KiB moved the local
@@ -621,23 +674,19 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         static const double knees[] = {0, 524288, 1048576, 2097152, 4194304};
         double best_loss = INFINITY;
         ldt_cost_model best = *m, trial;
-        /* a knee needs sizes on both sides of it: only with five or more distinct sizes in
-         * each group (collectives, local ops) is one tried (a --quick calibration has 3) */
-        size_t nq = distinct_sizes(s, n, 0) >= 5 && distinct_sizes(s, n, 1) >= 5
+        /* a knee needs sizes on both sides of it: only with five or more distinct sizes
+         * among the collectives is one tried (a --quick calibration has 3) */
+        size_t nq = distinct_sizes(s, n, 0) >= 5
                         ? sizeof knees / sizeof knees[0] : 1;
         for (size_t q = 0; q < nq; q++) {
             double loss = 0;
             trial = *m;
             LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], knees[1], 0, A, t, rw, row_of, rb, &trial));
-            /* a knee that leaves the bytes below it free (a zero slope: bandwidth 1e15) is
-             * not what the timings show (a 256 KiB copy takes longer than a 4 KiB one): its
-             * fit put every byte past the knee; not a candidate */
-            if (q > 0 && nloc > 0 && trial.local_bandwidth_Bps >= 1e15) continue;
-            for (int i = 0; i < n; i++) {
+            for (int i = 0; i < n; i++) { /* the local ops choose their own knee (fit_local) */
                 double e = (s[i].seconds - sample_seconds(&trial, &s[i])) / s[i].seconds;
-                loss += bounded_sq(e);
+                if (!sample_local(&s[i])) loss += bounded_sq(e);
             }
-            loss /= n > 0 ? n : 1;
+            loss /= ncoll > 0 ? ncoll : 1;
             if (q == 0 || (loss < (best.cache_bytes > 0 ? KNEE_CUT : KNEE_FIRST) * best_loss &&
                            best_loss - loss > KNEE_MIN_GAIN)) {
                 best_loss = loss;

@@ -14,10 +14,16 @@ double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n);
  * ldt_cost_kind_seconds prices it; send_recv: n - 1, one message to each peer). */
 double ldt__kind_hops(const ldt_cost_model *m, ldt_coll_kind k, int64_t n);
 
-/* The bytes term's effective byte count for kind index k (LDT_KIND_COUNT: local ops) under
- * m: (1 + bytes_extra[k]) (b + beyond_cache[k] max(0, b - cache_bytes)) (no bytes_extra for
- * local ops; no knee when cache_bytes is 0). */
+/* The bytes term's effective byte count for collective kind index k under m: (1 +
+ * bytes_extra[k]) (b + beyond_cache[k] max(0, b - cache_bytes)) (no knee when cache_bytes is
+ * 0). The local ops are priced by ldt__local_seconds. */
 double ldt__eff_bytes(const ldt_cost_model *m, int k, double b);
+
+/* Seconds m gives local op c (local_chunk, local_partial or local_pad) writing b bytes:
+ * local_overhead_s + ((1 + local_bytes_extra[i]) b + beyond_cache[LDT_KIND_COUNT] max(0,
+ * b - C)) / local_bandwidth_Bps, i = c - LDT_COLL_LOCAL_CHUNK, C the local knee
+ * (local_cache_bytes, else cache_bytes; 0: none). */
+double ldt__local_seconds(const ldt_cost_model *m, ldt_collective c, double b);
 
 /* The rendezvous fit: steps i = 0..n-1 were measured at measured[i] seconds and modeled at
  * modeled[i] without any rendezvous; in them peers met calls[i] times, after gap[i] modeled

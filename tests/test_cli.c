@@ -529,8 +529,9 @@ Test(cli, calibrate_prints_without_out_and_json) {
 }
 
 /* --json's "fit": every timing with the fitted model's value, which is the profile's own
- * price of it (for a local op: local overhead + (bytes + the bytes past the knee times its
- * factor) / local bandwidth, by hand); --save
+ * price of it (for a local op: local overhead + (its op's bytes factor times the bytes + the
+ * bytes past the local knee, else the knee, times the local past-knee factor) / local
+ * bandwidth, by hand); --save
  * writes the profile to the user cache, where ldt_cost_model_load reads the same links. */
 Test(cli, calibrate_fit_and_save) {
     static char out[1 << 16];
@@ -557,10 +558,12 @@ Test(cli, calibrate_fit_and_save) {
         if (strncmp(c, "local_", 6) == 0) {
             double b = cJSON_GetObjectItem(s, "bytes")->valuedouble;
             cJSON *cache = cJSON_GetObjectItem(j, "cache"); /* the knee, if the fit found one */
-            double knee = cache ? cJSON_GetObjectItem(cache, "bytes")->valuedouble : 0;
+            cJSON *lk = cache ? cJSON_GetObjectItem(cache, "local_bytes") : NULL;
+            cJSON *lf = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "local_bytes_factor"), c);
+            double knee = lk ? lk->valuedouble : cache ? cJSON_GetObjectItem(cache, "bytes")->valuedouble : 0;
             double past = cache ? cJSON_GetObjectItem(cJSON_GetObjectItem(cache, "beyond"), "local")->valuedouble : 0;
             double want = cJSON_GetObjectItem(j, "local_overhead_s")->valuedouble +
-                          (b + (knee > 0 && b > knee ? past * (b - knee) : 0)) /
+                          ((lf ? lf->valuedouble : 1) * b + (knee > 0 && b > knee ? past * (b - knee) : 0)) /
                               (cJSON_GetObjectItem(j, "local_bandwidth_gbps")->valuedouble * 1e9);
             cr_expect_lt(fabs(mod - want), 1e-9 * want + 1e-15, "%s: modeled %g, by hand %g", c, mod, want);
             nlocal++;

@@ -50,8 +50,9 @@ extern "C" {
  *   (b = (n-1)/n B for a tensor of B bytes, 2 (n-1)/n B for all_reduce: the ring volumes)
  *   send_recv (cross-mesh): overhead + o_send_recv + p alpha + (1 + x_send_recv) (b +
  *   y_send_recv max(0, b - C)) / beta, p = most peers of one rank
- *   local ops (chunk, partial, pad): local overhead + (b + y_local max(0, b - C)) / local
- *   bandwidth, b the bytes written
+ *   local ops (chunk, partial, pad): local overhead + ((1 + l_i) b + y_local max(0, b -
+ *   C_local)) / local bandwidth, b the bytes written, l_i = local_bytes_extra[i] (each op's
+ *   own), C_local = local_cache_bytes (0: C)
  * A group over several mesh dims (a merged step) is priced as one group over all its ranks
  * on its slowest link (largest alpha, smallest beta). A group of one rank costs nothing.
  *
@@ -104,6 +105,8 @@ typedef enum ldt_op_class {
 } ldt_op_class;
 
 #define LDT_EFF_MAX_POINTS 8
+/* The local ops (local_chunk, local_partial, local_pad: ldt_collective's, in that order). */
+#define LDT_LOCAL_OP_COUNT 3
 
 /* Achieved fraction of peak as a function of size: npoints (0..8) points with increasing
  * size; 0 points: efficiency 1 at every size. */
@@ -141,6 +144,16 @@ typedef struct ldt_cost_model {
      * in place of b above; beyond_cache[LDT_KIND_COUNT] is the local ops'. */
     double cache_bytes;
     double beyond_cache[LDT_KIND_COUNT + 1];
+    /* The local ops, each its own: local_bytes_extra[i] (i = c - LDT_COLL_LOCAL_CHUNK: chunk,
+     * partial, pad) is what op i adds per byte to the local bandwidth's time, and
+     * local_cache_bytes their own knee (0: cache_bytes). A local op's seconds are
+     * local_overhead_s + ((1 + local_bytes_extra[i]) b + beyond_cache[LDT_KIND_COUNT]
+     * max(0, b - C)) / local_bandwidth_Bps, C the local knee: a chunk copies its bytes
+     * (read and written) where a pad or partial mostly zero-fills them (written only), and
+     * on rank threads sharing a 2-core machine's caches the copies slowed about 2x from 2 to
+     * 4 MiB a rank, far past the collectives' knee. */
+    double local_bytes_extra[LDT_LOCAL_OP_COUNT];
+    double local_cache_bytes;
     /* compute */
     double peak_flops[LDT_PREC_COUNT]; /* FLOP/s of one rank, per precision */
     double memory_bandwidth_Bps;       /* one rank's kernels reading and writing memory */
@@ -301,14 +314,16 @@ typedef struct ldt_cost_sample {
  * reduce_scatter, all_gather, all_to_all; send/recv and broadcast only when the link timed
  * nothing else), the kinds' bytes_extra (some below 0: a kind faster than the mean) and
  * beyond_cache, and send/recv's and broadcast's kind_overhead_s (one each, over every
- * link); local ops give local_overhead_s, local_bandwidth_Bps and the local
- * beyond_cache. The knee (cache_bytes) is the candidate (none, 512 KiB, 1, 2 or 4 MiB) whose
- * fit has the least bounded loss, mean of min(e^2, 1) over the samples, a knee replacing no
- * knee when it cuts the loss by 2% and a smaller knee only when it cuts the loss by a
- * third, and only with five or more distinct sizes in each
- * group (collectives, local ops). With a knee, the collectives' fit has two stages (the
- * local ops' is one joint fit, a line unless the knee's term halves their own loss): the
- * overhead, latencies and
+ * link); local ops give local_overhead_s, local_bandwidth_Bps (1 / the geometric mean of
+ * the timed ops' seconds per byte), each op's local_bytes_extra against it, and their own
+ * knee: local_cache_bytes and the local beyond_cache, the candidate (512 KiB, 1, 2, 4 or
+ * 8 MiB, two sizes past it and three below) of least bounded loss, taken only when it halves
+ * the line's (else 0 and 0). The collectives' knee (cache_bytes) is the candidate (none,
+ * 512 KiB, 1, 2 or 4 MiB) whose fit has the least bounded loss, mean of min(e^2, 1) over the
+ * collective samples, a knee replacing no knee when it cuts the loss by 2% and a smaller
+ * knee only when it cuts the loss by a third, and only with five or more distinct sizes
+ * among them. With a knee, the collectives' fit has two stages (the
+ * local ops' is one joint fit): the overhead, latencies and
  * slopes below the knee from the samples at or below the smallest knee tried, then the
  * past-knee slopes from every sample with those fixed (so the bandwidths do not depend on
  * which knee wins); then a slope below the knee that its timings leave loose (its standard

@@ -92,11 +92,12 @@ int cmd_calibrate(int argc, char **argv) {
         printf("usage: ldt calibrate --mesh M [--backend threads|mpi] [--out FILE] [--save] [--quick] [--median] [--reps N] [--json]\n\n"
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
                "all_gather, all_to_all) and broadcast along each mesh dim at eight sizes from\n"
-               "4 KiB to 64 MiB, and the local ops (chunk, pad), as redistributions run them\n"
+               "4 KiB to 64 MiB, and the local ops (chunk, pad, partial), as redistributions run them\n"
                "(the lower quartile of runs in three rounds), then fits the cost model by robust least squares on relative error:\n"
                "per mesh dim a latency (seconds per ring hop) and a bandwidth, per kind a bytes\n"
                "factor, a cache knee with per-kind factors past it, the overhead of one\n"
-               "collective, the local op overhead and bandwidth. Prints them with the fit's\n"
+               "collective, the local op overhead and bandwidth, a bytes factor per local op\n"
+               "and the local ops' own knee. Prints them with the fit's\n"
                "residuals (--json: the profile as JSON, its \"fit\" holding every timing, its\n"
                "modeled value and residual); --out FILE also writes it for --profile FILE of\n"
                "plan, redistribute, train; --save makes it your default profile. Also times\n"
@@ -178,6 +179,9 @@ int cmd_calibrate(int argc, char **argv) {
                cm.links[d].bandwidth_Bps / 1e9);
     printf("overhead_us: %.3f\nlocal_overhead_us: %.3f\nlocal_bandwidth_gbps: %.3f\n",
            cm.overhead_s * 1e6, cm.local_overhead_s * 1e6, cm.local_bandwidth_Bps / 1e9);
+    printf("local_bytes_factor: chunk %.3f, partial %.3f, pad %.3f; local knee %.0f KiB (0: the cache knee)\n",
+           1 + cm.local_bytes_extra[0], 1 + cm.local_bytes_extra[1], 1 + cm.local_bytes_extra[2],
+           cm.local_cache_bytes / 1024);
     {
         double worst = 0;
         int kept = 0;
