@@ -264,6 +264,10 @@ done:
 #define KNEE_MIN_GAIN 1e-6
 /* the local ops keep the knee's term only when it halves their own loss (fit_with_knee) */
 #define LOCAL_KNEE_CUT 0.5
+/* ... and by a mean of (5%)^2 a scored timing: timings on one line with a few percent of
+ * noise (the fit scores only the sizes from 256 KiB) would otherwise halve their small loss
+ * with a knee that fits the noise */
+#define LOCAL_KNEE_MIN_GAIN 0.0025
 
 /* The slopes below the knee, shrunk where the timings leave them loose (empirical Bayes over
  * the kinds' knee ratios), so that the factors reproduce. A kind whose timings below the knee
@@ -396,8 +400,10 @@ static const double k_local_knees[] = {524288, 1048576, 2097152, 4194304, 838860
 
 /* The local ops' fit into *m (each local sample's robust weight set): columns overhead, per
  * op the seconds per byte (u_i), and per byte past the local knee Cl (v), the knee the
- * candidate (k_local_knees, or none) with the least bounded loss, one only when it halves the
- * line's (LOCAL_KNEE_CUT) and has two sizes past it and three below; then the local
+ * candidate (k_local_knees, with two sizes past it and three below) of least bounded loss, a
+ * larger one replacing a smaller only when it cuts the loss by a third, and taken only when
+ * it halves the line's (LOCAL_KNEE_CUT) by at least LOCAL_KNEE_MIN_GAIN a timing scored (the
+ * loss is over the sizes from half the smallest knee), else none; then the local
  * bandwidth is 1 / the geometric mean of the ops' u_i, each op's factor its u_i against it,
  * and beyond_cache[local] = v times the bandwidth. A chunk copies what a pad or partial mostly
  * zero-fills: one slope for all three left the chunks 1.3 to 2.2x above their price and the
@@ -409,7 +415,7 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
     int r = 0, any_bytes = 0, use[NL], seen[NL] = {0}, best = -1;
     double x[NL], xk[NL], lline = 0, lbest = INFINITY, *rk = NULL;
     double ug = 0;
-    int ng = 0;
+    int ng = 0, nscored = 0;
     memset(A, 0, (size_t)n * NL * sizeof *A);
     for (int i = 0; i < n; i++) {
         double b = (double)s[i].bytes;
@@ -426,9 +432,14 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
      * 6 and 19 GB/s in two calibrations. */
     if (!robust_fit(r, NL, A, t, NULL, use, x, rw))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
+    /* the knees are scored on the sizes from half the smallest one up, where they differ:
+     * the small copies' bimodal runs (3 or 15 us) weigh the same on every candidate and
+     * swamped the difference (a calibration whose copies ran 10 GB/s to 2 MiB and 4.5 past
+     * 4 MiB kept the line) */
     for (int i = 0; i < r; i++)
-        lline += bounded_sq((t[i] - x[0] - x[1] * A[i * NL + 1] - x[2] * A[i * NL + 2] - x[3] * A[i * NL + 3]) /
-                            noise_scale(t[i]));
+        if (A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3] >= 0.5 * k_local_knees[0] && ++nscored)
+            lline += bounded_sq((t[i] - x[0] - x[1] * A[i * NL + 1] - x[2] * A[i * NL + 2] - x[3] * A[i * NL + 3]) /
+                                noise_scale(t[i]));
     if (!(rk = malloc((size_t)(r ? r : 1) * sizeof *rk)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
     use[NL - 1] = 1;
@@ -451,16 +462,22 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
         if (!(xq[1] > 1e-15 || xq[2] > 1e-15 || xq[3] > 1e-15)) continue;
         for (int i = 0; i < r; i++) {
             double mo = 0;
+            if (A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3] < 0.5 * k_local_knees[0]) continue;
             for (int j = 0; j < NL; j++) mo += A[i * NL + j] * xq[j];
             loss += bounded_sq((t[i] - mo) / noise_scale(t[i]));
         }
-        if (loss < lbest) {
+        /* a larger knee replaces a smaller one only when it cuts the loss by a third
+         * (KNEE_CUT, as the collectives' knees): the copies of 4 MiB a rank ran 420 to
+         * 1130 us from one moment of a shared host to the next, and the least loss put the
+         * knee at 2 MiB in one calibration and 4 MiB in the next, the price of 4 MiB 1.8 to
+         * 2.1x apart */
+        if (best < 0 || loss < KNEE_CUT * lbest) {
             lbest = loss;
             best = (int)q;
             memcpy(xk, xq, sizeof xk);
         }
     }
-    if (best >= 0 && lbest < LOCAL_KNEE_CUT * lline) {
+    if (best >= 0 && lbest < LOCAL_KNEE_CUT * lline && lline - lbest > LOCAL_KNEE_MIN_GAIN * nscored) {
         double Cl = k_local_knees[best];
         for (int i = 0; i < r; i++) { /* the chosen knee's fit again, for its weights */
             double b = A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3];
