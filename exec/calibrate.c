@@ -709,13 +709,15 @@ fail:
 
 /* The twins (k rounds of GEMMs of n with meetings, and without), each replayed once to warm
  * it, then `reps` times each, alternating, so that both see the same moments of a shared
- * host: every run into *rm and *r0 (with median only each one's median); their models into
- * *meet and *alone. Timed one after the other, twins whose steps took 3 to 30 ms on a shared
+ * host: every run into *rm and *r0, and each pair's difference (the run with meetings less
+ * its twin's right after it) into *rd (with median only each one's median); their models
+ * into *meet and *alone. Timed one after the other, twins whose steps took 3 to 30 ms on a shared
  * 2-core machine differed by up to 2 ms more than the meetings explain from one calibration
  * to the next. */
 static ldt_status time_twins(ldt_comm *world, const ldt_mesh *mesh, int64_t n, int k, int reps, int median,
-                             const ldt_cost_model *cm, runs *rm, runs *r0, rounds_step *meet, rounds_step *alone) {
-    double tm[64], t0[64];
+                             const ldt_cost_model *cm, runs *rm, runs *r0, runs *rd, rounds_step *meet,
+                             rounds_step *alone) {
+    double tm[64], t0[64], td[64];
     ldt_status st = LDT_OK;
     memset(meet, 0, sizeof *meet);
     memset(alone, 0, sizeof *alone);
@@ -732,12 +734,15 @@ static ldt_status time_twins(ldt_comm *world, const ldt_mesh *mesh, int64_t n, i
         a = mono_s();
         LDT_CHECK_GOTO(ldt_replay(alone->ex));
         t0[r] = mono_s() - a;
+        td[r] = tm[r] - t0[r]; /* the pair's difference: both saw the same moment */
     }
     qsort(tm, (size_t)reps, sizeof *tm, cmp_d);
     qsort(t0, (size_t)reps, sizeof *t0, cmp_d);
+    qsort(td, (size_t)reps, sizeof *td, cmp_d);
     for (int r = 0; r < (median ? 1 : reps); r++) {
         runs_add(rm, median ? tm[reps / 2] : tm[r]);
         runs_add(r0, median ? t0[reps / 2] : t0[r]);
+        runs_add(rd, median ? td[reps / 2] : td[r]);
     }
 fail:
     { /* the models stay; the programs go */
@@ -785,18 +790,19 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
     static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};
     static const int64_t gemm[] = {128, 384};
     double calls[6], gap[6], meas[6], mod[6], mod0[6], took[6];
-    runs *rm = NULL, *r0 = NULL;
+    runs *rm = NULL, *r0 = NULL, *rd = NULL;
     int nrounds = quick ? 2 : 3, n = 0;
     ldt_status st = LDT_OK;
     m->rendezvous_s = m->rendezvous_share = 0;
     if (m->cores <= 0 || ldt_mesh_nranks(mesh) <= m->cores) return LDT_OK;
     /* in `passes` passes over the six steps, a third of the repeats each (as the sweep's
-     * rounds), each step's runs and its twin's pooled: the waiting is a difference of two
+     * rounds), each step's pairs pooled: the waiting is a difference of two
      * timings tens of microseconds apart, and a fastest of repeats had it at 0 and 28 us a
      * meeting in two calibrations of an idle machine */
     rm = calloc(6, sizeof *rm);
     r0 = calloc(6, sizeof *r0);
-    if (!rm || !r0) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    rd = calloc(6, sizeof *rd);
+    if (!rm || !r0 || !rd) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     for (int p = 0; p < passes; p++) {
         n = 0;
         for (int g = 0; g < 2; g++)
@@ -804,7 +810,7 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
                 int k = quick ? quick_rounds[i] : rounds[i];
                 rounds_step sm, s0;
                 LDT_CHECK_GOTO(time_twins(world, mesh, gemm[g], k, round_reps(RENDEZVOUS_RUNS * reps, passes),
-                                          median, m, &rm[n], &r0[n], &sm, &s0));
+                                          median, m, &rm[n], &r0[n], &rd[n], &sm, &s0));
                 mod[n] = sm.modeled;
                 mod0[n] = s0.modeled;
                 calls[n] = sm.calls;
@@ -813,7 +819,12 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
     }
     for (int i = 0; i < n; i++) {
         took[i] = runs_stat(&rm[i], median);
-        meas[i] = took[i] - runs_stat(&r0[i], median);
+        /* the median of the pairs' differences, not a difference of two quartiles: each
+         * pair's two runs saw one moment of the host, which cancels in its difference, where
+         * the quartiles of the two sides come from different moments (over eight
+         * calibrations of a 2-core machine the share came out 0 to 0.24, three of them 0 or
+         * 0.03, with the quartiles; 0.05 to 0.18, six of them 0.12 to 0.18, paired) */
+        meas[i] = runs_stat(&rd[i], 1);
         mod[i] -= mod0[i];
     }
     ldt__fit_rendezvous(calls, gap, meas, mod, took, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
@@ -821,6 +832,7 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
 fail:
     free(rm);
     free(r0);
+    free(rd);
     return st;
 }
 
