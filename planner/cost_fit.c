@@ -262,11 +262,13 @@ done:
 /* and lower the loss by more than this (a relative residual of a tenth of a percent): among
  * noiseless timings, which every candidate fits to rounding, no knee is taken */
 #define KNEE_MIN_GAIN 1e-6
-/* the local ops keep the knee's term only when it halves their own loss (fit_with_knee) */
-#define LOCAL_KNEE_CUT 0.5
+/* the local ops keep their knee's term only when it cuts their own loss (over the sizes
+ * from 256 KiB, fit_local) by a third: with a bar of a half, three of 23 calibrations of a
+ * 2-core machine kept the line although their copies ran 10 to 14 GB/s up to 2 MiB a rank
+ * and 4.5 to 5 past 4 MiB (the other 20 took 2 MiB, as all 23 do now) */
+#define LOCAL_KNEE_CUT (2.0 / 3.0)
 /* ... and by a mean of (5%)^2 a scored timing: timings on one line with a few percent of
- * noise (the fit scores only the sizes from 256 KiB) would otherwise halve their small loss
- * with a knee that fits the noise */
+ * noise would otherwise cut their small loss with a knee that fits the noise */
 #define LOCAL_KNEE_MIN_GAIN 0.0025
 
 /* The slopes below the knee, shrunk where the timings leave them loose (empirical Bayes over
@@ -402,8 +404,8 @@ static const double k_local_knees[] = {524288, 1048576, 2097152, 4194304, 838860
  * op the seconds per byte (u_i), and per byte past the local knee Cl (v), the knee the
  * candidate (k_local_knees, with two sizes past it and three below) of least bounded loss, a
  * larger one replacing a smaller only when it cuts the loss by a third, and taken only when
- * it halves the line's (LOCAL_KNEE_CUT) by at least LOCAL_KNEE_MIN_GAIN a timing scored (the
- * loss is over the sizes from half the smallest knee), else none; then the local
+ * it cuts the line's by a third (LOCAL_KNEE_CUT) and by at least LOCAL_KNEE_MIN_GAIN a timing
+ * scored (the loss is over the sizes from half the smallest knee), else none; then the local
  * bandwidth is 1 / the geometric mean of the ops' u_i, each op's factor its u_i against it,
  * and beyond_cache[local] = v times the bandwidth. A chunk copies what a pad or partial mostly
  * zero-fills: one slope for all three left the chunks 1.3 to 2.2x above their price and the

@@ -317,8 +317,8 @@ typedef struct ldt_cost_sample {
  * link); local ops give local_overhead_s, local_bandwidth_Bps (1 / the geometric mean of
  * the timed ops' seconds per byte), each op's local_bytes_extra against it, and their own
  * knee: local_cache_bytes and the local beyond_cache, the candidate (512 KiB, 1, 2, 4 or
- * 8 MiB, two sizes past it and three below) of least bounded loss, taken only when it halves
- * the line's (else 0 and 0). The collectives' knee (cache_bytes) is the candidate (none,
+ * 8 MiB, two sizes past it and three below) of least bounded loss over the sizes from
+ * 256 KiB, taken only when it cuts the line's by a third (else 0 and 0). The collectives' knee (cache_bytes) is the candidate (none,
  * 512 KiB, 1, 2 or 4 MiB) whose fit has the least bounded loss, mean of min(e^2, 1) over the
  * collective samples, a knee replacing no knee when it cuts the loss by 2% and a smaller
  * knee only when it cuts the loss by a third, and only with five or more distinct sizes
