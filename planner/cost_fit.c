@@ -525,9 +525,9 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
  * (u) and per byte past the knee (v), the loose u's shrunk (shrink_slopes) when `shrink` is
  * set and there is a knee; then per link its bandwidth is 1 / the geometric mean of its
  * planner kinds' u, and per kind bytes_extra = u beta - 1 and beyond_cache = v / u (geometric
- * and arithmetic means over the links that measured the kind). Local ops: local overhead,
- * seconds per byte, and per byte past the knee. */
-static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, double C, double split,
+ * and arithmetic means over the links that measured the kind). The local ops are fitted
+ * apart (fit_local). */
+static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, double C, double split,
                                 int shrink, double *A, double *t, double *rw, int *row_of, double *rb,
                                 ldt_cost_model *m) {
     int L = m->nlinks, np, use[MAXP], vcol[MAXP];
@@ -617,7 +617,6 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, int nloc, 
         }
         for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];
     }
-    if (nloc > 0) LDT_CHECK(fit_local(s, n, A, t, rw, row_of, m));
     return LDT_OK;
 }
 
@@ -685,7 +684,8 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
      * below, scored by a bounded loss over every collective sample (mean of min(e^2, 1), e
      * the relative residual); a knee must cut the loss by 2% (KNEE_FIRST) to replace no knee,
      * and by a third (KNEE_CUT) to replace a smaller one. The local ops choose their own
-     * (fit_local). */
+     * (fit_local, once, before: the candidates' trial models start from its result). */
+    if (nloc > 0) LDT_CHECK_GOTO(fit_local(s, n, A, t, rw, row_of, m));
     {
         /* from 512 KiB: four or more of the calibration's sizes stay below the knee, so the
          * cache-resident slope is not decided by two points (a knee at 128 KiB moved the local
@@ -700,7 +700,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
         for (size_t q = 0; q < nq; q++) {
             double loss = 0;
             trial = *m;
-            LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, knees[q], knees[1], 0, A, t, rw, row_of, rb, &trial));
+            LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, knees[q], knees[1], 0, A, t, rw, row_of, rb, &trial));
             for (int i = 0; i < n; i++) { /* the local ops choose their own knee (fit_local) */
                 double e = (s[i].seconds - sample_seconds(&trial, &s[i])) / s[i].seconds;
                 if (!sample_local(&s[i])) loss += bounded_sq(e);
@@ -716,7 +716,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
          * are compared unshrunk: the shrinkage moves a slope the timings leave loose, not
          * which knee they show), with its robust weights */
         trial = *m;
-        LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, nloc, best.cache_bytes, knees[1], 1, A, t, rw, row_of, rb, &trial));
+        LDT_CHECK_GOTO(fit_with_knee(s, n, ncoll, best.cache_bytes, knees[1], 1, A, t, rw, row_of, rb, &trial));
         *m = trial;
     }
     /* the fitted model's own prices, with the formula pricing uses */
