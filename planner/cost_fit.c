@@ -400,6 +400,27 @@ static double sample_seconds(const ldt_cost_model *m, const ldt_cost_sample *c) 
  * about half that from 4 MiB (2026-11-27), far past the collectives' knee (512 KiB to 1 MiB). */
 static const double k_local_knees[] = {524288, 1048576, 2097152, 4194304, 8388608};
 
+enum { NL = 2 + LDT_LOCAL_OP_COUNT }; /* the local fit's columns */
+
+/* The bounded loss of the local fit x over its rows of rb[i] bytes from half the smallest
+ * knee up (where the knees differ: the small copies' bimodal runs, 3 or 15 us, weigh the same
+ * on every candidate and swamped the difference: a calibration whose copies ran 10 GB/s to
+ * 2 MiB and 4.5 past 4 MiB kept the line); *nscored (may be NULL) gets their count. */
+static double local_loss(int r, const double *A, const double *t, const double *rb, const double *x,
+                         int *nscored) {
+    double loss = 0;
+    int ns = 0;
+    for (int i = 0; i < r; i++) {
+        double mo = 0;
+        if (rb[i] < 0.5 * k_local_knees[0]) continue;
+        for (int j = 0; j < NL; j++) mo += A[i * NL + j] * x[j];
+        loss += bounded_sq((t[i] - mo) / noise_scale(t[i]));
+        ns++;
+    }
+    if (nscored) *nscored = ns;
+    return loss;
+}
+
 /* The local ops' fit into *m (each local sample's robust weight set): columns overhead, per
  * op the seconds per byte (u_i), and per byte past the local knee Cl (v), the knee the
  * candidate (k_local_knees, with two sizes past it and three below) of least bounded loss, a
@@ -412,8 +433,7 @@ static const double k_local_knees[] = {524288, 1048576, 2097152, 4194304, 838860
  * pads 0.5 to 1 below it in one calibration. The rows of ops with no timing leave their
  * factor at 1. */
 static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, double *rw, int *row_of,
-                            ldt_cost_model *m) {
-    enum { NL = 2 + LDT_LOCAL_OP_COUNT };
+                            double *rb, ldt_cost_model *m) {
     int r = 0, any_bytes = 0, use[NL], seen[NL] = {0}, best = -1;
     double x[NL], xk[NL], lline = 0, lbest = INFINITY, *rk = NULL;
     double ug = 0;
@@ -426,6 +446,7 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
         A[r * NL + 1 + (s[i].collective - LDT_COLL_LOCAL_CHUNK)] = b;
         any_bytes |= s[i].bytes > 0;
         t[r] = s[i].seconds;
+        rb[r] = b;
         row_of[r++] = i;
     }
     for (int j = 0; j < NL; j++) use[j] = j < NL - 1;
@@ -434,22 +455,15 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
      * 6 and 19 GB/s in two calibrations. */
     if (!robust_fit(r, NL, A, t, NULL, use, x, rw))
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the local timings constrain nothing");
-    /* the knees are scored on the sizes from half the smallest one up, where they differ:
-     * the small copies' bimodal runs (3 or 15 us) weigh the same on every candidate and
-     * swamped the difference (a calibration whose copies ran 10 GB/s to 2 MiB and 4.5 past
-     * 4 MiB kept the line) */
-    for (int i = 0; i < r; i++)
-        if (A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3] >= 0.5 * k_local_knees[0] && ++nscored)
-            lline += bounded_sq((t[i] - x[0] - x[1] * A[i * NL + 1] - x[2] * A[i * NL + 2] - x[3] * A[i * NL + 3]) /
-                                noise_scale(t[i]));
+    lline = local_loss(r, A, t, rb, x, &nscored); /* x's knee column is 0 (unused) */
     if (!(rk = malloc((size_t)(r ? r : 1) * sizeof *rk)))
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
     use[NL - 1] = 1;
     for (size_t q = 0; q < sizeof k_local_knees / sizeof k_local_knees[0]; q++) {
-        double Cl = k_local_knees[q], loss = 0, xq[NL], past[4], below[4];
+        double Cl = k_local_knees[q], loss, xq[NL], past[4], below[4];
         int npast = 0, nbelow = 0;
         for (int i = 0; i < r; i++) { /* distinct sizes on each side of it */
-            double b = A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3];
+            double b = rb[i];
             double *side = b > Cl ? past : below;
             int *ns = b > Cl ? &npast : &nbelow, dup = 0;
             for (int j = 0; j < *ns; j++) dup |= side[j] == b;
@@ -462,12 +476,7 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
          * not what the timings show (a 256 KiB copy takes longer than a 4 KiB one): its fit
          * put every byte past the knee; not a candidate */
         if (!(xq[1] > 1e-15 || xq[2] > 1e-15 || xq[3] > 1e-15)) continue;
-        for (int i = 0; i < r; i++) {
-            double mo = 0;
-            if (A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3] < 0.5 * k_local_knees[0]) continue;
-            for (int j = 0; j < NL; j++) mo += A[i * NL + j] * xq[j];
-            loss += bounded_sq((t[i] - mo) / noise_scale(t[i]));
-        }
+        loss = local_loss(r, A, t, rb, xq, NULL);
         /* a larger knee replaces a smaller one only when it cuts the loss by a third
          * (KNEE_CUT, as the collectives' knees): the copies of 4 MiB a rank ran 420 to
          * 1130 us from one moment of a shared host to the next, and the least loss put the
@@ -481,10 +490,8 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
     }
     if (best >= 0 && lbest < LOCAL_KNEE_CUT * lline && lline - lbest > LOCAL_KNEE_MIN_GAIN * nscored) {
         double Cl = k_local_knees[best];
-        for (int i = 0; i < r; i++) { /* the chosen knee's fit again, for its weights */
-            double b = A[i * NL + 1] + A[i * NL + 2] + A[i * NL + 3];
-            A[i * NL + NL - 1] = b > Cl ? b - Cl : 0;
-        }
+        for (int i = 0; i < r; i++) /* the chosen knee's fit again, for its weights */
+            A[i * NL + NL - 1] = rb[i] > Cl ? rb[i] - Cl : 0;
         if (robust_fit(r, NL, A, t, NULL, use, xk, rk)) {
             memcpy(x, xk, sizeof x);
             memcpy(rw, rk, (size_t)r * sizeof *rw);
@@ -677,7 +684,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
     t = malloc((size_t)(n ? n : 1) * sizeof *t);
     rw = malloc((size_t)(n ? n : 1) * sizeof *rw);
     row_of = malloc((size_t)(n ? n : 1) * sizeof *row_of);
-    rb = malloc((size_t)(n ? n : 1) * sizeof *rb);
+    rb = calloc((size_t)(n ? n : 1), sizeof *rb);
     if (!A || !t || !rw || !row_of || !rb) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "cost fit: out of memory");
 
     /* The cache knee is chosen from candidates by the fit itself: for each, the robust fits
@@ -685,7 +692,7 @@ ldt_status ldt_cost_model_fit(ldt_cost_sample *s, int n, ldt_cost_model *m, doub
      * the relative residual); a knee must cut the loss by 2% (KNEE_FIRST) to replace no knee,
      * and by a third (KNEE_CUT) to replace a smaller one. The local ops choose their own
      * (fit_local, once, before: the candidates' trial models start from its result). */
-    if (nloc > 0) LDT_CHECK_GOTO(fit_local(s, n, A, t, rw, row_of, m));
+    if (nloc > 0) LDT_CHECK_GOTO(fit_local(s, n, A, t, rw, row_of, rb, m));
     {
         /* from 512 KiB: four or more of the calibration's sizes stay below the knee, so the
          * cache-resident slope is not decided by two points (a knee at 128 KiB moved the local
