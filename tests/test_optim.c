@@ -71,7 +71,7 @@ static void run(const ldt_optim_config *cfg, const char *mesh_text, double p[NP]
     co.mesh = mesh;
     cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
     for (int k = 0; k < NP; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "w%d", k);
         ps[k] = ldt_param(ctx, name, k ? &(ldt_shape){1, {10}} : &(ldt_shape){2, {2, 3}}, LDT_F64);
         cr_assert_eq(ldt_param_set(ps[k], p[k], k_n[k] * 8), LDT_OK);
@@ -240,7 +240,7 @@ Test(optim, zero_sharded_states_give_the_same_parameters) {
         co.mesh = mesh;
         cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);
         for (int k = 0; k < NP; k++) {
-            char name[8];
+            char name[16];
             snprintf(name, sizeof name, "w%d", k);
             ps[k] = ldt_param(ctx, name, k ? &(ldt_shape){1, {10}} : &(ldt_shape){2, {2, 3}}, LDT_F64);
             cr_assert_eq(ldt_param_set(ps[k], got[k], k_n[k] * 8), LDT_OK);

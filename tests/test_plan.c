@@ -260,7 +260,7 @@ Test(plan, a_node_with_too_many_inputs_is_refused) {
     ldt_ctx_options co = {0};
     ldt_plan *plan = NULL;
     ldt_tensor *xs[17], *y;
-    char name[8];
+    char name[16];
     cr_assert_eq(ldt_mesh_parse("2", LDT_DEVICE_CPU, &mesh), LDT_OK);
     co.mesh = mesh;
     cr_assert_eq(ldt_ctx_create(&co, &ctx), LDT_OK);

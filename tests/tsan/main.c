@@ -1,5 +1,6 @@
 /* Runs the tests registered through tests/tsan/criterion/criterion.h, in order; an optional
- * argument runs only the tests whose name contains it. */
+ * argument runs only the tests whose name contains it, and --part K/N only every N-th test
+ * from the K-th (0-based), so that N processes share a long program's tests. */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,11 +21,21 @@ void ldt_tsan_register(const char *name, void (*fn)(void)) {
 }
 
 int main(int argc, char **argv) {
-    int ran = 0;
+    int ran = 0, part = 0, parts = 1;
     const char *filter = NULL;
-    for (int i = 1; i < argc; i++)
-        if (strncmp(argv[i], "--", 2) != 0) filter = argv[i];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--part") == 0) {
+            if (i + 1 >= argc || sscanf(argv[++i], "%d/%d", &part, &parts) != 2 || parts < 1 || part < 0 ||
+                part >= parts) {
+                fprintf(stderr, "tsan runner: --part wants K/N with 0 <= K < N\n");
+                return 2;
+            }
+        } else if (strncmp(argv[i], "--", 2) != 0) {
+            filter = argv[i];
+        }
+    }
     for (int i = 0; i < g_ntests; i++) {
+        if (i % parts != part) continue;
         if (filter && !strstr(g_tests[i].name, filter)) continue;
         fprintf(stderr, "[RUN ] %s\n", g_tests[i].name);
         g_tests[i].fn();
