@@ -778,7 +778,8 @@ ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const l
 #define RENDEZVOUS_RUNS 4
 
 /* The rendezvous (ldt_cost_model.rendezvous_s and rendezvous_share): steps of 2, 6 and 18
- * rounds (time_rounds) with GEMMs of 128 and of 384 (27 times the compute between meetings),
+ * rounds (time_rounds) with GEMMs of 32, 128 and 384 (64 and 1728 times the compute between
+ * meetings of the first: next to none, so its steps' waiting is the meetings' own),
  * each measured beside the same rounds without the meetings (the same GEMMs on the same
  * shards, one all_gather at the end): the difference measured against the model's
  * difference (the collectives' own prices) is the waiting,
@@ -788,24 +789,30 @@ ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const l
 static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, int quick, int reps, int median,
                                        int passes, ldt_cost_model *m) {
     static const int rounds[] = {2, 6, 18}, quick_rounds[] = {2, 18};
-    static const int64_t gemm[] = {128, 384};
-    double calls[6], gap[6], meas[6], mod[6], mod0[6], took[6];
+    /* With GEMMs of 128 and 384 alone, the fit put the wait per meeting at 0 to 30 us from one
+     * calibration to the next (a 2-core machine, 2026-11-27: five in a row gave 2.6 to 26 us),
+     * where steps of GEMMs of 32 waited 1 to 4 us a meeting: w came from the slope of the
+     * GEMMs of 128's waits over 2, 6 and 18 meetings, against an intercept of -10 to -100 us.
+     * With the steps of 32, five calibrations gave w 0 to 4.7 us. */
+    static const int64_t gemm[] = {32, 128, 384};
+    enum { NG = sizeof gemm / sizeof gemm[0], NSTEPS = 3 * NG };
+    double calls[NSTEPS], gap[NSTEPS], meas[NSTEPS], mod[NSTEPS], mod0[NSTEPS], noise[NSTEPS];
     runs *rm = NULL, *r0 = NULL, *rd = NULL;
     int nrounds = quick ? 2 : 3, n = 0;
     ldt_status st = LDT_OK;
     m->rendezvous_s = m->rendezvous_share = 0;
     if (m->cores <= 0 || ldt_mesh_nranks(mesh) <= m->cores) return LDT_OK;
-    /* in `passes` passes over the six steps, a third of the repeats each (as the sweep's
+    /* in `passes` passes over the nine steps, a third of the repeats each (as the sweep's
      * rounds), each step's pairs pooled: the waiting is a difference of two
      * timings tens of microseconds apart, and a fastest of repeats had it at 0 and 28 us a
      * meeting in two calibrations of an idle machine */
-    rm = calloc(6, sizeof *rm);
-    r0 = calloc(6, sizeof *r0);
-    rd = calloc(6, sizeof *rd);
+    rm = calloc(NSTEPS, sizeof *rm);
+    r0 = calloc(NSTEPS, sizeof *r0);
+    rd = calloc(NSTEPS, sizeof *rd);
     if (!rm || !r0 || !rd) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     for (int p = 0; p < passes; p++) {
         n = 0;
-        for (int g = 0; g < 2; g++)
+        for (int g = 0; g < NG; g++)
             for (int i = 0; i < nrounds; i++, n++) {
                 int k = quick ? quick_rounds[i] : rounds[i];
                 rounds_step sm, s0;
@@ -818,7 +825,15 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
             }
     }
     for (int i = 0; i < n; i++) {
-        took[i] = runs_stat(&rm[i], median);
+        /* each step's noise scale the square root of its time: its waits add up meeting by
+         * meeting, their noise as a sum of independent ones. Scaled by the time itself (the
+         * noise a fixed share of the step), the steps of GEMMs of 384 counted for next to
+         * nothing and the share came from the waits of 5 to 10 us after GEMMs of 128: over
+         * 20 calibrations in a row (a 2-core machine, 2026-11-27, the steps of 32 in), the
+         * share within its goal (1.25x or 0.1) from one to the next in 10 of 19 pairs, the wait
+         * after 1 ms of compute (2x or 20 us) in 13; by the square root, 14 and 18, and the
+         * wait per meeting within 20 us in all 19 either way */
+        noise[i] = sqrt(runs_stat(&rm[i], median));
         /* the median of the pairs' differences, not a difference of two quartiles: each
          * pair's two runs saw one moment of the host, which cancels in its difference, where
          * the quartiles of the two sides come from different moments (over eight
@@ -827,7 +842,7 @@ static ldt_status calibrate_rendezvous(ldt_comm *world, const ldt_mesh *mesh, in
         meas[i] = runs_stat(&rd[i], 1);
         mod[i] -= mod0[i];
     }
-    ldt__fit_rendezvous(calls, gap, meas, mod, took, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
+    ldt__fit_rendezvous(calls, gap, meas, mod, noise, n, ldt_mesh_nranks(mesh), m->cores, &m->rendezvous_s,
                         &m->rendezvous_share, NULL);
 fail:
     free(rm);

@@ -286,7 +286,7 @@ typedef struct ldt_calibrate_options {
  * gives the shared one back); a chain of 256 one-element adds against one gives launch_s;
  * layer_norm, softmax, sum and gelu at 64 KiB to 4 MiB give the norm, softmax, reduce and
  * transcendental curves (the roofline's time at efficiency 1 over the measured time); with
- * more ranks than cores, steps of 2, 6 and 18 GEMM + all_gather rounds (GEMMs of 128 and
+ * more ranks than cores, steps of 2, 6 and 18 GEMM + all_gather rounds (GEMMs of 32, 128 and
  * 384), each beside the same GEMMs without the all_gathers, give rendezvous_s and
  * rendezvous_share; on rank threads, send/recv (Shard(0) to the ranks rotated by one)
  * gives its bytes and knee factors; ldt_broadcast along each mesh dim (on the rank threads
