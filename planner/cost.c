@@ -350,7 +350,8 @@ double ldt__kind_hops(const ldt_cost_model *m, ldt_coll_kind k, int64_t n) {
 }
 
 double ldt__eff_bytes(const ldt_cost_model *m, int k, double b) {
-    double over = m->cache_bytes > 0 && b > m->cache_bytes ? b - m->cache_bytes : 0;
+    double C = k == LDT_KIND_BROADCAST && m->local_cache_bytes > 0 ? m->local_cache_bytes : m->cache_bytes;
+    double over = C > 0 && b > C ? b - C : 0;
     double e = b + m->beyond_cache[k] * over;
     return k < LDT_KIND_COUNT ? (1 + m->bytes_extra[k]) * e : e;
 }

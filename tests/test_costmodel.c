@@ -397,6 +397,66 @@ Test(costfit, recovers_local_op_factors_and_their_own_knee) {
     ldt_mesh_destroy(mesh);
 }
 
+/* A broadcast is a plain copy on each receiving rank: with local ops among the timings, its
+ * knee is theirs (here 4 MiB), not the collectives' (512 KiB). Truth written out: the
+ * collectives and local ops as above, broadcasts on both links (groups of 4 and 2, a tree:
+ * 2 and 1 hops) with a bytes factor of 0.5 and a knee factor of 1.8 past 4 MiB; the fit
+ * gives both back, each broadcast's price is its timing, and a broadcast past 512 KiB but
+ * below 4 MiB is priced without any knee term. Without local ops it keeps the collectives'
+ * knee (recovers_a_broadcast_factor). */
+Test(costfit, broadcast_takes_the_local_knee) {
+    static const double fac[LDT_LOCAL_OP_COUNT] = {1.6, 0.9, 1 / (1.6 * 0.9)};
+    const int64_t groups[2] = {4, 2};
+    const double tree_hops[2] = {2, 1}, Cl = 4194304, yl = 1.2, fb = 0.5, yb = 1.8;
+    ldt_cost_model m = truth(), f = start(), mf;
+    ldt_cost_sample s[200];
+    double b2m;
+    int n;
+    m.cache_bytes = 524288;
+    for (int k = 0; k < 4; k++) m.beyond_cache[k] = 1.5 + k;
+    f.algo[LDT_KIND_BROADCAST] = LDT_ALGO_TREE;
+    n = synth(s, &m) - 16; /* synth's local rows: replaced by these */
+    for (int o = 0; o < LDT_LOCAL_OP_COUNT; o++)
+        for (int64_t b = 4096; b <= (64 << 20); b *= 2) {
+            double past = (double)b > Cl ? (double)b - Cl : 0;
+            memset(&s[n], 0, sizeof s[n]);
+            s[n].collective = (ldt_collective)(LDT_COLL_LOCAL_CHUNK + o);
+            s[n].group = 1;
+            s[n].bytes = b;
+            s[n].seconds = m.local_overhead_s + (fac[o] * (double)b + yl * past) / m.local_bandwidth_Bps;
+            n++;
+        }
+    for (int d = 0; d < 2; d++)
+        for (int z = 0; z < 8; z++) {
+            int64_t bytes = (int64_t)1 << (12 + 2 * z); /* 4 KiB .. 64 MiB */
+            double past = (double)bytes > Cl ? (double)bytes - Cl : 0;
+            memset(&s[n], 0, sizeof s[n]);
+            s[n].broadcast = 1;
+            s[n].dim = d;
+            s[n].group = groups[d];
+            s[n].bytes = bytes;
+            s[n].seconds = m.overhead_s + tree_hops[d] * m.links[d].latency_s +
+                           fb * ((double)bytes + yb * past) / m.links[d].bandwidth_Bps;
+            n++;
+        }
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    cr_expect_eq(f.local_cache_bytes, Cl, "local knee at %g", f.local_cache_bytes);
+    cr_expect_eq(f.cache_bytes, m.cache_bytes, "knee at %g", f.cache_bytes);
+    mf = as_fitted(m);
+    expect_recovers(&f, &mf, 1e-6);
+    /* the planner kinds' factors are 1 here, so the links' bandwidths are the truth's */
+    expect_close(1 + f.bytes_extra[LDT_KIND_BROADCAST], fb, 1e-6, "broadcast bytes factor");
+    expect_close(f.beyond_cache[LDT_KIND_BROADCAST], yb, 1e-6, "broadcast beyond-cache factor");
+    for (int i = 0; i < n; i++)
+        if (s[i].broadcast)
+            expect_close(ldt_cost_kind_seconds(&f, f.links[s[i].dim], s[i].group, LDT_KIND_BROADCAST, s[i].bytes),
+                         s[i].seconds, 1e-6, "broadcast price vs the truth");
+    /* 2 MiB: past the collectives' knee, below the local one: the plain line */
+    b2m = m.overhead_s + 2 * m.links[0].latency_s + fb * 2097152.0 / m.links[0].bandwidth_Bps;
+    expect_close(ldt_cost_kind_seconds(&f, f.links[0], 4, LDT_KIND_BROADCAST, 2097152), b2m, 1e-6,
+                 "a broadcast of 2 MiB");
+}
+
 /* The local ops' fields in a profile: "local_bytes_factor" {op: factor} and
  * "cache": {"local_bytes"}: written only when set, read back, priced (each op its own factor,
  * the knee its own), and bad values refused with a message naming the field. */

@@ -46,7 +46,8 @@ extern "C" {
  *   collective (all_reduce, reduce_scatter, all_gather, all_to_all, broadcast):
  *       overhead + o_k + h alpha + (1 + x_k) (b + y_k max(0, b - C)) / beta
  *   with o_k = kind_overhead_s[k], x_k = bytes_extra[k], y_k = beyond_cache[k], C =
- *   cache_bytes (0: no knee; then the y term is off), all 0 unless a profile gives them
+ *   cache_bytes (0: no knee; then the y term is off; a broadcast's C is local_cache_bytes
+ *   when that is set: a plain copy on each receiving rank), all 0 unless a profile gives them
  *   (b = (n-1)/n B for a tensor of B bytes, 2 (n-1)/n B for all_reduce: the ring volumes)
  *   send_recv (cross-mesh): overhead + o_send_recv + p alpha + (1 + x_send_recv) (b +
  *   y_send_recv max(0, b - C)) / beta, p = most peers of one rank
@@ -141,12 +142,13 @@ typedef struct ldt_cost_model {
     double kind_overhead_s[LDT_KIND_COUNT];
     /* The cache knee: the bytes a rank moves past cache_bytes (0: no knee) go at memory's
      * pace, beyond_cache[k] more per byte: (b + beyond_cache[k] max(0, b - cache_bytes))
-     * in place of b above; beyond_cache[LDT_KIND_COUNT] is the local ops'. */
+     * in place of b above (a broadcast's knee: local_cache_bytes when set);
+     * beyond_cache[LDT_KIND_COUNT] is the local ops'. */
     double cache_bytes;
     double beyond_cache[LDT_KIND_COUNT + 1];
     /* The local ops, each its own: local_bytes_extra[i] (i = c - LDT_COLL_LOCAL_CHUNK: chunk,
      * partial, pad) is what op i adds per byte to the local bandwidth's time, and
-     * local_cache_bytes their own knee (0: cache_bytes). A local op's seconds are
+     * local_cache_bytes their own knee (0: cache_bytes), a broadcast's too. A local op's seconds are
      * local_overhead_s + ((1 + local_bytes_extra[i]) b + beyond_cache[LDT_KIND_COUNT]
      * max(0, b - C)) / local_bandwidth_Bps, C the local knee: a chunk copies its bytes
      * (read and written) where a pad or partial mostly zero-fills them (written only), and
@@ -318,7 +320,9 @@ typedef struct ldt_cost_sample {
  * the timed ops' seconds per byte), each op's local_bytes_extra against it, and their own
  * knee: local_cache_bytes and the local beyond_cache, the candidate (512 KiB, 1, 2, 4 or
  * 8 MiB, two sizes past it and three below) of least bounded loss over the sizes from
- * 256 KiB, taken only when it cuts the line's by a third (else 0 and 0). The collectives' knee (cache_bytes) is the candidate (none,
+ * 256 KiB, taken only when it cuts the line's by a third (else 0 and 0); the local ops are
+ * fitted first, and a broadcast's past-knee bytes count from their knee when they have one.
+ * The collectives' knee (cache_bytes) is the candidate (none,
  * 512 KiB, 1, 2 or 4 MiB) whose fit has the least bounded loss, mean of min(e^2, 1) over the
  * collective samples, a knee replacing no knee when it cuts the loss by 2% and a smaller
  * knee only when it cuts the loss by a third, and only with five or more distinct sizes
