@@ -345,6 +345,23 @@ Test(costfit, kind_overhead_profile_field_and_price) {
     cr_expect(strstr(ldt_last_error(), "broadcast call overhead") != NULL, "%s", ldt_last_error());
 }
 
+/* Local op rows from s[n] on, by the formula written out: each op (chunk, partial, pad) at
+ * 4 KiB to 64 MiB by 2x, factor fac[op], knee Cl with past-knee factor yl, under m's local
+ * overhead and bandwidth. Returns the new count. */
+static int synth_local(ldt_cost_sample *s, int n, const ldt_cost_model *m, const double *fac, double Cl, double yl) {
+    for (int o = 0; o < LDT_LOCAL_OP_COUNT; o++)
+        for (int64_t b = 4096; b <= (64 << 20); b *= 2) {
+            double past = (double)b > Cl ? (double)b - Cl : 0;
+            memset(&s[n], 0, sizeof s[n]);
+            s[n].collective = (ldt_collective)(LDT_COLL_LOCAL_CHUNK + o);
+            s[n].group = 1;
+            s[n].bytes = b;
+            s[n].seconds = m->local_overhead_s + (fac[o] * (double)b + yl * past) / m->local_bandwidth_Bps;
+            n++;
+        }
+    return n;
+}
+
 /* Local ops of their own: a chunk copies what a pad or partial zero-fills, so each op has its
  * own factor on the local bandwidth, and the local ops have their own knee (2 MiB here, the
  * collectives' at 512 KiB). Timings by the formula written out here, every op at 4 KiB to
@@ -366,17 +383,7 @@ Test(costfit, recovers_local_op_factors_and_their_own_knee) {
         uint64_t x = 0xD1B54A32D192ED03ull;
         double tol = noisy ? 0.06 : 1e-6, Cl = 2097152, yl = 1.5;
         int n = synth(s, &m);
-        n -= 16; /* synth's local rows: replaced by these */
-        for (int o = 0; o < LDT_LOCAL_OP_COUNT; o++)
-            for (int64_t b = 4096; b <= (64 << 20); b *= 2) {
-                double past = (double)b > Cl ? (double)b - Cl : 0;
-                memset(&s[n], 0, sizeof s[n]);
-                s[n].collective = (ldt_collective)(LDT_COLL_LOCAL_CHUNK + o);
-                s[n].group = 1;
-                s[n].bytes = b;
-                s[n].seconds = m.local_overhead_s + (fac[o] * (double)b + yl * past) / m.local_bandwidth_Bps;
-                n++;
-            }
+        n = synth_local(s, n - 16, &m, fac, Cl, yl); /* in place of synth's local rows */
         for (int i = 0; noisy && i < n; i++) {
             x ^= x << 13;
             x ^= x >> 7;
@@ -415,17 +422,7 @@ Test(costfit, broadcast_takes_the_local_knee) {
     m.cache_bytes = 524288;
     for (int k = 0; k < 4; k++) m.beyond_cache[k] = 1.5 + k;
     f.algo[LDT_KIND_BROADCAST] = LDT_ALGO_TREE;
-    n = synth(s, &m) - 16; /* synth's local rows: replaced by these */
-    for (int o = 0; o < LDT_LOCAL_OP_COUNT; o++)
-        for (int64_t b = 4096; b <= (64 << 20); b *= 2) {
-            double past = (double)b > Cl ? (double)b - Cl : 0;
-            memset(&s[n], 0, sizeof s[n]);
-            s[n].collective = (ldt_collective)(LDT_COLL_LOCAL_CHUNK + o);
-            s[n].group = 1;
-            s[n].bytes = b;
-            s[n].seconds = m.local_overhead_s + (fac[o] * (double)b + yl * past) / m.local_bandwidth_Bps;
-            n++;
-        }
+    n = synth_local(s, synth(s, &m) - 16, &m, fac, Cl, yl); /* in place of synth's local rows */
     for (int d = 0; d < 2; d++)
         for (int z = 0; z < 8; z++) {
             int64_t bytes = (int64_t)1 << (12 + 2 * z); /* 4 KiB .. 64 MiB */
