@@ -349,8 +349,12 @@ double ldt__kind_hops(const ldt_cost_model *m, ldt_coll_kind k, int64_t n) {
     return k == LDT_KIND_SEND_RECV ? (double)(n - 1) : hops(m->algo[k], k, n);
 }
 
+double ldt__kind_knee(const ldt_cost_model *m, int k) {
+    return k == LDT_KIND_BROADCAST && m->local_cache_bytes > 0 ? m->local_cache_bytes : m->cache_bytes;
+}
+
 double ldt__eff_bytes(const ldt_cost_model *m, int k, double b) {
-    double C = k == LDT_KIND_BROADCAST && m->local_cache_bytes > 0 ? m->local_cache_bytes : m->cache_bytes;
+    double C = ldt__kind_knee(m, k);
     double over = C > 0 && b > C ? b - C : 0;
     double e = b + m->beyond_cache[k] * over;
     return k < LDT_KIND_COUNT ? (1 + m->bytes_extra[k]) * e : e;

@@ -527,11 +527,6 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
     return LDT_OK;
 }
 
-/* Kind k's knee when the collectives' is C: a broadcast's the local ops' (ldt__eff_bytes). */
-static double knee_of(const ldt_cost_model *m, int k, double C) {
-    return k == LDT_KIND_BROADCAST && m->local_cache_bytes > 0 ? m->local_cache_bytes : C;
-}
-
 /* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
  * Collectives: columns overhead, latency per link, and per link and kind the seconds per byte
  * (u) and per byte past the knee (v), the loose u's shrunk (shrink_slopes) when `shrink` is
@@ -562,7 +557,7 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, double C, 
             A[r * np + 1 + s[i].dim] = sample_hops(m, &s[i]);
             A[r * np + cu] = b;
             {
-                double Ck = knee_of(m, k, C);
+                double Ck = ldt__kind_knee(m, k); /* C, or a broadcast's local knee */
                 A[r * np + cu + 1] = Ck > 0 && b > Ck ? b - Ck : 0;
             }
             t[r] = s[i].seconds;
@@ -627,7 +622,7 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, double C, 
             for (int k = 0; k < NK; k++) {
                 if (!nx[k]) continue;
                 m->bytes_extra[k] = exp(lx[k] / nx[k]) - 1;
-                m->beyond_cache[k] = knee_of(m, k, C) > 0 ? yy[k] / nx[k] : 0;
+                m->beyond_cache[k] = ldt__kind_knee(m, k) > 0 ? yy[k] / nx[k] : 0;
             }
         }
         for (int i = 0; i < r; i++) s[row_of[i]].weight = rw[i];

@@ -14,9 +14,14 @@ double ldt__coll_hops(const ldt_cost_model *m, ldt_collective c, int64_t n);
  * ldt_cost_kind_seconds prices it; send_recv: n - 1, one message to each peer). */
 double ldt__kind_hops(const ldt_cost_model *m, ldt_coll_kind k, int64_t n);
 
+/* Collective kind index k's cache knee under m: cache_bytes, but a broadcast's is the local
+ * ops' (local_cache_bytes) when m has one (on rank threads a broadcast is a plain copy on
+ * each receiving rank); 0: no knee. */
+double ldt__kind_knee(const ldt_cost_model *m, int k);
+
 /* The bytes term's effective byte count for collective kind index k under m: (1 +
- * bytes_extra[k]) (b + beyond_cache[k] max(0, b - cache_bytes)) (no knee when cache_bytes is
- * 0). The local ops are priced by ldt__local_seconds. */
+ * bytes_extra[k]) (b + beyond_cache[k] max(0, b - C)), C = ldt__kind_knee (no knee when it
+ * is 0). The local ops are priced by ldt__local_seconds. */
 double ldt__eff_bytes(const ldt_cost_model *m, int k, double b);
 
 /* Seconds m gives local op c (local_chunk, local_partial or local_pad) writing b bytes:
