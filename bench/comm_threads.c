@@ -1,7 +1,8 @@
 /* comm_threads benchmark: all_reduce and all_gather (f32 sum) on 2, 4 and 8 rank threads from
  * 4 KiB to 256 MiB, each beside a memcpy by the same threads timed in the same rounds: per
  * round, the threads copy size/n bytes each at once (memcpy bandwidth = size / time), then
- * run the all_reduce, then the all_gather; each starts after a barrier and is timed from
+ * pass size/n bytes each around a ring with send/recv (sendrecv_gbps = size/n / time: what
+ * one rank receives), then run the all_reduce, then the all_gather; each starts after a barrier and is timed from
  * there to its end (the copy ends at a barrier, as the collectives do); medians over the
  * rounds. Bandwidths follow nccl-tests: algorithm bandwidth = tensor bytes / time, bus
  * bandwidth = algorithm bandwidth x 2(n-1)/n for all_reduce and (n-1)/n for all_gather.
@@ -25,7 +26,7 @@
  * reads afterwards can. */
 static void *(*volatile memcpy_fn)(void *, const void *, size_t) = memcpy;
 
-enum { OP_MEMCPY, OP_ALL_REDUCE, OP_ALL_GATHER, NOPS };
+enum { OP_MEMCPY, OP_SEND_RECV, OP_ALL_REDUCE, OP_ALL_GATHER, NOPS };
 
 typedef struct run_ctx {
     int nsizes;
@@ -54,6 +55,15 @@ static ldt_status run_op(ldt_comm *w, int op, const bufs *b, int64_t bytes) {
     case OP_MEMCPY:
         memcpy_fn(b->copy, (const char *)b->send, (size_t)(bytes / n));
         return ldt_barrier(w); /* the copy is done when every thread's is */
+    case OP_SEND_RECV: { /* a ring: size/n bytes to the next rank, from the previous one */
+        int r = ldt_comm_rank(w);
+        ldt_status st = ldt_group_start();
+        if (st != LDT_OK) return st;
+        st = ldt_send(w, b->send, bytes / 4 / n, LDT_F32, (r + 1) % n);
+        ldt_status st2 = ldt_recv(w, b->recv, bytes / 4 / n, LDT_F32, (r + n - 1) % n);
+        ldt_status st3 = ldt_group_end();
+        return st != LDT_OK ? st : st2 != LDT_OK ? st2 : st3;
+    }
     case OP_ALL_REDUCE: return ldt_all_reduce(w, b->send, b->recv, bytes / 4, LDT_F32, LDT_REDUCE_SUM);
     default: return ldt_all_gather(w, b->send, b->recv, bytes / 4 / n, LDT_F32);
     }
@@ -104,6 +114,10 @@ static ldt_status rank_fn(ldt_comm *w, void *arg) {
         /* A benchmark of wrong results is worthless: check the ends (all_gather ran last,
          * and an all_reduce once more). */
         if (st == LDT_OK && (b.recv[0] != 1.0f || b.recv[count - 1] != (float)n))
+            st = LDT_ERR_INTERNAL;
+        if (st == LDT_OK) st = run_op(w, OP_SEND_RECV, &b, bytes);
+        if (st == LDT_OK && (b.recv[0] != (float)((r + n - 1) % n + 1) ||
+                             b.recv[count / n - 1] != (float)((r + n - 1) % n + 1)))
             st = LDT_ERR_INTERNAL;
         if (st == LDT_OK) st = run_op(w, OP_ALL_REDUCE, &b, bytes);
         if (st == LDT_OK && (b.recv[0] != (float)(n * (n + 1) / 2) ||
@@ -172,6 +186,8 @@ int bench_comm_threads(const bench_opts *o, bench_results *out) {
             double *w = ctx->wall[s], *c = ctx->cpu[s];
             if (add_point(out, "memcpy_gbps", b / w[OP_MEMCPY] / 1e9, b / c[OP_MEMCPY] / 1e9, n,
                           ctx->sizes[s]) != 0 ||
+                add_point(out, "sendrecv_gbps", b / n / w[OP_SEND_RECV] / 1e9,
+                          b / n / c[OP_SEND_RECV] / 1e9, n, ctx->sizes[s]) != 0 ||
                 add_point(out, "allreduce_gbps", arf * b / w[OP_ALL_REDUCE] / 1e9,
                           arf * b / c[OP_ALL_REDUCE] / 1e9, n, ctx->sizes[s]) != 0 ||
                 add_point(out, "allreduce_algbw_gbps", b / w[OP_ALL_REDUCE] / 1e9,

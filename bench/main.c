@@ -10,8 +10,9 @@
 /* The benchmarks: X(name, description). Adding one is a line here and a bench/<name>.c
  * defining `int bench_<name>(const bench_opts *, bench_results *)` (0 on success). */
 #define LDT_BENCHES(X)                                                                     \
-    X(comm_threads, "all_reduce and all_gather algorithm and bus bandwidth on 2, 4, 8 rank "  \
-                    "threads, interleaved with a memcpy by as many threads")                \
+    X(comm_threads, "all_reduce and all_gather algorithm and bus bandwidth, and a send/recv "  \
+                    "ring, on 2, 4, 8 rank threads, interleaved with a memcpy by as many "   \
+                    "threads")                                                              \
     X(trace, "ns per recorded op for 1k to 1M-node graphs, and hash ns per node")          \
     X(redistribute, "modeled vs measured redistribution time on a 2x2 threaded mesh, before " \
                     "and after calibration (spearman, worst_ratio)")                        \

@@ -105,6 +105,7 @@ struct ldt_threads {
     int64_t timeout_ms;
     pthread_mutex_t mu;      /* registry, mailboxes, failure info, running */
     pthread_cond_t mail_cv;  /* a mailbox or a send's state changed, or the world aborted */
+    _Atomic uint64_t mail_gen; /* bumped (under mu) with every mail_cv broadcast: polled */
     atomic_int aborted;      /* a rank failed: failed_* are set before it and never after */
     atomic_int broken;       /* a barrier timed out: the world cannot be run again */
     int failed_rank;
@@ -184,6 +185,8 @@ static ldt_status remote_error(struct ldt_threads *w, const char *op) {
                       w->failed_msg);
 }
 
+static void mail_notify(struct ldt_threads *w);
+
 static int is_aborted(struct ldt_threads *w) {
     return atomic_load_explicit(&w->aborted, memory_order_acquire);
 }
@@ -195,7 +198,7 @@ static void world_abort(struct ldt_threads *w, int rank, const char *msg) {
         snprintf(w->failed_msg, sizeof w->failed_msg, "%s", msg);
         atomic_store_explicit(&w->aborted, 1, memory_order_release);
     }
-    pthread_cond_broadcast(&w->mail_cv);
+    mail_notify(w);
     /* Lock order is world then group; barrier waiters hold only their group's mu, and
      * check `aborted` under it before waiting, so no wake-up is lost. */
     for (tgroup *g = w->groups; g; g = g->next) {
@@ -278,6 +281,47 @@ static int poll_for(int64_t ns, int (*ready)(const void *), const void *arg) {
         if (poll_clock_ns() - t0 > ns) return 0;
         sched_yield();
     }
+}
+
+/* The mailbox's waits (a recv for its send, a send for its copy) poll like a barrier before
+ * they sleep: a send and its recv posted close together meet without a wake-up. Every change
+ * under w->mu that a waiter may wait for goes through mail_notify. */
+static void mail_notify(struct ldt_threads *w) { /* under w->mu */
+    atomic_store_explicit(&w->mail_gen,
+                          atomic_load_explicit(&w->mail_gen, memory_order_relaxed) + 1,
+                          memory_order_release);
+    pthread_cond_broadcast(&w->mail_cv);
+}
+
+typedef struct mail_watch {
+    struct ldt_threads *w;
+    uint64_t gen;
+} mail_watch;
+
+static int mail_moved(const void *arg) {
+    const mail_watch *x = arg;
+    return atomic_load_explicit(&x->w->mail_gen, memory_order_acquire) != x->gen;
+}
+
+/* Called with w->mu held, after the caller found nothing to do; returns with it held, and the
+ * caller checks again. *poll says whether to poll first (up to POLL_NS, the lock released)
+ * or to sleep on mail_cv (until dl when not NULL); it is left set after a poll that saw a
+ * change or after a sleep, cleared after a poll that saw none. Returns 1 when a sleep timed
+ * out. */
+static int mail_wait(struct ldt_threads *w, int *poll, const struct timespec *dl) {
+    if (*poll) {
+        mail_watch x = {w, atomic_load_explicit(&w->mail_gen, memory_order_relaxed)};
+        pthread_mutex_unlock(&w->mu);
+        *poll = poll_for(POLL_NS, mail_moved, &x);
+        pthread_mutex_lock(&w->mu);
+        return 0;
+    }
+    *poll = 1;
+    if (!dl) {
+        pthread_cond_wait(&w->mail_cv, &w->mu);
+        return 0;
+    }
+    return pthread_cond_timedwait(&w->mail_cv, &w->mu, dl) == ETIMEDOUT;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -730,7 +774,7 @@ static ldt_status t_send_post(ldt_comm *base, const ldt__op *op, ldt__send_req *
     ldt__send_req **pp = &w->mail[world_of(c, req->dst)];
     while (*pp) pp = &(*pp)->next;
     *pp = req;
-    pthread_cond_broadcast(&w->mail_cv);
+    mail_notify(w);
     pthread_mutex_unlock(&w->mu);
     *out = req;
     return LDT_OK;
@@ -739,14 +783,15 @@ static ldt_status t_send_post(ldt_comm *base, const ldt__op *op, ldt__send_req *
 /* Waits for a claimed send's copy to finish: it is bounded, and leaving earlier would let
  * the caller free a buffer the receiver is reading. Called with w->mu held. */
 static void wait_claimed(ldt__send_req *req) {
-    while (req->state == SEND_CLAIMED) pthread_cond_wait(&req->w->mail_cv, &req->w->mu);
+    int poll = 1;
+    while (req->state == SEND_CLAIMED) mail_wait(req->w, &poll, NULL);
 }
 
 static ldt_status t_send_wait(ldt__send_req *req) {
     struct ldt_threads *w = req->w;
     struct timespec dl = deadline_after(w->timeout_ms);
     ldt_status st = LDT_OK;
-    int timed_out = 0;
+    int timed_out = 0, poll = 1;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         wait_claimed(req);
@@ -769,7 +814,7 @@ static ldt_status t_send_wait(ldt__send_req *req) {
                             ldt_dtype_name(req->dtype), req->src);
             break;
         }
-        timed_out = pthread_cond_timedwait(&w->mail_cv, &w->mu, &dl) == ETIMEDOUT;
+        timed_out = mail_wait(w, &poll, &dl);
     }
     pthread_mutex_unlock(&w->mu);
     free(req);
@@ -791,7 +836,7 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
     struct ldt_threads *w = c->w;
     int me = base->rank, peer = op->root;
     struct timespec dl = deadline_after(w->timeout_ms);
-    int timed_out = 0;
+    int timed_out = 0, poll = 1;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         ldt__send_req *req = w->mail[world_of(c, me)];
@@ -805,7 +850,7 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
                          (long long)op->count, ldt_dtype_name(op->dtype));
                 memcpy(req->err, msg, sizeof msg);
                 req->state = SEND_FAILED; /* the sender frees req once it sees this */
-                pthread_cond_broadcast(&w->mail_cv);
+                mail_notify(w);
                 pthread_mutex_unlock(&w->mu);
                 LDT_FAIL(LDT_ERR_INVALID_USAGE, "recv: %s", msg);
             }
@@ -816,7 +861,7 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
                 memmove(op->recv, req->buf, (size_t)op->count * ldt_dtype_size(op->dtype));
             pthread_mutex_lock(&w->mu);
             req->state = SEND_DONE; /* the sender frees req once it sees this */
-            pthread_cond_broadcast(&w->mail_cv);
+            mail_notify(w);
             pthread_mutex_unlock(&w->mu);
             return LDT_OK;
         }
@@ -832,7 +877,7 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
                      (long long)w->timeout_ms, peer, (long long)op->count,
                      ldt_dtype_name(op->dtype), me);
         }
-        timed_out = pthread_cond_timedwait(&w->mail_cv, &w->mu, &dl) == ETIMEDOUT;
+        timed_out = mail_wait(w, &poll, &dl);
     }
 }
 
