@@ -10,8 +10,9 @@
  * goal: they trade against each other, and the prices are what they set. Every figure is one
  * result `ratio` with its name as the param `figure` (the two values, in the unit the name
  * ends with, as `first` and `second`; `within_goal` 1 or 0); `worst_ratio_bandwidth`,
- * `worst_ratio_price`, `worst_ratio_parameter` and `worst_ratio_latency` sum them up (see
- * report); `calibrate_seconds` times each run. */
+ * `worst_ratio_price`, `worst_ratio_parameter`, `worst_ratio_latency` and (when the mesh
+ * has more ranks than cores) `worst_ratio_share` sum them up (see report), each class its
+ * own goal; `calibrate_seconds` times each run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,9 +183,9 @@ static int figures(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_m
  * than 20 us apart; latencies: over those outside their goal, 1 when none is) and the figure
  * it names. */
 typedef struct verdict {
-    double bw, price, param, lat;
+    double bw, price, param, lat, share;
     const char *bw_name, *price_name, *param_name, *lat_name;
-    int lat_ok, price_ok;
+    int lat_ok, price_ok, share_ok, has_share;
 } verdict;
 
 static void worst(double q, const char *name, double *w, const char **wn) {
@@ -202,9 +203,10 @@ static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_m
                    const ldt_cost_sample *s, int ns, const char *sizes, verdict *v) {
     static figure f[MAX_FIGURES];
     int n, idx;
-    v->bw = v->price = v->param = v->lat = 1;
+    v->bw = v->price = v->param = v->lat = v->share = 1;
     v->bw_name = v->price_name = v->param_name = v->lat_name = "";
-    v->lat_ok = v->price_ok = 1;
+    v->lat_ok = v->price_ok = v->share_ok = 1;
+    v->has_share = 0;
     n = figures(a, b, mesh, s, ns, sizes != NULL, f);
     for (int i = 0; i < n; i++) {
         double q = ratio(f[i].a, f[i].b), apart = fabs(f[i].a - f[i].b);
@@ -235,19 +237,22 @@ static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_m
         case FIG_PARAMETER:
             if (strcmp(f[i].name, "cache_knee_kib") != 0) worst(q, f[i].name, &v->param, &v->param_name);
             break;
-        case FIG_SHARE:
-            if (!ok) worst(q, f[i].name, &v->bw, &v->bw_name);
+        case FIG_SHARE: /* a fraction of compute, not a rate: a goal of its own */
+            v->share = q;
+            v->share_ok = ok;
+            v->has_share = 1;
             break;
         default: worst(q, f[i].name, &v->bw, &v->bw_name);
         }
     }
     {
-        const struct { const char *result; double w; const char *name; int ok; } sum[4] = {
+        const struct { const char *result; double w; const char *name; int ok; } sum[5] = {
             {"worst_ratio_bandwidth", v->bw, v->bw_name, v->bw <= 1.25},
             {"worst_ratio_price", v->price, v->price_name, v->price_ok},
             {"worst_ratio_parameter", v->param, v->param_name, v->param <= 1.25},
-            {"worst_ratio_latency", v->lat, v->lat_name, v->lat_ok}};
-        for (int i = 0; i < 4; i++) {
+            {"worst_ratio_latency", v->lat, v->lat_name, v->lat_ok},
+            {"worst_ratio_share", v->share, "rendezvous_share", v->share_ok}};
+        for (int i = 0; i < (v->has_share ? 5 : 4); i++) {
             idx = bench_add(out, sum[i].result, isfinite(sum[i].w) ? sum[i].w : 1e300, "ratio");
             bench_param_str(out, idx, "figure", sum[i].name);
             bench_param_int(out, idx, "within_goal", sum[i].ok);
@@ -291,6 +296,8 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     bench_goal(out, v.price_ok, "prices at every size within 25%% or 20 us: worst %.2fx%s%s", v.price,
                *v.price_name ? ", " : "", v.price_name);
     bench_goal(out, v.lat_ok, "latencies within 2x or 20 us%s%s", v.lat_ok ? "" : ": worst outside, ", v.lat_name);
+    if (v.has_share)
+        bench_goal(out, v.share_ok, "rendezvous share within 25%% or 0.1 (ranks over cores only): %.2fx", v.share);
     bench_note("fit parameters (not a goal; the prices are what they set): worst %.2fx%s%s", v.param,
                *v.param_name ? ", " : "", v.param_name);
     return 0;
