@@ -12,7 +12,8 @@
  * ends with, as `first` and `second`; `within_goal` 1 or 0); `worst_ratio_bandwidth`,
  * `worst_ratio_price`, `worst_ratio_parameter`, `worst_ratio_latency` and (when the mesh
  * has more ranks than cores) `worst_ratio_share` sum them up (see report), each class its
- * own goal; `calibrate_seconds` times each run. */
+ * own goal; `calibrate_seconds` times each run, and `others_share` says what share of the
+ * machine's cores other processes kept busy meanwhile (core/sysmem.h; where /proc/stat is). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench_util.h"
+#include "core/sysmem.h"
 #include "ldt/ldt.h"
 
 /* What a figure is, and so its goal. */
@@ -267,6 +269,7 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     ldt_calibrate_options copt = {o->quick, 0, 0, NULL, 0};
     ldt_cost_sample *s = NULL;
     verdict v;
+    ldt__host_watch hw[2];
     int idx, cap, ns = 0;
     if (ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh) != LDT_OK) return 1;
     cap = ldt_calibrate_max_samples(mesh, &copt);
@@ -276,6 +279,7 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     }
     for (int r = 0; r < 2; r++) {
         bench_clock t0 = bench_clock_now(), dt;
+        ldt__host_watch_start(&hw[r]);
         if ((r == 0 ? ldt_calibrate_samples(mesh, &copt, &cm[r], s, cap, &ns, NULL)
                     : ldt_calibrate(mesh, &copt, &cm[r])) != LDT_OK) {
             bench_note("calibrate_repro: %s", ldt_last_error());
@@ -284,9 +288,14 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
             return 1;
         }
         dt = bench_clock_since(t0, 1);
+        ldt__host_watch_stop(&hw[r]);
         idx = bench_add_timed(out, "calibrate_seconds", dt.wall, dt.cpu, "s");
         bench_param_int(out, idx, "run", r + 1);
         bench_param_str(out, idx, "mesh", "4");
+        if (hw[r].known) {
+            idx = bench_add(out, "others_share", hw[r].others_share, "ratio");
+            bench_param_int(out, idx, "run", r + 1);
+        }
     }
     report(out, &cm[0], &cm[1], mesh, s, ns, NULL, &v);
     ldt_mesh_destroy(mesh);
@@ -300,6 +309,13 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
         bench_goal(out, v.share_ok, "rendezvous share within 25%% or 0.1 (ranks over cores only): %.2fx", v.share);
     bench_note("fit parameters (not a goal; the prices are what they set): worst %.2fx%s%s", v.param,
                *v.param_name ? ", " : "", v.param_name);
+    if (hw[0].known && hw[1].known)
+        bench_note("host: other processes kept %.0f%% and %.0f%% of the %d cores busy during the two "
+                   "calibrations%s",
+                   100 * hw[0].others_share, 100 * hw[1].others_share, hw[0].cores,
+                   hw[0].others_share > 0.1 || hw[1].others_share > 0.1
+                       ? ": a busy machine, whatever the goals say"
+                       : "");
     return 0;
 }
 

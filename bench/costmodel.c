@@ -12,13 +12,15 @@
  *    under the profile, replayed (median of repeats) and modeled (the busiest rank's
  *    instructions in series, ldt_exec_stats.modeled_step_seconds): median_ratio_step,
  *    worst_ratio_step.
- * Nothing of the validation cases feeds the profile. */
+ * Nothing of the validation cases feeds the profile. `others_share`: the share of the
+ * machine's cores other processes kept busy over the whole run (core/sysmem.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_util.h"
+#include "core/sysmem.h"
 #include "ldt/ldt.h"
 
 #define MAX_CASES 64
@@ -333,6 +335,8 @@ int bench_costmodel(const bench_opts *o, bench_results *out) {
     static const char *const kinds[] = {"mlp", "gpt", "gpt-train"};
     double rmeas[MAX_CASES], rmod[MAX_CASES], rr[MAX_CASES], sr[8], med, worst, rho;
     int nr = 0, ns = 0, per_mesh = o->quick ? 8 : 22, reps = o->quick ? 3 : 7, idx, unresolved = 0;
+    ldt__host_watch hw;
+    ldt__host_watch_start(&hw);
     for (int mi = 0; mi < 2; mi++) {
         ldt_mesh *mesh = NULL;
         ldt_cost_model cm;
@@ -386,6 +390,12 @@ int bench_costmodel(const bench_opts *o, bench_results *out) {
         bench_param_int(out, idx, "steps", ns);
         bench_goal(out, smed <= 1.5 && sworst <= 2, "steps: median ratio %.2f (<= 1.5), worst %.2f (<= 2)",
                    smed, sworst);
+    }
+    ldt__host_watch_stop(&hw);
+    if (hw.known) {
+        bench_add(out, "others_share", hw.others_share, "ratio");
+        bench_note("host: other processes kept %.0f%% of the %d cores busy during the run%s", 100 * hw.others_share,
+                   hw.cores, hw.others_share > 0.1 ? ": a busy machine, whatever the goals say" : "");
     }
     return 0;
 }

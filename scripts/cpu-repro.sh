@@ -46,7 +46,7 @@ while [ "$i" -le "$max" ]; do
         l1=$(cut -d' ' -f1 /proc/loadavg)
         {
             printf '%s %d: %s s, load %s -> %s\n' "$b" "$i" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" "$l0" "$l1"
-            grep -E '^(goal|fit parameters)' "$f.txt" | sed 's/^/  /'
+            grep -E '^(goal|fit parameters|host)' "$f.txt" | sed 's/^/  /'
         } >>"$sum"
     done
     i=$((i + 1))

@@ -549,6 +549,17 @@ Test(cli, calibrate_fit_and_save) {
     samples = cJSON_GetObjectItem(fit, "samples");
     cr_assert_gt(cJSON_GetArraySize(samples), 8);
     cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(fit, "rms_residual")));
+    { /* what else ran on the machine meanwhile (test_core checks the counting itself) */
+        cJSON *h = cJSON_GetObjectItem(fit, "host");
+        cr_assert_not_null(h, "%s", out);
+        cr_expect_eq(cJSON_GetObjectItem(h, "cores")->valueint, (int)sysconf(_SC_NPROCESSORS_ONLN));
+        cr_expect_gt(cJSON_GetObjectItem(h, "wall_s")->valuedouble, 0);
+        cr_expect_gt(cJSON_GetObjectItem(h, "own_cpu_s")->valuedouble, 0);
+        if (cJSON_GetObjectItem(h, "others_share")) {
+            double sh = cJSON_GetObjectItem(h, "others_share")->valuedouble;
+            cr_expect(sh >= 0 && sh <= 1.05, "others_share %g", sh);
+        }
+    }
     cJSON_ArrayForEach(s, samples) {
         const char *c = cJSON_GetObjectItem(s, "collective")->valuestring;
         double meas = cJSON_GetObjectItem(s, "measured_s")->valuedouble;

@@ -3,9 +3,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "core/sysmem.h"
 #include "ldt/core.h"
 #include "tests/test_util.h"
 
@@ -529,4 +534,48 @@ Test(spec, validation_errors) {
         cr_expect_eq(ldt_spec_check(&spec), LDT_ERR_INVALID_ARGUMENT);
         ldt_mesh_destroy(m);
     }
+}
+
+/* ---- the host watch (core/sysmem.h): other processes' CPU time over an interval ---------- */
+
+static double ru_cpu_s(const struct rusage *u) {
+    return (double)u->ru_utime.tv_sec + u->ru_utime.tv_usec * 1e-6 + (double)u->ru_stime.tv_sec +
+           u->ru_stime.tv_usec * 1e-6;
+}
+
+/* A child process that spins 0.5 s of its own CPU while the watch runs is another process:
+ * the watch counts at least that much (the kernel's rusage of the child, less the clock
+ * ticks' rounding), and no more than the cores could give; this process, asleep in waitpid,
+ * used next to none. */
+Test(host_watch, counts_another_process) {
+    ldt__host_watch w;
+    struct rusage r0, r1;
+    int status = 0;
+    pid_t pid;
+    cr_assert_eq(getrusage(RUSAGE_CHILDREN, &r0), 0);
+    ldt__host_watch_start(&w);
+    if (!w.known) cr_skip_test("no /proc/stat on this system");
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct timespec t;
+        volatile double x = 1;
+        do {
+            for (int i = 0; i < 100000; i++) x = x * 1.0000001 + 1e-9;
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        } while ((double)t.tv_sec + t.tv_nsec * 1e-9 < 0.5);
+        _exit(0);
+    }
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    ldt__host_watch_stop(&w);
+    cr_assert_eq(getrusage(RUSAGE_CHILDREN, &r1), 0);
+    double child = ru_cpu_s(&r1) - ru_cpu_s(&r0);
+    cr_expect_geq(child, 0.45, "the child spun %g s", child);
+    cr_expect_gt(w.cores, 0);
+    cr_expect_geq(w.wall_s, child / w.cores, "wall %g s, the child's CPU %g s", w.wall_s, child);
+    cr_expect_geq(w.others_cpu_s, 0.8 * child, "others %g s, the child alone %g s", w.others_cpu_s, child);
+    cr_expect_leq(w.others_cpu_s, w.wall_s * w.cores * 1.05 + 0.05, "others %g s over %g s on %d cores",
+                  w.others_cpu_s, w.wall_s, w.cores);
+    cr_expect_lt(w.own_cpu_s, 0.2, "this process %g s", w.own_cpu_s);
+    cr_expect_lt(fabs(w.others_share - w.others_cpu_s / (w.wall_s * w.cores)), 1e-12);
 }

@@ -8,10 +8,14 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/sysmem.h"
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
 #define NFLAGS 10
+/* Other processes' share of the cores above which a calibration warns that it measured a
+ * busy machine (a build beside it on 2 cores: 0.4 to 0.7; this machine alone: under 0.02). */
+#define BUSY_WARN 0.1
 
 static cli_flag *flag_table(void) {
     static cli_flag flags[NFLAGS] = {
@@ -31,7 +35,8 @@ static cli_flag *flag_table(void) {
 
 /* The profile as JSON with "fit": each timing and the fitted model's value, and the relative
  * residuals' summary. NULL when out of memory. */
-static char *profile_with_fit(const ldt_cost_model *cm, const ldt_cost_sample *s, int n, double rms) {
+static char *profile_with_fit(const ldt_cost_model *cm, const ldt_cost_sample *s, int n, double rms,
+                              const ldt__host_watch *hw) {
     char *text = NULL, *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -69,7 +74,19 @@ static char *profile_with_fit(const ldt_cost_model *cm, const ldt_cost_sample *s
         cJSON_AddNumberToObject(fit, "rms_residual", rms);
         cJSON_AddNumberToObject(fit, "max_residual", worst);
     }
+    if (fit && hw) { /* what else ran on the machine meanwhile */
+        cJSON *h = cJSON_AddObjectToObject(fit, "host");
+        if (!h) goto fail;
+        cJSON_AddNumberToObject(h, "cores", hw->cores);
+        cJSON_AddNumberToObject(h, "wall_s", hw->wall_s);
+        cJSON_AddNumberToObject(h, "own_cpu_s", hw->own_cpu_s);
+        if (hw->known) {
+            cJSON_AddNumberToObject(h, "others_cpu_s", hw->others_cpu_s);
+            cJSON_AddNumberToObject(h, "others_share", hw->others_share);
+        }
+    }
     if (arr && cJSON_GetArraySize(arr) == n) out = cJSON_Print(root);
+fail:
     cJSON_Delete(root);
     return out;
 }
@@ -86,6 +103,7 @@ int cmd_calibrate(int argc, char **argv) {
     int rc = 1, n = 0, cap, lead = 1;
     int64_t reps = 0;
     double rms = 0;
+    ldt__host_watch hw = {0};
     if (cli_parse("calibrate", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("calibrate", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
@@ -104,6 +122,8 @@ int cmd_calibrate(int argc, char **argv) {
                "GEMMs (FLOP/s by size), an elementwise add (memory bandwidth by size), a kernel's\n"
                "launch, and layer_norm, softmax, sum and gelu (their efficiency curves), and the\n"
                "rendezvous (what a collective in a step waits for peers sharing the cores).\n"
+               "It also says how busy other processes kept the cores meanwhile (\"fit\".\"host\"),\n"
+               "and warns when they took over 10%%: the figures then measure a busy machine.\n"
                "--backend mpi: under mpirun, one process a mesh rank; each times compiled\n"
                "programs on the MPI communicator, and rank 0 prints and writes its fit.\n\n"
                "flags:\n");
@@ -144,11 +164,20 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "ldt calibrate: out of memory\n");
         goto done;
     }
+    ldt__host_watch_start(&hw);
     if (ldt_calibrate_samples(mesh, &opt, &cm, samples, cap, &n, &rms) != LDT_OK) {
         rc = cli_fail("calibrate");
         goto done;
     }
-    if (!(json = profile_with_fit(&cm, samples, n, rms))) {
+    ldt__host_watch_stop(&hw);
+    /* under MPI the other ranks' processes are the machine's "others": no host figure */
+    if (!world && hw.known && hw.others_share > BUSY_WARN)
+        fprintf(stderr,
+                "ldt calibrate: warning: other processes kept %.0f%% of the %d cores busy during the "
+                "calibration (%.1f of %.1f core-seconds): its figures measure a busy machine; "
+                "calibrate again when it is quiet\n",
+                100 * hw.others_share, hw.cores, hw.others_cpu_s, hw.wall_s * hw.cores);
+    if (!(json = profile_with_fit(&cm, samples, n, rms, world ? NULL : &hw))) {
         fprintf(stderr, "ldt calibrate: out of memory\n");
         goto done;
     }
@@ -193,6 +222,9 @@ int cmd_calibrate(int argc, char **argv) {
             }
         printf("fit: %d timings, %d kept, relative residual rms %.3f, max %.3f\n", n, kept, rms, worst);
     }
+    if (!world && hw.known)
+        printf("host: %d cores; other processes used %.0f%% of them during the %.1f s calibration\n", hw.cores,
+               100 * hw.others_share, hw.wall_s);
     if (cli_has(f, NFLAGS, "out")) printf("wrote %s\n", cli_get(f, NFLAGS, "out"));
     if (cli_has(f, NFLAGS, "save")) {
         char path[4096];
