@@ -8,10 +8,14 @@
  * bandwidth = algorithm bandwidth x 2(n-1)/n for all_reduce and (n-1)/n for all_gather.
  * Every figure has its _cpu twin: the same with the process's CPU seconds over the interval,
  * divided by the n threads, in place of wall seconds. allreduce_over_memcpy (64 MiB, 4 ranks)
- * is the all_reduce bus bandwidth over that memcpy bandwidth. */
+ * is the all_reduce bus bandwidth over that memcpy bandwidth. recv_wait_cpu_share: on 4 rank
+ * threads, rank 0 waits in a recv for rank 1, which sends after ranks 2 and 3 have passed
+ * 1 KiB back and forth some thousands of times (rank 1 waits at a barrier of the three):
+ * the CPU time rank 0's thread used over its wait (0: it slept; near 1: it spun). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -149,6 +153,51 @@ static int add_point(bench_results *out, const char *name, double gbps, double g
     return 0;
 }
 
+static double thread_cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static double wall_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef struct wait_ctx {
+    int exchanges;
+    double cpu, wall; /* rank 0's, over its recv */
+} wait_ctx;
+
+static ldt_status wait_fn(ldt_comm *w, void *arg) {
+    wait_ctx *x = arg;
+    int r = ldt_comm_rank(w);
+    float b[512] = {0};
+    ldt_status st = LDT_OK;
+    ldt_comm *three = NULL;
+    static const int k_three[] = {1, 2, 3};
+    if (r == 0) {
+        double c0 = thread_cpu_s(), t0 = wall_s();
+        st = ldt_recv(w, b, 256, LDT_F32, 1);
+        x->cpu = thread_cpu_s() - c0;
+        x->wall = wall_s() - t0;
+        return st;
+    }
+    if ((st = ldt_comm_group(w, 3, k_three, &three)) != LDT_OK) return st;
+    for (int i = 0; r > 1 && i < x->exchanges && st == LDT_OK; i++) {
+        int peer = r == 2 ? 3 : 2;
+        if ((st = ldt_group_start()) != LDT_OK) break;
+        ldt_status a = ldt_send(w, b, 256, LDT_F32, peer), c = ldt_recv(w, b + 256, 256, LDT_F32, peer);
+        st = ldt_group_end();
+        if (st == LDT_OK) st = a != LDT_OK ? a : c;
+    }
+    if (st == LDT_OK) st = ldt_barrier(three);
+    if (st == LDT_OK && r == 1) st = ldt_send(w, b, 256, LDT_F32, 0);
+    ldt_comm_destroy(three);
+    return st;
+}
+
 int bench_comm_threads(const bench_opts *o, bench_results *out) {
     static const int k_ranks[] = {2, 4, 8};
     int64_t top = o->quick ? 16 * MiB : 256 * MiB;
@@ -214,6 +263,20 @@ int bench_comm_threads(const bench_opts *o, bench_results *out) {
         bench_param_int(out, i, "bytes", 64 * MiB);
         bench_goal(out, ar / mc >= 0.4, "allreduce_over_memcpy >= 0.4 at 64 MiB on 4 ranks (%.3f)",
                    ar / mc);
+    }
+    {
+        wait_ctx x = {o->quick ? 2000 : 20000, 0, 0};
+        ldt_status st = ldt_threads_launch(4, NULL, wait_fn, &x);
+        if (st != LDT_OK) {
+            bench_note("comm_threads: the recv wait failed: %s (%s)", ldt_status_name(st), ldt_last_error());
+            return 1;
+        }
+        int i = bench_add(out, "recv_wait_cpu_share", x.wall > 0 ? x.cpu / x.wall : 0, "ratio");
+        if (i < 0) return 1;
+        bench_param_int(out, i, "ranks", 4);
+        bench_param_int(out, i, "exchanges", x.exchanges);
+        bench_note("comm_threads: rank 0 waited %.1f ms in a recv while 2 and 3 exchanged %d times, using %.1f ms "
+                   "of CPU", x.wall * 1e3, x.exchanges, x.cpu * 1e3);
     }
     return 0;
 }

@@ -99,13 +99,20 @@ struct tcomm {
     const void **srcs; /* g->n entries: the members' send buffers, for exec/reduce.c */
 };
 
+/* What a rank's thread waits on in send and recv: a change to its mailbox (a send posted to
+ * it), to a send it posted (claimed, done, failed), or the world's abort. Each rank its own,
+ * so a change wakes the one thread it concerns, not every waiter of the world. */
+struct mailbox {
+    pthread_cond_t cv;
+    _Atomic uint64_t gen; /* bumped (under the world's mu) with every broadcast of cv: polled */
+};
+
 /* The world: the ranks' shared state, reusable across runs. */
 struct ldt_threads {
     int n;
     int64_t timeout_ms;
     pthread_mutex_t mu;      /* registry, mailboxes, failure info, running */
-    pthread_cond_t mail_cv;  /* a mailbox or a send's state changed, or the world aborted */
-    _Atomic uint64_t mail_gen; /* bumped (under mu) with every mail_cv broadcast: polled */
+    struct mailbox *box;     /* per world rank: where its thread waits in send and recv */
     atomic_int aborted;      /* a rank failed: failed_* are set before it and never after */
     atomic_int broken;       /* a barrier timed out: the world cannot be run again */
     int failed_rank;
@@ -185,7 +192,7 @@ static ldt_status remote_error(struct ldt_threads *w, const char *op) {
                       w->failed_msg);
 }
 
-static void mail_notify(struct ldt_threads *w);
+static void mail_notify_all(struct ldt_threads *w);
 
 static int is_aborted(struct ldt_threads *w) {
     return atomic_load_explicit(&w->aborted, memory_order_acquire);
@@ -198,7 +205,7 @@ static void world_abort(struct ldt_threads *w, int rank, const char *msg) {
         snprintf(w->failed_msg, sizeof w->failed_msg, "%s", msg);
         atomic_store_explicit(&w->aborted, 1, memory_order_release);
     }
-    mail_notify(w);
+    mail_notify_all(w);
     /* Lock order is world then group; barrier waiters hold only their group's mu, and
      * check `aborted` under it before waiting, so no wake-up is lost. */
     for (tgroup *g = w->groups; g; g = g->next) {
@@ -285,43 +292,54 @@ static int poll_for(int64_t ns, int (*ready)(const void *), const void *arg) {
 
 /* The mailbox's waits (a recv for its send, a send for its copy) poll like a barrier before
  * they sleep: a send and its recv posted close together meet without a wake-up. Every change
- * under w->mu that a waiter may wait for goes through mail_notify. */
-static void mail_notify(struct ldt_threads *w) { /* under w->mu */
-    atomic_store_explicit(&w->mail_gen,
-                          atomic_load_explicit(&w->mail_gen, memory_order_relaxed) + 1,
+ * under w->mu that a waiter may wait for goes through mail_notify, to the world rank whose
+ * thread waits for it. */
+static void mail_notify(struct ldt_threads *w, int world_rank) { /* under w->mu */
+    struct mailbox *b = &w->box[world_rank];
+    atomic_store_explicit(&b->gen, atomic_load_explicit(&b->gen, memory_order_relaxed) + 1,
                           memory_order_release);
-    pthread_cond_broadcast(&w->mail_cv);
+    pthread_cond_broadcast(&b->cv);
+}
+
+static void mail_notify_all(struct ldt_threads *w) { /* under w->mu */
+    for (int r = 0; r < w->n; r++) mail_notify(w, r);
 }
 
 typedef struct mail_watch {
-    struct ldt_threads *w;
+    struct mailbox *b;
     uint64_t gen;
 } mail_watch;
 
 static int mail_moved(const void *arg) {
     const mail_watch *x = arg;
-    return atomic_load_explicit(&x->w->mail_gen, memory_order_acquire) != x->gen;
+    return atomic_load_explicit(&x->b->gen, memory_order_acquire) != x->gen;
 }
 
+/* Polls a waiter may make in a row before it sleeps: a change that is not the one it waits
+ * for (another send posted to it) moves its counter too. */
+#define MAIL_POLLS 4
+
 /* Called with w->mu held, after the caller found nothing to do; returns with it held, and the
- * caller checks again. *poll says whether to poll first (up to POLL_NS, the lock released)
- * or to sleep on mail_cv (until dl when not NULL); it is left set after a poll that saw a
- * change or after a sleep, cleared after a poll that saw none. Returns 1 when a sleep timed
- * out. */
-static int mail_wait(struct ldt_threads *w, int *poll, const struct timespec *dl) {
-    if (*poll) {
-        mail_watch x = {w, atomic_load_explicit(&w->mail_gen, memory_order_relaxed)};
+ * caller checks again; world_rank is the waiting thread's. *poll (start it at MAIL_POLLS) is
+ * how many polls (each up to POLL_NS, the lock released) may come before a sleep on its
+ * mailbox's cv (until dl when not NULL): a poll that
+ * saw a change uses one, a poll that saw none leaves none, and a sleep gives one back.
+ * Returns 1 when a sleep timed out. */
+static int mail_wait(struct ldt_threads *w, int world_rank, int *poll, const struct timespec *dl) {
+    struct mailbox *b = &w->box[world_rank];
+    if (*poll > 0) {
+        mail_watch x = {b, atomic_load_explicit(&b->gen, memory_order_relaxed)};
         pthread_mutex_unlock(&w->mu);
-        *poll = poll_for(POLL_NS, mail_moved, &x);
+        *poll = poll_for(POLL_NS, mail_moved, &x) ? *poll - 1 : 0;
         pthread_mutex_lock(&w->mu);
         return 0;
     }
     *poll = 1;
     if (!dl) {
-        pthread_cond_wait(&w->mail_cv, &w->mu);
+        pthread_cond_wait(&b->cv, &w->mu);
         return 0;
     }
-    return pthread_cond_timedwait(&w->mail_cv, &w->mu, dl) == ETIMEDOUT;
+    return pthread_cond_timedwait(&b->cv, &w->mu, dl) == ETIMEDOUT;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -774,7 +792,7 @@ static ldt_status t_send_post(ldt_comm *base, const ldt__op *op, ldt__send_req *
     ldt__send_req **pp = &w->mail[world_of(c, req->dst)];
     while (*pp) pp = &(*pp)->next;
     *pp = req;
-    mail_notify(w);
+    mail_notify(w, world_of(c, req->dst));
     pthread_mutex_unlock(&w->mu);
     *out = req;
     return LDT_OK;
@@ -783,15 +801,15 @@ static ldt_status t_send_post(ldt_comm *base, const ldt__op *op, ldt__send_req *
 /* Waits for a claimed send's copy to finish: it is bounded, and leaving earlier would let
  * the caller free a buffer the receiver is reading. Called with w->mu held. */
 static void wait_claimed(ldt__send_req *req) {
-    int poll = 1;
-    while (req->state == SEND_CLAIMED) mail_wait(req->w, &poll, NULL);
+    int poll = MAIL_POLLS;
+    while (req->state == SEND_CLAIMED) mail_wait(req->w, req->g->ranks[req->src], &poll, NULL);
 }
 
 static ldt_status t_send_wait(ldt__send_req *req) {
     struct ldt_threads *w = req->w;
     struct timespec dl = deadline_after(w->timeout_ms);
     ldt_status st = LDT_OK;
-    int timed_out = 0, poll = 1;
+    int timed_out = 0, poll = MAIL_POLLS;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         wait_claimed(req);
@@ -814,7 +832,7 @@ static ldt_status t_send_wait(ldt__send_req *req) {
                             ldt_dtype_name(req->dtype), req->src);
             break;
         }
-        timed_out = mail_wait(w, &poll, &dl);
+        timed_out = mail_wait(w, req->g->ranks[req->src], &poll, &dl);
     }
     pthread_mutex_unlock(&w->mu);
     free(req);
@@ -836,12 +854,13 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
     struct ldt_threads *w = c->w;
     int me = base->rank, peer = op->root;
     struct timespec dl = deadline_after(w->timeout_ms);
-    int timed_out = 0, poll = 1;
+    int timed_out = 0, poll = MAIL_POLLS;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         ldt__send_req *req = w->mail[world_of(c, me)];
         while (req && !(req->g == c->g && req->src == peer)) req = req->next;
         if (req) {
+            int sender = req->g->ranks[req->src]; /* the world rank waiting for req */
             mail_remove(w, req);
             if (req->count != op->count || req->dtype != op->dtype) {
                 char msg[sizeof req->err];
@@ -850,7 +869,7 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
                          (long long)op->count, ldt_dtype_name(op->dtype));
                 memcpy(req->err, msg, sizeof msg);
                 req->state = SEND_FAILED; /* the sender frees req once it sees this */
-                mail_notify(w);
+                mail_notify(w, sender);
                 pthread_mutex_unlock(&w->mu);
                 LDT_FAIL(LDT_ERR_INVALID_USAGE, "recv: %s", msg);
             }
@@ -861,7 +880,7 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
                 memmove(op->recv, req->buf, (size_t)op->count * ldt_dtype_size(op->dtype));
             pthread_mutex_lock(&w->mu);
             req->state = SEND_DONE; /* the sender frees req once it sees this */
-            mail_notify(w);
+            mail_notify(w, sender);
             pthread_mutex_unlock(&w->mu);
             return LDT_OK;
         }
@@ -877,7 +896,7 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
                      (long long)w->timeout_ms, peer, (long long)op->count,
                      ldt_dtype_name(op->dtype), me);
         }
-        timed_out = mail_wait(w, &poll, &dl);
+        timed_out = mail_wait(w, world_of(c, me), &poll, &dl);
     }
 }
 
@@ -979,7 +998,10 @@ ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_thre
     atomic_init(&w->broken, 0);
     w->failed_rank = -1;
     int ok_mu = pthread_mutex_init(&w->mu, NULL) == 0;
-    int ok_cv = cond_init_monotonic(&w->mail_cv) == 0;
+    int ok_cv = 0; /* mailboxes whose cv is made */
+    w->box = calloc((size_t)nranks, sizeof *w->box);
+    while (w->box && ok_cv < nranks && cond_init_monotonic(&w->box[ok_cv].cv) == 0)
+        atomic_init(&w->box[ok_cv++].gen, 0);
     w->mail = calloc((size_t)nranks, sizeof *w->mail);
     w->wait_ns = calloc((size_t)nranks, sizeof *w->wait_ns);
     w->world_comms = calloc((size_t)nranks, sizeof *w->world_comms);
@@ -988,9 +1010,10 @@ ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_thre
         for (int i = 0; i < nranks; i++) ranks[i] = i;
     w->world_group = ranks ? group_new(nranks, ranks) : NULL;
     free(ranks);
-    if (!ok_mu || !ok_cv || !w->mail || !w->wait_ns || !w->world_comms || !w->world_group) {
+    if (!ok_mu || ok_cv < nranks || !w->mail || !w->wait_ns || !w->world_comms || !w->world_group) {
         if (ok_mu) pthread_mutex_destroy(&w->mu);
-        if (ok_cv) pthread_cond_destroy(&w->mail_cv);
+        while (ok_cv > 0) pthread_cond_destroy(&w->box[--ok_cv].cv);
+        free(w->box);
         free(w->mail);
         free(w->wait_ns);
         free(w->world_comms);
@@ -1038,7 +1061,8 @@ void ldt_threads_destroy(ldt_threads *w) {
         g = next;
     }
     pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->mail_cv);
+    for (int r = 0; r < w->n; r++) pthread_cond_destroy(&w->box[r].cv);
+    free(w->box);
     free(w->mail);
     free(w->wait_ns);
     for (int r = 0; r < w->n; r++) free(w->world_comms[r].srcs);
