@@ -159,12 +159,6 @@ static double thread_cpu_s(void) {
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-static double wall_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 typedef struct wait_ctx {
     int exchanges;
     double cpu, wall; /* rank 0's, over its recv */
@@ -178,10 +172,10 @@ static ldt_status wait_fn(ldt_comm *w, void *arg) {
     ldt_comm *three = NULL;
     static const int k_three[] = {1, 2, 3};
     if (r == 0) {
-        double c0 = thread_cpu_s(), t0 = wall_s();
+        double c0 = thread_cpu_s(), t0 = bench_now();
         st = ldt_recv(w, b, 256, LDT_F32, 1);
         x->cpu = thread_cpu_s() - c0;
-        x->wall = wall_s() - t0;
+        x->wall = bench_now() - t0;
         return st;
     }
     if ((st = ldt_comm_group(w, 3, k_three, &three)) != LDT_OK) return st;

@@ -322,9 +322,8 @@ static int mail_moved(const void *arg) {
 /* Called with w->mu held, after the caller found nothing to do; returns with it held, and the
  * caller checks again; world_rank is the waiting thread's. *poll (start it at MAIL_POLLS) is
  * how many polls (each up to POLL_NS, the lock released) may come before a sleep on its
- * mailbox's cv (until dl when not NULL): a poll that
- * saw a change uses one, a poll that saw none leaves none, and a sleep gives one back.
- * Returns 1 when a sleep timed out. */
+ * mailbox's cv (until dl when not NULL): a poll that saw a change uses one, a poll that saw
+ * none leaves none, and a sleep gives one back. Returns 1 when a sleep timed out. */
 static int mail_wait(struct ldt_threads *w, int world_rank, int *poll, const struct timespec *dl) {
     struct mailbox *b = &w->box[world_rank];
     if (*poll > 0) {
