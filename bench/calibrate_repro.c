@@ -13,7 +13,10 @@
  * `worst_ratio_price`, `worst_ratio_parameter`, `worst_ratio_latency` and (when the mesh
  * has more ranks than cores) `worst_ratio_share` sum them up (see report), each class its
  * own goal; `calibrate_seconds` times each run, and `others_share` says what share of the
- * machine's cores other processes kept busy meanwhile (core/sysmem.h; where /proc/stat is). */
+ * machine's cores other processes kept busy meanwhile (core/sysmem.h; where /proc/stat is).
+ * With LDT_REPRO_DIR set to a folder, both calibrations go there as `ldt calibrate --json`
+ * prints them (cal-1.json, cal-2.json: profile and timings), for `calibrate_refit` to fit
+ * again after a change to the fit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,7 @@
 
 #include "bench_util.h"
 #include "core/sysmem.h"
+#include "exec/calibrate_internal.h"
 #include "ldt/ldt.h"
 
 /* What a figure is, and so its goal. */
@@ -167,7 +171,8 @@ static int figures(const ldt_cost_model *a, const ldt_cost_model *b, const ldt_m
     add(f, &n, "local_knee_kib", a->local_cache_bytes / 1024, b->local_cache_bytes / 1024, FIG_PARAMETER);
     if (!fit_only) add(f, &n, "rendezvous_share", a->rendezvous_share, b->rendezvous_share, FIG_SHARE);
     add(f, &n, "overhead_us", a->overhead_s * 1e6, b->overhead_s * 1e6, FIG_LATENCY);
-    for (int k = LDT_KIND_SEND_RECV; k <= LDT_KIND_BROADCAST; k++) { /* the kinds that have their own */
+    for (int k = 0; k < LDT_KIND_COUNT; k++) { /* the kinds that have their own (the fit's) */
+        if (k != LDT_KIND_ALL_REDUCE && k != LDT_KIND_SEND_RECV && k != LDT_KIND_BROADCAST) continue;
         /* the call's whole fixed cost, overhead + the kind's (which may be negative) */
         snprintf(nm, sizeof nm, "overhead_%s_us", ldt_coll_kind_name((ldt_coll_kind)k));
         add(f, &n, nm, (a->overhead_s + a->kind_overhead_s[k]) * 1e6, (b->overhead_s + b->kind_overhead_s[k]) * 1e6,
@@ -263,32 +268,56 @@ static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_m
     }
 }
 
+/* Writes calibration r (1 or 2) as `ldt calibrate --json` would, into dir/cal-r.json, for
+ * `ldt-bench calibrate_refit` to fit again later; a note when it cannot. */
+static void save_calibration(const char *dir, int r, const ldt_cost_model *cm, const ldt_cost_sample *s, int n,
+                             double rms, const ldt__host_watch *hw) {
+    char path[4096], *text = ldt__calibration_json(cm, s, n, rms, hw);
+    FILE *f;
+    snprintf(path, sizeof path, "%s/cal-%d.json", dir, r);
+    if (!text || !(f = fopen(path, "w"))) {
+        bench_note("calibrate_repro: could not write %s", path);
+        cJSON_free(text);
+        return;
+    }
+    fprintf(f, "%s\n", text);
+    if (fclose(f) != 0) bench_note("calibrate_repro: could not write %s", path);
+    cJSON_free(text);
+}
+
 int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     ldt_mesh *mesh = NULL;
     ldt_cost_model cm[2];
     ldt_calibrate_options copt = {o->quick, 0, 0, NULL, 0};
-    ldt_cost_sample *s = NULL;
+    ldt_cost_sample *s = NULL, *s2 = NULL;
     verdict v;
     ldt__host_watch hw[2];
-    int idx, cap, ns = 0;
+    const char *dir = getenv("LDT_REPRO_DIR");
+    int idx, cap, ns = 0, ns2 = 0;
     if (ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh) != LDT_OK) return 1;
     cap = ldt_calibrate_max_samples(mesh, &copt);
-    if (!(s = calloc((size_t)(cap > 0 ? cap : 1), sizeof *s))) {
+    s = calloc((size_t)(cap > 0 ? cap : 1), sizeof *s);
+    s2 = calloc((size_t)(cap > 0 ? cap : 1), sizeof *s2);
+    if (!s || !s2) {
         ldt_mesh_destroy(mesh);
+        free(s);
+        free(s2);
         return 1;
     }
     for (int r = 0; r < 2; r++) {
         bench_clock t0 = bench_clock_now(), dt;
+        double rms = 0;
         ldt__host_watch_start(&hw[r]);
-        if ((r == 0 ? ldt_calibrate_samples(mesh, &copt, &cm[r], s, cap, &ns, NULL)
-                    : ldt_calibrate(mesh, &copt, &cm[r])) != LDT_OK) {
+        if (ldt_calibrate_samples(mesh, &copt, &cm[r], r ? s2 : s, cap, r ? &ns2 : &ns, &rms) != LDT_OK) {
             bench_note("calibrate_repro: %s", ldt_last_error());
             ldt_mesh_destroy(mesh);
             free(s);
+            free(s2);
             return 1;
         }
         dt = bench_clock_since(t0, 1);
         ldt__host_watch_stop(&hw[r]);
+        if (dir && *dir) save_calibration(dir, r + 1, &cm[r], r ? s2 : s, r ? ns2 : ns, rms, &hw[r]);
         idx = bench_add_timed(out, "calibrate_seconds", dt.wall, dt.cpu, "s");
         bench_param_int(out, idx, "run", r + 1);
         bench_param_str(out, idx, "mesh", "4");
@@ -300,6 +329,7 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     report(out, &cm[0], &cm[1], mesh, s, ns, NULL, &v);
     ldt_mesh_destroy(mesh);
     free(s);
+    free(s2);
     bench_goal(out, v.bw <= 1.25, "bandwidths and FLOP/s within 25%%: worst %.2fx%s%s", v.bw, *v.bw_name ? ", " : "",
                v.bw_name);
     bench_goal(out, v.price_ok, "prices at every size within 25%% or 20 us: worst %.2fx%s%s", v.price,

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/error.h"
 #include "ldt/exec.h"
 #include "ldt/planner.h"
@@ -465,12 +467,24 @@ fail:
     return st;
 }
 
-/* Adds (size, rate / peak) points to curve e from rates measured at increasing sizes; the
- * peak is the best rate. */
-static double fill_curve(ldt_eff_curve *e, const double *size, const double *rate, int n) {
-    double peak = 0;
-    for (int i = 0; i < n; i++)
-        if (rate[i] > peak) peak = rate[i];
+/* The shortest timing a curve's peak comes from (ldt__fill_curve). */
+#define PEAK_MIN_S 10e-6
+
+/* Adds (size, rate / peak) points to curve e from rates measured at increasing sizes (size /
+ * rate: one op's seconds), the shorter ones' capped at 1; the peak is the best rate of the ops
+ * that took PEAK_MIN_S or more (of all, when none did): a rate the memory sets, not a cache
+ * or a launch. The best of all was the add of 64 or 256 KiB of traffic (2 and 8 us an op, its
+ * data in a core's cache), and its rate moved most between calibrations: the memory
+ * bandwidth 1.29x in one pair (2026-11-27), 64 to 87 GB/s over 28 calibrations of one 2-core
+ * machine (69 of their 378 pairs more than 25% apart), where the 1 MiB add's (40 us) is 43 to
+ * 56 (7 pairs). The small adds' prices rise by what their cap takes: a microsecond or two. */
+double ldt__fill_curve(ldt_eff_curve *e, const double *size, const double *rate, int n) {
+    double peak = 0, best = 0;
+    for (int i = 0; i < n; i++) {
+        if (rate[i] > best) best = rate[i];
+        if (rate[i] > peak && size[i] / rate[i] >= PEAK_MIN_S) peak = rate[i];
+    }
+    if (!(peak > 0)) peak = best;
     e->npoints = 0;
     for (int i = 0; i < n && i < LDT_EFF_MAX_POINTS; i++) {
         double f = rate[i] / peak;
@@ -561,7 +575,7 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
         size[i] = 2.0 * (double)n * (double)n * (double)n;
         rate[i] = size[i] / runs_stat(&acc->gemm[i], median);
     }
-    peak = fill_curve(&m->eff[LDT_OPCLASS_MATMUL], size, rate, ng);
+    peak = ldt__fill_curve(&m->eff[LDT_OPCLASS_MATMUL], size, rate, ng);
     for (int p = 0; p < LDT_PREC_COUNT; p++)
         if (p != LDT_PREC_F32) m->peak_flops[p] = m->peak_flops[p] / f32 * peak;
     m->peak_flops[LDT_PREC_F32] = peak;
@@ -570,7 +584,7 @@ static ldt_status calibrate_compute(ldt_comm *world, const ldt_mesh *mesh, int q
         size[i] = (double)(b / 12) * 12.0; /* two operands read, one written */
         rate[i] = size[i] / runs_stat(&acc->add[i], median);
     }
-    m->memory_bandwidth_Bps = fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
+    m->memory_bandwidth_Bps = ldt__fill_curve(&m->eff[LDT_OPCLASS_ELEMENTWISE], size, rate, na);
     /* the launch: what each further instruction of a step adds */
     LDT_CHECK(time_op(world, mesh, OP_CHAIN, 1, 1, 1, 1, 3 * reps, median, 0, &t1, NULL, NULL, NULL));
     LDT_CHECK(time_op(world, mesh, OP_CHAIN, 1, chain_for(quick, 256), 1, 1, 3 * reps, median, 0, &t32, NULL,
@@ -1138,4 +1152,61 @@ ldt_status ldt_calibrate(const ldt_mesh *mesh, const ldt_calibrate_options *opts
 int ldt_calibrate_max_samples(const ldt_mesh *mesh, const ldt_calibrate_options *opts) {
     int quick = opts && opts->quick, nsizes = quick ? 3 : 8;
     return mesh ? (ldt_mesh_ndim(mesh) * 5 + 1 + LOCAL_OPS) * nsizes + (quick ? 0 : LOCAL_OPS * LOCAL_EXTRA) : 0;
+}
+
+/* See exec/calibrate_internal.h. */
+char *ldt__calibration_json(const ldt_cost_model *cm, const ldt_cost_sample *s, int n, double rms,
+                            const ldt__host_watch *hw) {
+    char *text = NULL, *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cJSON *root = NULL, *fit, *arr;
+    double worst = 0;
+    if (!f) return NULL;
+    if (ldt_cost_model_write(cm, f) != LDT_OK) {
+        fclose(f);
+        free(text);
+        return NULL;
+    }
+    fclose(f);
+    root = cJSON_Parse(text);
+    free(text);
+    if (!root) return NULL;
+    fit = cJSON_AddObjectToObject(root, "fit");
+    arr = fit ? cJSON_AddArrayToObject(fit, "samples") : NULL;
+    for (int i = 0; arr && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        double r = (s[i].seconds - s[i].modeled) / s[i].seconds;
+        if (!o) break;
+        cJSON_AddStringToObject(o, "collective",
+                                s[i].broadcast ? "broadcast" : ldt_collective_name(s[i].collective));
+        cJSON_AddNumberToObject(o, "mesh_dim", s[i].dim);
+        cJSON_AddNumberToObject(o, "group", (double)s[i].group);
+        cJSON_AddNumberToObject(o, "bytes", (double)s[i].bytes);
+        cJSON_AddNumberToObject(o, "measured_s", s[i].seconds);
+        cJSON_AddNumberToObject(o, "modeled_s", s[i].modeled);
+        cJSON_AddNumberToObject(o, "residual", r);
+        cJSON_AddNumberToObject(o, "weight", s[i].weight);
+        cJSON_AddItemToArray(arr, o);
+        if (s[i].weight > 0 && fabs(r) > worst) worst = fabs(r);
+    }
+    if (fit) {
+        cJSON_AddNumberToObject(fit, "rms_residual", rms);
+        cJSON_AddNumberToObject(fit, "max_residual", worst);
+    }
+    if (fit && hw) { /* what else ran on the machine meanwhile */
+        cJSON *h = cJSON_AddObjectToObject(fit, "host");
+        if (!h) goto fail;
+        cJSON_AddNumberToObject(h, "cores", hw->cores);
+        cJSON_AddNumberToObject(h, "wall_s", hw->wall_s);
+        cJSON_AddNumberToObject(h, "own_cpu_s", hw->own_cpu_s);
+        if (hw->known) {
+            cJSON_AddNumberToObject(h, "others_cpu_s", hw->others_cpu_s);
+            cJSON_AddNumberToObject(h, "others_share", hw->others_share);
+        }
+    }
+    if (arr && cJSON_GetArraySize(arr) == n) out = cJSON_Print(root);
+fail:
+    cJSON_Delete(root);
+    return out;
 }

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "core/sysmem.h"
 #include "ldt/exec.h"
 #include "ldt/planner.h"
 
@@ -20,5 +21,18 @@ ldt_status ldt__calibrate_rounds(const ldt_mesh *mesh, int64_t n, int k, const l
  * (defined in exec/redistribute.c). */
 ldt_status ldt__redistribute_runs(const ldt_shards *src, const ldt_redist_plan *plan, int reps,
                                   double *seconds, double *times, double *harness, ldt_shards **out);
+
+/* Fills curve e with (size[i], rate[i] / peak) for rates measured at n increasing sizes (size
+ * / rate: one op's seconds; each point at most 1) and returns the peak: the best rate of the
+ * ops that took 10 us or more, of all when none did (defined in exec/calibrate.c). */
+double ldt__fill_curve(ldt_eff_curve *e, const double *size, const double *rate, int n);
+
+/* A calibration as `ldt calibrate --json` prints it (cJSON_Print, the caller frees it): the
+ * profile cm with "fit": each timing of s[0..n) and the fitted model's value, the relative
+ * residuals' summary (rms as the fit gave it), and when hw is not NULL the host's share of
+ * other processes meanwhile. NULL when out of memory. `ldt-bench calibrate_refit` reads it
+ * back. */
+char *ldt__calibration_json(const ldt_cost_model *cm, const ldt_cost_sample *s, int n, double rms,
+                            const ldt__host_watch *hw);
 
 #endif

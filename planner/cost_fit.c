@@ -13,7 +13,8 @@
 #define NK LDT_KIND_COUNT /* the kinds the samples can be: all_reduce, reduce_scatter, all_gather,
                             all_to_all, send_recv, broadcast (ldt_coll_kind) */
 #define NK_LINK 4 /* the planner kinds, whose rates a link's bandwidth is the mean of (not send_recv, broadcast) */
-#define MAXP (1 + LDT_MAX_DIMS + 2 * NK * LDT_MAX_DIMS + 2)
+#define NK_OWN 3 /* the kinds with a call cost of their own in the fit (own_call) */
+#define MAXP (1 + LDT_MAX_DIMS + 2 * NK * LDT_MAX_DIMS + NK_OWN)
 
 static int is_local(ldt_collective c) {
     return c == LDT_COLL_LOCAL_CHUNK || c == LDT_COLL_LOCAL_PARTIAL || c == LDT_COLL_LOCAL_PAD;
@@ -68,8 +69,11 @@ static int solve(int np, double a[MAXP][MAXP], double *b, double *x) {
 }
 
 /* One problem: rows of np columns (the design), targets t, per-row weights w. Fills x with the
- * non-negative weighted least-squares solution over the columns in `use` (others 0); returns 0
- * when no column is left. Columns are scaled to unit norm first (bytes are ~1e7, hops ~1). */
+ * weighted least-squares solution over the columns in `use` (others 0), non-negative where
+ * use[j] is 1 and of either sign where it is 2 (USE_FREE); returns 0 when no column is left.
+ * Columns are scaled to unit norm first (bytes are ~1e7, hops ~1). */
+#define USE_FREE 2
+
 static int nnls_solve(int nrow, int np, const double *A, const double *t, const double *w,
                       const int *use0, double *x) {
     int use[MAXP];
@@ -107,7 +111,7 @@ static int nnls_solve(int nrow, int np, const double *A, const double *t, const 
         }
         for (int a = 0; a < k; a++) {
             x[idx[a]] = y[a] * scale[idx[a]];
-            if (x[idx[a]] < 0 && (worst < 0 || y[a] < y[worst])) worst = a;
+            if (x[idx[a]] < 0 && use[idx[a]] != USE_FREE && (worst < 0 || y[a] < y[worst])) worst = a;
         }
         if (worst < 0) return 1;
         use[idx[worst]] = 0;
@@ -187,9 +191,10 @@ done:
  * every candidate fits the same rows), then the past-knee columns from every row with the
  * first stage's model as the offset. Falls back to one joint fit when the rows at or below
  * the split do not constrain every column the first stage needs (a column only large sizes
- * measured) or are too few. x and rw as robust_fit's (rw from the second stage). */
+ * measured) or are too few. x and rw as robust_fit's (rw from the second stage); sign (may
+ * be NULL) marks the columns of either sign (USE_FREE; past-knee columns never are). */
 static int staged_fit(int nrow, int np, const double *A, const double *t, const double *rb,
-                      double split, const int *vcol, double *x, double *rw) {
+                      double split, const int *vcol, const int *sign, double *x, double *rw) {
     int use[MAXP], use2[MAXP], ns = 0, need = 0, ok = 0;
     double x2[MAXP], *As = malloc((size_t)(nrow ? nrow : 1) * np * sizeof *As),
                      *ts = malloc((size_t)(nrow ? nrow : 1) * sizeof *ts),
@@ -208,11 +213,11 @@ static int staged_fit(int nrow, int np, const double *A, const double *t, const 
         for (int i = 0; i < nrow; i++) all |= A[i * np + j] != 0;
         for (int i = 0; i < ns; i++) small |= As[i * np + j] != 0;
         if (all && !small) ns = 0; /* this column needs large sizes: fit jointly */
-        use[j] = all;
+        use[j] = all ? (sign && sign[j] == USE_FREE ? USE_FREE : 1) : 0;
         need += all;
     }
     if (ns <= need) {
-        for (int j = 0; j < np; j++) use[j] = 1;
+        for (int j = 0; j < np; j++) use[j] = sign && sign[j] == USE_FREE ? USE_FREE : 1;
         ok = robust_fit(nrow, np, A, t, NULL, use, x, rw);
         goto done;
     }
@@ -527,6 +532,71 @@ static ldt_status fit_local(ldt_cost_sample *s, int n, double *A, double *t, dou
     return LDT_OK;
 }
 
+/* The kinds whose timings get an intercept of their own (their kind_overhead_s, that less the
+ * overhead), not the overhead the others share: its column among the NK_OWN, or -1.
+ * - send/recv: on rank threads its mailbox took 70 to 90 us a call where the others took 10
+ *   to 20 (before its waits polled; 10 to 25 us since);
+ * - broadcast: about 10 us where the others' line said 14 to 20;
+ * - all_reduce: in place (no output to fill), its call 10 to 20 us where the others' 15 to
+ *   23 (gauge_direction says how its call cost and the latencies are told apart). Under the
+ *   shared overhead it cost one calibration of 2026-11-26 its knee: the overhead (20 us)
+ *   sat above its three smallest timings (10.5, 14.9 and 20.7 us), the first stage of every
+ *   knee's fit (4 sizes a kind below 512 KiB) clamped its slope at 0, which priced it 3 to 4x
+ *   too high at every size, so no knee fitted better than none (a bounded loss of 0.18
+ *   against 0.048), and without one the link's bandwidth was the slope over every size: 1.69
+ *   GB/s where 23 other calibrations took a knee and gave 2.1 to 3.3. */
+static int own_call(int k) {
+    return k == LDT_KIND_ALL_REDUCE ? 0 : k == LDT_KIND_SEND_RECV ? 1 : k == LDT_KIND_BROADCAST ? 2 : -1;
+}
+
+/* all_reduce's hops are twice the others' on every link (2(n-1) and n-1 on a ring), so its
+ * own call cost trades against the overhead and the latencies: moving the fit along z (the
+ * overhead by -1, all_reduce's call cost by -2, each link's latency by 1/h, h the others'
+ * hops on it, send/recv's and broadcast's call costs by minus their hops times that)
+ * changes no timing's model. Fills z over the columns (0 past the intercepts and latencies:
+ * column 0 the overhead, 1..L the latencies, ko.. the own call costs) and returns 1 when the
+ * rows r allow it: every row on a link agrees on its h, and each own kind's rows on its shift
+ * (a send/recv timed with 1 and with 3 peers pins the latency, and then the timings decide
+ * the split: 0). */
+static int gauge_direction(const double *A, int r, int np, int L, int ko, double *z) {
+    int set[MAXP] = {0};
+    for (int j = 0; j < np; j++) z[j] = 0;
+    z[0] = -1;
+    z[ko + own_call(LDT_KIND_ALL_REDUCE)] = -2;
+    set[0] = set[ko + own_call(LDT_KIND_ALL_REDUCE)] = 1;
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < r; i++) {
+            const double *a = &A[i * np];
+            int c = -1, d = -1;
+            double want, has;
+            for (int j = 0; j < np; j++)
+                if (a[j] != 0 && (j == 0 || j >= ko)) c = j;
+            for (int j = 1; j <= L; j++)
+                if (a[j] != 0) d = j;
+            if (c < 0) return 0;
+            if (pass == 0) { /* the links' shifts, from the overhead's and all_reduce's rows */
+                if (c != 0 && c != ko + own_call(LDT_KIND_ALL_REDUCE)) continue;
+                if (d < 0) return 0; /* no hops: its model moves with the overhead */
+                want = -z[c] / a[d];
+                c = d;
+            } else if (pass == 1) { /* the other own kinds' shifts, from their rows */
+                if (c == 0 || c == ko + own_call(LDT_KIND_ALL_REDUCE)) continue;
+                want = d < 0 ? 0 : -a[d] * z[d];
+            } else { /* every row's model stays */
+                has = z[c] + (d < 0 ? 0 : a[d] * z[d]);
+                if (fabs(has) > 1e-9 * (fabs(z[c]) + (d < 0 ? 0 : fabs(a[d] * z[d])))) return 0;
+                continue;
+            }
+            if (!set[c]) {
+                z[c] = want;
+                set[c] = 1;
+            } else if (fabs(z[c] - want) > 1e-9 * fabs(want)) {
+                return 0;
+            }
+        }
+    return 1;
+}
+
 /* The fit with the cache knee at C bytes (0: none) into *m, each sample's robust weight set.
  * Collectives: columns overhead, latency per link, and per link and kind the seconds per byte
  * (u) and per byte past the knee (v), the loose u's shrunk (shrink_slopes) when `shrink` is
@@ -541,19 +611,19 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, double C, 
     double x[MAXP];
     m->cache_bytes = C;
     if (ncoll > 0) {
-        int r = 0, ok, ko = 1 + L + 2 * NK * L; /* send_recv's and broadcast's own call costs */
-        np = ko + 2;
+        int r = 0, ok, ko = 1 + L + 2 * NK * L; /* the own call costs' columns (own_call) */
+        int ar = ko + own_call(LDT_KIND_ALL_REDUCE), gauge = 0, shared = 0, ars = 0, sign[MAXP];
+        double z[MAXP];
+        np = ko + NK_OWN;
         memset(A, 0, (size_t)n * MAXP * sizeof *A);
         for (int i = 0; i < n; i++) {
             int k = kind_of(&s[i]), cu = 1 + L + 2 * (s[i].dim * NK + k);
             double b = (double)s[i].bytes;
             if (sample_local(&s[i])) continue;
-            /* send/recv and broadcast have a fixed cost of their own (a send/recv's mailbox
-             * took 70 to 90 us where the others took 10 to 20; a broadcast about 10 us where
-             * the others' line said 14 to 20): their own intercept, not the overhead's */
-            if (k == LDT_KIND_SEND_RECV) A[r * np + ko] = 1;
-            else if (k == LDT_KIND_BROADCAST) A[r * np + ko + 1] = 1;
+            if (own_call(k) >= 0) A[r * np + ko + own_call(k)] = 1;
             else A[r * np + 0] = 1;
+            shared |= own_call(k) < 0;
+            ars |= k == LDT_KIND_ALL_REDUCE;
             A[r * np + 1 + s[i].dim] = sample_hops(m, &s[i]);
             A[r * np + cu] = b;
             {
@@ -568,7 +638,46 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, double C, 
             use[j] = 1;
             vcol[j] = j > L && j < ko && (j - 1 - L) % 2 == 1;
         }
-        ok = C > 0 ? staged_fit(r, np, A, t, rb, split, vcol, x, rw) : robust_fit(r, np, A, t, NULL, use, x, rw);
+        /* all_reduce's own call cost where the timings pin it; else (gauge) the fit of the
+         * shared overhead with latencies of either sign, then moved along z until no latency
+         * is below 0: the least own call cost the timings allow (0 where every latency came
+         * out >= 0: the shared overhead's fit), every timing's model unchanged. When that
+         * leaves some call cost below 0, the shared overhead's fit with latencies >= 0. */
+        if (shared && ars && (gauge = gauge_direction(A, r, np, L, ko, z))) {
+            for (int i = 0; i < r; i++)
+                if (A[i * np + ar] != 0) {
+                    A[i * np + 0] = A[i * np + ar];
+                    A[i * np + ar] = 0;
+                }
+        }
+        for (int j = 0; j < np; j++) sign[j] = gauge && j >= 1 && j <= L ? USE_FREE : 1;
+        for (int attempt = 0; attempt < 2; attempt++) { /* the second: latencies >= 0 */
+            const int *sg = attempt ? NULL : sign;
+            double a = 0, lowest = 0;
+            for (int j = 0; j < np; j++) use[j] = sg && sg[j] == USE_FREE ? USE_FREE : 1;
+            ok = C > 0 ? staged_fit(r, np, A, t, rb, split, vcol, sg, x, rw) : robust_fit(r, np, A, t, NULL, use, x, rw);
+            if (!ok || !gauge) break;
+            for (int d = 0; d < L; d++)
+                if (z[1 + d] > 0 && -x[1 + d] / z[1 + d] > a) a = -x[1 + d] / z[1 + d];
+            x[ar] = x[0] + a * z[ar];
+            for (int j = 0; j < np; j++)
+                if (j != ar && (j == 0 || (j >= 1 && j <= L) || j >= ko)) {
+                    x[j] += a * z[j];
+                    if (x[j] < lowest) lowest = x[j];
+                }
+            if (x[ar] < lowest) lowest = x[ar];
+            if (lowest >= -1e-12 * (fabs(x[0]) + 1e-6)) {
+                for (int j = 0; j < np; j++)
+                    if (j == 0 || j == ar || (j >= 1 && j <= L) || j >= ko) x[j] = x[j] > 0 ? x[j] : 0;
+                break;
+            }
+        }
+        if (gauge) /* all_reduce's rows back on its own column, x[ar] its call cost */
+            for (int i = 0; i < r; i++)
+                if (A[i * np + 0] != 0 && kind_of(&s[row_of[i]]) == LDT_KIND_ALL_REDUCE) {
+                    A[i * np + ar] = A[i * np + 0];
+                    A[i * np + 0] = 0;
+                }
         if (!ok)
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "cost fit: the collective timings constrain "
                      "nothing (every column is zero)");
@@ -580,8 +689,9 @@ static ldt_status fit_with_knee(ldt_cost_sample *s, int n, int ncoll, double C, 
             for (int i = 0; i < r; i++)
                 for (int j = 0; j < np; j++) seen[j] |= A[i * np + j] != 0;
             if (seen[0]) m->overhead_s = x[0];
-            if (seen[ko]) m->kind_overhead_s[LDT_KIND_SEND_RECV] = x[ko] - m->overhead_s;
-            if (seen[ko + 1]) m->kind_overhead_s[LDT_KIND_BROADCAST] = x[ko + 1] - m->overhead_s;
+            for (int k = 0; k < NK; k++)
+                if (own_call(k) >= 0 && seen[ko + own_call(k)])
+                    m->kind_overhead_s[k] = x[ko + own_call(k)] - m->overhead_s;
             for (int d = 0; d < L; d++) {
                 double umin = INFINITY, lg = 0;
                 int any = 0, ng = 0;

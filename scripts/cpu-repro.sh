@@ -6,8 +6,9 @@
 # with the host's cores and load before and after each. Meant for an idle host (a lent GPU
 # machine's CPUs): on a shared one the load decides more than the model does.
 # Writes $OUT (default $BUILD/cpu-repro): each run's table and notes (repro-N.txt,
-# costmodel-N.txt: every figure, price and case), and summary.txt: per run its wall time,
-# load and goal lines. Prints the summary. Exit status 0 when every run finished (whatever the goals), 1 otherwise.
+# costmodel-N.txt: every figure, price and case), each pair's two calibrations (repro-N/
+# cal-1.json and cal-2.json, for `ldt-bench calibrate_refit`), and summary.txt: per run its
+# wall time, load and goal lines. Prints the summary. Exit status 0 when every run finished (whatever the goals), 1 otherwise.
 # Usage: scripts/cpu-repro.sh   (BUILD=dir holding ldt-bench, default build-rel, built when
 # missing; PAIRS=n, default 3; RUNS=n, default 2; OUT=dir)
 set -u
@@ -39,7 +40,8 @@ while [ "$i" -le "$max" ]; do
         [ "$i" -le "$n" ] || continue
         l0=$(cut -d' ' -f1 /proc/loadavg)
         t0=$(date +%s.%N)
-        if ! "$BUILD/ldt-bench" "$b" >"$f.txt" 2>&1; then
+        if [ "$b" = calibrate_repro ]; then mkdir -p "$f"; fi
+        if ! LDT_REPRO_DIR="$f" "$BUILD/ldt-bench" "$b" >"$f.txt" 2>&1; then
             rc=1
         fi
         t1=$(date +%s.%N)

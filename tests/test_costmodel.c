@@ -49,7 +49,7 @@ static int synth(ldt_cost_sample *s, const ldt_cost_model *m) {
                 s[n].bytes = bytes;
                 double past = m->cache_bytes > 0 && (double)bytes > m->cache_bytes
                                   ? (double)bytes - m->cache_bytes : 0;
-                s[n].seconds = m->overhead_s + hops * m->links[d].latency_s +
+                s[n].seconds = m->overhead_s + m->kind_overhead_s[k] + hops * m->links[d].latency_s +
                                (1 + m->bytes_extra[k]) * ((double)bytes + m->beyond_cache[k] * past) /
                                    m->links[d].bandwidth_Bps;
                 n++;
@@ -161,6 +161,92 @@ Test(costfit, recovers_kind_factors_and_a_cache_knee) {
         expect_close(ldt_cost_seconds(&f, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0), s[i].seconds,
                      1e-6, "ldt_cost_seconds vs the truth");
     ldt_mesh_destroy(mesh);
+}
+
+/* An all_reduce whose call costs less than the others' (in place: 1.5 us where they take 4,
+ * and its slope the fastest), with a knee at 1 MiB. Under one overhead for the four planner
+ * kinds, the first stage of a knee's fit (the sizes below 512 KiB) clamped all_reduce's slope
+ * at 0 on a calibration like this, and the fit took no knee. all_reduce's hops being twice
+ * the others', its call cost trades against the latencies: with send/recv timed at 1 and 3
+ * peers (which pins the outer link's latency) the fit gives back the truth; without, every
+ * price is the truth's and the split is the least own call cost that keeps every latency >=
+ * 0: moved by a = -1.25 us along the trade (overhead 4 - a, all_reduce's call cost -2.5 - a,
+ * the latencies 7.5 + a / 3 and 1.25 + a us), the inner link's latency 0. */
+Test(costfit, recovers_all_reduces_own_call_cost_and_the_knee) {
+    for (int c = 0; c < 2; c++) {
+        ldt_cost_sample s[112];
+        ldt_cost_model m = truth(), f = start(), mf, want;
+        int64_t dims[2] = {4, 2};
+        ldt_mesh *mesh;
+        int n;
+        m.kind_overhead_s[LDT_KIND_ALL_REDUCE] = -2.5e-6;
+        m.bytes_extra[LDT_KIND_ALL_REDUCE] = -0.6;
+        m.bytes_extra[LDT_KIND_ALL_GATHER] = 0.25;
+        m.bytes_extra[LDT_KIND_ALL_TO_ALL] = 1.0;
+        m.cache_bytes = 1048576;
+        for (int k = 0; k < 4; k++) m.beyond_cache[k] = 1.5 + 0.5 * k;
+        n = synth(s, &m);
+        for (int peers = 1; c == 0 && peers <= 3; peers += 2) /* send/recv, outer link */
+            for (int z = 0; z < 8; z++) {
+                int64_t bytes = (int64_t)5 << (11 + 2 * z);
+                double past = (double)bytes > m.cache_bytes ? (double)bytes - m.cache_bytes : 0;
+                memset(&s[n], 0, sizeof s[n]);
+                s[n].collective = LDT_COLL_SEND_RECV;
+                s[n].group = peers;
+                s[n].bytes = bytes;
+                s[n].seconds = m.overhead_s + peers * m.links[0].latency_s +
+                               ((double)bytes + m.beyond_cache[LDT_KIND_SEND_RECV] * past) / m.links[0].bandwidth_Bps;
+                n++;
+            }
+        cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+        mf = as_fitted(m);
+        want = mf;
+        if (c == 1) { /* the least own call cost: a = -1.25 us along the trade */
+            want.overhead_s = 5.25e-6;
+            want.kind_overhead_s[LDT_KIND_ALL_REDUCE] = -1.25e-6;
+            want.links[0].latency_s = 7.5e-6 - 1.25e-6 / 3;
+            want.links[1].latency_s = 0;
+        }
+        expect_close(f.links[0].latency_s, want.links[0].latency_s, 1e-6, "outer latency");
+        cr_expect(fabs(f.links[1].latency_s - want.links[1].latency_s) <= 1e-12, "inner latency %g s, expected %g",
+                  f.links[1].latency_s, want.links[1].latency_s);
+        for (int d = 0; d < 2; d++) expect_close(f.links[d].bandwidth_Bps, want.links[d].bandwidth_Bps, 1e-6, "bandwidth");
+        expect_close(f.overhead_s, want.overhead_s, 1e-6, "overhead");
+        cr_expect(fabs(f.kind_overhead_s[LDT_KIND_ALL_REDUCE] - want.kind_overhead_s[LDT_KIND_ALL_REDUCE]) <= 1e-11,
+                  "all_reduce call overhead %g s, expected %g", f.kind_overhead_s[LDT_KIND_ALL_REDUCE],
+                  want.kind_overhead_s[LDT_KIND_ALL_REDUCE]);
+        cr_expect_eq(f.cache_bytes, m.cache_bytes, "knee at %g, expected %g", f.cache_bytes, m.cache_bytes);
+        for (int k = 0; k < 4; k++) {
+            expect_close(1 + f.bytes_extra[k], 1 + mf.bytes_extra[k], 1e-6, "bytes factor");
+            expect_close(f.beyond_cache[k], m.beyond_cache[k], 1e-6, "beyond-cache factor");
+        }
+        cr_assert_eq(ldt_mesh_create(2, dims, NULL, NULL, LDT_DEVICE_META, &mesh), LDT_OK, "%s", ldt_last_error());
+        for (int i = 0; i < n; i++) {
+            double got = s[i].collective == LDT_COLL_SEND_RECV
+                             ? ldt_cost_seconds(&f, mesh, 0, NULL, LDT_COLL_SEND_RECV, s[i].bytes, (int)s[i].group)
+                             : ldt_cost_seconds(&f, mesh, 1, &s[i].dim, s[i].collective, s[i].bytes, 0);
+            expect_close(got, s[i].seconds, 1e-6, "ldt_cost_seconds vs the truth");
+        }
+        ldt_mesh_destroy(mesh);
+    }
+}
+
+/* A curve's peak is the best rate of the ops that took 10 us or more: adds of 64 KiB to
+ * 4 MiB at 80, 60, 50 and 20 GB/s take 0.8, 4.4, 21 and 210 us, so the peak is 50 GB/s and
+ * the points 1 (capped), 1 (capped), 1 and 0.4; when no op takes 10 us, the best of all. */
+Test(costfit, a_curves_peak_comes_from_ops_of_10_us) {
+    const double size[4] = {65536, 262144, 1048576, 4194304}, rate[4] = {80e9, 60e9, 50e9, 20e9};
+    const double want[4] = {1, 1, 1, 0.4}, fast[3] = {4e9, 8e9, 6e9}, small[3] = {1e3, 4e3, 16e3};
+    ldt_eff_curve e;
+    expect_close(ldt__fill_curve(&e, size, rate, 4), 50e9, 1e-12, "peak");
+    cr_assert_eq(e.npoints, 4);
+    for (int i = 0; i < 4; i++) {
+        expect_close(e.size[i], size[i], 1e-12, "curve size");
+        expect_close(e.eff[i], want[i], 1e-12, "curve point");
+    }
+    expect_close(ldt__fill_curve(&e, small, fast, 3), 8e9, 1e-12, "peak of ops all under 10 us");
+    expect_close(e.eff[0], 0.5, 1e-12, "curve point");
+    expect_close(e.eff[2], 0.75, 1e-12, "curve point");
 }
 
 /* A knee in the collectives only: the local copies on one line beside them (+-2% noise on

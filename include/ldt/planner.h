@@ -315,8 +315,8 @@ typedef struct ldt_cost_sample {
  * link's bandwidth (the geometric mean of its planner kinds' rates: all_reduce,
  * reduce_scatter, all_gather, all_to_all; send/recv and broadcast only when the link timed
  * nothing else), the kinds' bytes_extra (some below 0: a kind faster than the mean) and
- * beyond_cache, and send/recv's and broadcast's kind_overhead_s (one each, over every
- * link); local ops give local_overhead_s, local_bandwidth_Bps (1 / the geometric mean of
+ * beyond_cache, and all_reduce's, send/recv's and broadcast's kind_overhead_s (one each,
+ * over every link); local ops give local_overhead_s, local_bandwidth_Bps (1 / the geometric mean of
  * the timed ops' seconds per byte), each op's local_bytes_extra against it, and their own
  * knee: local_cache_bytes and the local beyond_cache, the candidate (512 KiB, 1, 2, 4 or
  * 8 MiB, two sizes past it and three below) of least bounded loss over the sizes from

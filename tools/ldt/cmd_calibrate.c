@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/sysmem.h"
+#include "exec/calibrate_internal.h"
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
@@ -31,64 +32,6 @@ static cli_flag *flag_table(void) {
         {"help", 0, "this help", NULL},
     };
     return flags;
-}
-
-/* The profile as JSON with "fit": each timing and the fitted model's value, and the relative
- * residuals' summary. NULL when out of memory. */
-static char *profile_with_fit(const ldt_cost_model *cm, const ldt_cost_sample *s, int n, double rms,
-                              const ldt__host_watch *hw) {
-    char *text = NULL, *out = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    cJSON *root = NULL, *fit, *arr;
-    double worst = 0;
-    if (!f) return NULL;
-    if (ldt_cost_model_write(cm, f) != LDT_OK) {
-        fclose(f);
-        free(text);
-        return NULL;
-    }
-    fclose(f);
-    root = cJSON_Parse(text);
-    free(text);
-    if (!root) return NULL;
-    fit = cJSON_AddObjectToObject(root, "fit");
-    arr = fit ? cJSON_AddArrayToObject(fit, "samples") : NULL;
-    for (int i = 0; arr && i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        double r = (s[i].seconds - s[i].modeled) / s[i].seconds;
-        if (!o) break;
-        cJSON_AddStringToObject(o, "collective",
-                                s[i].broadcast ? "broadcast" : ldt_collective_name(s[i].collective));
-        cJSON_AddNumberToObject(o, "mesh_dim", s[i].dim);
-        cJSON_AddNumberToObject(o, "group", (double)s[i].group);
-        cJSON_AddNumberToObject(o, "bytes", (double)s[i].bytes);
-        cJSON_AddNumberToObject(o, "measured_s", s[i].seconds);
-        cJSON_AddNumberToObject(o, "modeled_s", s[i].modeled);
-        cJSON_AddNumberToObject(o, "residual", r);
-        cJSON_AddNumberToObject(o, "weight", s[i].weight);
-        cJSON_AddItemToArray(arr, o);
-        if (s[i].weight > 0 && fabs(r) > worst) worst = fabs(r);
-    }
-    if (fit) {
-        cJSON_AddNumberToObject(fit, "rms_residual", rms);
-        cJSON_AddNumberToObject(fit, "max_residual", worst);
-    }
-    if (fit && hw) { /* what else ran on the machine meanwhile */
-        cJSON *h = cJSON_AddObjectToObject(fit, "host");
-        if (!h) goto fail;
-        cJSON_AddNumberToObject(h, "cores", hw->cores);
-        cJSON_AddNumberToObject(h, "wall_s", hw->wall_s);
-        cJSON_AddNumberToObject(h, "own_cpu_s", hw->own_cpu_s);
-        if (hw->known) {
-            cJSON_AddNumberToObject(h, "others_cpu_s", hw->others_cpu_s);
-            cJSON_AddNumberToObject(h, "others_share", hw->others_share);
-        }
-    }
-    if (arr && cJSON_GetArraySize(arr) == n) out = cJSON_Print(root);
-fail:
-    cJSON_Delete(root);
-    return out;
 }
 
 int cmd_calibrate(int argc, char **argv) {
@@ -177,7 +120,7 @@ int cmd_calibrate(int argc, char **argv) {
                 "calibration (%.1f of %.1f core-seconds): its figures measure a busy machine; "
                 "calibrate again when it is quiet\n",
                 100 * hw.others_share, hw.cores, hw.others_cpu_s, hw.wall_s * hw.cores);
-    if (!(json = profile_with_fit(&cm, samples, n, rms, world ? NULL : &hw))) {
+    if (!(json = ldt__calibration_json(&cm, samples, n, rms, world ? NULL : &hw))) {
         fprintf(stderr, "ldt calibrate: out of memory\n");
         goto done;
     }
