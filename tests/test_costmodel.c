@@ -231,6 +231,64 @@ Test(costfit, recovers_all_reduces_own_call_cost_and_the_knee) {
     }
 }
 
+/* The threads calibration's shape: one link of 4 ranks, every kind timed on it, send/recv with
+ * one peer, a broadcast (direct: 3 hops), no latency, and call costs of their own below and
+ * above the overhead (all_reduce 10 us, send/recv 23, broadcast 9, the others 18). The
+ * timings leave the latency free (every kind's intercept has its own term but the shared
+ * three's), and the fit takes the least own call cost for all_reduce that keeps the latency
+ * >= 0: the truth's, latency 0, every call cost and price given back. */
+Test(costfit, one_link_call_costs_of_their_own) {
+    static const ldt_collective kinds[] = {LDT_COLL_ALL_REDUCE, LDT_COLL_REDUCE_SCATTER, LDT_COLL_ALL_GATHER,
+                                           LDT_COLL_ALL_TO_ALL, LDT_COLL_SEND_RECV};
+    const double factor[6] = {0.4, 1.2, 1.1, 2.0, 1.5, 0.4};
+    ldt_cost_sample s[48];
+    ldt_cost_model m, f = start(), mf;
+    int n = 0;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "truth");
+    m.nlinks = 1;
+    m.links[0].bandwidth_Bps = 2.2e9;
+    m.overhead_s = 18e-6;
+    m.kind_overhead_s[LDT_KIND_ALL_REDUCE] = -8e-6;
+    m.kind_overhead_s[LDT_KIND_SEND_RECV] = 5e-6;
+    m.kind_overhead_s[LDT_KIND_BROADCAST] = -9e-6;
+    m.cache_bytes = 524288;
+    m.algo[LDT_KIND_BROADCAST] = f.algo[LDT_KIND_BROADCAST] = LDT_ALGO_DIRECT;
+    for (int k = 0; k < 6; k++) {
+        m.bytes_extra[k] = factor[k] - 1;
+        m.beyond_cache[k] = 1.25 + 0.25 * k;
+        for (int z = 0; z < 8; z++) {
+            int64_t bytes = (int64_t)3 << (10 + 2 * z); /* 3 KiB .. 48 MiB */
+            double past = (double)bytes > m.cache_bytes ? (double)bytes - m.cache_bytes : 0;
+            memset(&s[n], 0, sizeof s[n]);
+            if (k < 5) s[n].collective = kinds[k];
+            s[n].broadcast = k == 5;
+            s[n].group = k == 4 ? 1 : 4;
+            s[n].bytes = bytes;
+            s[n].seconds = m.overhead_s + m.kind_overhead_s[k] + factor[k] * ((double)bytes + m.beyond_cache[k] * past) /
+                                                                     m.links[0].bandwidth_Bps;
+            n++;
+        }
+    }
+    cr_assert_eq(ldt_cost_model_fit(s, n, &f, NULL), LDT_OK, "%s", ldt_last_error());
+    mf = as_fitted(m);
+    expect_close(f.links[0].bandwidth_Bps, mf.links[0].bandwidth_Bps, 1e-6, "bandwidth");
+    cr_expect(fabs(f.links[0].latency_s) <= 1e-12, "latency %g s, expected 0", f.links[0].latency_s);
+    expect_close(f.overhead_s, m.overhead_s, 1e-6, "overhead");
+    for (int k = 0; k < 6; k++) {
+        cr_expect(fabs(f.kind_overhead_s[k] - m.kind_overhead_s[k]) <= 1e-11, "kind %d call overhead %g s, expected %g",
+                  k, f.kind_overhead_s[k], m.kind_overhead_s[k]);
+        expect_close(1 + f.bytes_extra[k], 1 + mf.bytes_extra[k], 1e-6, "bytes factor");
+    }
+    cr_expect_eq(f.cache_bytes, m.cache_bytes, "knee at %g, expected %g", f.cache_bytes, m.cache_bytes);
+    for (int i = 0; i < n; i++) { /* on the link fitted (send/recv: n - 1 the peers) */
+        int k = s[i].broadcast ? LDT_KIND_BROADCAST : i / 8;
+        expect_close(ldt_cost_kind_seconds(&f, f.links[0], k == LDT_KIND_SEND_RECV ? 2 : 4, (ldt_coll_kind)k,
+                                           s[i].bytes),
+                     s[i].seconds, 1e-6, "price vs the truth");
+    }
+}
+
 /* A curve's peak is the best rate of the ops that took 10 us or more: adds of 64 KiB to
  * 4 MiB at 80, 60, 50 and 20 GB/s take 0.8, 4.4, 21 and 210 us, so the peak is 50 GB/s and
  * the points 1 (capped), 1 (capped), 1 and 0.4; when no op takes 10 us, the best of all. */
