@@ -350,6 +350,11 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
 }
 
 /* ---- ldt-bench calibrate_refit FILE1 FILE2 ---------------------------------------------- */
+/* The two files' timings fitted again (each file's profile the start), every figure the fit
+ * sets compared as calibrate_repro's, with every sample (sizes "all") and with calibrate's
+ * eight sizes only ("calibrate"); and the compute figures as the files saved them (sizes
+ * "saved": the f32 peak and the memory bandwidth, which no fit sets), so that two
+ * calibrations under MPI (`ldt calibrate --backend mpi --json`, twice) compare in one command. */
 
 /* The text of file path (malloc'd), or NULL. */
 static char *slurp(const char *path) {
@@ -481,6 +486,25 @@ int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
             goto done;
         }
     if (ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh) != LDT_OK) goto done;
+    { /* the compute figures as saved (no fit sets them): `ratio` with sizes "saved" */
+        static const char *const names[2] = {"peak_f32_gflops", "memory_bandwidth_gbps"};
+        double a[2] = {base[0].peak_flops[LDT_PREC_F32] / 1e9, base[0].memory_bandwidth_Bps / 1e9};
+        double b[2] = {base[1].peak_flops[LDT_PREC_F32] / 1e9, base[1].memory_bandwidth_Bps / 1e9};
+        for (int i = 0; i < 2; i++) {
+            double q = ratio(a[i], b[i]);
+            char val[32];
+            int idx = bench_add(out, "ratio", isfinite(q) ? q : 1e300, "ratio");
+            bench_param_str(out, idx, "figure", names[i]);
+            snprintf(val, sizeof val, "%.4g", a[i]);
+            bench_param_str(out, idx, "first", val);
+            snprintf(val, sizeof val, "%.4g", b[i]);
+            bench_param_str(out, idx, "second", val);
+            bench_param_int(out, idx, "within_goal", q <= 1.25);
+            bench_param_str(out, idx, "sizes", "saved");
+            bench_note("saved: %-32s %12.4g %12.4g  %6.2fx%s", names[i], a[i], b[i], q,
+                       q <= 1.25 ? "" : "  (outside the goal)");
+        }
+    }
     for (int v = 0; v < 2; v++) {
         const char *sizes = v == 0 ? "all" : "calibrate";
         double rms;
