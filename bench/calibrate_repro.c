@@ -206,6 +206,30 @@ static void worst(double q, const char *name, double *w, const char **wn) {
  * and `sizes` when not NULL: a refit, whose figures are the fit's only), then
  * worst_ratio_bandwidth, worst_ratio_price, worst_ratio_parameter and worst_ratio_latency
  * into *v. */
+/* Figure f as one result `ratio` (params figure, first, second, within_goal, and sizes when
+ * not NULL) and a note line; returns whether it is within its class's goal, *q its ratio. */
+static int emit(bench_results *out, const figure *f, const char *sizes, double *q) {
+    double apart = fabs(f->a - f->b);
+    char val[32];
+    int idx, ok;
+    *q = ratio(f->a, f->b);
+    ok = f->cls == FIG_LATENCY ? (*q <= 2 || apart <= 20)
+         : f->cls == FIG_SHARE ? (*q <= 1.25 || apart <= 0.1)
+         : f->cls == FIG_PRICE ? (*q <= 1.25 || apart <= 20)
+                               : *q <= 1.25;
+    idx = bench_add(out, "ratio", isfinite(*q) ? *q : 1e300, "ratio");
+    bench_param_str(out, idx, "figure", f->name);
+    snprintf(val, sizeof val, "%.4g", f->a);
+    bench_param_str(out, idx, "first", val);
+    snprintf(val, sizeof val, "%.4g", f->b);
+    bench_param_str(out, idx, "second", val);
+    bench_param_int(out, idx, "within_goal", ok);
+    if (sizes) bench_param_str(out, idx, "sizes", sizes);
+    bench_note("%s%s%-32s %12.4g %12.4g  %6.2fx%s%s", sizes ? sizes : "", sizes ? ": " : "", f->name, f->a, f->b, *q,
+               ok ? "" : "  (outside", ok ? "" : f->cls == FIG_PARAMETER ? " 25%: not a goal)" : " the goal)");
+    return ok;
+}
+
 static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_model *b, const ldt_mesh *mesh,
                    const ldt_cost_sample *s, int ns, const char *sizes, verdict *v) {
     static figure f[MAX_FIGURES];
@@ -216,22 +240,8 @@ static void report(bench_results *out, const ldt_cost_model *a, const ldt_cost_m
     v->has_share = 0;
     n = figures(a, b, mesh, s, ns, sizes != NULL, f);
     for (int i = 0; i < n; i++) {
-        double q = ratio(f[i].a, f[i].b), apart = fabs(f[i].a - f[i].b);
-        char val[32];
-        int ok = f[i].cls == FIG_LATENCY ? (q <= 2 || apart <= 20)
-                 : f[i].cls == FIG_SHARE ? (q <= 1.25 || apart <= 0.1)
-                 : f[i].cls == FIG_PRICE ? (q <= 1.25 || apart <= 20)
-                                         : q <= 1.25;
-        idx = bench_add(out, "ratio", isfinite(q) ? q : 1e300, "ratio");
-        bench_param_str(out, idx, "figure", f[i].name);
-        snprintf(val, sizeof val, "%.4g", f[i].a);
-        bench_param_str(out, idx, "first", val);
-        snprintf(val, sizeof val, "%.4g", f[i].b);
-        bench_param_str(out, idx, "second", val);
-        bench_param_int(out, idx, "within_goal", ok);
-        if (sizes) bench_param_str(out, idx, "sizes", sizes);
-        bench_note("%s%s%-32s %12.4g %12.4g  %6.2fx%s%s", sizes ? sizes : "", sizes ? ": " : "", f[i].name, f[i].a,
-                   f[i].b, q, ok ? "" : "  (outside", ok ? "" : f[i].cls == FIG_PARAMETER ? " 25%: not a goal)" : " the goal)");
+        double q, apart = fabs(f[i].a - f[i].b);
+        int ok = emit(out, &f[i], sizes, &q);
         switch (f[i].cls) {
         case FIG_LATENCY:
             v->lat_ok &= ok;
@@ -487,23 +497,14 @@ int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
         }
     if (ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh) != LDT_OK) goto done;
     { /* the compute figures as saved (no fit sets them): `ratio` with sizes "saved" */
-        static const char *const names[2] = {"peak_f32_gflops", "memory_bandwidth_gbps"};
-        double a[2] = {base[0].peak_flops[LDT_PREC_F32] / 1e9, base[0].memory_bandwidth_Bps / 1e9};
-        double b[2] = {base[1].peak_flops[LDT_PREC_F32] / 1e9, base[1].memory_bandwidth_Bps / 1e9};
-        for (int i = 0; i < 2; i++) {
-            double q = ratio(a[i], b[i]);
-            char val[32];
-            int idx = bench_add(out, "ratio", isfinite(q) ? q : 1e300, "ratio");
-            bench_param_str(out, idx, "figure", names[i]);
-            snprintf(val, sizeof val, "%.4g", a[i]);
-            bench_param_str(out, idx, "first", val);
-            snprintf(val, sizeof val, "%.4g", b[i]);
-            bench_param_str(out, idx, "second", val);
-            bench_param_int(out, idx, "within_goal", q <= 1.25);
-            bench_param_str(out, idx, "sizes", "saved");
-            bench_note("saved: %-32s %12.4g %12.4g  %6.2fx%s", names[i], a[i], b[i], q,
-                       q <= 1.25 ? "" : "  (outside the goal)");
-        }
+        figure f[2];
+        int n = 0;
+        double q;
+        add(f, &n, "peak_f32_gflops", base[0].peak_flops[LDT_PREC_F32] / 1e9, base[1].peak_flops[LDT_PREC_F32] / 1e9,
+            FIG_RATE);
+        add(f, &n, "memory_bandwidth_gbps", base[0].memory_bandwidth_Bps / 1e9, base[1].memory_bandwidth_Bps / 1e9,
+            FIG_RATE);
+        for (int i = 0; i < n; i++) emit(out, &f[i], "saved", &q);
     }
     for (int v = 0; v < 2; v++) {
         const char *sizes = v == 0 ? "all" : "calibrate";
