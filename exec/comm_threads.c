@@ -68,7 +68,7 @@ struct tgroup {
     _Atomic uint64_t gen; /* written under mu; also read without it by spinning waiters */
     uint64_t *arrived_at; /* member i is in generation arrived_at[i] - 1 (0: not arrived) */
     int poisoned;         /* a barrier timed out: members are out of step for good */
-    char poison[512];
+    char poison[768];
     ldt__op *slots;       /* each member's current op, read by all between barriers */
     /* registry */
     tgroup *next;
@@ -107,6 +107,19 @@ struct mailbox {
     _Atomic uint64_t gen; /* bumped (under the world's mu) with every broadcast of cv: polled */
 };
 
+/* What a world rank is doing, for the message of a peer that gave up waiting for it: set by
+ * the rank's threads as they enter and leave calls and as its function returns, read without
+ * a lock (a snapshot: it may be a moment old). */
+typedef struct rank_doing {
+    _Atomic(const char *) op;   /* the call it is in; NULL: none */
+    _Atomic(const char *) last; /* the last call it left; NULL: none yet this run */
+    _Atomic(const void *) group; /* the group of op, else of last (compared, never read) */
+    _Atomic int group_n;        /* that group's size */
+    _Atomic int64_t since;      /* mono_ns: when it entered op, left last, or returned */
+    _Atomic int returned;       /* its function returned this run, with status ret */
+    _Atomic int ret;
+} rank_doing;
+
 /* The world: the ranks' shared state, reusable across runs. */
 struct ldt_threads {
     int n;
@@ -136,6 +149,7 @@ struct ldt_threads {
     /* per world rank: nanoseconds blocked in collectives' barriers waiting for peers (the
      * rank's thread and its communication thread add to it, hence atomic) */
     _Atomic int64_t *wait_ns;
+    rank_doing *doing; /* per world rank */
 };
 
 static const ldt__comm_vtable k_threads_vt;
@@ -166,6 +180,48 @@ static int64_t mono_ns(void) {
 static void add_wait(tcomm *c, int64_t t0) {
     atomic_fetch_add_explicit(&c->w->wait_ns[c->g->ranks[c->base.rank]], mono_ns() - t0,
                               memory_order_relaxed);
+}
+
+static void doing_enter(struct ldt_threads *w, const tgroup *g, int member, const char *op) {
+    rank_doing *d = &w->doing[g->ranks[member]];
+    atomic_store_explicit(&d->group, (const void *)g, memory_order_relaxed);
+    atomic_store_explicit(&d->group_n, g->n, memory_order_relaxed);
+    atomic_store_explicit(&d->since, mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&d->op, op, memory_order_release);
+}
+
+static ldt_status doing_leave(struct ldt_threads *w, const tgroup *g, int member, ldt_status st) {
+    rank_doing *d = &w->doing[g->ranks[member]];
+    atomic_store_explicit(&d->last, atomic_load_explicit(&d->op, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&d->since, mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&d->op, (const char *)NULL, memory_order_release);
+    return st;
+}
+
+/* Where world rank r is, seen from a member of group mine: "in broadcast on this group for
+ * 1.2 s", "returned OK 3.0 s ago", "in no call of this world for 60.0 s (the last: ...)". */
+static void doing_text(struct ldt_threads *w, int r, const tgroup *mine, char *buf, size_t cap) {
+    const rank_doing *d = &w->doing[r];
+    const char *op = atomic_load_explicit(&d->op, memory_order_acquire);
+    const char *last = atomic_load_explicit(&d->last, memory_order_relaxed);
+    const void *g = atomic_load_explicit(&d->group, memory_order_relaxed);
+    int gn = atomic_load_explicit(&d->group_n, memory_order_relaxed);
+    double ago = 1e-9 * (double)(mono_ns() - atomic_load_explicit(&d->since, memory_order_relaxed));
+    char where[64];
+    if (g == (const void *)w->world_group) snprintf(where, sizeof where, "the world");
+    else if (g == (const void *)mine) snprintf(where, sizeof where, "this group");
+    else snprintf(where, sizeof where, "another group of %d", gn);
+    if (atomic_load_explicit(&d->returned, memory_order_acquire))
+        snprintf(buf, cap, "its function returned %s %.1f s ago",
+                 ldt_status_name((ldt_status)atomic_load_explicit(&d->ret, memory_order_relaxed)), ago);
+    else if (op)
+        snprintf(buf, cap, "it waits in %s on %s, for %.1f s", op, where, ago);
+    else if (last)
+        snprintf(buf, cap, "it is in no call of this world, for %.1f s since its %s on %s", ago, last,
+                 where);
+    else
+        snprintf(buf, cap, "it has made no call of this world yet, for %.1f s", ago);
 }
 
 int64_t ldt__threads_wait_ns(const ldt_threads *w, int rank) {
@@ -432,8 +488,9 @@ static ldt_status barrier_entry(tcomm *c, const char *op) {
         pthread_mutex_unlock(&g->mu);
         return remote_error(w, op);
     }
-    /* Timed out: name the members that never came, and poison the group so the members
-     * still waiting fail now with the same message instead of each waiting out its own. */
+    /* Timed out: name the members that never came and where each one is, and poison the
+     * group so the members still waiting fail now with the same message instead of each
+     * waiting out its own. */
     size_t pos = (size_t)snprintf(g->poison, sizeof g->poison,
                                   "timed out after %lld ms waiting for rank",
                                   (long long)w->timeout_ms);
@@ -447,10 +504,21 @@ static ldt_status barrier_entry(tcomm *c, const char *op) {
         missing++;
     }
     if (pos < sizeof g->poison)
-        snprintf(g->poison + pos, sizeof g->poison - pos,
-                 " of %d: it did not call, or called something else (failed, returned, or "
-                 "waits in another call)",
-                 g->n);
+        pos += (size_t)snprintf(g->poison + pos, sizeof g->poison - pos, " of %d, which did not come",
+                                g->n);
+    for (int i = 0, told = 0; i < g->n && pos < sizeof g->poison; i++) {
+        if (g->arrived_at[i] == my_gen + 1 || i == me) continue;
+        char who[48], what[200];
+        if (told++ == 3) {
+            snprintf(g->poison + pos, sizeof g->poison - pos, "; ...");
+            break;
+        }
+        fmt_member(who, sizeof who, g, i, c->base.is_world);
+        doing_text(w, g->ranks[i], g, what, sizeof what);
+        pos += (size_t)snprintf(g->poison + pos, sizeof g->poison - pos, "%s%s%s", missing > 1 ? "; rank " : ": ",
+                                missing > 1 ? who : "", missing > 1 ? ": " : "");
+        if (pos < sizeof g->poison) pos += (size_t)snprintf(g->poison + pos, sizeof g->poison - pos, "%s", what);
+    }
     g->poisoned = 1;
     atomic_store_explicit(&w->broken, 1, memory_order_relaxed);
     pthread_cond_broadcast(&g->cv);
@@ -725,7 +793,7 @@ static void run_broadcast(tcomm *c) {
         copy_out(me->recv, s[me->root].recv, (size_t)me->count * ldt_dtype_size(me->dtype), 0);
 }
 
-static ldt_status t_collective(ldt_comm *base, const ldt__op *op) {
+static ldt_status collective(ldt_comm *base, const ldt__op *op) {
     tcomm *c = (tcomm *)base;
     const char *name = ldt__comm_op_name(op->kind);
     /* The slot is ours alone: peers finished reading it before the last call's final
@@ -753,6 +821,12 @@ static ldt_status t_collective(ldt_comm *base, const ldt__op *op) {
     }
     barrier_data(c);
     return LDT_OK;
+}
+
+static ldt_status t_collective(ldt_comm *base, const ldt__op *op) {
+    tcomm *c = (tcomm *)base;
+    doing_enter(c->w, c->g, base->rank, ldt__comm_op_name(op->kind));
+    return doing_leave(c->w, c->g, base->rank, collective(base, op));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -804,7 +878,7 @@ static void wait_claimed(ldt__send_req *req) {
     while (req->state == SEND_CLAIMED) mail_wait(req->w, req->g->ranks[req->src], &poll, NULL);
 }
 
-static ldt_status t_send_wait(ldt__send_req *req) {
+static ldt_status send_wait(ldt__send_req *req) {
     struct ldt_threads *w = req->w;
     struct timespec dl = deadline_after(w->timeout_ms);
     ldt_status st = LDT_OK;
@@ -823,12 +897,14 @@ static ldt_status t_send_wait(ldt__send_req *req) {
             break;
         }
         if (timed_out) {
+            char what[200];
             mail_remove(w, req);
+            doing_text(w, req->g->ranks[req->dst], req->g, what, sizeof what);
             st = ldt__error(LDT_ERR_TIMEOUT,
                             "send: timed out after %lld ms: rank %d did not receive %lld %s "
-                            "from rank %d",
+                            "from rank %d; %s",
                             (long long)w->timeout_ms, req->dst, (long long)req->count,
-                            ldt_dtype_name(req->dtype), req->src);
+                            ldt_dtype_name(req->dtype), req->src, what);
             break;
         }
         timed_out = mail_wait(w, req->g->ranks[req->src], &poll, &dl);
@@ -837,6 +913,14 @@ static ldt_status t_send_wait(ldt__send_req *req) {
     free(req);
     if (st != LDT_OK) return ldt__trace(st, __FILE__, __LINE__);
     return LDT_OK;
+}
+
+static ldt_status t_send_wait(ldt__send_req *req) {
+    struct ldt_threads *w = req->w;
+    const tgroup *g = req->g;
+    int src = req->src; /* req is freed by the wait */
+    doing_enter(w, g, src, "send");
+    return doing_leave(w, g, src, send_wait(req));
 }
 
 static void t_send_cancel(ldt__send_req *req) {
@@ -848,7 +932,7 @@ static void t_send_cancel(ldt__send_req *req) {
     free(req);
 }
 
-static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
+static ldt_status recv_op(ldt_comm *base, const ldt__op *op) {
     tcomm *c = (tcomm *)base;
     struct ldt_threads *w = c->w;
     int me = base->rank, peer = op->root;
@@ -888,15 +972,23 @@ static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
             return ldt__trace(remote_error(w, "recv"), __FILE__, __LINE__);
         }
         if (timed_out) {
+            char what[200];
             pthread_mutex_unlock(&w->mu);
+            doing_text(w, world_of(c, peer), c->g, what, sizeof what);
             LDT_FAIL(LDT_ERR_TIMEOUT,
                      "recv: timed out after %lld ms: rank %d sent nothing (%lld %s expected) to "
-                     "rank %d",
+                     "rank %d; %s",
                      (long long)w->timeout_ms, peer, (long long)op->count,
-                     ldt_dtype_name(op->dtype), me);
+                     ldt_dtype_name(op->dtype), me, what);
         }
         timed_out = mail_wait(w, world_of(c, me), &poll, &dl);
     }
+}
+
+static ldt_status t_recv(ldt_comm *base, const ldt__op *op) {
+    tcomm *c = (tcomm *)base;
+    doing_enter(c->w, c->g, base->rank, "recv");
+    return doing_leave(c->w, c->g, base->rank, recv_op(base, op));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1003,18 +1095,21 @@ ldt_status ldt_threads_create(int nranks, const ldt_comm_options *opts, ldt_thre
         atomic_init(&w->box[ok_cv++].gen, 0);
     w->mail = calloc((size_t)nranks, sizeof *w->mail);
     w->wait_ns = calloc((size_t)nranks, sizeof *w->wait_ns);
+    w->doing = calloc((size_t)nranks, sizeof *w->doing);
     w->world_comms = calloc((size_t)nranks, sizeof *w->world_comms);
     int *ranks = malloc((size_t)nranks * sizeof *ranks);
     if (ranks)
         for (int i = 0; i < nranks; i++) ranks[i] = i;
     w->world_group = ranks ? group_new(nranks, ranks) : NULL;
     free(ranks);
-    if (!ok_mu || ok_cv < nranks || !w->mail || !w->wait_ns || !w->world_comms || !w->world_group) {
+    if (!ok_mu || ok_cv < nranks || !w->mail || !w->wait_ns || !w->doing || !w->world_comms ||
+        !w->world_group) {
         if (ok_mu) pthread_mutex_destroy(&w->mu);
         while (ok_cv > 0) pthread_cond_destroy(&w->box[--ok_cv].cv);
         free(w->box);
         free(w->mail);
         free(w->wait_ns);
+        free(w->doing);
         free(w->world_comms);
         group_free(w->world_group);
         free(w);
@@ -1064,6 +1159,7 @@ void ldt_threads_destroy(ldt_threads *w) {
     free(w->box);
     free(w->mail);
     free(w->wait_ns);
+    free(w->doing);
     for (int r = 0; r < w->n; r++) free(w->world_comms[r].srcs);
     free(w->world_comms);
     free(w->runs);
@@ -1083,6 +1179,7 @@ typedef struct rank_run {
 
 static void *rank_main(void *p) {
     rank_run *rr = p;
+    rank_doing *d = &rr->w->doing[rr->rank];
     ldt_clear_error();
     ldt_status st = rr->fn(&rr->w->world_comms[rr->rank].base, rr->arg);
     if (ldt__group_discard() && st == LDT_OK)
@@ -1097,8 +1194,11 @@ static void *rank_main(void *p) {
         if (!rr->msg[0])
             snprintf(rr->msg, sizeof rr->msg, "returned %s (%d) without a message",
                      ldt_status_name(st), (int)st);
-        world_abort(rr->w, rr->rank, rr->msg);
     }
+    atomic_store_explicit(&d->ret, (int)st, memory_order_relaxed);
+    atomic_store_explicit(&d->since, mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&d->returned, 1, memory_order_release);
+    if (st != LDT_OK) world_abort(rr->w, rr->rank, rr->msg);
     return NULL;
 }
 
@@ -1210,7 +1310,14 @@ ldt_status ldt_threads_run(ldt_threads *w, ldt_rank_fn fn, void *arg) {
         pthread_mutex_unlock(&w->mu);
         LDT_FAIL(LDT_ERR_SYSTEM, "threads_run: %s", w->failed_msg);
     }
-    for (int r = 0; r < n; r++) runs[r] = (rank_run){.w = w, .rank = r, .fn = fn, .arg = arg};
+    for (int r = 0; r < n; r++) {
+        rank_doing *d = &w->doing[r];
+        runs[r] = (rank_run){.w = w, .rank = r, .fn = fn, .arg = arg};
+        atomic_store(&d->op, (const char *)NULL);
+        atomic_store(&d->last, (const char *)NULL);
+        atomic_store(&d->returned, 0);
+        atomic_store(&d->since, mono_ns());
+    }
     pthread_mutex_lock(&w->pool_mu);
     atomic_store(&w->remaining, n - 1);
     atomic_fetch_add(&w->job, 1);

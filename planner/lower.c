@@ -290,6 +290,11 @@ const ldt__program *ldt__plan_program(ldt_plan *plan, int rank, ldt_status *st) 
         *st = ldt__lower_program(plan, rank, &plan->programs[rank]);
         if (*st != LDT_OK) return NULL;
     }
+    if (!plan->programs[rank]) { /* lowered by two threads at once: the table was replaced */
+        *st = ldt__error(LDT_ERR_INVALID_USAGE, "plan: rank %d's program vanished: programs were "
+                         "lowered by several threads at once; lower them before the ranks start", rank);
+        return NULL;
+    }
     *st = LDT_OK;
     return plan->programs[rank];
 }

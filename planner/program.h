@@ -163,7 +163,9 @@ const char *ldt__instr_name(const ldt_ctx *ctx, const ldt__instr *x);
 /* "program rank 1 ..." then one line per instruction. */
 ldt_status ldt__program_print(const ldt__program *p, const ldt_ctx *ctx, FILE *f);
 
-/* The plan's view that exec needs (planner/plan.c). */
+/* The plan's view that exec needs (planner/plan.c). ldt__plan_program lowers rank's program
+ * on its first call: that writes the plan (its program table and redistribution memo), so
+ * rank threads may only read programs lowered before their launch (as ldt_plan_run does). */
 const ldt__program *ldt__plan_program(ldt_plan *plan, int rank, ldt_status *st);
 ldt_ctx *ldt__plan_ctx(const ldt_plan *plan);
 const ldt_mesh *ldt__plan_mesh(const ldt_plan *plan);

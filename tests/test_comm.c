@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
 
@@ -949,6 +950,9 @@ Test(comm, timeout_names_the_missing_rank) {
     ldt_status st = ldt_threads_launch(3, &o, rank_stops_calling, NULL);
     cr_assert_eq(st, LDT_ERR_TIMEOUT, "got %s: %s", ldt_status_name(st), ldt_last_error());
     cr_assert(strstr(ldt_last_error(), "rank 0: all_reduce") != NULL, "%s", ldt_last_error());
+    /* and says where the missing rank is: its function returned, without calling */
+    cr_assert(strstr(ldt_last_error(), "rank 2 of 3, which did not come: its function returned ok"),
+              "%s", ldt_last_error());
 
     /* After a timeout the world refuses to run again. */
     ldt_threads *t;
@@ -957,6 +961,55 @@ Test(comm, timeout_names_the_missing_rank) {
     EXPECT_ERR(ldt_threads_run(t, rank_stops_calling, NULL), LDT_ERR_INVALID_USAGE,
                "create a new one");
     ldt_threads_destroy(t);
+}
+
+/* A timeout says where the rank that did not come is: waiting in another call (named, with
+ * its group), or returned. The late rank enters its call 0.5 s after the others enter theirs,
+ * so it is still there when their 1.5 s run out. */
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static ldt_status rank_waits_elsewhere(ldt_comm *w, void *arg) {
+    int r = ldt_comm_rank(w), mode = *(const int *)arg;
+    float x = 1;
+    if (mode == 0) { /* ranks 0 and 1 in an all_reduce of the world, rank 2 in one of {1, 2} */
+        if (r == 2) {
+            int ranks[2] = {1, 2};
+            ldt_comm *g = NULL;
+            ldt_status st = ldt_comm_group(w, 2, ranks, &g);
+            if (st != LDT_OK) return st;
+            sleep_ms(500);
+            st = ldt_all_reduce(g, &x, &x, 1, LDT_F32, LDT_REDUCE_SUM);
+            ldt_comm_destroy(g);
+            return st;
+        }
+        return ldt_all_reduce(w, &x, &x, 1, LDT_F32, LDT_REDUCE_SUM);
+    }
+    /* mode 1: rank 0 receives from rank 1, which waits in a barrier of the world */
+    if (r == 2) return LDT_OK;
+    if (r == 1) {
+        sleep_ms(500);
+        return ldt_barrier(w);
+    }
+    return ldt_recv(w, &x, 1, LDT_F32, 1);
+}
+
+Test(comm, a_timeout_says_where_the_missing_rank_waits) {
+    ldt_comm_options o = opts_ms(1500);
+    int mode = 0;
+    ldt_status st = ldt_threads_launch(3, &o, rank_waits_elsewhere, &mode);
+    cr_assert_eq(st, LDT_ERR_TIMEOUT, "got %s: %s", ldt_status_name(st), ldt_last_error());
+    cr_assert(strstr(ldt_last_error(), "rank 0: all_reduce: timed out after 1500 ms waiting for rank 2 of 3, "
+                                       "which did not come: it waits in all_reduce on another group of 2"),
+              "%s", ldt_last_error());
+    mode = 1;
+    st = ldt_threads_launch(3, &o, rank_waits_elsewhere, &mode);
+    cr_assert_eq(st, LDT_ERR_TIMEOUT, "got %s: %s", ldt_status_name(st), ldt_last_error());
+    cr_assert(strstr(ldt_last_error(), "rank 0: recv: timed out after 1500 ms: rank 1 sent nothing") &&
+                  strstr(ldt_last_error(), "; it waits in barrier on the world"),
+              "%s", ldt_last_error());
 }
 
 /* One timeout for every backend: options, else LDT_COMM_TIMEOUT_MS (0: none), else the older

@@ -616,6 +616,10 @@ Test(cuda, a_dead_peer_fails_the_captured_step) {
     j.mesh = mesh;
     j.out_node = (int32_t)y->id;
     j.st = LDT_OK;
+    for (int r = 0; r < 2; r++) { /* lowered here: rank threads only read programs */
+        ldt_status lst;
+        cr_assert_not_null(ldt__plan_program(j.plan, r, &lst), "%s", ldt_last_error());
+    }
     cr_assert_eq(ldt_threads_launch(2, NULL, dead_peer_rank, &j), LDT_OK, "%s", ldt_last_error());
     unsetenv("LDT_EMU_NCCL_TIMEOUT_MS");
     cr_assert_neq(j.st, LDT_OK, "rank 0's replay succeeded without its peer");
