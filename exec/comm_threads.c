@@ -199,8 +199,9 @@ static ldt_status doing_leave(struct ldt_threads *w, const tgroup *g, int member
     return st;
 }
 
-/* Where world rank r is, seen from a member of group mine: "in broadcast on this group for
- * 1.2 s", "returned OK 3.0 s ago", "in no call of this world for 60.0 s (the last: ...)". */
+/* Where world rank r is, seen from a member of group mine: "it waits in broadcast on this
+ * group, for 1.2 s", "its function returned ok 3.0 s ago", "it is in no call of this world,
+ * for 60.0 s since its all_reduce on the world". */
 static void doing_text(struct ldt_threads *w, int r, const tgroup *mine, char *buf, size_t cap) {
     const rank_doing *d = &w->doing[r];
     const char *op = atomic_load_explicit(&d->op, memory_order_acquire);
