@@ -295,13 +295,42 @@ static void save_calibration(const char *dir, int r, const ldt_cost_model *cm, c
     cJSON_free(text);
 }
 
+/* The cores' round trips around two calibrations (rt[f][0] before calibration f + 1, [1]
+ * after; <= 0: not measured) as results `core_round_trip_ns` (params calibration, at) and a
+ * note: "steady", or "changed" when any two readings are more than 1.5x apart (a virtual
+ * machine whose cores moved: 195 and 594 ns minutes apart on one 2-core guest, its MPI
+ * calibrations' link bandwidth 1.5 and 1.2 GB/s), so figures that differ may be the
+ * machine's and not the calibration's. */
+static void round_trips(bench_results *out, double rt[2][2]) {
+    double lo = INFINITY, hi = 0;
+    char txt[2][64];
+    for (int f = 0; f < 2; f++) {
+        for (int i = 0; i < 2; i++) {
+            int idx;
+            if (!(rt[f][i] > 0)) continue;
+            if (rt[f][i] < lo) lo = rt[f][i];
+            if (rt[f][i] > hi) hi = rt[f][i];
+            idx = bench_add(out, "core_round_trip_ns", rt[f][i], "ns");
+            bench_param_int(out, idx, "calibration", f + 1);
+            bench_param_str(out, idx, "at", i ? "end" : "start");
+        }
+        snprintf(txt[f], sizeof txt[f], "%.0f -> %.0f", rt[f][0], rt[f][1]);
+    }
+    if (!(hi > 0)) return;
+    bench_note("machine: a round trip between two cores took %s ns around calibration 1 and %s ns around 2: %s",
+               txt[0], txt[1],
+               ldt__round_trip_shifted(lo, hi) ? "changed: the cores' links changed speed, so figures that differ "
+                                                 "may be the machine's, not the calibration's"
+                                               : "steady");
+}
+
 int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     ldt_mesh *mesh = NULL;
     ldt_cost_model cm[2];
     ldt_calibrate_options copt = {o->quick, 0, 0, NULL, 0};
     ldt_cost_sample *s = NULL, *s2 = NULL;
     verdict v;
-    ldt__host_watch hw[2];
+    ldt__host_watch hw[2] = {{0}};
     const char *dir = getenv("LDT_REPRO_DIR");
     int idx, cap, ns = 0, ns2 = 0;
     if (ldt_mesh_parse("4", LDT_DEVICE_CPU, &mesh) != LDT_OK) return 1;
@@ -317,6 +346,7 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
     for (int r = 0; r < 2; r++) {
         bench_clock t0 = bench_clock_now(), dt;
         double rms = 0;
+        hw[r].probe = 1;
         ldt__host_watch_start(&hw[r]);
         if (ldt_calibrate_samples(mesh, &copt, &cm[r], r ? s2 : s, cap, r ? &ns2 : &ns, &rms) != LDT_OK) {
             bench_note("calibrate_repro: %s", ldt_last_error());
@@ -337,6 +367,11 @@ int bench_calibrate_repro(const bench_opts *o, bench_results *out) {
         }
     }
     report(out, &cm[0], &cm[1], mesh, s, ns, NULL, &v);
+    {
+        double rt[2][2] = {{hw[0].round_trip_ns[0], hw[0].round_trip_ns[1]},
+                           {hw[1].round_trip_ns[0], hw[1].round_trip_ns[1]}};
+        round_trips(out, rt);
+    }
     ldt_mesh_destroy(mesh);
     free(s);
     free(s2);
@@ -387,13 +422,17 @@ static char *slurp(const char *path) {
 
 /* A saved calibration: its profile (the fit's starting point: links, algorithms, compute) and
  * its "fit" samples; 0 when the file is not one. */
-static int load_calibration(const char *path, ldt_cost_model *m, ldt_cost_sample **s, int *n) {
+static int load_calibration(const char *path, ldt_cost_model *m, ldt_cost_sample **s, int *n, double rt[2]) {
     char *text = slurp(path);
     cJSON *root = text ? cJSON_Parse(text) : NULL, *arr, *e;
     int ok = 0, k = 0;
     *s = NULL;
     *n = 0;
+    rt[0] = rt[1] = -1;
     if (!root || ldt_cost_model_parse(text, m) != LDT_OK) goto done;
+    arr = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "fit"), "host"), "core_round_trip_ns");
+    for (int i = 0; i < 2 && cJSON_GetArraySize(arr) == 2; i++)
+        if (cJSON_IsNumber(cJSON_GetArrayItem(arr, i))) rt[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(arr, i));
     arr = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "fit"), "samples");
     if (!cJSON_IsArray(arr) || !(*s = calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof **s))) goto done;
     cJSON_ArrayForEach(e, arr) {
@@ -483,13 +522,15 @@ int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
     ldt_cost_sample *s[2] = {NULL, NULL}, *t[2] = {NULL, NULL};
     ldt_mesh *mesh = NULL;
     int n[2] = {0, 0}, rc = 1;
+    double rt[2][2];
     if (o->nfiles != 2) {
         /* `ldt-bench all` runs it without files: nothing to refit */
         bench_note("calibrate_refit: give two `ldt calibrate --json` outputs (ldt-bench calibrate_refit A B)");
         return o->nfiles == 0 ? 0 : 1;
     }
     for (int f = 0; f < 2; f++)
-        if (!load_calibration(o->files[f], &base[f], &s[f], &n[f]) || !(t[f] = malloc((size_t)n[f] * sizeof *t[f]))) {
+        if (!load_calibration(o->files[f], &base[f], &s[f], &n[f], rt[f]) ||
+            !(t[f] = malloc((size_t)n[f] * sizeof *t[f]))) {
             bench_note("calibrate_refit: %s: not a readable `ldt calibrate --json` output with a \"fit\" sample "
                        "list%s%s",
                        o->files[f], *ldt_last_error() ? ": " : "", ldt_last_error());
@@ -506,6 +547,7 @@ int bench_calibrate_refit(const bench_opts *o, bench_results *out) {
             FIG_RATE);
         for (int i = 0; i < n; i++) emit(out, &f[i], "saved", &q);
     }
+    round_trips(out, rt);
     for (int v = 0; v < 2; v++) {
         const char *sizes = v == 0 ? "all" : "calibrate";
         double rms;

@@ -335,7 +335,7 @@ int bench_costmodel(const bench_opts *o, bench_results *out) {
     static const char *const kinds[] = {"mlp", "gpt", "gpt-train"};
     double rmeas[MAX_CASES], rmod[MAX_CASES], rr[MAX_CASES], sr[8], med, worst, rho;
     int nr = 0, ns = 0, per_mesh = o->quick ? 8 : 22, reps = o->quick ? 3 : 7, idx, unresolved = 0;
-    ldt__host_watch hw;
+    ldt__host_watch hw = {0};
     ldt__host_watch_start(&hw);
     for (int mi = 0; mi < 2; mi++) {
         ldt_mesh *mesh = NULL;

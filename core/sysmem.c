@@ -1,5 +1,10 @@
 /* This machine's physical memory, and its cores' use by others (core/sysmem.h). */
+#define _GNU_SOURCE /* sched_getaffinity, pthread_setaffinity_np */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,8 +45,116 @@ static double mono_s(void) {
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* The round trip probe: "ping" (a thread of its own) writes 2i+1, "pong" answers 2i+2. */
+typedef struct probe {
+    _Alignas(64) _Atomic long turn;
+    _Alignas(64) _Atomic int stop;
+    int cpu[2], pinned[2];
+    long trips;
+    double seconds;
+} probe;
+
+static int pin_self(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+static void *probe_pong(void *arg) {
+    probe *p = arg;
+    long want = 1;
+    p->pinned[1] = pin_self(p->cpu[1]);
+    for (;;) {
+        while (atomic_load_explicit(&p->turn, memory_order_acquire) != want)
+            if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
+        atomic_store_explicit(&p->turn, want + 1, memory_order_release);
+        want += 2;
+    }
+}
+
+#define PROBE_TRIPS 20000
+#define PROBE_RUN_S 0.02
+
+static void *probe_ping(void *arg) {
+    probe *p = arg;
+    double t0, deadline;
+    long i = 0;
+    p->pinned[0] = pin_self(p->cpu[0]);
+    t0 = mono_s();
+    deadline = t0 + PROBE_RUN_S;
+    for (; i < PROBE_TRIPS; i++) {
+        unsigned spins = 0;
+        atomic_store_explicit(&p->turn, 2 * i + 1, memory_order_release);
+        while (atomic_load_explicit(&p->turn, memory_order_acquire) != 2 * i + 2)
+            if (++spins % 4096 == 0 && mono_s() > deadline) goto out;
+        if (i % 256 == 255 && mono_s() > deadline) {
+            i++;
+            break;
+        }
+    }
+out:
+    p->seconds = mono_s() - t0;
+    p->trips = i;
+    atomic_store_explicit(&p->stop, 1, memory_order_relaxed);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double ldt__core_round_trip_ns(void) {
+    int cpu[2] = {0, 1}, found = 0, ok = 0;
+    double ns[5];
+    cpu_set_t set;
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return -1;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
+            if (CPU_ISSET(c, &set)) cpu[found++] = c;
+    if (found < 2) cpu[0] = 0, cpu[1] = 1; /* a process bound to one core (mpirun) */
+    for (int r = -1; r < 5; r++) { /* run -1 wakes the cores up: not counted */
+        probe *p = aligned_alloc(64, sizeof *p);
+        pthread_t a, b;
+        if (!p) return -1;
+        atomic_init(&p->turn, 0);
+        atomic_init(&p->stop, 0);
+        p->cpu[0] = cpu[0];
+        p->cpu[1] = cpu[1];
+        p->pinned[0] = p->pinned[1] = 0;
+        p->trips = 0;
+        p->seconds = 0;
+        if (pthread_create(&b, NULL, probe_pong, p) != 0) {
+            free(p);
+            return -1;
+        }
+        if (pthread_create(&a, NULL, probe_ping, p) != 0) {
+            atomic_store(&p->stop, 1);
+            pthread_join(b, NULL);
+            free(p);
+            return -1;
+        }
+        pthread_join(a, NULL);
+        pthread_join(b, NULL);
+        if (r >= 0 && p->pinned[0] && p->pinned[1] && p->trips >= 100)
+            ns[ok++] = 1e9 * p->seconds / (double)p->trips;
+        free(p);
+    }
+    if (ok < 3) return -1;
+    qsort(ns, (size_t)ok, sizeof ns[0], cmp_double);
+    return ns[ok / 2];
+}
+
+int ldt__round_trip_shifted(double a, double b) {
+    if (!(a > 0) || !(b > 0)) return 0;
+    return (a > b ? a / b : b / a) > LDT__ROUND_TRIP_SHIFT;
+}
+
 void ldt__host_watch_start(ldt__host_watch *w) {
     long c = sysconf(_SC_NPROCESSORS_ONLN);
+    w->round_trip_ns[0] = w->round_trip_ns[1] = -1;
+    if (w->probe) w->round_trip_ns[0] = ldt__core_round_trip_ns();
     w->cores = c > 0 ? (int)c : 1;
     w->others_cpu_s = w->others_share = 0;
     w->busy0 = machine_busy_s();
@@ -54,6 +167,7 @@ void ldt__host_watch_stop(ldt__host_watch *w) {
     double busy = w->known ? machine_busy_s() : -1;
     w->wall_s = mono_s() - w->wall_s;
     w->own_cpu_s = own_cpu_s() - w->own_cpu_s;
+    if (w->probe) w->round_trip_ns[1] = ldt__core_round_trip_ns(); /* after the figures above */
     w->known = busy >= 0;
     if (!w->known) return;
     /* the kernel's ticks and this process's rusage are counted apart: a few ticks of

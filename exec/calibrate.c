@@ -1204,6 +1204,10 @@ char *ldt__calibration_json(const ldt_cost_model *cm, const ldt_cost_sample *s, 
             cJSON_AddNumberToObject(h, "others_cpu_s", hw->others_cpu_s);
             cJSON_AddNumberToObject(h, "others_share", hw->others_share);
         }
+        if (hw->probe) { /* the cores' round trip at start and end (-1: not measured) */
+            cJSON *rt = cJSON_AddArrayToObject(h, "core_round_trip_ns");
+            for (int i = 0; rt && i < 2; i++) cJSON_AddItemToArray(rt, cJSON_CreateNumber(hw->round_trip_ns[i]));
+        }
     }
     if (arr && cJSON_GetArraySize(arr) == n) out = cJSON_Print(root);
 fail:

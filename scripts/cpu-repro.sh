@@ -53,7 +53,7 @@ while [ "$i" -le "$max" ]; do
         l1=$(cut -d' ' -f1 /proc/loadavg)
         {
             printf '%s %d: %s s, load %s -> %s\n' "$b" "$i" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" "$l0" "$l1"
-            grep -E '^(goal|fit parameters|host)' "$f.txt" | sed 's/^/  /'
+            grep -E '^(goal|fit parameters|host|machine:)' "$f.txt" | sed 's/^/  /'
         } >>"$sum"
     done
     i=$((i + 1))
@@ -79,7 +79,7 @@ while [ "$i" -le "${MPI_PAIRS:-0}" ]; do
     {
         printf 'mpi calibrations %d (%d processes): %s s, load %s -> %s\n' "$i" "$np" \
             "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" "$l0" "$l1"
-        grep -E '^(all sizes|saved:)' "$f.txt" | sed 's/^/  /'
+        grep -E '^(all sizes|saved:|machine:)' "$f.txt" | sed 's/^/  /'
     } >>"$sum"
     i=$((i + 1))
 done

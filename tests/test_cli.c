@@ -559,6 +559,14 @@ Test(cli, calibrate_fit_and_save) {
             double sh = cJSON_GetObjectItem(h, "others_share")->valuedouble;
             cr_expect(sh >= 0 && sh <= 1.05, "others_share %g", sh);
         }
+        { /* the cores' round trip before and after: a time, or -1 on one CPU */
+            cJSON *rt = cJSON_GetObjectItem(h, "core_round_trip_ns");
+            cr_assert_eq(cJSON_GetArraySize(rt), 2, "%s", out);
+            for (int i = 0; i < 2; i++) {
+                double v = cJSON_GetArrayItem(rt, i)->valuedouble;
+                cr_expect(sysconf(_SC_NPROCESSORS_ONLN) < 2 ? v == -1 : v > 1 && v < 1e6, "round trip %g ns", v);
+            }
+        }
     }
     cJSON_ArrayForEach(s, samples) {
         const char *c = cJSON_GetObjectItem(s, "collective")->valuestring;

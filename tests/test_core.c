@@ -548,7 +548,7 @@ static double ru_cpu_s(const struct rusage *u) {
  * ticks' rounding), and no more than the cores could give; this process, asleep in waitpid,
  * used next to none. */
 Test(host_watch, counts_another_process) {
-    ldt__host_watch w;
+    ldt__host_watch w = {0};
     struct rusage r0, r1;
     int status = 0;
     pid_t pid;
@@ -578,4 +578,36 @@ Test(host_watch, counts_another_process) {
                   w.others_cpu_s, w.wall_s, w.cores);
     cr_expect_lt(w.own_cpu_s, 0.2, "this process %g s", w.own_cpu_s);
     cr_expect_lt(fabs(w.others_share - w.others_cpu_s / (w.wall_s * w.cores)), 1e-12);
+}
+
+/* The cores' round trip: a time per trip when the machine has two CPUs (a cache line's trip
+ * between cores is tens to hundreds of nanoseconds; under a millisecond even on a loaded
+ * machine, whose threads still meet within a time slice), -1 with one; only with probe set,
+ * at start and at stop. */
+Test(host_watch, times_a_round_trip_between_two_cores) {
+    ldt__host_watch w = {0};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    double rt = ldt__core_round_trip_ns();
+    if (cpus < 2) {
+        cr_expect_eq(rt, -1);
+    } else {
+        cr_expect(rt > 1 && rt < 1e6, "round trip %g ns", rt);
+    }
+    ldt__host_watch_start(&w);
+    ldt__host_watch_stop(&w);
+    cr_expect_eq(w.round_trip_ns[0], -1, "no probe asked: %g", w.round_trip_ns[0]);
+    cr_expect_eq(w.round_trip_ns[1], -1);
+    w.probe = 1;
+    ldt__host_watch_start(&w);
+    ldt__host_watch_stop(&w);
+    for (int i = 0; i < 2; i++)
+        cr_expect(cpus < 2 ? w.round_trip_ns[i] == -1 : w.round_trip_ns[i] > 1 && w.round_trip_ns[i] < 1e6,
+                  "reading %d: %g ns", i, w.round_trip_ns[i]);
+    /* more than 1.5x apart is a shift; unknown readings never are */
+    cr_expect(!ldt__round_trip_shifted(100, 149));
+    cr_expect(!ldt__round_trip_shifted(149, 100));
+    cr_expect(ldt__round_trip_shifted(100, 151));
+    cr_expect(ldt__round_trip_shifted(500, 110));
+    cr_expect(!ldt__round_trip_shifted(-1, 500));
+    cr_expect(!ldt__round_trip_shifted(110, 0));
 }

@@ -66,7 +66,9 @@ int cmd_calibrate(int argc, char **argv) {
                "launch, and layer_norm, softmax, sum and gelu (their efficiency curves), and the\n"
                "rendezvous (what a collective in a step waits for peers sharing the cores).\n"
                "It also says how busy other processes kept the cores meanwhile (\"fit\".\"host\"),\n"
-               "and warns when they took over 10%%: the figures then measure a busy machine.\n"
+               "and warns when they took over 10%%: the figures then measure a busy machine; and\n"
+               "times a round trip between two cores before and after (\"core_round_trip_ns\"),\n"
+               "warning when it moved by more than 1.5x: the machine changed speed meanwhile.\n"
                "--backend mpi: under mpirun, one process a mesh rank; each times compiled\n"
                "programs on the MPI communicator, and rank 0 prints and writes its fit.\n\n"
                "flags:\n");
@@ -107,20 +109,28 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "ldt calibrate: out of memory\n");
         goto done;
     }
+    hw.probe = lead; /* under MPI rank 0 alone: the others' probes would share its cores */
     ldt__host_watch_start(&hw);
     if (ldt_calibrate_samples(mesh, &opt, &cm, samples, cap, &n, &rms) != LDT_OK) {
         rc = cli_fail("calibrate");
         goto done;
     }
     ldt__host_watch_stop(&hw);
-    /* under MPI the other ranks' processes are the machine's "others": no host figure */
-    if (!world && hw.known && hw.others_share > BUSY_WARN)
+    if (world) hw.known = 0; /* the other ranks' processes are the machine's "others" */
+    if (lead && ldt__round_trip_shifted(hw.round_trip_ns[0], hw.round_trip_ns[1]))
+        fprintf(stderr,
+                "ldt calibrate: warning: a round trip between two cores took %.0f ns before the "
+                "calibration and %.0f ns after it: the machine's cores changed speed meanwhile (a "
+                "virtual machine's cores moved?), so its figures may mix two speeds; calibrate "
+                "again\n",
+                hw.round_trip_ns[0], hw.round_trip_ns[1]);
+    if (hw.known && hw.others_share > BUSY_WARN)
         fprintf(stderr,
                 "ldt calibrate: warning: other processes kept %.0f%% of the %d cores busy during the "
                 "calibration (%.1f of %.1f core-seconds): its figures measure a busy machine; "
                 "calibrate again when it is quiet\n",
                 100 * hw.others_share, hw.cores, hw.others_cpu_s, hw.wall_s * hw.cores);
-    if (!(json = ldt__calibration_json(&cm, samples, n, rms, world ? NULL : &hw))) {
+    if (!(json = ldt__calibration_json(&cm, samples, n, rms, &hw))) {
         fprintf(stderr, "ldt calibrate: out of memory\n");
         goto done;
     }
@@ -165,9 +175,12 @@ int cmd_calibrate(int argc, char **argv) {
             }
         printf("fit: %d timings, %d kept, relative residual rms %.3f, max %.3f\n", n, kept, rms, worst);
     }
-    if (!world && hw.known)
+    if (hw.known)
         printf("host: %d cores; other processes used %.0f%% of them during the %.1f s calibration\n", hw.cores,
                100 * hw.others_share, hw.wall_s);
+    if (hw.round_trip_ns[0] > 0 || hw.round_trip_ns[1] > 0)
+        printf("host: a round trip between two cores took %.0f ns before the calibration, %.0f ns after\n",
+               hw.round_trip_ns[0], hw.round_trip_ns[1]);
     if (cli_has(f, NFLAGS, "out")) printf("wrote %s\n", cli_get(f, NFLAGS, "out"));
     if (cli_has(f, NFLAGS, "save")) {
         char path[4096];
