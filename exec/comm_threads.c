@@ -176,6 +176,18 @@ static int64_t mono_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The clock of what a rank is doing (rank_doing.since): coarse (a few ms), a read without a
+ * system call on every kernel, so each call pays next to nothing for messages that count
+ * tenths of seconds. */
+static int64_t coarse_ns(void) {
+    struct timespec ts;
+#ifdef CLOCK_MONOTONIC_COARSE
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0) return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#endif
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* A member that arrived at t0 (mono_ns) and waited until now for its peers. */
 static void add_wait(tcomm *c, int64_t t0) {
     atomic_fetch_add_explicit(&c->w->wait_ns[c->g->ranks[c->base.rank]], mono_ns() - t0,
@@ -186,7 +198,7 @@ static void doing_enter(struct ldt_threads *w, const tgroup *g, int member, cons
     rank_doing *d = &w->doing[g->ranks[member]];
     atomic_store_explicit(&d->group, (const void *)g, memory_order_relaxed);
     atomic_store_explicit(&d->group_n, g->n, memory_order_relaxed);
-    atomic_store_explicit(&d->since, mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&d->since, coarse_ns(), memory_order_relaxed);
     atomic_store_explicit(&d->op, op, memory_order_release);
 }
 
@@ -194,7 +206,7 @@ static ldt_status doing_leave(struct ldt_threads *w, const tgroup *g, int member
     rank_doing *d = &w->doing[g->ranks[member]];
     atomic_store_explicit(&d->last, atomic_load_explicit(&d->op, memory_order_relaxed),
                           memory_order_relaxed);
-    atomic_store_explicit(&d->since, mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&d->since, coarse_ns(), memory_order_relaxed);
     atomic_store_explicit(&d->op, (const char *)NULL, memory_order_release);
     return st;
 }
@@ -208,7 +220,7 @@ static void doing_text(struct ldt_threads *w, int r, const tgroup *mine, char *b
     const char *last = atomic_load_explicit(&d->last, memory_order_relaxed);
     const void *g = atomic_load_explicit(&d->group, memory_order_relaxed);
     int gn = atomic_load_explicit(&d->group_n, memory_order_relaxed);
-    double ago = 1e-9 * (double)(mono_ns() - atomic_load_explicit(&d->since, memory_order_relaxed));
+    double ago = 1e-9 * (double)(coarse_ns() - atomic_load_explicit(&d->since, memory_order_relaxed));
     char where[64];
     if (g == (const void *)w->world_group) snprintf(where, sizeof where, "the world");
     else if (g == (const void *)mine) snprintf(where, sizeof where, "this group");
@@ -1197,7 +1209,7 @@ static void *rank_main(void *p) {
                      ldt_status_name(st), (int)st);
     }
     atomic_store_explicit(&d->ret, (int)st, memory_order_relaxed);
-    atomic_store_explicit(&d->since, mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&d->since, coarse_ns(), memory_order_relaxed);
     atomic_store_explicit(&d->returned, 1, memory_order_release);
     if (st != LDT_OK) world_abort(rr->w, rr->rank, rr->msg);
     return NULL;
@@ -1317,7 +1329,7 @@ ldt_status ldt_threads_run(ldt_threads *w, ldt_rank_fn fn, void *arg) {
         atomic_store(&d->op, (const char *)NULL);
         atomic_store(&d->last, (const char *)NULL);
         atomic_store(&d->returned, 0);
-        atomic_store(&d->since, mono_ns());
+        atomic_store(&d->since, coarse_ns());
     }
     pthread_mutex_lock(&w->pool_mu);
     atomic_store(&w->remaining, n - 1);
