@@ -75,20 +75,29 @@ static void *probe_pong(void *arg) {
 
 #define PROBE_TRIPS 20000
 #define PROBE_RUN_S 0.02
+#define PROBE_MIN_TRIPS 100
+/* a run that has not made PROBE_MIN_TRIPS goes on up to this long (busy cores: the two
+ * threads meet only when both are scheduled) */
+#define PROBE_MAX_S 0.25
+
+/* Whether a run started at t0 that has made `done` trips should end. */
+static int probe_over(double t0, long done) {
+    double t = mono_s() - t0;
+    return t > PROBE_MAX_S || (t > PROBE_RUN_S && done >= PROBE_MIN_TRIPS);
+}
 
 static void *probe_ping(void *arg) {
     probe *p = arg;
-    double t0, deadline;
+    double t0;
     long i = 0;
     p->pinned[0] = pin_self(p->cpu[0]);
     t0 = mono_s();
-    deadline = t0 + PROBE_RUN_S;
     for (; i < PROBE_TRIPS; i++) {
         unsigned spins = 0;
         atomic_store_explicit(&p->turn, 2 * i + 1, memory_order_release);
         while (atomic_load_explicit(&p->turn, memory_order_acquire) != 2 * i + 2)
-            if (++spins % 4096 == 0 && mono_s() > deadline) goto out;
-        if (i % 256 == 255 && mono_s() > deadline) {
+            if (++spins % 4096 == 0 && probe_over(t0, i)) goto out;
+        if (i % 64 == 63 && probe_over(t0, i + 1)) {
             i++;
             break;
         }
@@ -137,7 +146,7 @@ double ldt__core_round_trip_ns(void) {
         }
         pthread_join(a, NULL);
         pthread_join(b, NULL);
-        if (r >= 0 && p->pinned[0] && p->pinned[1] && p->trips >= 100)
+        if (r >= 0 && p->pinned[0] && p->pinned[1] && p->trips >= PROBE_MIN_TRIPS)
             ns[ok++] = 1e9 * p->seconds / (double)p->trips;
         free(p);
     }

@@ -25,12 +25,14 @@ void ldt__host_watch_stop(ldt__host_watch *w);
 
 /* Nanoseconds of one round trip of a cache line between two of the machine's cores (two
  * threads pinned to the first two CPUs this process may use, else CPUs 0 and 1, passing a
- * counter back and forth): the median of five runs of up to 20000 trips or 20 ms each, after
- * one more that wakes the cores. What every message between ranks on different cores pays; a
+ * counter back and forth): the median of five runs of up to 20000 trips or 20 ms each (a
+ * run of under 100 trips by then goes on to 100, or 250 ms: on busy cores the threads meet
+ * only when both are scheduled, and a trip then costs up to 2.5 ms), after one more that
+ * wakes the cores. What every message between ranks on different cores pays; a
  * virtual machine whose cores the host moves shows it changing (about 110 and 500 ns on one
  * 2-core guest, each lasting seconds to minutes). -1 with
- * fewer than two CPUs, where threads cannot be pinned, or where a run made under 100 trips
- * (its cores were busy). */
+ * fewer than two CPUs, where threads cannot be pinned, or where three of the runs made under
+ * 100 trips in 250 ms. */
 double ldt__core_round_trip_ns(void);
 /* Whether round trips a and b (<= 0: unknown) differ by more than ROUND_TRIP_SHIFT (1.5x): the
  * cores' links changed speed between them. 0 when either is unknown. */
