@@ -582,8 +582,8 @@ Test(host_watch, counts_another_process) {
 
 /* The cores' round trip: a time per trip when the machine has two CPUs (a cache line's trip
  * between cores is tens to hundreds of nanoseconds on idle cores; on busy ones a run counts
- * with 100 trips in 250 ms, so under 2.5 ms, and CI's loaded machine gave no run of 100 in
- * 20 ms once), -1 with one; only with probe set, at start and at stop. */
+ * with 100 trips in 250 ms, so under 2.5 ms; with eight busy loops on 2 cores one probe in
+ * four still got -1), -1 with one CPU; only with probe set, at start and at stop. */
 Test(host_watch, times_a_round_trip_between_two_cores) {
     ldt__host_watch w = {0};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -591,6 +591,9 @@ Test(host_watch, times_a_round_trip_between_two_cores) {
     if (cpus < 2) {
         cr_expect_eq(rt, -1);
     } else {
+        /* cores busy enough that the two threads seldom run at once give -1: try again */
+        for (int k = 0; k < 5 && rt == -1; k++) rt = ldt__core_round_trip_ns();
+        if (rt == -1) cr_skip_test("the cores are too busy to time a round trip (-1 six times)");
         cr_expect(rt > 1 && rt < 3e6, "round trip %g ns", rt);
     }
     ldt__host_watch_start(&w);
@@ -601,7 +604,7 @@ Test(host_watch, times_a_round_trip_between_two_cores) {
     ldt__host_watch_start(&w);
     ldt__host_watch_stop(&w);
     for (int i = 0; i < 2; i++)
-        cr_expect(cpus < 2 ? w.round_trip_ns[i] == -1 : w.round_trip_ns[i] > 1 && w.round_trip_ns[i] < 3e6,
+        cr_expect(w.round_trip_ns[i] == -1 || (cpus >= 2 && w.round_trip_ns[i] > 1 && w.round_trip_ns[i] < 3e6),
                   "reading %d: %g ns", i, w.round_trip_ns[i]);
     /* more than 1.5x apart is a shift; unknown readings never are */
     cr_expect(!ldt__round_trip_shifted(100, 149));
