@@ -91,6 +91,12 @@ typedef struct mpi_comm {
     MPI_Comm comm;
     mpi_world *w;
     int *ranks; /* world ranks of the members (a group's own copy) */
+    /* The reductions' receive space, kept from call to call (scratch_get): a fresh malloc of
+     * tens of MiB is a fresh mapping whose every page faults on first touch, and an exchange
+     * of 64 MiB into one ran at 0.86 GB/s on 2 processes of a 2-core machine where one into
+     * touched memory ran at 2.8. */
+    char *scratch;
+    size_t scratch_cap;
 } mpi_comm;
 
 struct ldt__send_req {
@@ -248,8 +254,10 @@ static void monitor_stop(mpi_world *w) {
     w->monitor_on = 0;
 }
 
-/* How long a wait polls MPI (yielding the core between polls) before it sleeps between them. */
-#define WAIT_YIELD_MS 2.0
+/* How long a wait polls MPI (yielding the core between polls) before it sleeps between them:
+ * long enough for the largest transfer (a collective of tens of MiB runs for tens of ms and
+ * moves only while polled; wait_req), short against a peer that is missing. */
+#define WAIT_YIELD_MS 1000.0
 
 /* Waits for req, polling, until the communicator's timeout or the world's abort. On any
  * failure the request is left to MPI (collectives cannot be cancelled): the buffers MPI may
@@ -280,7 +288,9 @@ static ldt_status wait_req(mpi_comm *c, MPI_Request *req, const char *what, int 
          * late peer. Sleeping after the burst made the collectives of 16 to 256 KiB on 2
          * processes take about 300 us in some calibrations and 15 to 50 in others (each sleep
          * 60 us or more, the kernel's timer slack), and the link's calibrated bandwidth move
-         * 1.6x between two consecutive calibrations. */
+         * 1.6x between two consecutive calibrations; with a yield of 2 ms, a broadcast of 64
+         * MiB took 49 to 59 ms (one of 16 MiB 3.4 to 6.3), stalled after each fragment from its
+         * third millisecond on, where MPI_Bcast alone took 17 and polled throughout 9. */
         if (++spins > 64) {
             if (now_ms() - t0 < WAIT_YIELD_MS) {
                 sched_yield();
@@ -322,19 +332,39 @@ static ldt_status int_table(const int64_t *counts, const int64_t *displs, int n,
     return LDT_OK;
 }
 
+/* At least `bytes` of the communicator's scratch (grown, never shrunk; freed with it), or
+ * NULL when out of memory. */
+static char *scratch_get(mpi_comm *c, size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    if (bytes > c->scratch_cap) {
+        free(c->scratch);
+        c->scratch_cap = 0;
+        if (!(c->scratch = malloc(bytes))) return NULL;
+        c->scratch_cap = bytes;
+    }
+    return c->scratch;
+}
+
+/* A collective that failed may leave MPI writing into the scratch: it is left to MPI (leaked
+ * with the aborted world), and a later call gets a new one. */
+static void scratch_abandon(mpi_comm *c) {
+    c->scratch = NULL;
+    c->scratch_cap = 0;
+}
+
 /* The reduction: per member r, `counts[r]` elements at send + sdispl[r] go to member r;
- * this rank reduces the n pieces it receives (its own part, counts[me]) into out. */
-static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const int64_t *counts, void *out,
+ * this rank reduces the n pieces it receives (its own part, counts[me]) into out; tmp holds
+ * n * counts[me] elements (the communicator's scratch). */
+static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const int64_t *counts, char *tmp, void *out,
                                const char *what) {
     int n = c->base.size, me = c->base.rank;
     size_t es = ldt_dtype_size(op->dtype);
     int64_t mine = counts[me];
     int *sc = malloc((size_t)n * 4 * sizeof *sc);
-    char *tmp = malloc((size_t)(mine ? mine : 1) * (size_t)n * es);
     const void **srcs = malloc((size_t)n * sizeof *srcs);
     MPI_Request req;
     ldt_status st = LDT_OK;
-    if (!sc || !tmp || !srcs) {
+    if (!sc || !srcs) {
         st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
         goto done;
     }
@@ -351,14 +381,15 @@ static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const int64_t *co
     st = mpi_err(MPI_Ialltoallv(op->send, sc, sd, type_of(op->dtype), tmp, rc, rd, type_of(op->dtype),
                                 c->comm, &req), what);
     if (st != LDT_OK) st = fail_with(c->w, st);
-    else if ((st = wait_req(c, &req, what, 1)) != LDT_OK)
-        sc = NULL, tmp = NULL; /* MPI may still touch them: leaked with the aborted world */
+    else if ((st = wait_req(c, &req, what, 1)) != LDT_OK) {
+        sc = NULL; /* MPI may still touch it and the scratch: leaked with the aborted world */
+        scratch_abandon(c);
+    }
     if (st != LDT_OK) goto done;
     for (int r = 0; r < n; r++) srcs[r] = tmp + (size_t)r * (size_t)mine * es;
     if (mine) ldt__reduce_at(out, srcs, n, 0, mine, op->dtype, op->reduce, n);
 done:
     free(sc);
-    free(tmp);
     free(srcs);
     return st;
 }
@@ -399,15 +430,17 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
     switch (op->kind) {
     case LDT__OP_ALL_REDUCE: {
         int64_t *parts = malloc((size_t)n * sizeof *parts);
-        char *mine;
+        char *tmp, *mine;
         if (!parts) return ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
         split(op->count, n, parts);
-        mine = malloc((size_t)(parts[me] ? parts[me] : 1) * es);
-        if (!mine) st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
-        if (st == LDT_OK) st = reduce_parts(c, op, parts, mine, what);
-        if (st == LDT_OK) st = gather_v(c, mine, op->recv, parts, op->dtype, what);
-        if (st != LDT_OK && world_failed(c->w)) mine = NULL; /* MPI may still read it */
-        free(mine);
+        /* the n pieces this rank reduces, then its reduced part (which gather_v sends) */
+        tmp = scratch_get(c, (size_t)(n + 1) * (size_t)parts[me] * es);
+        if (!tmp) st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
+        mine = tmp + (size_t)n * (size_t)parts[me] * es;
+        if (st == LDT_OK) st = reduce_parts(c, op, parts, tmp, mine, what);
+        if (st == LDT_OK && (st = gather_v(c, mine, op->recv, parts, op->dtype, what)) != LDT_OK &&
+            world_failed(c->w))
+            scratch_abandon(c); /* MPI may still read it */
         free(parts);
         return st;
     }
@@ -416,7 +449,9 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
         int64_t *counts = malloc((size_t)n * sizeof *counts);
         if (!counts) return ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
         for (int r = 0; r < n; r++) counts[r] = op->counts ? op->counts[r] : op->count;
-        st = reduce_parts(c, op, counts, op->recv, what);
+        char *tmp = scratch_get(c, (size_t)n * (size_t)counts[me] * es);
+        if (!tmp) st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
+        else st = reduce_parts(c, op, counts, tmp, op->recv, what);
         free(counts);
         return st;
     }
@@ -576,6 +611,7 @@ static void m_destroy(ldt_comm *base) {
     /* on an aborted world nothing is freed through MPI: the communicator is abandoned */
     if (c->comm != MPI_COMM_NULL && !world_failed(c->w)) MPI_Comm_free(&c->comm);
     world_release(c->w);
+    free(c->scratch);
     free(c->ranks);
     free(c);
 }

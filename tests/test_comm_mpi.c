@@ -72,6 +72,26 @@ static void check_others(ldt_comm *c, const int *members, const char *where) {
     OK(ldt_reduce_scatter(c, send, send + cnt * r, cnt, LDT_F32, LDT_REDUCE_SUM)); /* in place */
     CHECK(memcmp(send + cnt * r, ref, (size_t)cnt * 4) == 0, "%s in-place reduce_scatter", where);
     free(ref);
+    /* The reductions' scratch, kept from call to call: a large all_reduce (the scratch grows
+     * past a fresh mapping's size), a small one and a large reduce_scatter into it, each against
+     * the reference */
+    {
+        static const int64_t big[] = {(1 << 20) + 5, 7, (1 << 19) + 3};
+        for (int i = 0; i < 3; i++) {
+            int64_t n = big[i], in = i == 2 ? n * k : n; /* reduce_scatter: n to each member */
+            float *bs = malloc(sizeof(float) * (size_t)in), *br = malloc(sizeof(float) * (size_t)n), *bref;
+            CHECK(bs && br, "%s: out of memory", where);
+            fill(bs, LDT_F32, me, 7 * i, in);
+            if (i == 2) OK(ldt_reduce_scatter(c, bs, br, n, LDT_F32, LDT_REDUCE_SUM));
+            else OK(ldt_all_reduce(c, bs, br, n, LDT_F32, LDT_REDUCE_SUM));
+            bref = reference(members, k, LDT_F32, LDT_REDUCE_SUM, 7 * i + (i == 2 ? n * r : 0), n);
+            CHECK(memcmp(br, bref, (size_t)n * 4) == 0, "%s %s of %lld elements (the scratch kept)", where,
+                  i == 2 ? "reduce_scatter" : "all_reduce", (long long)n);
+            free(bref);
+            free(bs);
+            free(br);
+        }
+    }
     /* reduce_scatter_v */
     for (int m = 0; m < r; m++) off += counts[m];
     fill(send, LDT_F32, me, 0, total);
