@@ -49,6 +49,7 @@ static ldt_shape square_shape(int64_t bytes) {
 }
 
 static int cmp_d(const void *a, const void *b);
+static double mono_s(void);
 
 /* Every run of one timing, over every round and world (each already less its harness); the
  * timing is their lower quartile (runs_stat). The fastest of repeats was a rare event's: a
@@ -149,51 +150,81 @@ static ldt_status time_plan(const ldt_mesh *mesh, const ldt_shape *shape, const 
     return time_plan_to(mesh, NULL, shape, from, to, reps, median, rounds, cm, out, all, step, nsteps);
 }
 
-/* time_plan under an MPI world: the plan from -> to (for its steps) and the time of a
- * compiled program that runs it (an input pinned `from`, redistributed to `to`): the fastest
- * (or median) of this process's replays. */
+/* time_plan under an MPI world: the plan from -> to (for its steps) run on the world by a
+ * redistribution runner from this process's source shard to its target shard, as
+ * ldt_redistribute_measure runs it on rank threads: a warm-up, then each run from a barrier
+ * of the world to the next one after it (local: a local op's plan, which meets no peer, its
+ * runs back to back after one barrier, as a replay runs it: a barrier's few microseconds and
+ * the processes' skew swamped the copies of 512 KiB and less); *out the fastest (or median)
+ * of this process's runs.
+ * Until 2026-11-27 it timed replays of a compiled program (an input pinned `from`,
+ * redistributed to `to`), and each replay loaded its input again (a copy of the rank's whole
+ * source region), which no step's redistribution pays: a chunk of 16 MiB a rank from a
+ * Replicate tensor of 32 MiB took 11 to 13 ms there, where the plan's step takes a third. */
 static ldt_status time_plan_world(ldt_comm *world, const ldt_mesh *mesh, const ldt_shape *shape,
                                   const ldt_placement *from, const ldt_placement *to, int reps,
-                                  int median, const ldt_cost_model *cm, double *out, runs *all,
-                                  ldt_redist_step *step, int *nsteps) {
-    ldt_spec src;
+                                  int median, int rounds, int local, const ldt_cost_model *cm,
+                                  double *out, runs *all, ldt_redist_step *step, int *nsteps) {
+    ldt_spec src, dst;
     ldt_redist_options opt = {cm, 0, LDT_REDIST_DIJKSTRA};
-    ldt_redist_plan *plan;
-    ldt_ctx *ctx = NULL;
-    ldt_exec *ex = NULL;
-    ldt_ctx_options co = {0};
-    ldt_compile_options copt = {0};
-    ldt_tensor *x, *y;
-    int nd = ldt_mesh_ndim(mesh);
-    int64_t n = shape->dims[0] * shape->dims[1];
-    float *d = NULL;
-    double t[64];
+    ldt_redist_plan *plan = NULL;
+    ldt_redist_runner *run = NULL;
+    ldt_region rin, rout;
+    int nd = ldt_mesh_ndim(mesh), me = ldt_comm_rank(world);
+    char *in = NULL, *outb = NULL;
+    double t[101], fastest;
+    int more;
     ldt_status st = LDT_OK;
     LDT_CHECK(ldt_spec_init(&src, mesh, shape, from, nd, LDT_F32));
+    LDT_CHECK(ldt_spec_init(&dst, mesh, shape, to, nd, LDT_F32));
     LDT_CHECK(ldt_redist_plan_create(&src, NULL, to, nd, &opt, &plan));
     *nsteps = ldt_redist_plan_nsteps(plan);
     if (step && *nsteps == 1) ldt_redist_plan_step(plan, 0, step);
-    ldt_redist_plan_destroy(plan);
     if (reps > 64) reps = 64;
     if (reps < 1) reps = 1;
-    if (!(d = calloc((size_t)n, sizeof *d))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
-    co.mesh = mesh;
-    co.world = world;
-    LDT_CHECK_GOTO(ldt_ctx_create(&co, &ctx));
-    if (!(x = ldt_input(ctx, "x", shape, LDT_F32)))
-        LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
-    LDT_CHECK_GOTO(ldt_input_bind(x, d, n * 4));
-    LDT_CHECK_GOTO(ldt_pin(x, from, nd));
-    if (!(y = ldt_redistribute_to(x, to, nd)))
-        LDT_FAIL_GOTO(LDT_ERR_INTERNAL, "calibrate: %s", ldt_ctx_errmsg(ctx));
-    LDT_CHECK_GOTO(ldt_pin(y, to, nd));
-    copt.plan.cost = cm;
-    copt.overlap = -1;
-    LDT_CHECK_GOTO(ldt_compile(ctx, &y, 1, &copt, &ex));
-    LDT_CHECK_GOTO(time_replays(ex, reps, median, t, out, all));
+    LDT_CHECK_GOTO(ldt_layout(&src, me, &rin));
+    LDT_CHECK_GOTO(ldt_layout(&dst, me, &rout));
+    /* zeros written: the runs read memory of their own, not the kernel's one zero page */
+    in = malloc((size_t)(rin.numel > 0 ? rin.numel : 1) * 4);
+    outb = malloc((size_t)(rout.numel > 0 ? rout.numel : 1) * 4);
+    if (!in || !outb) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    memset(in, 0, (size_t)(rin.numel > 0 ? rin.numel : 1) * 4);
+    memset(outb, 0, (size_t)(rout.numel > 0 ? rout.numel : 1) * 4);
+    LDT_CHECK_GOTO(ldt_redist_runner_create(world, plan, &run));
+    LDT_CHECK_GOTO(ldt_redist_runner_run(run, in, outb)); /* warm-up: first touch, scratch */
+    /* a short plan (under 1 ms on the slowest process: every process runs as many) gets more
+     * runs, up to 2 ms of them (at most 101) over the calibration's rounds, as on rank threads
+     * (time_plan_to) */
+    more = reps;
+    if (local) LDT_CHECK_GOTO(ldt_barrier(world));
+    for (int r = 0; r < more; r++) {
+        double t0;
+        if (!local) LDT_CHECK_GOTO(ldt_barrier(world));
+        t0 = mono_s();
+        LDT_CHECK_GOTO(ldt_redist_runner_run(run, in, outb));
+        if (!local) LDT_CHECK_GOTO(ldt_barrier(world));
+        t[r] = mono_s() - t0;
+        if (r == reps - 1 && reps > 1 && !median) {
+            fastest = t[0];
+            for (int q = 1; q < reps; q++)
+                if (t[q] < fastest) fastest = t[q];
+            LDT_CHECK_GOTO(ldt_all_reduce(world, &fastest, &fastest, 1, LDT_F64, LDT_REDUCE_MAX));
+            if (fastest < 1e-3) {
+                more = ((int)(2e-3 / (fastest > 2e-5 ? fastest : 2e-5)) | 1) / (rounds > 0 ? rounds : 1) | 1;
+                if (more > 101) more = 101;
+                if (more < reps) more = reps;
+            }
+        }
+    }
+    reps = more;
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    *out = t[median ? reps / 2 : 0];
+    for (int r = 0; r < (median ? 1 : reps); r++) runs_add(all, median ? *out : t[r]);
 fail:
-    free(d);
-    ldt_ctx_destroy(ctx);
+    ldt_redist_runner_destroy(run);
+    ldt_redist_plan_destroy(plan);
+    free(in);
+    free(outb);
     return st;
 }
 
@@ -202,7 +233,8 @@ static ldt_status timed(ldt_comm *world, const ldt_mesh *mesh, const ldt_shape *
                         const ldt_placement *from, const ldt_placement *to, int reps, int median,
                         int rounds, const ldt_cost_model *cm, double *out, runs *all,
                         ldt_redist_step *step, int *nsteps) {
-    if (world) return time_plan_world(world, mesh, shape, from, to, reps, median, cm, out, all, step, nsteps);
+    if (world)
+        return time_plan_world(world, mesh, shape, from, to, reps, median, rounds, 0, cm, out, all, step, nsteps);
     return time_plan(mesh, shape, from, to, reps, median, rounds, cm, out, all, step, nsteps);
 }
 
@@ -995,11 +1027,18 @@ static ldt_status collect_round(ldt_comm *world, const ldt_mesh *mesh, int quick
                     LDT_CHECK(time_plan_worlds(mesh, &shape, from, to, LOCAL_WORLDS,
                                                bytes >= (16 << 20) ? LOCAL_RUNS / 3 : LOCAL_RUNS, median, probe,
                                                &rv, &tb, &step, &nst));
-                } else {
-                    LDT_CHECK(timed(world, mesh, &shape, from, to, round_reps(reps_for(bytes, reps), rounds),
-                                    median, rounds, probe, &t, &rv, &step, &nst));
-                    LDT_CHECK(near_base(world, mesh, &tiny, rr, t, round_reps(reps, rounds), median, rounds,
-                                        probe, base, &tb));
+                } else { /* less a tiny chunk's runs, timed the same way */
+                    runs rt;
+                    ldt_placement s0[LDT_MAX_DIMS];
+                    int nt;
+                    memcpy(s0, rr, sizeof s0);
+                    s0[d] = ldt_shard(0);
+                    rt.n = 0;
+                    LDT_CHECK(time_plan_world(world, mesh, &shape, from, to, round_reps(reps_for(bytes, reps), rounds),
+                                              median, rounds, 1, probe, &t, &rv, &step, &nst));
+                    LDT_CHECK(time_plan_world(world, mesh, &tiny, rr, s0, round_reps(reps, rounds), median, rounds, 1,
+                                              probe, &tb, &rt, NULL, &nt));
+                    tb = runs_stat(&rt, median);
                 }
                 if (nst != 1 || step.collective != want) continue;
                 add_sample(k, want, d, 1, step_bytes(&step), &rv, tb);
@@ -1103,11 +1142,11 @@ ldt_status ldt_calibrate_samples(const ldt_mesh *mesh, const ldt_calibrate_optio
         LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
     for (int i = 0; i < nd; i++) rr[i] = ldt_replicate();
     /* The harness (two barriers around an empty plan) is not part of any step. */
-    if (world) { /* a tiny local chunk's program: the replay's own time */
+    if (world) { /* a tiny local chunk between two barriers of the world */
         ldt_placement s0[LDT_MAX_DIMS];
         memcpy(s0, rr, sizeof s0);
         s0[0] = ldt_shard(0);
-        LDT_CHECK_GOTO(time_plan_world(world, mesh, &tiny, rr, s0, 3 * reps, median, &probe, &base, &rb, NULL,
+        LDT_CHECK_GOTO(time_plan_world(world, mesh, &tiny, rr, s0, 3 * reps, median, 1, 0, &probe, &base, &rb, NULL,
                                        &nst));
     } else {
         LDT_CHECK_GOTO(time_plan(mesh, &tiny, rr, rr, 3 * reps, median, 1, &probe, &base, &rb, NULL, &nst));
