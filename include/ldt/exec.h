@@ -266,9 +266,11 @@ typedef struct ldt_calibrate_options {
                    rounds (the reproducible figure) */
     struct ldt_comm *world; /* NULL: the mesh's ranks as rank threads; an MPI world
                                (ldt_mpi_world): every process of it calls ldt_calibrate with
-                               the same arguments, each timing its own replays of compiled
-                               one-redistribution programs (the world's size must be the
-                               mesh's ranks); each gets the fit of its own timings */
+                               the same arguments, each timing its own runs of each
+                               one-step redistribution plan on the world (a redistribution
+                               runner, as rank threads run it) and its own compute replays
+                               (the world's size must be the mesh's ranks); each gets the fit
+                               of its own timings */
     int rounds; /* sweeps of every timing, each with 1/rounds of the repeats, a timing the
                    lower quartile of its runs over all of them; 0: 3 (quick or median: 1) */
 } ldt_calibrate_options;
