@@ -91,17 +91,36 @@ typedef struct copy_arg {
     const char *src;
     char *dst;
     size_t es;
+    int64_t ps, pd, pn; /* the pending run (elements; pn 0: none) */
 } copy_arg;
 
+static void copy_flush(copy_arg *c) {
+    if (c->pn) memcpy(c->dst + (size_t)c->pd * c->es, c->src + (size_t)c->ps * c->es, (size_t)c->pn * c->es);
+    c->pn = 0;
+}
+
+/* A run, merged with the pending one where both ends continue it (as rec_run merges a
+ * recording's): a chunk of rows copies as one memcpy, not one per row. Row by row, a copy
+ * whose destination lay 16 bytes past its source modulo 4 KiB (two buffers malloc'd one after
+ * the other) ran at 1.9 GB/s on a 2-core machine where one memcpy of it ran at 20. */
 static void copy_run(void *arg, int64_t s, int64_t d, int64_t n) {
     copy_arg *c = arg;
-    memcpy(c->dst + (size_t)d * c->es, c->src + (size_t)s * c->es, (size_t)n * c->es);
+    if (c->pn && c->ps + c->pn == s && c->pd + c->pn == d) {
+        c->pn += n;
+        return;
+    }
+    copy_flush(c);
+    c->ps = s;
+    c->pd = d;
+    c->pn = n;
 }
 
 static ldt_status isect_copy(const ldt_region *a, const ldt_region *b, size_t es, const char *src,
                              int src_packed, char *dst, int dst_packed) {
-    copy_arg c = {src, dst, es};
-    return isect_walk(a, b, src_packed, dst_packed, copy_run, &c);
+    copy_arg c = {src, dst, es, 0, 0, 0};
+    ldt_status st = isect_walk(a, b, src_packed, dst_packed, copy_run, &c);
+    copy_flush(&c);
+    return st;
 }
 
 /* The value that leaves a reduction unchanged: what Shard -> Partial pads with. */
