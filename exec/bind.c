@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "exec/comm.h"
@@ -114,7 +115,7 @@ static void all_reduce_unpack(const binstr *b) {
     const char *at = b->scratch;
     for (int k = 0; k < b->call.nin; k++) {
         size_t nb = (size_t)ldt__value_bytes(&p->vals[p->ops[x->in + k]]);
-        memcpy(b->call.in[k].data, at, nb);
+        ldt__copy(b->call.in[k].data, at, nb);
         at += nb;
     }
 }
@@ -132,7 +133,7 @@ static ldt_status w_all_reduce_packed(const ldt__kcall *c) {
     if (ldt_comm_size(g) == 1) return LDT_OK;
     for (int k = 0; k < c->nin; k++) {
         size_t nb = (size_t)ldt__value_bytes(&rs->prog->vals[rs->prog->ops[x->in + k]]);
-        memcpy(at, c->in[k].data, nb);
+        ldt__copy(at, c->in[k].data, nb);
         at += nb;
     }
     LDT_CHECK(ldt__all_reduce_bound(g, b->scratch, b->scratch, b->count, c->out.dtype, (ldt_reduce_op)x->reduce));
@@ -204,8 +205,8 @@ static void piece_copy(char *whole, char *packed, const int64_t *pc, size_t es, 
     size_t rb = (size_t)(pc[2] * (int64_t)es);
     for (int64_t r = 0; r < nrun; r++) {
         char *w = whole + (pc[0] + r * pc[3]) * (int64_t)es, *s = packed + r * (int64_t)rb;
-        if (unpack) memcpy(w, s, rb);
-        else memcpy(s, w, rb);
+        if (unpack) ldt__copy(w, s, rb);
+        else ldt__copy(s, w, rb);
     }
 }
 
@@ -243,7 +244,7 @@ static ldt_status w_bucket(const ldt__kcall *c) {
         if (own != (char *)rs->val[p->ops[x->in + k]])
             for (int64_t j = 0, off = 0; j < k; j++) {
                 int64_t nb = z[n + ZP * (j * n + me) + 1] * (int64_t)es;
-                if (nb) memcpy(rs->val[p->ops[x->in + k + j]], own + off, (size_t)nb);
+                if (nb) ldt__copy(rs->val[p->ops[x->in + k + j]], own + off, (size_t)nb);
                 off += nb;
             }
         return LDT_OK;
@@ -251,7 +252,7 @@ static ldt_status w_bucket(const ldt__kcall *c) {
     if (own != (char *)c->in[0].data)
         for (int64_t j = 0, off = 0; j < k; j++) {
             int64_t nb = z[n + ZP * (j * n + me) + 1] * (int64_t)es;
-            if (nb) memcpy(own + off, c->in[j].data, (size_t)nb);
+            if (nb) ldt__copy(own + off, c->in[j].data, (size_t)nb);
             off += nb;
         }
     LDT_CHECK(ldt_all_gather_v(g, own, stage, z, c->out.dtype));

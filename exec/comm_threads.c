@@ -17,6 +17,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "exec/comm.h"
@@ -605,7 +606,7 @@ static void copy_out(void *dst, const void *src, size_t bytes, int stream) {
     if (stream)
         copy_stream(dst, src, bytes);
     else
-        memcpy(dst, src, bytes);
+        ldt__copy(dst, src, bytes);
 }
 
 static char *at(const void *base, int64_t elems, size_t es) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "exec/kcall.h"
 #include "trace/trace.h"
@@ -81,7 +82,7 @@ static ldt_status run_trace(ldt_ctx *ctx, const ldt_tensor *keep_alive) {
     }
     for (int64_t i = 0; i < ctx->nkeeps; i++) {
         ldt_tensor *k = ctx->keeps[i];
-        if (ldt__nbytes(k)) memcpy(k->data, LDT__P(k)->source->data, (size_t)ldt__nbytes(k));
+        if (ldt__nbytes(k)) ldt__copy(k->data, LDT__P(k)->source->data, (size_t)ldt__nbytes(k));
         LDT__P(k)->version++;
     }
 fail:
@@ -116,7 +117,7 @@ ldt_status ldt_read(ldt_tensor *t, void *dst, int64_t nbytes) {
     }
     if (t->kind == LDT__NODE) {
         st = run_trace(ctx, t);
-        if (st == LDT_OK && nbytes) memcpy(dst, t->data, (size_t)nbytes);
+        if (st == LDT_OK && nbytes) ldt__copy(dst, t->data, (size_t)nbytes);
         if (st != LDT_OK) snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", ldt_last_error());
         ldt__trace_end(ctx);
         return st;
@@ -130,6 +131,6 @@ ldt_status ldt_read(ldt_tensor *t, void *dst, int64_t nbytes) {
         LDT_FAIL(LDT_ERR_INVALID_USAGE,
                  "read: '%s' is a meta tensor: it holds no data until it is materialized",
                  LDT__NAME(t) ? LDT__NAME(t) : "");
-    if (nbytes) memcpy(dst, t->data, (size_t)nbytes);
+    if (nbytes) ldt__copy(dst, t->data, (size_t)nbytes);
     return LDT_OK;
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "exec/exec_internal.h"
 
@@ -24,11 +25,11 @@ ldt_status ldt__gather_shards(ldt_exec *e, ldt_shards *s) {
         free(counts);
         LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "gather: out of memory for %lld bytes", (long long)total);
     }
-    if (mine) memcpy(buf + at, ldt_shards_local(s, e->me, NULL), (size_t)mine);
+    if (mine) ldt__copy(buf + at, ldt_shards_local(s, e->me, NULL), (size_t)mine);
     st = ldt_all_gather_v(e->world, buf + at, buf, counts, LDT_U8);
     at = 0;
     for (int r = 0; r < n && st == LDT_OK; r++) {
-        if (counts[r] && r != e->me) memcpy(ldt_shards_local(s, r, NULL), buf + at, (size_t)counts[r]);
+        if (counts[r] && r != e->me) ldt__copy(ldt_shards_local(s, r, NULL), buf + at, (size_t)counts[r]);
         at += counts[r];
     }
     free(buf);

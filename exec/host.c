@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "exec/exec_internal.h"
@@ -23,7 +24,7 @@ ldt_status ldt__host_flush(ldt_ctx *ctx) {
             rank_state *rs = e->ranks[e->me];
             int64_t nb;
             void *mine = ldt_shards_local(sh, e->me, &nb);
-            if (nb) memcpy(mine, rs->ins[rs->assign_load[a]].call.out.data, (size_t)nb);
+            if (nb) ldt__copy(mine, rs->ins[rs->assign_load[a]].call.out.data, (size_t)nb);
             LDT_CHECK(ldt__gather_shards(e, sh));
             LDT_CHECK(ldt_full_tensor(sh, t->data));
             continue;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mesh.h"
@@ -205,7 +206,7 @@ static ldt_status rank_fn(ldt_comm *world, void *arg) {
             st = ldt__error(LDT_ERR_INTERNAL, "plan run: output %d holds %lld bytes on rank %d, "
                             "its shard %lld", i, (long long)ldt__value_bytes(&p->vals[v]), rank, (long long)nb);
         else if (nb)
-            memcpy(dst, r.buf[v], (size_t)nb);
+            ldt__copy(dst, r.buf[v], (size_t)nb);
     }
     prun_free(&r);
     return st;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "exec/calibrate_internal.h"
 #include "exec/redist_record.h"
@@ -95,7 +96,7 @@ typedef struct copy_arg {
 } copy_arg;
 
 static void copy_flush(copy_arg *c) {
-    if (c->pn) memcpy(c->dst + (size_t)c->pd * c->es, c->src + (size_t)c->ps * c->es, (size_t)c->pn * c->es);
+    if (c->pn) ldt__copy(c->dst + (size_t)c->pd * c->es, c->src + (size_t)c->ps * c->es, (size_t)c->pn * c->es);
     c->pn = 0;
 }
 
@@ -275,7 +276,7 @@ static ldt_status r_memcpy(ldt_redist_runner *r, rref dst, rref src, int64_t byt
     int64_t *runs;
     if (!bytes) return LDT_OK;
     if (!r->rec) {
-        if (ptr_of(r, dst) != ptr_of(r, src)) memcpy(ptr_of(r, dst), ptr_of(r, src), (size_t)bytes);
+        if (ptr_of(r, dst) != ptr_of(r, src)) ldt__copy(ptr_of(r, dst), ptr_of(r, src), (size_t)bytes);
         return LDT_OK;
     }
     if (!(runs = malloc(3 * sizeof *runs))) LDT_FAIL(LDT_ERR_OUT_OF_MEMORY, "redistribute: out of memory");

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "exec/backend_cuda.h"
 #include "exec/comm.h"
@@ -105,11 +106,11 @@ static ldt_status rank_replay(ldt_comm *world, void *arg) {
             if (rs->assign_load[i - e->nout] < 0) continue; /* a pipeline's other stage */
             buf = rs->ins[rs->assign_load[i - e->nout]].call.out.data;
             nb = ldt__value_bytes(&rs->prog->vals[v]);
-            if (nb && buf != rs->val_now[v]) memcpy(buf, rs->val_now[v], (size_t)nb);
+            if (nb && buf != rs->val_now[v]) ldt__copy(buf, rs->val_now[v], (size_t)nb);
             continue;
         }
         dst = ldt_shards_local(e->outs[i].shards, rank, &nb);
-        if (nb) memcpy(dst, rs->val_now[v], (size_t)nb);
+        if (nb) ldt__copy(dst, rs->val_now[v], (size_t)nb);
     }
     return LDT_OK;
 }

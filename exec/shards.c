@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "ldt/dlpack.h"
 #include "ldt/exec.h"
 #include "core/error.h"
@@ -53,9 +54,9 @@ void ldt__region_copy(const ldt_region *r, const ldt_shape *shape, size_t elem, 
             int64_t gs = g + r->runs[nd - 1].start + b * r->runs[nd - 1].block_stride;
             size_t bytes = (size_t)last_len * elem;
             if (to_local)
-                memcpy(l, f + (size_t)gs * elem, bytes);
+                ldt__copy(l, f + (size_t)gs * elem, bytes);
             else
-                memcpy(f + (size_t)gs * elem, l, bytes);
+                ldt__copy(f + (size_t)gs * elem, l, bytes);
             l += bytes;
         }
         for (int d = nd - 2; d >= 0; d--) {
@@ -241,7 +242,7 @@ ldt_status ldt_from_local(const ldt_spec *spec, const void *const *locals, ldt_s
             LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "from_local: local data of rank %d is NULL",
                      spec->mesh->ranks[i]);
         }
-        if (s->nbytes[i]) memcpy(s->bufs[i], locals[i], (size_t)s->nbytes[i]);
+        if (s->nbytes[i]) ldt__copy(s->bufs[i], locals[i], (size_t)s->nbytes[i]);
     }
     *out = s;
     return LDT_OK;
@@ -261,7 +262,7 @@ ldt_status ldt_to_local(const ldt_shards *s, int rank, void *dst, int64_t nbytes
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT,
                  "to_local: rank %d holds %lld bytes, the destination has %lld", rank,
                  (long long)s->nbytes[pos], (long long)nbytes);
-    if (nbytes) memcpy(dst, s->bufs[pos], (size_t)nbytes);
+    if (nbytes) ldt__copy(dst, s->bufs[pos], (size_t)nbytes);
     return LDT_OK;
 }
 

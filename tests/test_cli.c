@@ -604,6 +604,10 @@ Test(cli, calibrate_fit_and_save) {
     unsetenv("XDG_CACHE_HOME");
     cr_assert_eq(run("calibrate --mesh 2 --reps 0", out, sizeof out, 1), 2);
     cr_expect(strstr(out, "--reps") != NULL, "%s", out);
+    cr_assert_eq(run("calibrate --mesh 2 --rounds 0", out, sizeof out, 1), 2);
+    cr_expect(strstr(out, "--rounds") != NULL, "%s", out);
+    cr_assert_eq(run("calibrate --mesh 2 --quick --rounds 101", out, sizeof out, 1), 1);
+    cr_expect(strstr(out, "101 rounds, expected 0 (the default) to 100") != NULL, "%s", out);
 }
 
 /* A checkpoint of the mlp on tp=4 (meta-init --save), described by ckpt info --json: w1 [32,8]

@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 
+#include "core/copy.h"
 #include "core/sysmem.h"
 #include "ldt/core.h"
 #include "tests/test_util.h"
@@ -613,4 +614,56 @@ Test(host_watch, times_a_round_trip_between_two_cores) {
     cr_expect(ldt__round_trip_shifted(500, 110));
     cr_expect(!ldt__round_trip_shifted(-1, 500));
     cr_expect(!ldt__round_trip_shifted(110, 0));
+}
+
+/* ---- ldt__copy, ldt__move ---------------------------------------------------------------- */
+
+/* Every size around the aliased path's threshold and its 64-byte blocks, at every relative
+ * offset of destination to source modulo 4 KiB that takes the block loop (1 to 63) and some
+ * that do not, each against a byte-by-byte copy of a pattern, with the bytes around the
+ * destination untouched. */
+Test(copy, equals_a_byte_copy_at_every_aliased_offset) {
+    static const size_t sizes[] = {0, 1, 63, 64, 65, 1023, 1024, 1025, 1087, 4096, 4161, 70000};
+    static const size_t rels[] = {0, 1, 8, 15, 16, 31, 32, 48, 63, 64, 65, 2048, 4095};
+    size_t cap = 20 * 4096; /* aligned_alloc: a multiple of the alignment */
+    unsigned char *src = aligned_alloc(4096, cap), *dst = aligned_alloc(4096, cap + 4096);
+    cr_assert(src && dst);
+    for (size_t i = 0; i < cap; i++) src[i] = (unsigned char)(i * 131u + 7u);
+    for (size_t a = 0; a < sizeof rels / sizeof rels[0]; a++)
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+            size_t n = sizes[z], so = 4096 - 1 - a, off = so + rels[a]; /* dst - src = rels[a] mod 4 KiB */
+            memset(dst, 0xA5, cap + 4096);
+            ldt__copy(dst + off, src + so, n);
+            cr_expect_eq(ldt__copy_aliased(dst + off, src + so, n), n >= 1024 && rels[a] >= 1 && rels[a] <= 63);
+            int bad = 0;
+            for (size_t i = 0; i < n && !bad; i++) bad = dst[off + i] != src[so + i];
+            cr_expect(!bad, "copy of %zu bytes, destination %zu past the source: bytes differ", n, rels[a]);
+            cr_expect(off == 0 || dst[off - 1] == 0xA5, "byte before the destination written (n %zu)", n);
+            cr_expect(dst[off + n] == 0xA5, "byte after the destination written (n %zu, rel %zu)", n, rels[a]);
+        }
+    free(src);
+    free(dst);
+}
+
+/* ldt__move: overlapping ranges either way give what memmove of a copy would. */
+Test(copy, move_handles_overlap_either_way) {
+    enum { N = 9000 };
+    static const long shifts[] = {-4097, -64, -16, -1, 0, 1, 16, 63, 64, 4097, 9000};
+    unsigned char *buf = malloc(3 * N), *ref = malloc(3 * N);
+    cr_assert(buf && ref);
+    for (size_t k = 0; k < sizeof shifts / sizeof shifts[0]; k++)
+        for (size_t n = 1000; n <= 5000; n += 4000) {
+            for (size_t i = 0; i < 3 * N; i++) buf[i] = ref[i] = (unsigned char)(i * 37u + 11u);
+            size_t s = N, d = (size_t)((long)N + shifts[k]);
+            /* the reference: byte by byte through a temporary */
+            unsigned char *tmp = malloc(n);
+            cr_assert(tmp);
+            for (size_t i = 0; i < n; i++) tmp[i] = ref[s + i];
+            for (size_t i = 0; i < n; i++) ref[d + i] = tmp[i];
+            free(tmp);
+            ldt__move(buf + d, buf + s, n);
+            cr_expect(memcmp(buf, ref, 3 * N) == 0, "move of %zu bytes by %ld differs", n, shifts[k]);
+        }
+    free(buf);
+    free(ref);
 }

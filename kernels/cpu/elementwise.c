@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/common/cast.h"
@@ -371,7 +372,7 @@ static void cast_run(void *dst, ldt_dtype to, const void *src, ldt_dtype from, i
     int64_t ibuf[LDT__CHUNK];
     size_t ies = ldt_dtype_size(from), oes = ldt_dtype_size(to);
     if (from == to && to != LDT_BOOL) { /* bool -> bool still maps every non-zero byte to 1 */
-        if (dst != src) memmove(dst, src, (size_t)n * ies);
+        if (dst != src) ldt__move(dst, src, (size_t)n * ies);
         return;
     }
     for (int64_t i0 = 0; i0 < n; i0 += LDT__CHUNK) {
@@ -754,9 +755,9 @@ typedef struct sc_bplan {
     zscan_fn zscan; /* integer rdiv_scalar */
 } sc_bplan;
 
-static void copy_1(void *o, const void *x, int64_t n) { memmove(o, x, (size_t)n); }
-static void copy_4(void *o, const void *x, int64_t n) { memmove(o, x, (size_t)n * 4); }
-static void copy_8(void *o, const void *x, int64_t n) { memmove(o, x, (size_t)n * 8); }
+static void copy_1(void *o, const void *x, int64_t n) { ldt__move(o, x, (size_t)n); }
+static void copy_4(void *o, const void *x, int64_t n) { ldt__move(o, x, (size_t)n * 4); }
+static void copy_8(void *o, const void *x, int64_t n) { ldt__move(o, x, (size_t)n * 8); }
 
 /* Truncating division by +-2^k: add 2^k - 1 to negative x, shift; negate (wrapping) for a
  * negative divisor. Computed in int64, then wrapped to the type as ldt__idiv64's users do. */

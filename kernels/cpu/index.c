@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/common/index_plan.h"
@@ -49,7 +50,7 @@ static inline void copy_elem(char *dst, const char *src, size_t es) {
 static void copy_run(char *dst, const char *src, int64_t n, int64_t s, size_t es) {
     if (n <= 0) return;
     if (s == 1) {
-        memcpy(dst, src, (size_t)n * es);
+        ldt__copy(dst, src, (size_t)n * es);
         return;
     }
     for (int64_t i = 0; i < n; i++) copy_elem(dst + i * (int64_t)es, src + i * s * (int64_t)es, es);
@@ -116,7 +117,7 @@ static void split_at(const ldt_shape *s, int dim, int64_t *outer, int64_t *inner
 /* The output starts as a copy of x (scatter, index_add, index_put); in place is fine. */
 static void copy_x(const ldt__kcall *c) {
     size_t bytes = (size_t)numel_of(&c->in[0].shape) * ldt_dtype_size(c->in[0].dtype);
-    if (bytes > 0 && c->out.data != c->in[0].data) memmove(c->out.data, c->in[0].data, bytes);
+    if (bytes > 0 && c->out.data != c->in[0].data) ldt__move(c->out.data, c->in[0].data, bytes);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -138,7 +139,7 @@ static void embedding(const ldt__kcall *c) {
         int64_t r = index_at(ix, i, V) - lo;
         char *dst = (char *)c->out.data + i * row;
         if (r >= 0 && r < len)
-            memcpy(dst, (const char *)w->data + r * row, (size_t)row);
+            ldt__copy(dst, (const char *)w->data + r * row, (size_t)row);
         else
             memset(dst, 0, (size_t)row); /* all-zero bytes are 0 in every dtype */
     }
@@ -179,7 +180,7 @@ static void index_select(const ldt__kcall *c, int dim) {
     if (inner == 0) return;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < L; j++)
-            memcpy((char *)c->out.data + (o * L + j) * inner * es,
+            ldt__copy((char *)c->out.data + (o * L + j) * inner * es,
                    (const char *)x->data + (o * n + index_at(ix, j, n)) * inner * es,
                    (size_t)(inner * es));
 }

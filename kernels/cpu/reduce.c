@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/common/argreduce_plan.h"
@@ -369,7 +370,7 @@ static ldt_status topk_run(const ldt__kcall *c, const ldt__ar_geom *gp, kv *line
             for (int64_t j = 0; j < k; j++) {
                 int64_t oi = (o * k + j) * g.I + i;
                 if (vals)
-                    memcpy((char *)c->out.data + (size_t)oi * esz,
+                    ldt__copy((char *)c->out.data + (size_t)oi * esz,
                            src + (size_t)(base + line[j].idx * g.I) * esz, esz);
                 else
                     ((int64_t *)c->out.data)[oi] = line[j].idx;

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "kernels/common/view_plan.h"
 #include "kernels/cpu/kernel.h"
@@ -14,7 +15,7 @@
 /* One row of len elements of es bytes, source stride s elements (0: one value repeated). */
 static void copy_row(char *dst, const char *src, int64_t len, int64_t s, size_t es) {
     if (s == 1) {
-        memcpy(dst, src, (size_t)len * es);
+        ldt__copy(dst, src, (size_t)len * es);
         return;
     }
     switch (es) {
@@ -109,7 +110,7 @@ static void cat_run(const ldt__kcall *c, int dim, size_t es) {
         int64_t run = c->in[k].shape.dims[dim] * inner * (int64_t)es;
         if (run > 0)
             for (int64_t o = 0; o < outer; o++)
-                memcpy((char *)c->out.data + o * orow + at,
+                ldt__copy((char *)c->out.data + o * orow + at,
                        (const char *)c->in[k].data + o * run, (size_t)run);
         at += run;
     }
@@ -125,7 +126,7 @@ static ldt_status view_run(const ldt__kcall *c, const ldt__view_plan *pp) {
     if (pp->n == 0) return LDT_OK;
     switch (pp->kind) {
     case LDT__VIEW_COPY:
-        if (dst != src) memmove(dst, src, (size_t)pp->n * pp->es);
+        if (dst != src) ldt__move(dst, src, (size_t)pp->n * pp->es);
         return LDT_OK;
     case LDT__VIEW_GATHER:
         gather(dst, src + pp->base * (int64_t)pp->es, pp->nd, pp->dims, pp->st, pp->es);
@@ -143,7 +144,7 @@ ldt_status ldt__k_view(const ldt__kcall *c) {
 /* Bound calls: the plan made and checked once. */
 static ldt_status view_copy_bound(const ldt__kcall *c) {
     const ldt__view_plan *p = (const ldt__view_plan *)c->plan;
-    if (c->out.data != c->in[0].data) memmove(c->out.data, c->in[0].data, (size_t)p->n * p->es);
+    if (c->out.data != c->in[0].data) ldt__move(c->out.data, c->in[0].data, (size_t)p->n * p->es);
     return LDT_OK;
 }
 

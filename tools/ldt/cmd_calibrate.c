@@ -13,7 +13,7 @@
 #include "ldt/ldt.h"
 #include "tools/ldt/cli.h"
 
-#define NFLAGS 10
+#define NFLAGS 11
 /* Other processes' share of the cores above which a calibration warns that it measured a
  * busy machine (a build beside it on 2 cores: 0.4 to 0.7; this machine alone: under 0.02). */
 #define BUSY_WARN 0.1
@@ -27,6 +27,7 @@ static cli_flag *flag_table(void) {
         {"quick", 0, "three sizes and 3 repeats (less precise, a second or so)", NULL},
         {"median", 0, "each timing the median of its repeats in one world (what steps see on a loaded machine), not the lower quartile of runs over three rounds", NULL},
         {"reps", 1, "runs per timing below 16 MiB, over all rounds (default 9)", NULL},
+        {"rounds", 1, "sweeps of every timing, each with its share of the runs (default 3; 1 with --quick or --median)", NULL},
         {"json", 0, "print the profile itself, one JSON object (what --out writes)", NULL},
         CLI_COMM_TIMEOUT_FLAG,
         {"help", 0, "this help", NULL},
@@ -44,13 +45,13 @@ int cmd_calibrate(int argc, char **argv) {
     char *json = NULL;
     ldt_comm *world = NULL;
     int rc = 1, n = 0, cap, lead = 1;
-    int64_t reps = 0;
+    int64_t reps = 0, rounds = 0;
     double rms = 0;
     ldt__host_watch hw = {0};
     if (cli_parse("calibrate", argc, argv, f, NFLAGS)) return 2;
     if (cli_comm_timeout("calibrate", f, NFLAGS)) return 2;
     if (cli_has(f, NFLAGS, "help")) {
-        printf("usage: ldt calibrate --mesh M [--backend threads|mpi] [--out FILE] [--save] [--quick] [--median] [--reps N] [--json]\n\n"
+        printf("usage: ldt calibrate --mesh M [--backend threads|mpi] [--out FILE] [--save] [--quick] [--median] [--reps N] [--rounds N] [--json]\n\n"
                "Times every collective kind the planner issues (all_reduce, reduce_scatter,\n"
                "all_gather, all_to_all) and broadcast along each mesh dim at eight sizes from\n"
                "4 KiB to 64 MiB, and the local ops (chunk, pad, partial), as redistributions run them\n"
@@ -89,9 +90,11 @@ int cmd_calibrate(int argc, char **argv) {
         return 2;
     }
     if (cli_int("calibrate", f, NFLAGS, "reps", 0, 1, &reps)) return 2;
+    if (cli_int("calibrate", f, NFLAGS, "rounds", 0, 1, &rounds)) return 2;
     opt.quick = cli_has(f, NFLAGS, "quick");
     opt.median = cli_has(f, NFLAGS, "median");
     opt.reps = (int)reps;
+    opt.rounds = (int)rounds;
     if (backend && strcmp(backend, "mpi") == 0) { /* every process measures; rank 0 reports */
         if (ldt_mpi_world(NULL, &world) != LDT_OK) return cli_fail("calibrate");
         opt.world = world;
