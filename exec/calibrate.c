@@ -94,6 +94,14 @@ static ldt_status time_replays(ldt_exec *ex, int reps, int median, double *t, do
     return LDT_OK;
 }
 
+/* The runs a plan under 1 ms whose fastest run took `fastest` seconds gets in one of `rounds`
+ * rounds: 2 ms of runs (at most 101) over all of them, odd. */
+static int short_plan_runs(double fastest, int rounds) {
+    int more = (int)(2e-3 / (fastest > 2e-5 ? fastest : 2e-5)) | 1;
+    if (more > 101) more = 101;
+    return more / (rounds > 0 ? rounds : 1) | 1;
+}
+
 /* Least seconds of the plan from -> to on `mesh` for shape `shape` (every run's time also
  * into *all when not NULL; with median only the median); *step gets its one step (*nsteps
  * its step count: the caller keeps only one-step plans of the kind it asked). */
@@ -123,9 +131,7 @@ static ldt_status time_plan_to(const ldt_mesh *mesh, const ldt_mesh *to_mesh, co
      * `rounds` of the calibration: its time is a few times the harness's and as noisy, and
      * runs are cheap */
     if (st == LDT_OK && *out < 1e-3 && reps > 1) {
-        int more = (int)(2e-3 / (*out > 2e-5 ? *out : 2e-5)) | 1;
-        if (more > 101) more = 101;
-        more = more / rounds | 1;
+        int more = short_plan_runs(*out, rounds);
         if (more > reps && median) {
             st = ldt_redistribute_measure(NULL, plan, more, out, NULL);
         } else {
@@ -185,11 +191,14 @@ static ldt_status time_plan_world(ldt_comm *world, const ldt_mesh *mesh, const l
     LDT_CHECK_GOTO(ldt_layout(&src, me, &rin));
     LDT_CHECK_GOTO(ldt_layout(&dst, me, &rout));
     /* zeros written: the runs read memory of their own, not the kernel's one zero page */
-    in = malloc((size_t)(rin.numel > 0 ? rin.numel : 1) * 4);
-    outb = malloc((size_t)(rout.numel > 0 ? rout.numel : 1) * 4);
-    if (!in || !outb) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
-    memset(in, 0, (size_t)(rin.numel > 0 ? rin.numel : 1) * 4);
-    memset(outb, 0, (size_t)(rout.numel > 0 ? rout.numel : 1) * 4);
+    {
+        size_t nin = (size_t)(rin.numel > 0 ? rin.numel : 1) * 4, nout = (size_t)(rout.numel > 0 ? rout.numel : 1) * 4;
+        in = malloc(nin);
+        outb = malloc(nout);
+        if (!in || !outb) LDT_FAIL_GOTO(LDT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+        memset(in, 0, nin);
+        memset(outb, 0, nout);
+    }
     LDT_CHECK_GOTO(ldt_redist_runner_create(world, plan, &run));
     LDT_CHECK_GOTO(ldt_redist_runner_run(run, in, outb)); /* warm-up: first touch, scratch */
     /* a short plan (under 1 ms on the slowest process: every process runs as many) gets more
@@ -210,8 +219,7 @@ static ldt_status time_plan_world(ldt_comm *world, const ldt_mesh *mesh, const l
                 if (t[q] < fastest) fastest = t[q];
             LDT_CHECK_GOTO(ldt_all_reduce(world, &fastest, &fastest, 1, LDT_F64, LDT_REDUCE_MAX));
             if (fastest < 1e-3) {
-                more = ((int)(2e-3 / (fastest > 2e-5 ? fastest : 2e-5)) | 1) / (rounds > 0 ? rounds : 1) | 1;
-                if (more > 101) more = 101;
+                more = short_plan_runs(fastest, rounds);
                 if (more < reps) more = reps;
             }
         }

@@ -54,6 +54,10 @@ void ldt_mpi_world_destroy(ldt_comm *world) { (void)world; }
 #define NOTE_BYTES 512      /* a failure notice: "rank R: why", NUL-terminated */
 #define NOTE_TAG 1
 #define MONITOR_PERIOD_MS 20
+/* The reductions' scratch per communicator, at most (LDT_MPI_SCRATCH_BYTES overrides it, no
+ * less than SCRATCH_MIN): a reduction whose receive space would need more goes in pieces. */
+#define SCRATCH_DEFAULT ((int64_t)256 << 20)
+#define SCRATCH_MIN ((int64_t)4096)
 
 /* A call that blocks inside MPI, with no request to poll: the watchdog's to time. */
 typedef struct mpi_block {
@@ -67,6 +71,7 @@ typedef struct mpi_world {
     MPI_Comm ctl;      /* another duplicate that carries failure notices only */
     int initialised;   /* we called MPI_Init_thread: we finalise */
     int64_t timeout_ms;
+    int64_t scratch_max; /* bytes: the least over the processes (agreed at creation) */
     int *ranks;        /* 0..n-1 */
     int me, n;
     /* Failure: why is written once, before failed is set; neither changes after. */
@@ -94,7 +99,8 @@ typedef struct mpi_comm {
     /* The reductions' receive space, kept from call to call (scratch_get): a fresh malloc of
      * tens of MiB is a fresh mapping whose every page faults on first touch, and an exchange
      * of 64 MiB into one ran at 0.86 GB/s on 2 processes of a 2-core machine where one into
-     * touched memory ran at 2.8. */
+     * touched memory ran at 2.8. It grows to the largest piece so far: at most the world's
+     * scratch_max (one element a member more where that holds less). */
     char *scratch;
     size_t scratch_cap;
 } mpi_comm;
@@ -352,11 +358,11 @@ static void scratch_abandon(mpi_comm *c) {
     c->scratch_cap = 0;
 }
 
-/* The reduction: per member r, `counts[r]` elements at send + sdispl[r] go to member r;
- * this rank reduces the n pieces it receives (its own part, counts[me]) into out; tmp holds
- * n * counts[me] elements (the communicator's scratch). */
-static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const int64_t *counts, char *tmp, void *out,
-                               const char *what) {
+/* The reduction: per member r, `counts[r]` elements at send + displs[r] (NULL: the counts
+ * back to back) go to member r; this rank reduces the n pieces it receives (its own part,
+ * counts[me]) into out; tmp holds n * counts[me] elements (the communicator's scratch). */
+static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const void *send, const int64_t *counts,
+                               const int64_t *displs, char *tmp, void *out, const char *what) {
     int n = c->base.size, me = c->base.rank;
     size_t es = ldt_dtype_size(op->dtype);
     int64_t mine = counts[me];
@@ -369,7 +375,7 @@ static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const int64_t *co
         goto done;
     }
     int *sd = sc + n, *rc = sc + 2 * n, *rd = sc + 3 * n;
-    if ((st = int_table(counts, NULL, n, sc, sd, what)) != LDT_OK) goto done;
+    if ((st = int_table(counts, displs, n, sc, sd, what)) != LDT_OK) goto done;
     for (int r = 0; r < n; r++) {
         rc[r] = sc[me];
         rd[r] = r * sc[me];
@@ -378,7 +384,7 @@ static ldt_status reduce_parts(mpi_comm *c, const ldt__op *op, const int64_t *co
             goto done;
         }
     }
-    st = mpi_err(MPI_Ialltoallv(op->send, sc, sd, type_of(op->dtype), tmp, rc, rd, type_of(op->dtype),
+    st = mpi_err(MPI_Ialltoallv(send, sc, sd, type_of(op->dtype), tmp, rc, rd, type_of(op->dtype),
                                 c->comm, &req), what);
     if (st != LDT_OK) st = fail_with(c->w, st);
     else if ((st = wait_req(c, &req, what, 1)) != LDT_OK) {
@@ -414,6 +420,13 @@ static ldt_status gather_v(mpi_comm *c, const void *send, void *recv, const int6
     return st;
 }
 
+/* Elements a member's part of one piece of a reduction may hold: `slots` such parts of es
+ * bytes fill at most the world's scratch_max (at least one element). */
+static int64_t piece_part(const mpi_comm *c, int slots, size_t es) {
+    int64_t q = c->w->scratch_max / ((int64_t)slots * (int64_t)es);
+    return q < 1 ? 1 : q;
+}
+
 /* The even split of count elements into n parts (the first count % n one longer). */
 static void split(int64_t count, int n, int64_t *parts) {
     for (int r = 0; r < n; r++) parts[r] = count / n + (r < count % n);
@@ -429,29 +442,57 @@ static ldt_status m_collective(ldt_comm *base, const ldt__op *op) {
     if (world_failed(c->w)) return aborted_error(c->w, what);
     switch (op->kind) {
     case LDT__OP_ALL_REDUCE: {
-        int64_t *parts = malloc((size_t)n * sizeof *parts);
+        /* in pieces of q elements a member at most, so that the scratch (n + 1 parts) stays
+         * within the world's scratch_max; one piece (none of 0 elements: still a meeting) */
+        int64_t *parts = malloc((size_t)n * sizeof *parts), o = 0, q = piece_part(c, n + 1, es);
         char *tmp, *mine;
         if (!parts) return ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
-        split(op->count, n, parts);
-        /* the n pieces this rank reduces, then its reduced part (which gather_v sends) */
-        tmp = scratch_get(c, (size_t)(n + 1) * (size_t)parts[me] * es);
-        if (!tmp) st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
-        mine = tmp + (size_t)n * (size_t)parts[me] * es;
-        if (st == LDT_OK) st = reduce_parts(c, op, parts, tmp, mine, what);
-        if (st == LDT_OK && (st = gather_v(c, mine, op->recv, parts, op->dtype, what)) != LDT_OK &&
-            world_failed(c->w))
-            scratch_abandon(c); /* MPI may still read it */
+        do {
+            int64_t cnt = op->count - o < q * n ? op->count - o : q * n;
+            split(cnt, n, parts);
+            /* the n pieces this rank reduces, then its reduced part (which gather_v sends) */
+            tmp = scratch_get(c, (size_t)(n + 1) * (size_t)parts[me] * es);
+            if (!tmp) {
+                st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
+                break;
+            }
+            mine = tmp + (size_t)n * (size_t)parts[me] * es;
+            st = reduce_parts(c, op, (const char *)op->send + (size_t)o * es, parts, NULL, tmp, mine, what);
+            if (st == LDT_OK &&
+                (st = gather_v(c, mine, (char *)op->recv + (size_t)o * es, parts, op->dtype, what)) != LDT_OK &&
+                world_failed(c->w))
+                scratch_abandon(c); /* MPI may still read it */
+            o += cnt;
+        } while (st == LDT_OK && o < op->count);
         free(parts);
         return st;
     }
     case LDT__OP_REDUCE_SCATTER:
     case LDT__OP_REDUCE_SCATTER_V: {
-        int64_t *counts = malloc((size_t)n * sizeof *counts);
+        /* round j reduces elements [j q, (j + 1) q) of every member's part */
+        int64_t *counts = malloc((size_t)n * 3 * sizeof *counts), most = 0, j = 0, q = piece_part(c, n, es);
         if (!counts) return ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
-        for (int r = 0; r < n; r++) counts[r] = op->counts ? op->counts[r] : op->count;
-        char *tmp = scratch_get(c, (size_t)n * (size_t)counts[me] * es);
-        if (!tmp) st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
-        else st = reduce_parts(c, op, counts, tmp, op->recv, what);
+        int64_t *pc = counts + n, *pd = counts + 2 * n, displ = 0;
+        for (int r = 0; r < n; r++) {
+            counts[r] = op->counts ? op->counts[r] : op->count;
+            if (counts[r] > most) most = counts[r];
+        }
+        do {
+            char *tmp;
+            displ = 0;
+            for (int r = 0; r < n; r++) {
+                int64_t left = counts[r] - j;
+                pc[r] = left <= 0 ? 0 : left < q ? left : q;
+                pd[r] = displ + (left > 0 ? j : 0);
+                displ += counts[r];
+            }
+            if (!(tmp = scratch_get(c, (size_t)n * (size_t)pc[me] * es))) {
+                st = ldt__error(LDT_ERR_OUT_OF_MEMORY, "mpi %s: out of memory", what);
+                break;
+            }
+            st = reduce_parts(c, op, op->send, pc, pd, tmp, (char *)op->recv + (size_t)j * es, what);
+            j += q;
+        } while (st == LDT_OK && j < most);
         free(counts);
         return st;
     }
@@ -644,11 +685,31 @@ static void world_release(mpi_world *w) {
     if (atomic_fetch_sub(&w->refs, 1) == 1) world_free(w);
 }
 
+/* The scratch cap from LDT_MPI_SCRATCH_BYTES (bytes, at least SCRATCH_MIN), else the default. */
+static ldt_status scratch_cap_env(int64_t *out) {
+    const char *env = getenv("LDT_MPI_SCRATCH_BYTES");
+    char *end = NULL;
+    long long v;
+    *out = SCRATCH_DEFAULT;
+    if (!env || !*env) return LDT_OK;
+    v = strtoll(env, &end, 10);
+    if (*end || v < SCRATCH_MIN)
+        LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "mpi world: LDT_MPI_SCRATCH_BYTES is '%.40s', expected a byte "
+                 "count of at least %lld (the reductions' scratch per communicator; default %lld)",
+                 env, (long long)SCRATCH_MIN, (long long)SCRATCH_DEFAULT);
+    *out = v;
+    return LDT_OK;
+}
+
 static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms, ldt_comm **out) {
-    mpi_world *w = calloc(1, sizeof *w);
-    mpi_comm *c = calloc(1, sizeof *c);
+    mpi_world *w;
+    mpi_comm *c;
     mpi_block b;
     int n = 0, me = 0, rc;
+    int64_t cap;
+    LDT_CHECK(scratch_cap_env(&cap));
+    w = calloc(1, sizeof *w);
+    c = calloc(1, sizeof *c);
     if (!w || !c || !(w->note_in = calloc(1, NOTE_BYTES)) || !(w->note_out = calloc(1, NOTE_BYTES))) {
         if (w) free(w->note_in);
         free(w);
@@ -669,7 +730,10 @@ static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms,
     block_begin(w, &b, "world (MPI_Comm_dup)");
     rc = MPI_Comm_dup(from, &w->comm);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(from, &w->ctl);
+    /* every process pieces a reduction alike: the least cap */
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(MPI_IN_PLACE, &cap, 1, MPI_INT64_T, MPI_MIN, w->comm);
     block_end(w, &b);
+    w->scratch_max = cap;
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(w->ctl, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS)
