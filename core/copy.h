@@ -30,6 +30,11 @@ static inline int ldt__copy_aliased(const void *dst, const void *src, size_t n) 
  * the loop back into a memcpy call. */
 void ldt__copy_blocks(void *dst, const void *src, size_t n);
 
+/* A copy of large results with non-temporal stores where the ISA has them (SSE2), else
+ * ldt__copy; ldt__copy_stream_fence orders those stores before a barrier publishes them. */
+void ldt__copy_stream(void *dst, const void *src, size_t n);
+void ldt__copy_stream_fence(void);
+
 /* memcpy(dst, src, n) for buffers that do not overlap. */
 static inline void ldt__copy(void *dst, const void *src, size_t n) {
     if (ldt__copy_aliased(dst, src, n))

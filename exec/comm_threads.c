@@ -13,9 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "core/copy.h"
 #include "core/error.h"
@@ -562,49 +559,13 @@ static void barrier_data(tcomm *c) {
 
 
 /* ---------------------------------------------------------------------------------------
- * Copies. Large results go out with non-temporal stores where the ISA has them.
+ * Copies. Large results go out with non-temporal stores where the ISA has them
+ * (ldt__copy_stream, core/copy.h).
  */
-static void copy_stream(void *dst, const void *src, size_t bytes) {
-#if defined(__SSE2__)
-    char *d = dst;
-    const char *s = src;
-    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-    if (head > bytes) head = bytes;
-    memcpy(d, s, head);
-    d += head;
-    s += head;
-    bytes -= head;
-    size_t i = 0;
-    for (; i + 64 <= bytes; i += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
-        __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
-        __m128i f = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
-        _mm_stream_si128((__m128i *)(void *)(d + i), a);
-        _mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
-        _mm_stream_si128((__m128i *)(void *)(d + i + 32), e);
-        _mm_stream_si128((__m128i *)(void *)(d + i + 48), f);
-    }
-    for (; i + 16 <= bytes; i += 16)
-        _mm_stream_si128((__m128i *)(void *)(d + i),
-                         _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
-    memcpy(d + i, s + i, bytes - i);
-#else
-    memcpy(dst, src, bytes);
-#endif
-}
-
-/* Streamed stores are weakly ordered: fence them before the barrier publishes them. */
-static void stream_fence(void) {
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
-}
-
 static void copy_out(void *dst, const void *src, size_t bytes, int stream) {
     if (dst == src || bytes == 0) return;
     if (stream)
-        copy_stream(dst, src, bytes);
+        ldt__copy_stream(dst, src, bytes);
     else
         ldt__copy(dst, src, bytes);
 }
@@ -730,7 +691,7 @@ static void run_all_reduce(tcomm *c) {
         for (int q = 0; q < n; q++)
             copy_out(at(s[q].recv, b, es), &tmp, (size_t)len * es, stream);
     }
-    if (stream) stream_fence();
+    if (stream) ldt__copy_stream_fence();
 }
 
 /* reduce_scatter(_v): reduces segment r of every member's send into its own recv. recv may
@@ -780,7 +741,7 @@ static void run_all_gather(tcomm *c) {
         for (int q = 0; q < n; q++)
             copy_out(at(s[q].recv, off, es) + b, (const char *)me->send + b, m, stream);
     }
-    if (stream) stream_fence();
+    if (stream) ldt__copy_stream_fence();
 }
 
 /* all_to_all(_v): member r pulls segment r of every member's send into its own recv. */
