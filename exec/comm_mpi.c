@@ -54,9 +54,14 @@ void ldt_mpi_world_destroy(ldt_comm *world) { (void)world; }
 #define NOTE_BYTES 512      /* a failure notice: "rank R: why", NUL-terminated */
 #define NOTE_TAG 1
 #define MONITOR_PERIOD_MS 20
-/* The reductions' scratch per communicator, at most (LDT_MPI_SCRATCH_BYTES overrides it, no
- * less than SCRATCH_MIN): a reduction whose receive space would need more goes in pieces. */
-#define SCRATCH_DEFAULT ((int64_t)256 << 20)
+/* The reductions' scratch per communicator: a reduction whose receive space would need more
+ * than SCRATCH_DEFAULT goes in pieces, each member's part of a piece at least PART_MIN_DEFAULT
+ * (so many ranks do not make pieces of a few messages' latency); LDT_MPI_SCRATCH_BYTES (no less
+ * than SCRATCH_MIN) sets the cap exactly, with no least part. Pieces keep the scratch in
+ * cache: on 2 processes of a 2-core machine an all_reduce of 64 MiB took 42 to 60 ms in one
+ * piece and 17 to 24 in pieces of 4 MiB of scratch or less (docs/communicator.md). */
+#define SCRATCH_DEFAULT ((int64_t)4 << 20)
+#define PART_MIN_DEFAULT ((int64_t)64 << 10)
 #define SCRATCH_MIN ((int64_t)4096)
 
 /* A call that blocks inside MPI, with no request to poll: the watchdog's to time. */
@@ -72,6 +77,7 @@ typedef struct mpi_world {
     int initialised;   /* we called MPI_Init_thread: we finalise */
     int64_t timeout_ms;
     int64_t scratch_max; /* bytes: the least over the processes (agreed at creation) */
+    int64_t part_min;    /* bytes of a member's part of a piece at least (likewise) */
     int *ranks;        /* 0..n-1 */
     int me, n;
     /* Failure: why is written once, before failed is set; neither changes after. */
@@ -100,7 +106,7 @@ typedef struct mpi_comm {
      * tens of MiB is a fresh mapping whose every page faults on first touch, and an exchange
      * of 64 MiB into one ran at 0.86 GB/s on 2 processes of a 2-core machine where one into
      * touched memory ran at 2.8. It grows to the largest piece so far: at most the world's
-     * scratch_max (one element a member more where that holds less). */
+     * scratch_max, or (n + 1) of its least parts where those hold more. */
     char *scratch;
     size_t scratch_cap;
 } mpi_comm;
@@ -421,9 +427,11 @@ static ldt_status gather_v(mpi_comm *c, const void *send, void *recv, const int6
 }
 
 /* Elements a member's part of one piece of a reduction may hold: `slots` such parts of es
- * bytes fill at most the world's scratch_max (at least one element). */
+ * bytes fill at most the world's scratch_max, unless that makes a part smaller than its
+ * part_min (and at least one element). */
 static int64_t piece_part(const mpi_comm *c, int slots, size_t es) {
-    int64_t q = c->w->scratch_max / ((int64_t)slots * (int64_t)es);
+    int64_t q = c->w->scratch_max / ((int64_t)slots * (int64_t)es), least = c->w->part_min / (int64_t)es;
+    if (q < least) q = least;
     return q < 1 ? 1 : q;
 }
 
@@ -685,19 +693,22 @@ static void world_release(mpi_world *w) {
     if (atomic_fetch_sub(&w->refs, 1) == 1) world_free(w);
 }
 
-/* The scratch cap from LDT_MPI_SCRATCH_BYTES (bytes, at least SCRATCH_MIN), else the default. */
+/* The scratch cap and a part's least: LDT_MPI_SCRATCH_BYTES (bytes, at least SCRATCH_MIN) and
+ * none, else the defaults. */
 static ldt_status scratch_cap_env(int64_t *out) {
     const char *env = getenv("LDT_MPI_SCRATCH_BYTES");
     char *end = NULL;
     long long v;
-    *out = SCRATCH_DEFAULT;
+    out[0] = SCRATCH_DEFAULT;
+    out[1] = PART_MIN_DEFAULT;
     if (!env || !*env) return LDT_OK;
     v = strtoll(env, &end, 10);
     if (*end || v < SCRATCH_MIN)
         LDT_FAIL(LDT_ERR_INVALID_ARGUMENT, "mpi world: LDT_MPI_SCRATCH_BYTES is '%.40s', expected a byte "
                  "count of at least %lld (the reductions' scratch per communicator; default %lld)",
                  env, (long long)SCRATCH_MIN, (long long)SCRATCH_DEFAULT);
-    *out = v;
+    out[0] = v;
+    out[1] = 0;
     return LDT_OK;
 }
 
@@ -706,8 +717,8 @@ static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms,
     mpi_comm *c;
     mpi_block b;
     int n = 0, me = 0, rc;
-    int64_t cap;
-    LDT_CHECK(scratch_cap_env(&cap));
+    int64_t cap[2];
+    LDT_CHECK(scratch_cap_env(cap));
     w = calloc(1, sizeof *w);
     c = calloc(1, sizeof *c);
     if (!w || !c || !(w->note_in = calloc(1, NOTE_BYTES)) || !(w->note_out = calloc(1, NOTE_BYTES))) {
@@ -731,9 +742,10 @@ static ldt_status make_world(MPI_Comm from, int initialised, int64_t timeout_ms,
     rc = MPI_Comm_dup(from, &w->comm);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(from, &w->ctl);
     /* every process pieces a reduction alike: the least cap */
-    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(MPI_IN_PLACE, &cap, 1, MPI_INT64_T, MPI_MIN, w->comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(MPI_IN_PLACE, cap, 2, MPI_INT64_T, MPI_MIN, w->comm);
     block_end(w, &b);
-    w->scratch_max = cap;
+    w->scratch_max = cap[0];
+    w->part_min = cap[1];
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(w->ctl, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS)
