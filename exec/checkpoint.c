@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <xxhash.h>
 
+#include "core/copy.h"
 #include "ldt/exec.h"
 #include "core/error.h"
 #include "core/mesh.h"
@@ -1564,7 +1565,7 @@ static int64_t place_piece(const ck_piece *pc, size_t elem, const char *local, c
                 if (seen[k >> 3] & (1u << (k & 7))) return k;
                 seen[k >> 3] |= (unsigned char)(1u << (k & 7));
             }
-            if (full) memcpy(full + (size_t)gs * elem, local, (size_t)last->len * elem);
+            if (full) ldt__copy(full + (size_t)gs * elem, local, (size_t)last->len * elem);
             local += (size_t)last->len * elem;
         }
         for (int d = nd - 2; d >= 0; d--) {
@@ -1737,7 +1738,7 @@ static ldt_status load_tensor(ckpt *c, int lo, int hi, const ldt_spec *target, l
                 if (nb != pc->nbytes)
                     LDT_FAIL_GOTO(LDT_ERR_CORRUPT, "ckpt: %s: tensor '%s': %lld bytes stored for a region of "
                                   "%lld", c->files[pc->file].path, pc->name, (long long)pc->nbytes, (long long)nb);
-                if (nb) memcpy(local, buf, (size_t)nb);
+                if (nb) ldt__copy(local, buf, (size_t)nb);
                 filled[r] = 1;
                 matched = 1;
             }

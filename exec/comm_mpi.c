@@ -58,8 +58,8 @@ void ldt_mpi_world_destroy(ldt_comm *world) { (void)world; }
  * than SCRATCH_DEFAULT goes in pieces, each member's part of a piece at least PART_MIN_DEFAULT
  * (so many ranks do not make pieces of a few messages' latency); LDT_MPI_SCRATCH_BYTES (no less
  * than SCRATCH_MIN) sets the cap exactly, with no least part. Pieces keep the scratch in
- * cache: on 2 processes of a 2-core machine an all_reduce of 64 MiB took 42 to 60 ms in one
- * piece and 17 to 24 in pieces of 4 MiB of scratch or less (docs/communicator.md). */
+ * cache: on 2 processes of a 2-core machine an all_reduce of 64 MiB took 45 ms in one piece
+ * and 24 in pieces of 4 MiB (medians of six runs; docs/communicator.md). */
 #define SCRATCH_DEFAULT ((int64_t)4 << 20)
 #define PART_MIN_DEFAULT ((int64_t)64 << 10)
 #define SCRATCH_MIN ((int64_t)4096)
