@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/common/matmul_plan.h"
@@ -82,7 +83,7 @@ static void mm_fill_empty_sum(const ldt__mm_plan *p, const void *bias, void *C, 
     for (int64_t r = 0; r < rows; r++) {
         char *row = (char *)C + (size_t)(r * p->N) * esz;
         if (bias)
-            memcpy(row, bias, (size_t)p->N * esz);
+            ldt__copy(row, bias, (size_t)p->N * esz);
         else
             memset(row, 0, (size_t)p->N * esz);
     }
