@@ -3,7 +3,7 @@
  * glibc's memcpy (2.36, x86-64 with ERMS/FSRM) copies 2 KiB up to its non-temporal threshold
  * with `rep movsb`, and on AMD EPYC (Zen) that runs about 20x slower when the destination
  * lies 1 to 31 bytes past the source modulo 4 KiB: on a 2-core EPYC guest, copies of 4 to 256
- * KiB ran at 1.6 to 2.1 GB/s with the destination 1, 8 or 16 bytes past, and at 34 to 48
+ * KiB ran at 1.5 to 2.1 GB/s with the destination 1, 8 or 16 bytes past, and at 29 to 54
  * GB/s with it 0, 32, 64 or more bytes past (or anywhere before). Two buffers malloc'd one
  * after the other from the heap lie that way (the second starts 16 bytes of chunk header past
  * a page-multiple size), and so may a user's buffer against an arena, or one rank's against
